@@ -1,0 +1,312 @@
+"""Semantic checks of the bundle manifest (FORMAT.md, "Manifest" and "Field rules").
+
+The runtime trusts a manifest that passed `validate_manifest`: every index it follows is in range
+and every byte range it binds lies inside its buffer. So nothing here assumes a type or a bound.
+"""
+from __future__ import annotations
+
+import math
+import reprlib
+
+MANIFEST_VERSION = 1
+
+DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1}
+
+MAX_BYTES = 2**48 - 1          # byte counts and offsets; far above any device, far below overflow
+MAX_DIM = 2**31 - 1            # one shape entry
+MAX_COUNT = 2**63 - 1          # flops / bytes estimates
+MAX_LOCAL_INVOCATIONS = 1024 * 1024
+MAX_BINDINGS = 64
+MAX_GROUPS = 65535
+FLT_MAX = 3.4028234663852886e38
+SPEC_RANGES = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1)}
+SPEC_TYPES = ("int32", "uint32", "float32")
+
+
+class BundleError(ValueError):
+    """A bundle (container or manifest) failed a check; `check` names it, `detail` says why."""
+
+    def __init__(self, check: str, detail: str):
+        self.check = check
+        self.detail = detail
+        super().__init__(f"bundle check '{check}' failed: {detail}")
+
+    def __reduce__(self):  # picklable (e.g. across multiprocessing) despite the two-part constructor
+        return type(self), (self.check, self.detail)
+
+
+# ---- typed accessors: each fails with the field path and the offending value -------------------
+
+_REPR = reprlib.Repr()  # bounded in depth and length, so a hostile value cannot blow up a message
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 8, 4, 60, 60, 40
+
+
+def _show(value) -> str:
+    try:
+        return _REPR.repr(value)
+    except Exception:  # e.g. an int past Python's digit limit, from a Python writer
+        return f"<{type(value).__name__}>"
+
+
+def _fail(path: str, value, why: str):
+    raise BundleError("manifest", f"{path} = {_show(value)} {why}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is not 1
+
+
+def _field(obj: dict, key: str, path: str):
+    if key not in obj:
+        raise BundleError("manifest", f"{path}.{key} is missing" if path else f"{key} is missing")
+    return obj[key]
+
+
+def _dict(obj: dict, key: str, path: str = "") -> tuple[dict, str]:
+    where = f"{path}.{key}" if path else key
+    value = _field(obj, key, path)
+    if not isinstance(value, dict):
+        _fail(where, value, "must be an object")
+    return value, where
+
+
+def _list(obj: dict, key: str, path: str = "", length: int | None = None) -> tuple[list, str]:
+    where = f"{path}.{key}" if path else key
+    value = _field(obj, key, path)
+    if not isinstance(value, (list, tuple)):  # tuples only arrive from a writer, never from JSON
+        _fail(where, value, "must be a list")
+    if length is not None and len(value) != length:
+        _fail(where, value, f"must have exactly {length} entries")
+    return value, where
+
+
+def _int(value, where: str, lo: int, hi: int) -> int:
+    if not _is_int(value):
+        _fail(where, value, "must be an integer")
+    if not lo <= value <= hi:
+        _fail(where, value, f"must be in {lo}..={hi}")
+    return value
+
+
+def _index(value, where: str, count: int, what: str) -> int:
+    """An index into the list `what` of `count` entries."""
+    if not _is_int(value):
+        _fail(where, value, "must be an integer")
+    if not 0 <= value < count:
+        _fail(where, value, f"is not an index into {what} ({count} entries)")
+    return value
+
+
+def _int_field(obj: dict, key: str, path: str, lo: int, hi: int) -> int:
+    return _int(_field(obj, key, path), f"{path}.{key}" if path else key, lo, hi)
+
+
+def _str(value, where: str, nonempty: bool = False) -> str:
+    if not isinstance(value, str):
+        _fail(where, value, "must be a string")
+    if nonempty and not value:
+        _fail(where, value, "must not be empty")
+    return value
+
+
+def _str_field(obj: dict, key: str, path: str, nonempty: bool = False) -> str:
+    return _str(_field(obj, key, path), f"{path}.{key}", nonempty)
+
+
+def _entries(manifest: dict, key: str) -> list[tuple[dict, str]]:
+    """The list `key` as (entry, path) pairs, each entry checked to be an object."""
+    items, where = _list(manifest, key)
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            _fail(f"{where}[{i}]", item, "must be an object")
+        out.append((item, f"{where}[{i}]"))
+    return out
+
+
+# ---- the parts, in manifest order ------------------------------------------------------------
+
+def _check_description(manifest: dict) -> None:
+    """model, target and requirements: informational, but the runtime compares requirements."""
+    model, path = _dict(manifest, "model")
+    for key in ("name", "producer", "source_sha256"):
+        _str_field(model, key, path)
+    _int_field(model, "opset", path, 0, MAX_DIM)
+    target, path = _dict(manifest, "target")
+    _str_field(target, "name", path)
+
+    req, path = _dict(manifest, "requirements")
+    api, where = _list(req, "vulkan_api", path, 3)
+    for i, (part, hi) in enumerate(zip(api, (127, 1023, 4095))):  # VK_MAKE_API_VERSION field widths
+        _int(part, f"{where}[{i}]", 0, hi)
+    extensions, where = _list(req, "extensions", path)
+    for i, ext in enumerate(extensions):
+        _str(ext, f"{where}[{i}]", nonempty=True)
+    _int_field(req, "max_shared_memory_bytes", path, 0, MAX_BYTES)
+    _int_field(req, "max_workgroup_invocations", path, 1, MAX_LOCAL_INVOCATIONS)
+    size, where = _list(req, "max_workgroup_size", path, 3)
+    for i, n in enumerate(size):
+        _int(n, f"{where}[{i}]", 1, MAX_LOCAL_INVOCATIONS)
+    _int_field(req, "max_storage_buffer_range", path, 0, MAX_BYTES)
+
+
+def _check_memory(manifest: dict, weights_bytes: int) -> dict:
+    memory, path = _dict(manifest, "memory")
+    alignment = _int_field(memory, "alignment", path, 4, 65536)
+    if alignment & (alignment - 1):
+        _fail(f"{path}.alignment", alignment, "must be a power of two")
+    _int_field(memory, "arena_bytes", path, 0, MAX_BYTES)
+    declared = _int_field(memory, "weights_bytes", path, 0, MAX_BYTES)
+    if declared != weights_bytes:
+        _fail(f"{path}.weights_bytes", declared, f"but the WEIGHTS section is {weights_bytes} bytes")
+    _int_field(memory, "intermediates_sum_bytes", path, 0, MAX_BYTES)
+    _int_field(memory, "lower_bound_bytes", path, 0, MAX_BYTES)
+    return memory
+
+
+def _element_count(shape: list, where: str) -> int:
+    """prod(shape), stopping early so a hostile shape cannot build a giant integer."""
+    dims = [_int(d, f"{where}[{i}]", 0, MAX_DIM) for i, d in enumerate(shape)]
+    if 0 in dims:
+        return 0
+    count = 1
+    for d in dims:
+        count *= d
+        if count > MAX_BYTES:
+            _fail(where, shape, f"has more than {MAX_BYTES} elements")
+    return count
+
+
+def _check_tensors(manifest: dict, memory: dict) -> list[dict]:
+    sizes = {"arena": memory["arena_bytes"], "weights": memory["weights_bytes"]}
+    alignment = memory["alignment"]
+    tensors = _entries(manifest, "tensors")
+    for t, path in tensors:
+        _str_field(t, "name", path)
+        dtype = _str_field(t, "dtype", path)
+        if dtype not in DTYPE_ITEMSIZE:
+            _fail(f"{path}.dtype", dtype, f"is not one of {', '.join(DTYPE_ITEMSIZE)}")
+        shape, where = _list(t, "shape", path)
+        expected = _element_count(shape, where) * DTYPE_ITEMSIZE[dtype]
+        nbytes = _int_field(t, "nbytes", path, 0, MAX_BYTES)
+        if nbytes != expected:
+            _fail(f"{path}.nbytes", nbytes, f"but shape {list(shape)} of {dtype} is {expected} bytes")
+        mem = _str_field(t, "memory", path)
+        if mem not in sizes:
+            _fail(f"{path}.memory", mem, "must be 'arena' or 'weights'")
+        offset = _int_field(t, "offset", path, 0, MAX_BYTES)
+        if offset % alignment:
+            _fail(f"{path}.offset", offset, f"is not a multiple of memory.alignment = {alignment}")
+        if offset + nbytes > sizes[mem]:
+            _fail(f"{path}.offset", offset, f"+ nbytes {nbytes} = {offset + nbytes} runs past the end of "
+                  f"{mem} ({sizes[mem]} bytes)")
+    return [t for t, _ in tensors]
+
+
+def _check_io(manifest: dict, tensors: list[dict]) -> None:
+    """Inputs and outputs: unique names, arena tensors (the runtime copies them through staging)."""
+    for key in ("inputs", "outputs"):
+        seen = set()
+        for io, path in _entries(manifest, key):
+            name = _str_field(io, "name", path, nonempty=True)
+            if name in seen:
+                _fail(f"{path}.name", name, f"appears twice in {key}")
+            seen.add(name)
+            tid = _index(_field(io, "tensor", path), f"{path}.tensor", len(tensors), "tensors")
+            if tensors[tid]["memory"] != "arena":
+                _fail(f"{path}.tensor", tid, f"is a {tensors[tid]['memory']} tensor; {key} must be in the arena")
+
+
+def _check_modules(manifest: dict, module_count: int) -> list[dict]:
+    modules = _entries(manifest, "modules")
+    if len(modules) != module_count:
+        raise BundleError("manifest", f"modules has {len(modules)} entries but the bundle has "
+                                      f"{module_count} SPIR-V sections")
+    for m, path in modules:
+        _str_field(m, "name", path)
+        _int_field(m, "bindings", path, 1, MAX_BINDINGS)
+        local, where = _list(m, "local_size", path, 3)
+        invocations = math.prod(_int(n, f"{where}[{i}]", 1, MAX_LOCAL_INVOCATIONS) for i, n in enumerate(local))
+        if invocations > MAX_LOCAL_INVOCATIONS:
+            _fail(where, local, f"has {invocations} invocations, more than {MAX_LOCAL_INVOCATIONS}")
+        _int_field(m, "shared_memory_bytes", path, 0, MAX_BYTES)
+    return [m for m, _ in modules]
+
+
+def _check_spec_value(kind: str, value, where: str) -> None:
+    if kind in SPEC_RANGES:
+        _int(value, where, *SPEC_RANGES[kind])
+        return
+    # float32: an int or a float, finite, and not rounding to infinity in 32 bits.
+    if not (_is_int(value) or isinstance(value, float)):
+        _fail(where, value, "must be a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        _fail(where, value, "must be finite")
+    if abs(value) > FLT_MAX:  # exact for huge ints too: int/float comparison does not convert
+        _fail(where, value, "does not fit in float32")
+
+
+def _check_kernels(manifest: dict, modules: list[dict]) -> list[dict]:
+    kernels = _entries(manifest, "kernels")
+    for k, path in kernels:
+        _str_field(k, "name", path)
+        _index(_field(k, "module", path), f"{path}.module", len(modules), "modules")
+        specs, where = _list(k, "specialization", path)
+        ids = set()
+        for i, spec in enumerate(specs):
+            spath = f"{where}[{i}]"
+            if not isinstance(spec, dict):
+                _fail(spath, spec, "must be an object")
+            cid = _int_field(spec, "id", spath, 0, 65535)
+            if cid in ids:
+                _fail(f"{spath}.id", cid, "is used twice in this kernel")
+            ids.add(cid)
+            kind = _str_field(spec, "type", spath)
+            if kind not in SPEC_TYPES:
+                _fail(f"{spath}.type", kind, f"is not one of {', '.join(SPEC_TYPES)}")
+            _check_spec_value(kind, _field(spec, "value", spath), f"{spath}.value")
+    return [k for k, _ in kernels]
+
+
+def _check_dispatches(manifest: dict, kernels: list[dict], modules: list[dict], tensors: list[dict]) -> None:
+    for d, path in _entries(manifest, "dispatches"):
+        kid = _index(_field(d, "kernel", path), f"{path}.kernel", len(kernels), "kernels")
+        want = modules[kernels[kid]["module"]]["bindings"]
+        bindings, where = _list(d, "bindings", path)
+        if len(bindings) != want:
+            _fail(where, bindings, f"has {len(bindings)} entries but kernel {kid}'s module has {want} bindings")
+        for i, tid in enumerate(bindings):
+            _index(tid, f"{where}[{i}]", len(tensors), "tensors")
+        groups, where = _list(d, "groups", path, 3)
+        for i, n in enumerate(groups):
+            _int(n, f"{where}[{i}]", 1, MAX_GROUPS)
+        if not isinstance(_field(d, "barrier", path), bool):
+            _fail(f"{path}.barrier", d["barrier"], "must be true or false")
+        # Optional profiling fields: absent is fine, present must be well typed.
+        if "nodes" in d:
+            nodes, where = _list(d, "nodes", path)
+            for i, node in enumerate(nodes):
+                _str(node, f"{where}[{i}]")
+        for key in ("flops", "bytes"):
+            if key in d:
+                _int_field(d, key, path, 0, MAX_COUNT)
+
+
+def validate_manifest(manifest: dict, *, module_count: int, weights_bytes: int) -> None:
+    """Check every rule of FORMAT.md's manifest; raise BundleError naming the field and value.
+
+    `module_count` and `weights_bytes` are what the container holds (SPIRV sections, WEIGHTS size).
+    Unknown keys are ignored so a newer minor version still loads.
+    """
+    if not isinstance(manifest, dict):
+        _fail("manifest", manifest, "must be a JSON object")
+    version = _field(manifest, "manifest_version", "")
+    if not _is_int(version) or version != MANIFEST_VERSION:
+        _fail("manifest_version", version, f"is not supported (this reader knows {MANIFEST_VERSION})")
+    _check_description(manifest)
+    memory = _check_memory(manifest, weights_bytes)
+    tensors = _check_tensors(manifest, memory)
+    _check_io(manifest, tensors)
+    modules = _check_modules(manifest, module_count)
+    kernels = _check_kernels(manifest, modules)
+    _check_dispatches(manifest, kernels, modules, tensors)

@@ -1,0 +1,110 @@
+"""Kernels + memory plan -> manifest, SPIR-V modules and weights -> .vkb bytes."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from bundles import write_bundle
+
+from .codegen import compile_glsl, module_name, render
+from .memory import ALIGNMENT, MemoryPlan, align
+from .schedule import place_barriers
+
+
+class TensorTable:
+    """Manifest tensors: one entry per Value a dispatch or the IO binds; views share offsets."""
+
+    def __init__(self, plan: MemoryPlan):
+        self.plan = plan
+        self.entries: list[dict] = []
+        self.ids: dict[int, int] = {}
+        self.weight_offsets: dict[int, int] = {}
+        self.weight_chunks: list[bytes] = []
+        self.weights_bytes = 0
+
+    def id_of(self, v) -> int:
+        if id(v) in self.ids:
+            return self.ids[id(v)]
+        root = v.root()
+        if root.is_constant:
+            memory, offset = "weights", self._place_weight(root)
+        else:
+            memory, offset = "arena", self.plan.offsets[id(root)]
+        self.entries.append({"name": v.name, "dtype": np.dtype(v.dtype).name,
+                             "shape": [int(d) for d in v.shape], "memory": memory,
+                             "offset": offset, "nbytes": int(v.nbytes)})
+        self.ids[id(v)] = len(self.entries) - 1
+        return self.ids[id(v)]
+
+    def _place_weight(self, root) -> int:
+        if id(root) not in self.weight_offsets:
+            data = np.ascontiguousarray(root.data).tobytes()
+            self.weight_offsets[id(root)] = self.weights_bytes
+            padded = align(max(len(data), 4))
+            self.weight_chunks.append(data + bytes(padded - len(data)))
+            self.weights_bytes += padded
+        return self.weight_offsets[id(root)]
+
+    def weights(self) -> bytes:
+        return b"".join(self.weight_chunks)
+
+
+def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> bytes:
+    table = TensorTable(plan)
+    inputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.inputs]
+    outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.outputs]
+
+    modules, module_index, spirv_blobs = [], {}, []
+    pipelines, pipeline_index = [], {}
+    dispatches, accesses = [], []
+    for k in kernels:
+        spirv = compile_glsl(render(k), module_name(k))
+        digest = hashlib.sha256(spirv).hexdigest()
+        if digest not in module_index:  # identical modules are stored once
+            module_index[digest] = len(modules)
+            modules.append({"name": module_name(k), "bindings": len(k.bindings),
+                            "local_size": list(k.local_size),
+                            "shared_memory_bytes": k.shared_memory_bytes})
+            spirv_blobs.append(spirv)
+        spec = [{"id": i, "type": t, "value": float(v) if t == "float32" else int(v)}
+                for i, (_, t, v) in enumerate(k.spec)]
+        key = (module_index[digest], tuple((s["type"], s["value"]) for s in spec))
+        if key not in pipeline_index:
+            pipeline_index[key] = len(pipelines)
+            pipelines.append({"name": module_name(k), "module": key[0], "specialization": spec})
+        binding_ids = [table.id_of(v) for v in k.bindings]
+        reads, writes = [], []
+        for i, t in enumerate(binding_ids):
+            e = table.entries[t]
+            if e["memory"] == "arena":
+                (writes if i in k.writes else reads).append((e["offset"], e["offset"] + e["nbytes"]))
+        accesses.append((reads, writes))
+        dispatches.append({"kernel": pipeline_index[key], "bindings": binding_ids,
+                           "groups": list(k.groups), "barrier": False, "nodes": list(k.nodes),
+                           "flops": int(k.flops),
+                           "bytes": int(sum(table.entries[t]["nbytes"] for t in binding_ids))})
+    for d, barrier in zip(dispatches, place_barriers(accesses)):
+        d["barrier"] = barrier
+
+    requirements = {
+        "vulkan_api": [1, 1, 0], "extensions": [],
+        "max_shared_memory_bytes": max((m["shared_memory_bytes"] for m in modules), default=0),
+        "max_workgroup_invocations": max((int(np.prod(m["local_size"])) for m in modules), default=1),
+        "max_workgroup_size": [max((m["local_size"][i] for m in modules), default=1) for i in range(3)],
+        "max_storage_buffer_range": max((e["nbytes"] for e in table.entries), default=0),
+    }
+    manifest = {
+        "manifest_version": 1,
+        "model": {"name": graph.name, "producer": graph.producer, "opset": graph.opset,
+                  "source_sha256": source_sha256},
+        "target": {"name": target.name},
+        "requirements": requirements,
+        "memory": {"alignment": ALIGNMENT, "arena_bytes": plan.arena_bytes,
+                   "weights_bytes": table.weights_bytes,
+                   "intermediates_sum_bytes": plan.intermediates_sum_bytes,
+                   "lower_bound_bytes": plan.lower_bound_bytes},
+        "tensors": table.entries, "inputs": inputs, "outputs": outputs,
+        "modules": modules, "kernels": pipelines, "dispatches": dispatches,
+    }
+    return write_bundle(manifest, spirv_blobs, table.weights())

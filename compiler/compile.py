@@ -1,0 +1,37 @@
+"""compile_model: the whole pipeline, ONNX in, .vkb bytes out."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import onnx
+
+from .assemble import assemble
+from .errors import CompileError, UnsupportedOpsError
+from .frontend import load_model, to_ir
+from .lower import lower_graph, unsupported_ops
+from .memory import plan_memory
+from .passes import run_passes
+from .targets import get_target
+
+
+def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
+                  input_shapes: dict[str, list[int]] | None = None,
+                  target: str = "generic") -> bytes:
+    """Compile an ONNX model (proto, path or bytes) into a .vkb bundle."""
+    proto = load_model(model)
+    graph = to_ir(proto, input_shapes)
+    # Every unsupported op is reported at once, before any folding or code generation.
+    missing = unsupported_ops(graph)
+    if missing:
+        raise UnsupportedOpsError(missing)
+    graph = run_passes(graph)
+    for v in graph.values():
+        if v.shape is None:
+            raise CompileError(f"tensor '{v.name}' has no static shape after shape inference; "
+                               "pin the model's inputs with --input-shape.")
+    tgt = get_target(target)
+    kernels = lower_graph(graph, tgt)
+    plan = plan_memory(kernels, graph.inputs, graph.outputs)
+    digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
+    return assemble(graph, kernels, plan, tgt, digest)

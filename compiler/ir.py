@@ -1,0 +1,109 @@
+"""The compiler's IR: a Graph of Nodes over Values with static shapes.
+
+Values carry numpy data when they are constants. A view (Reshape, Flatten, ...) is a Value whose
+`alias_of` points at the Value that owns its bytes; views never produce a kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    data: np.ndarray | None = None          # set for constants
+    producer: "Node | None" = None
+    consumers: list["Node"] = field(default_factory=list)
+    alias_of: "Value | None" = None         # set for views: the value owning the bytes
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    def root(self) -> "Value":
+        v = self
+        while v.alias_of is not None:
+            v = v.alias_of
+        return v
+
+    def __repr__(self) -> str:
+        kind = "const " if self.is_constant else ""
+        return f"<{kind}{self.name}: {np.dtype(self.dtype).name}{list(self.shape)}>"
+
+
+@dataclass(eq=False)
+class Node:
+    op_type: str
+    name: str
+    inputs: list[Value | None]
+    outputs: list[Value]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
+    # Names of the ONNX nodes this node stands for after fusion (for profiling and errors).
+    sources: list[str] = field(default_factory=list)
+
+    def input(self, i: int) -> Value | None:
+        return self.inputs[i] if i < len(self.inputs) else None
+
+    def __repr__(self) -> str:
+        return f"<{self.op_type} {self.name}: {self.inputs} -> {self.outputs}>"
+
+
+class Graph:
+    """Nodes in a valid topological order plus the graph's inputs and outputs."""
+
+    def __init__(self, nodes, inputs, outputs, opset: int, name: str = "model", producer: str = ""):
+        self.nodes: list[Node] = list(nodes)
+        self.inputs: list[Value] = list(inputs)
+        self.outputs: list[Value] = list(outputs)
+        self.opset = opset
+        self.name = name
+        self.producer = producer
+        self.relink()
+
+    def relink(self) -> None:
+        """Recompute producer/consumer links from the node list (passes call this after edits)."""
+        for node in self.nodes:
+            for v in node.inputs:
+                if v is not None:
+                    v.consumers = []
+        for node in self.nodes:
+            for v in node.outputs:
+                v.producer = node
+                v.consumers = []
+        for node in self.nodes:
+            for v in node.inputs:
+                if v is not None:
+                    v.consumers.append(node)
+
+    def values(self) -> list[Value]:
+        seen: dict[int, Value] = {}
+        for v in self.inputs:
+            seen[id(v)] = v
+        for node in self.nodes:
+            for v in [*node.inputs, *node.outputs]:
+                if v is not None:
+                    seen.setdefault(id(v), v)
+        return list(seen.values())
+
+    def replace_uses(self, old: Value, new: Value) -> None:
+        """Make every reader of `old` (nodes and graph outputs) read `new` instead."""
+        for node in self.nodes:
+            node.inputs = [new if v is old else v for v in node.inputs]
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def is_output(self, v: Value) -> bool:
+        return any(v is o for o in self.outputs)

@@ -1,0 +1,26 @@
+"""Concat: one slice copy per input into the output."""
+from __future__ import annotations
+
+from ..shapes import prod
+from .registry import Kernel, grid_1d, register, require_float32
+
+
+@register("Concat")
+def lower_concat(node, target):
+    out = node.outputs[0]
+    require_float32(node, [*node.inputs, out])
+    axis = node.attrs["axis"] % len(out.shape)
+    outer, inner = prod(out.shape[:axis]), prod(out.shape[axis + 1:])
+    local = target.elementwise_local
+    kernels, offset = [], 0
+    for x in node.inputs:
+        a_in = x.shape[axis]
+        total = outer * a_in * inner
+        if total:
+            spec = [("TOTAL", "int32", total), ("INNER", "int32", inner), ("A_IN", "int32", a_in),
+                    ("A_OUT", "int32", out.shape[axis]), ("OFFSET", "int32", offset)]
+            kernels.append(Kernel("copy_slice", dict(LOCAL=local), spec, [x, out], writes=[1],
+                                  groups=grid_1d(total, local), local_size=(local, 1, 1),
+                                  nodes=node.sources))
+        offset += a_in
+    return kernels

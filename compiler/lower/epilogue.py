@@ -1,0 +1,33 @@
+"""Render a kernel's store expression: the op's own tail (bias, Gemm's alpha/beta) followed by
+whatever the epilogue-fusion pass attached to the node."""
+from __future__ import annotations
+
+from .. import expr as E
+from ..epilogue import epilogue_strides
+from ..ir import Node, Value
+
+
+def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=()):
+    """Returns (GLSL expression over acc_v/e0/e1/e2, operand Values, spec entries)."""
+    n_own = node.attrs.get("n_op_inputs", len(node.inputs))
+    fused = node.attrs.get("epilogue", ("acc",))
+    shift = len(own_operands)
+    tree = E.substitute(fused, lambda t: own_tail if t[0] == "acc" else ("in", t[1] + shift))
+    operands: list[Value] = [*own_operands, *node.inputs[n_own:]]
+    spec = []
+    for j, v in enumerate(operands):
+        sb, sm, sn = epilogue_strides(kind, out_shape, v.shape)
+        spec += [(f"EP{j}_SB", "int32", sb), (f"EP{j}_SM", "int32", sm), (f"EP{j}_SN", "int32", sn)]
+
+    def leaf(t):
+        if t[0] == "acc":
+            return "acc_v"
+        j = t[1]
+        return f"EP{j}[e0 * EP{j}_SB + e1 * EP{j}_SM + e2 * EP{j}_SN]"
+
+    return E.render(tree, leaf), operands, spec, E.count_ops(tree)
+
+
+def channel_view(v: Value, rank: int) -> Value:
+    """A per-channel vector [C] seen as [C, 1, ...] so it broadcasts along axis 1."""
+    return Value(v.name + "/per_channel", v.dtype, (v.shape[0],) + (1,) * (rank - 2), alias_of=v)

@@ -1,0 +1,108 @@
+"""Gemm and MatMul on the tiled matmul template; `tiled_matmul` also serves 1x1 and implicit-GEMM
+convolution (conv.py)."""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..shapes import broadcast_strides, collapse_dims, prod
+from .epilogue import build_epilogue
+from .registry import Kernel, register, require_float32
+
+
+def choose_tiles(target, M: int, N: int) -> dict:
+    """Workgroup and register tiles for an MxN output. Skinny outputs (a batch-1 Linear layer)
+    get one row per workgroup instead of wasting 63 of 64 rows."""
+    tm, tn, bk = target.reg_m, target.reg_n, target.tile_k
+    if M <= 8:
+        tm = 1 << max(0, (M - 1).bit_length())
+        wg_m, wg_n = 1, min(32, target.max_invocations)
+    else:
+        wg_m, wg_n = target.tile_m // tm, target.tile_n // tn
+    return dict(TM=tm, TN=tn, BK=bk, WG_M=wg_m, WG_N=wg_n, BM=wg_m * tm, BN=wg_n * tn)
+
+
+def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
+                 b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()):
+    """One dispatch of templates/matmul_tiled.comp.j2. `strides` holds SA_*, SB_*, SC_*."""
+    tiles = choose_tiles(target, M, N)
+    expr, operands, ep_spec, ep_ops = build_epilogue(
+        node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
+    spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
+    spec += [(name, "int32", strides[name]) for name in
+             ("SA_B0", "SA_B1", "SA_M", "SA_K", "SB_B0", "SB_B1", "SC_B0", "SC_B1", "SC_M", "SC_N")]
+    if b_mode == "strided":
+        spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
+    spec += list(conv_spec) + ep_spec
+    params = dict(tiles, b_mode=b_mode, coords=coords, n_epilogue=len(operands),
+                  epilogue_expr=expr, a_k_contiguous=strides["SA_K"] == 1,
+                  b_n_contiguous=b_mode == "im2col" or strides["SB_N"] == 1)
+    groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batch0 * batch1)
+    if groups[2] > 65535 or groups[1] > 65535 or groups[0] > 65535:
+        raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
+                           "Vulkan's guaranteed 65535 per axis.")
+    return Kernel("matmul_tiled", params, spec, [a, b, c, *operands], writes=[2], groups=groups,
+                  local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources,
+                  flops=batch0 * batch1 * M * N * (2 * K + ep_ops),
+                  shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+
+
+@register("Gemm")
+def lower_gemm(node, target):
+    a, b, c = node.inputs[0], node.inputs[1], node.input(2)
+    out = node.outputs[0]
+    require_float32(node, [a, b, c, out])
+    trans_a, trans_b = node.attrs.get("transA", 0), node.attrs.get("transB", 0)
+    alpha, beta = float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0))
+    M, N = out.shape
+    K = a.shape[0] if trans_a else a.shape[1]
+    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0, SC_M=N, SC_N=1,
+                   SA_M=1 if trans_a else K, SA_K=M if trans_a else 1,
+                   SB_K=1 if trans_b else N, SB_N=K if trans_b else 1)
+    tail = ("acc",) if alpha == 1.0 else ("mul", ("const", alpha), ("acc",))
+    own = ()
+    if c is not None and beta != 0.0:
+        own = (c,)
+        tail = ("add", tail, ("in", 0) if beta == 1.0 else ("mul", ("const", beta), ("in", 0)))
+    return [tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=1, batch1=1,
+                         strides=strides, coords="matmul", out_shape=out.shape, own_tail=tail,
+                         own_operands=own)]
+
+
+@register("MatMul")
+def lower_matmul(node, target):
+    a, b = node.inputs
+    out = node.outputs[0]
+    require_float32(node, [a, b, out])
+    a_shape = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)
+    b_shape = tuple(b.shape) + (1,) if len(b.shape) == 1 else tuple(b.shape)
+    M, K = a_shape[-2:]
+    N = b_shape[-1]
+    batch = _batch_dims(a_shape, b_shape)
+    # Walk the broadcast batch dims of A, B and C as (b0, b1): at most two groups of dims.
+    a_b = broadcast_strides(a_shape[:-2], batch)
+    b_b = broadcast_strides(b_shape[:-2], batch)
+    c_b = broadcast_strides(batch, batch)
+    a_b = [s * M * K for s in a_b]
+    b_b = [s * K * N for s in b_b]
+    c_b = [s * M * N for s in c_b]
+    dims, (sa, sb, sc) = collapse_dims(batch, [a_b, b_b, c_b]) if batch else ([1], [[0], [0], [0]])
+    if len(dims) > 2:
+        raise CompileError(f"MatMul '{node.name}': its batch dims {list(batch)} broadcast in "
+                           f"{len(dims)} separate groups; vkc handles two.")
+    if len(dims) == 1:
+        dims, sa, sb, sc = [1] + dims, [0] + sa, [0] + sb, [0] + sc
+    strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
+                   SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
+    # The epilogue sees the output as [..batch, M, N] even when an operand was 1-D.
+    ep_shape = tuple(batch) + (M, N)
+    if prod(ep_shape) != out.size:
+        raise CompileError(f"MatMul '{node.name}': output shape {out.shape} does not match "
+                           f"{a.shape} x {b.shape}.")
+    return [tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
+                         batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape)]
+
+
+def _batch_dims(a_shape, b_shape) -> tuple[int, ...]:
+    ra, rb = a_shape[:-2], b_shape[:-2]
+    n = max(len(ra), len(rb))
+    ra, rb = (1,) * (n - len(ra)) + tuple(ra), (1,) * (n - len(rb)) + tuple(rb)
+    return tuple(max(x, y) for x, y in zip(ra, rb))

@@ -1,0 +1,91 @@
+"""The lowering registry: one rule per (op type, since-version), each in its op family's module.
+
+A rule takes a Node and the target profile and returns the Kernels that compute it. The model's
+opset picks the rule: onnx.defs gives the op's since_version at that opset, and the newest rule
+registered at or below it applies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..errors import CompileError
+from ..expr import ONNX_BINARY, ONNX_UNARY
+from ..ir import Node, Value
+
+# Ops the passes turn into views, folds or fused expressions, never reaching lowering as such.
+HANDLED_BY_PASSES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout",
+                     "BatchNormalization", "Constant", "Shape", "Size", "Clip",
+                     *ONNX_BINARY, *ONNX_UNARY}
+
+
+@dataclass
+class Kernel:
+    """One dispatch: a template, its structural parameters, its specialization constants."""
+    template: str                     # templates/<template>.comp.j2
+    params: dict                      # Jinja parameters: structure (tiles, dtype, epilogue)
+    spec: list[tuple[str, float]]     # (int32|uint32|float32, value); constant_id = position
+    bindings: list[Value]             # set 0, binding i
+    writes: list[int]                 # binding indices the kernel writes
+    groups: tuple[int, int, int]
+    local_size: tuple[int, int, int]
+    nodes: list[str] = field(default_factory=list)
+    flops: int = 0
+    shared_memory_bytes: int = 0
+
+
+Rule = Callable[[Node, "object"], list[Kernel]]
+_RULES: dict[str, dict[int, Rule]] = {}
+
+
+def register(op_type: str, since: int = 1):
+    def wrap(fn: Rule) -> Rule:
+        versions = _RULES.setdefault(op_type, {})
+        if since in versions:
+            raise RuntimeError(f"lowering for {op_type} since opset {since} is registered twice "
+                               f"({versions[since].__module__} and {fn.__module__}).")
+        versions[since] = fn
+        return fn
+    return wrap
+
+
+def registered_ops() -> dict[str, list[int]]:
+    return {op: sorted(v) for op, v in _RULES.items()}
+
+
+def find_rule(op_type: str, domain: str, opset: int) -> Rule | None:
+    versions = _RULES.get(op_type)
+    if not versions:
+        return None
+    if op_type.startswith("vkc.") or domain not in ("", "ai.onnx"):
+        return versions[max(versions)] if op_type.startswith("vkc.") else None
+    try:
+        since = onnx.defs.get_schema(op_type, max_inclusive_version=opset).since_version
+    except onnx.defs.SchemaError:
+        since = opset
+    usable = [v for v in versions if v <= since]
+    return versions[max(usable)] if usable else None
+
+
+def is_supported(op_type: str, domain: str, opset: int) -> bool:
+    if domain in ("", "ai.onnx") and op_type in HANDLED_BY_PASSES:
+        return True
+    return find_rule(op_type, domain, opset) is not None
+
+
+def require_float32(node: Node, values) -> None:
+    for v in values:
+        if v is not None and np.dtype(v.dtype) != np.float32:
+            raise CompileError(f"{node.op_type} '{node.name}' computes on {np.dtype(v.dtype).name} "
+                               f"tensor '{v.name}' at run time; vkc's kernels are float32 in this "
+                               "version.")
+
+
+def grid_1d(total: int, local: int) -> tuple[int, int, int]:
+    """Workgroup counts covering `total` invocations; y takes over past the 65535 x-limit."""
+    groups = max(1, -(-total // local))
+    x = min(groups, 65535)
+    return (x, -(-groups // x), 1)

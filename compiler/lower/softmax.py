@@ -1,0 +1,32 @@
+"""Softmax (and LogSoftmax) along one axis; before opset 13 over all axes from `axis` on."""
+from __future__ import annotations
+
+from ..shapes import prod
+from .registry import Kernel, grid_1d, register, require_float32
+
+
+def _softmax(node, target, log: bool, coerce_2d: bool):
+    x, out = node.inputs[0], node.outputs[0]
+    require_float32(node, [x, out])
+    rank = len(x.shape)
+    axis = node.attrs.get("axis", 1 if coerce_2d else -1) % rank
+    if coerce_2d:  # opset < 13 flattens to 2-D at `axis`
+        length, inner = prod(x.shape[axis:]), 1
+    else:
+        length, inner = x.shape[axis], prod(x.shape[axis + 1:])
+    rows = x.size // length
+    local = min(64, target.elementwise_local)
+    spec = [("ROWS", "int32", rows), ("L", "int32", length), ("INNER", "int32", inner)]
+    return [Kernel("softmax", dict(LOCAL=local, log=log), spec, [x, out], writes=[1],
+                   groups=grid_1d(rows, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=5 * x.size)]
+
+
+@register("Softmax", since=1)
+def lower_softmax_v1(node, target):
+    return _softmax(node, target, log=False, coerce_2d=True)
+
+
+@register("Softmax", since=13)
+def lower_softmax(node, target):
+    return _softmax(node, target, log=False, coerce_2d=False)

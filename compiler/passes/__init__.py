@@ -1,0 +1,16 @@
+"""Graph -> Graph passes, in the order the compiler runs them."""
+from .elementwise import fuse_elementwise_chains, to_elementwise
+from .epilogue import fuse_epilogues
+from .fold_batchnorm import fold_batchnorm
+from .fold_constants import fold_constants
+from .outputs import materialize_outputs, remove_dead_nodes
+from .views import make_views
+
+PIPELINE = [fold_constants, make_views, fold_batchnorm, to_elementwise, remove_dead_nodes,
+            fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
+
+
+def run_passes(graph):
+    for p in PIPELINE:
+        graph = p(graph)
+    return graph

@@ -1,0 +1,93 @@
+"""Elementwise ops become `vkc.Elementwise` nodes holding an expression tree; chains of them
+fuse into one kernel when the intermediate has no other reader."""
+from __future__ import annotations
+
+from .. import expr as E
+from ..errors import CompileError
+from ..ir import Graph, Node
+
+ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | {"Clip"}
+
+
+def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
+    if "min" in node.attrs or "max" in node.attrs or len(node.inputs) == 1:  # opset < 11
+        return node.attrs.get("min"), node.attrs.get("max")
+    bounds = []
+    for v in (node.input(1), node.input(2)):
+        if v is None:
+            bounds.append(None)
+        elif not v.is_constant:
+            raise CompileError(f"Clip '{node.name}': min/max come from the computation "
+                               f"('{v.name}'); vkc needs them constant.")
+        else:
+            bounds.append(float(v.data.reshape(-1)[0]))
+    return bounds[0], bounds[1]
+
+
+def to_elementwise(graph: Graph) -> Graph:
+    for node in graph.nodes:
+        if node.op_type not in ELEMENTWISE_OPS or node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Clip":
+            lo, hi = _clip_bounds(node)
+            tree, operands = ("clip", ("in", 0), lo, hi), [node.inputs[0]]
+        elif node.op_type in E.ONNX_UNARY:
+            tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0)), [node.inputs[0]]
+        else:
+            leaves, operands = [], []
+            for v in node.inputs[:2]:
+                if v.is_constant and v.size == 1:  # scalars become literals in the kernel
+                    leaves.append(("const", float(v.data.reshape(-1)[0])))
+                else:  # the same value twice (x * x) is one operand
+                    same = [i for i, o in enumerate(operands) if o is v]
+                    leaves.append(("in", same[0] if same else len(operands)))
+                    if not same:
+                        operands.append(v)
+            tree = (E.ONNX_BINARY[node.op_type], *leaves)
+        node.op_type, node.attrs, node.inputs = "vkc.Elementwise", {"expr": tree}, operands
+    graph.relink()
+    return graph
+
+
+def fuse_elementwise_chains(graph: Graph) -> Graph:
+    changed = True
+    while changed:
+        changed = False
+        for consumer in graph.nodes:
+            if consumer.op_type != "vkc.Elementwise":
+                continue
+            for k, v in enumerate(consumer.inputs):
+                prod = v.producer
+                if (prod is None or prod.op_type != "vkc.Elementwise" or graph.is_output(v)
+                        or len(v.consumers) != 1 or v.alias_of is not None
+                        or tuple(v.shape) != tuple(consumer.outputs[0].shape)):
+                    continue
+                merge_into(consumer, k, prod)
+                graph.nodes.remove(prod)
+                graph.relink()
+                changed = True
+                break
+            if changed:
+                break
+    return graph
+
+
+def merge_into(consumer: Node, k: int, prod: Node) -> None:
+    """Substitute producer `prod`'s expression for operand k of `consumer`, sharing operands."""
+    operands = [v for i, v in enumerate(consumer.inputs) if i != k]
+    old_index = {i: operands.index(v) for i, v in enumerate(consumer.inputs) if i != k}
+
+    def index_of(v):
+        for i, o in enumerate(operands):
+            if o is v:
+                return i
+        operands.append(v)
+        return len(operands) - 1
+
+    prod_tree = E.substitute(prod.attrs["expr"],
+                             lambda t: ("in", index_of(prod.inputs[t[1]])) if t[0] == "in" else None)
+    tree = E.substitute(consumer.attrs["expr"],
+                        lambda t: prod_tree if t == ("in", k) else ("in", old_index[t[1]]))
+    consumer.attrs["expr"] = tree
+    consumer.inputs = operands
+    consumer.sources = prod.sources + consumer.sources

@@ -1,0 +1,56 @@
+"""Epilogue fusion: an elementwise expression that reads only a Conv/Gemm/MatMul result (plus
+biases, per-channel tensors or same-shape residuals) is rendered into that kernel's store."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import expr as E
+from ..epilogue import epilogue_strides
+from ..ir import Graph, Node
+
+ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
+
+
+def fuse_epilogues(graph: Graph) -> Graph:
+    for anchor in list(graph.nodes):
+        kind = ANCHOR_KIND.get(anchor.op_type)
+        if kind is None or np.dtype(anchor.outputs[0].dtype) != np.float32:
+            continue
+        if anchor.op_type == "MatMul" and any(len(v.shape) < 2 for v in anchor.inputs):
+            continue  # a vector product's output drops a dim the epilogue indexes by
+        while True:
+            out = anchor.outputs[0]
+            if len(out.consumers) != 1 or graph.is_output(out):
+                break
+            ew = out.consumers[0]
+            if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(out.shape):
+                break
+            others = [v for v in ew.inputs if v is not out]
+            if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
+                break
+            _absorb(anchor, ew)
+            graph.nodes.remove(ew)
+            graph.relink()
+    return graph
+
+
+def _absorb(anchor: Node, ew: Node) -> None:
+    out = anchor.outputs[0]
+    prev = anchor.attrs.get("epilogue")
+    n_own = anchor.attrs.setdefault("n_op_inputs", len(anchor.inputs))
+    operands = list(anchor.inputs[n_own:])
+
+    def leaf(t):
+        v = ew.inputs[t[1]]
+        if v is out:
+            return prev if prev is not None else ("acc",)
+        for i, o in enumerate(operands):
+            if o is v:
+                return ("in", i)
+        operands.append(v)
+        return ("in", len(operands) - 1)
+
+    anchor.attrs["epilogue"] = E.substitute(ew.attrs["expr"], leaf)
+    anchor.inputs = anchor.inputs[:n_own] + operands
+    anchor.outputs = ew.outputs
+    anchor.sources = anchor.sources + ew.sources

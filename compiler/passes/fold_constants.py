@@ -1,0 +1,58 @@
+"""Constant folding and static shapes.
+
+Walks the graph once in order: a node whose inputs are all constants (or that only reads static
+shapes) is evaluated with onnx's reference evaluator and disappears; a node whose output shape
+shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
+now-constant inputs visible.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileError
+from ..ir import Graph
+from .onnx_node import evaluate, infer_output_types
+
+# Folding these would bake one random draw into the bundle.
+NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                    "Multinomial", "Bernoulli"}
+
+
+def fold_constants(graph: Graph) -> Graph:
+    kept = []
+    for node in graph.nodes:
+        present = [v for v in node.inputs if v is not None]
+        if node.op_type in ("Shape", "Size") and present[0].shape is not None:
+            data = np.array(present[0].shape, dtype=np.int64)
+            start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
+            out = np.array(data.size if node.op_type == "Size" else data[start:end], dtype=np.int64)
+            _set_constant(node.outputs[0], out)
+            continue
+        if node.op_type not in NONDETERMINISTIC and node.domain in ("", "ai.onnx") \
+                and all(v.is_constant for v in present):
+            try:
+                results = evaluate(node, graph.opset)
+            except Exception as exc:  # noqa: BLE001 - the evaluator raises many types
+                raise CompileError(f"folding constant node '{node.name}' ({node.op_type}) "
+                                   f"failed: {exc}") from exc
+            for v, data in zip(node.outputs, results):
+                _set_constant(v, data)
+            continue
+        if any(v.shape is None or v.dtype is None for v in node.outputs):
+            try:
+                types = infer_output_types(node, graph.opset)
+            except Exception as exc:  # noqa: BLE001
+                raise CompileError(f"shape inference failed at node '{node.name}' "
+                                   f"({node.op_type}): {exc}") from exc
+            for v, (dtype, shape) in zip(node.outputs, types):
+                v.dtype = v.dtype if v.dtype is not None else dtype
+                v.shape = v.shape if v.shape is not None else shape
+        kept.append(node)
+    graph.nodes = kept
+    graph.relink()
+    return graph
+
+
+def _set_constant(v, data: np.ndarray) -> None:
+    v.data = np.ascontiguousarray(data)
+    v.dtype, v.shape = v.data.dtype, tuple(v.data.shape)

@@ -1,0 +1,52 @@
+"""Run onnx's own machinery (reference evaluator, shape inference) on one IR node."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from ..ir import Node, Value
+
+
+def _value_info(v: Value) -> onnx.ValueInfoProto:
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)) if v.dtype is not None else 0
+    return helper.make_tensor_value_info(v.name, elem, list(v.shape) if v.shape is not None else None)
+
+
+def one_node_model(node: Node, opset: int, constants_as_initializers: bool) -> onnx.ModelProto:
+    inputs = [v for v in node.inputs if v is not None]
+    inits = [numpy_helper.from_array(v.data, v.name) for v in inputs
+             if constants_as_initializers and v.is_constant]
+    graph_inputs = [_value_info(v) for v in inputs if not (constants_as_initializers and v.is_constant)]
+    proto = helper.make_node(node.op_type, [v.name if v else "" for v in node.inputs],
+                             [v.name for v in node.outputs], name=node.name, domain=node.domain,
+                             **node.attrs)
+    graph = helper.make_graph([proto], "one_node", graph_inputs,
+                              [helper.make_tensor_value_info(v.name, 0, None) for v in node.outputs],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def evaluate(node: Node, opset: int) -> list[np.ndarray]:
+    """Compute a node whose inputs are all constants with onnx.reference."""
+    model = one_node_model(node, opset, constants_as_initializers=False)
+    feeds = {v.name: v.data for v in node.inputs if v is not None}
+    return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
+
+
+def infer_output_types(node: Node, opset: int) -> list[tuple[np.dtype | None, tuple | None]]:
+    """Static output dtypes and shapes of one node, with constant inputs visible to inference."""
+    model = one_node_model(node, opset, constants_as_initializers=True)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    by_name = {vi.name: vi.type.tensor_type for vi in inferred.graph.output}
+    result = []
+    for v in node.outputs:
+        tt = by_name.get(v.name)
+        if tt is None or not tt.HasField("shape"):
+            result.append((None, None))
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)) if tt.elem_type else None
+        result.append((dtype, None if None in dims else tuple(dims)))
+    return result

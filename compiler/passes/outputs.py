@@ -1,0 +1,35 @@
+"""Every graph output gets arena bytes of its own: an output that is a graph input, a constant,
+or a view of either is materialized by an identity copy."""
+from __future__ import annotations
+
+from ..ir import Graph, Node, Value
+
+
+def materialize_outputs(graph: Graph) -> Graph:
+    inputs = {id(v) for v in graph.inputs}
+    for i, out in enumerate(graph.outputs):
+        root = out.root()
+        if not (root.is_constant or id(root) in inputs):
+            continue
+        fresh = Value(out.name, out.dtype, out.shape)
+        graph.nodes.append(Node("vkc.Elementwise", f"{out.name}/vkc_copy", [out], [fresh],
+                                {"expr": ("in", 0)}, sources=[f"copy to output {out.name}"]))
+        graph.outputs[i] = fresh
+    graph.relink()
+    return graph
+
+
+def remove_dead_nodes(graph: Graph) -> Graph:
+    """Drop nodes whose outputs nothing reads (after folding and fusion)."""
+    live = {id(v.root()) for v in graph.outputs} | {id(v) for v in graph.outputs}
+    kept = []
+    for node in reversed(graph.nodes):
+        if any(id(o) in live for o in node.outputs):
+            kept.append(node)
+            for v in node.inputs:
+                if v is not None:
+                    live.add(id(v))
+                    live.add(id(v.root()))
+    graph.nodes = kept[::-1]
+    graph.relink()
+    return graph

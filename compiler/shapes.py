@@ -1,0 +1,55 @@
+"""Shape arithmetic shared by passes and lowering: broadcasting strides, dim collapsing."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def contiguous_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return strides[::-1]
+
+
+def broadcast_strides(shape, out_shape) -> list[int] | None:
+    """Element strides of `shape` read as if broadcast to `out_shape` (0 on broadcast dims),
+    or None when numpy broadcasting does not allow it."""
+    if len(shape) > len(out_shape):
+        return None
+    padded = [1] * (len(out_shape) - len(shape)) + list(shape)
+    strides = contiguous_strides(padded)
+    result = []
+    for d, o, s in zip(padded, out_shape, strides):
+        if d == o:
+            result.append(s if o != 1 else 0)
+        elif d == 1:
+            result.append(0)
+        else:
+            return None
+    return result
+
+
+def collapse_dims(out_shape, stride_lists) -> tuple[list[int], list[list[int]]]:
+    """Merge adjacent output dims wherever every operand walks them as one flat dim, so kernels
+    index with the fewest divisions. Size-1 dims are dropped."""
+    dims = [d for d in out_shape if d != 1]
+    keep = [i for i, d in enumerate(out_shape) if d != 1]
+    strides = [[s[i] for i in keep] for s in stride_lists]
+    if not dims:
+        return [1], [[0] for _ in stride_lists]
+    out_dims, out_strides = [dims[0]], [[s[0]] for s in strides]
+    for i in range(1, len(dims)):
+        if all(o[-1] == s[i] * dims[i] for o, s in zip(out_strides, strides)):
+            out_dims[-1] *= dims[i]
+            for o, s in zip(out_strides, strides):
+                o[-1] = s[i]
+        else:
+            out_dims.append(dims[i])
+            for o, s in zip(out_strides, strides):
+                o.append(s[i])
+    return out_dims, out_strides
+
+
+def prod(xs) -> int:
+    return int(np.prod(list(xs), dtype=np.int64))

@@ -1,0 +1,59 @@
+"""Device profiles: what kernels may use and how big their tiles are.
+
+`generic` fits any Vulkan 1.1 compute device (16 KiB shared memory, 256 invocations), so a bundle
+compiled for it runs everywhere. `host` reads the limits of the local device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    max_shared_memory: int = 16384
+    max_invocations: int = 256
+    subgroup_size: int = 32
+    # Elementwise-style kernels: invocations per workgroup.
+    elementwise_local: int = 256
+    # Tiled matmul: workgroup tile, register tile (rows x cols of C per invocation), K step.
+    tile_m: int = 64
+    tile_n: int = 64
+    tile_k: int = 16
+    reg_m: int = 4
+    reg_n: int = 4
+
+
+TARGETS = {
+    "generic": Target("generic"),
+    "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
+    "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8),
+    "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=64,
+                     tile_n=64, tile_k=16),
+}
+
+
+def get_target(name: str) -> Target:
+    if name == "host":
+        return host_target()
+    if name not in TARGETS:
+        raise ValueError(f"unknown target '{name}'; choose one of {sorted(TARGETS) + ['host']}.")
+    return TARGETS[name]
+
+
+def host_target() -> Target:
+    """The local default device's limits, on top of the profile its vendor matches."""
+    from runtime_min import list_devices  # only `--target host` touches a device
+
+    dev = list_devices()[0] if len(list_devices()) == 1 else _preferred(list_devices())
+    name = dev.name.lower()
+    base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
+        else TARGETS["generic"]
+    return replace(base, name=f"host:{dev.name}",
+                   max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory),
+                   max_invocations=min(base.max_invocations, dev.max_workgroup_invocations))
+
+
+def _preferred(devices):
+    order = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3}
+    return sorted(devices, key=lambda d: order.get(str(d.type).lower(), 4))[0]

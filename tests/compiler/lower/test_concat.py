@@ -1,0 +1,54 @@
+"""Concat against onnxruntime."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime
+from onnx_builders import GraphBuilder, single_op_model
+
+CONCAT_CASES = [
+    pytest.param([[2, 3, 4, 5], [1, 3, 4, 5]], 0, id="axis0-2in"),
+    pytest.param([[1, 3, 4, 5], [1, 5, 4, 5]], 1, id="axis1-2in"),
+    pytest.param([[1, 3, 4, 5], [1, 5, 4, 5], [1, 1, 4, 5]], 1, id="axis1-3in"),
+    pytest.param([[1, 3, 4, 5], [1, 5, 4, 5], [1, 1, 4, 5], [1, 8, 4, 5]], 1, id="axis1-4in"),
+    pytest.param([[2, 3, 4, 5], [2, 3, 4, 2]], -1, id="axis-1-2in"),
+    pytest.param([[2, 3, 4, 5], [2, 3, 4, 1], [2, 3, 4, 7]], -1, id="axis-1-3in"),
+    pytest.param([[2, 3, 4, 5], [2, 3, 6, 5]], 2, id="axis2"),
+    pytest.param([[3, 4], [5, 4], [1, 4]], 0, id="2d-axis0"),
+    pytest.param([[3, 4], [3, 7]], 1, id="2d-axis1"),
+    pytest.param([[1, 64, 13, 13], [1, 64, 13, 13]], 1, id="squeezenet-fire"),
+]
+
+
+@pytest.mark.parametrize("shapes,axis", CONCAT_CASES)
+def test_concat(shapes, axis):
+    model = single_op_model("Concat", {f"x{i}": s for i, s in enumerate(shapes)}, {"axis": axis})
+    check_against_onnxruntime(model)
+
+
+@pytest.mark.parametrize("position", [0, 1, 2], ids=["init-first", "init-middle", "init-last"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat_with_initializer(axis, position, rng):
+    shape_in = [2, 3, 4]
+    shape_c = list(shape_in)
+    shape_c[axis] = 3
+    inputs = {"x0": shape_in, "x1": shape_in}
+    names = ["x0", "x1"]
+    names.insert(position, "c")
+    model = single_op_model("Concat", inputs, {"axis": axis},
+                            initializers={"c": rng.standard_normal(shape_c).astype(np.float32)},
+                            node_inputs=names)
+    check_against_onnxruntime(model)
+
+
+def test_concat_of_computed_values():
+    """Concat of two kernels' outputs feeding another kernel (SqueezeNet fire module shape)."""
+    g = GraphBuilder("fire", seed=9)
+    x = g.input("x", [1, 8, 9, 9])
+    s = g.node("Relu", [g.conv(x, 8, 4, 1)])
+    e1 = g.node("Relu", [g.conv(s, 4, 6, 1)])
+    e3 = g.node("Relu", [g.conv(s, 4, 6, 3)])
+    cat = g.node("Concat", [e1, e3], axis=1)
+    g.node("Conv", [cat, g.const("w", (g.rng.standard_normal((5, 12, 1, 1)) * 0.4).astype(np.float32))], out="y",
+           kernel_shape=[1, 1])
+    check_against_onnxruntime(g.build(["y"]))

@@ -1,0 +1,80 @@
+"""Conv (implicit GEMM, 1x1-as-GEMM, depthwise, grouped) against onnxruntime."""
+
+import pytest
+
+from harness import check_against_onnxruntime
+from onnx_builders import he_normal, single_op_model, small_normal
+
+
+def _conv_model(rng, *, n=1, c=4, hw=(9, 9), m=8, k=(3, 3), group=1, bias=True, **attrs):
+    kh, kw = (k, k) if isinstance(k, int) else k
+    w = he_normal(rng, (m, c // group, kh, kw))
+    inits = {"w": w}
+    if bias:
+        inits["b"] = small_normal(rng, (m,), scale=0.5)
+    attrs = dict(attrs)
+    attrs.setdefault("kernel_shape", [kh, kw])
+    if group != 1:
+        attrs["group"] = group
+    return single_op_model("Conv", {"x": [n, c, *hw]}, attrs, initializers=inits)
+
+
+CONV_CASES = [
+    # kernel sizes
+    pytest.param(dict(k=1), id="k1"),
+    pytest.param(dict(k=1, c=16, m=24, hw=(7, 7)), id="k1-16to24"),
+    pytest.param(dict(k=3, pads=[1, 1, 1, 1]), id="k3-p1"),
+    pytest.param(dict(k=3), id="k3-nopad"),
+    pytest.param(dict(k=5, pads=[2, 2, 2, 2]), id="k5-p2"),
+    pytest.param(dict(k=7, c=3, m=8, hw=(15, 15), strides=[2, 2], pads=[3, 3, 3, 3]), id="k7-s2-p3-stem"),
+    pytest.param(dict(k=(3, 1), pads=[1, 0, 1, 0]), id="k3x1"),
+    pytest.param(dict(k=(1, 5), pads=[0, 2, 0, 2]), id="k1x5"),
+    pytest.param(dict(k=(2, 3)), id="k2x3-nopad"),
+    # strides
+    pytest.param(dict(k=3, strides=[2, 2], pads=[1, 1, 1, 1]), id="k3-s2-p1"),
+    pytest.param(dict(k=1, strides=[2, 2]), id="k1-s2"),
+    pytest.param(dict(k=3, strides=[2, 1], pads=[1, 1, 1, 1]), id="k3-s2x1"),
+    pytest.param(dict(k=3, strides=[2, 2], hw=(10, 10)), id="k3-s2-even-nopad"),
+    # pads
+    pytest.param(dict(k=3, pads=[0, 1, 2, 1]), id="pads-asym-0121"),
+    pytest.param(dict(k=3, pads=[2, 0, 0, 1]), id="pads-asym-2001"),
+    pytest.param(dict(k=1, pads=[1, 1, 1, 1]), id="k1-padded"),
+    # auto_pad
+    pytest.param(dict(k=3, auto_pad="SAME_UPPER"), id="same-upper-k3"),
+    pytest.param(dict(k=3, auto_pad="SAME_UPPER", strides=[2, 2], hw=(10, 10)), id="same-upper-k3-s2-even"),
+    pytest.param(dict(k=4, auto_pad="SAME_UPPER", hw=(9, 9)), id="same-upper-k4"),
+    pytest.param(dict(k=4, auto_pad="SAME_LOWER", hw=(9, 9)), id="same-lower-k4"),
+    pytest.param(dict(k=3, auto_pad="SAME_LOWER", strides=[2, 2], hw=(10, 10)), id="same-lower-k3-s2-even"),
+    pytest.param(dict(k=3, auto_pad="VALID"), id="valid-k3"),
+    pytest.param(dict(k=3, auto_pad="VALID", strides=[2, 2]), id="valid-k3-s2"),
+    # dilation
+    pytest.param(dict(k=3, dilations=[2, 2], pads=[2, 2, 2, 2]), id="dil2-p2"),
+    pytest.param(dict(k=3, dilations=[2, 1], pads=[2, 1, 2, 1]), id="dil2x1"),
+    pytest.param(dict(k=3, dilations=[2, 2], strides=[2, 2], hw=(11, 11)), id="dil2-s2"),
+    # groups
+    pytest.param(dict(k=3, c=8, m=8, group=2, pads=[1, 1, 1, 1]), id="group2"),
+    pytest.param(dict(k=1, c=8, m=12, group=4), id="group4-k1"),
+    pytest.param(dict(k=3, c=8, m=8, group=8, pads=[1, 1, 1, 1]), id="depthwise-k3"),
+    pytest.param(dict(k=3, c=8, m=8, group=8, pads=[1, 1, 1, 1], strides=[2, 2]), id="depthwise-k3-s2"),
+    pytest.param(dict(k=5, c=6, m=6, group=6, pads=[2, 2, 2, 2], bias=False), id="depthwise-k5-nobias"),
+    pytest.param(dict(k=3, c=4, m=8, group=4, pads=[1, 1, 1, 1]), id="depthwise-multiplier2"),
+    pytest.param(dict(k=3, c=8, m=8, group=8, auto_pad="SAME_UPPER", strides=[2, 2], hw=(10, 10)), id="depthwise-same-upper-s2"),
+    # bias, batch, odd spatial sizes
+    pytest.param(dict(k=3, bias=False, pads=[1, 1, 1, 1]), id="k3-nobias"),
+    pytest.param(dict(k=1, bias=False), id="k1-nobias"),
+    pytest.param(dict(k=3, n=2, pads=[1, 1, 1, 1]), id="batch2-k3"),
+    pytest.param(dict(k=1, n=2), id="batch2-k1"),
+    pytest.param(dict(k=3, n=2, c=8, m=8, group=8, pads=[1, 1, 1, 1]), id="batch2-depthwise"),
+    pytest.param(dict(k=3, hw=(7, 11), pads=[1, 1, 1, 1]), id="odd-7x11"),
+    pytest.param(dict(k=3, hw=(13, 5), strides=[2, 2], pads=[1, 1, 1, 1]), id="odd-13x5-s2"),
+    pytest.param(dict(k=3, c=3, m=5, hw=(1, 1), pads=[1, 1, 1, 1]), id="spatial-1x1"),
+    pytest.param(dict(k=3, c=5, m=7, hw=(9, 9), pads=[1, 1, 1, 1]), id="odd-channels-5to7"),
+    # medium
+    pytest.param(dict(k=3, c=32, m=64, hw=(28, 28), pads=[1, 1, 1, 1]), id="medium-32to64-28x28"),
+    pytest.param(dict(k=1, c=64, m=128, hw=(28, 28)), id="medium-k1-64to128-28x28"),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv(case, rng):
+    check_against_onnxruntime(_conv_model(rng, **case))

@@ -1,0 +1,51 @@
+"""MaxPool, AveragePool, GlobalAveragePool against onnxruntime."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime, random_feeds
+from onnx_builders import single_op_model
+
+POOL_CASES = [
+    pytest.param(dict(kernel_shape=[2, 2], strides=[2, 2]), [1, 4, 8, 8], id="k2-s2"),
+    pytest.param(dict(kernel_shape=[2, 2], strides=[2, 2]), [1, 4, 9, 9], id="k2-s2-odd-floor"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2]), [1, 4, 9, 9], id="k3-s2-nopad"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [1, 4, 10, 10], id="k3-s2-p1"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]), [1, 4, 7, 7], id="k3-s1-p1"),
+    pytest.param(dict(kernel_shape=[3, 3]), [1, 4, 7, 7], id="k3-default-stride1"),
+    pytest.param(dict(kernel_shape=[3, 2], strides=[1, 2]), [1, 3, 7, 8], id="k3x2-s1x2"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1]), [1, 4, 8, 8], id="pads-asym-end"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[1, 1], pads=[2, 1, 0, 1]), [1, 2, 6, 6], id="pads-asym-2101"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"), [1, 4, 8, 8], id="same-upper-s2"),
+    pytest.param(dict(kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_UPPER"), [1, 4, 7, 7], id="same-upper-k2"),
+    pytest.param(dict(kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_LOWER"), [1, 4, 7, 7], id="same-lower-k2"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_LOWER"), [1, 4, 8, 8], id="same-lower-s2"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID"), [1, 4, 9, 9], id="valid-s2"),
+    pytest.param(dict(kernel_shape=[2, 2], strides=[2, 2]), [2, 3, 6, 10], id="batch2"),
+    pytest.param(dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), [1, 64, 56, 56], id="medium-resnet-stem"),
+]
+
+
+@pytest.mark.parametrize("attrs,shape", POOL_CASES)
+def test_maxpool(attrs, shape):
+    check_against_onnxruntime(single_op_model("MaxPool", {"x": shape}, attrs))
+
+
+def test_maxpool_all_negative_padded():
+    """Padding must act as -inf for MaxPool, never as 0."""
+    model = single_op_model("MaxPool", {"x": [1, 2, 5, 5]}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    feeds = {"x": -np.abs(random_feeds(model, seed=7)["x"]) - 1.0}
+    check_against_onnxruntime(model, feeds=feeds)
+
+
+@pytest.mark.parametrize("count_include_pad", [0, 1], ids=["exclude-pad", "include-pad"])
+@pytest.mark.parametrize("attrs,shape", POOL_CASES)
+def test_averagepool(attrs, shape, count_include_pad):
+    attrs = dict(attrs, count_include_pad=count_include_pad)
+    check_against_onnxruntime(single_op_model("AveragePool", {"x": shape}, attrs))
+
+
+@pytest.mark.parametrize("shape", [[1, 8, 7, 7], [2, 3, 5, 9], [1, 16, 1, 1], [1, 2048, 7, 7], [1, 1000, 13, 13]],
+                         ids=["8x7x7", "batch2-5x9", "1x1", "resnet50-head", "squeezenet-head"])
+def test_global_average_pool(shape):
+    check_against_onnxruntime(single_op_model("GlobalAveragePool", {"x": shape}))

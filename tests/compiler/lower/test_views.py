@@ -1,0 +1,83 @@
+"""Views (Flatten, Reshape, Identity, Dropout): aliases of their source, no kernel."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime
+from onnx_builders import GraphBuilder, he_normal, single_op_model
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1], ids=["axis0", "axis1", "axis2", "axis-1"])
+def test_flatten(axis):
+    check_against_onnxruntime(single_op_model("Flatten", {"x": [2, 3, 4, 5]}, {"axis": axis}))
+
+
+@pytest.mark.parametrize("in_shape,target", [
+    pytest.param([2, 3, 4, 5], [0, -1], id="0,-1"),
+    pytest.param([2, 3, 4, 5], [0, 0, -1], id="0,0,-1"),
+    pytest.param([2, 3, 4, 5], [-1, 20], id="-1,20"),
+    pytest.param([2, 3, 4, 5], [2, 0, 5, -1], id="2,0,5,-1"),
+    pytest.param([2, 3, 4, 5], [120], id="to-1d"),
+    pytest.param([6, 20], [2, 3, 4, 5], id="to-4d"),
+    pytest.param([1, 2048, 1, 1], [1, 2048], id="resnet-head"),
+])
+def test_reshape(in_shape, target):
+    model = single_op_model("Reshape", {"x": in_shape},
+                            initializers={"shape": np.array(target, np.int64)})
+    check_against_onnxruntime(model)
+
+
+def test_identity():
+    check_against_onnxruntime(single_op_model("Identity", {"x": [3, 5, 7]}))
+
+
+def test_dropout_inference():
+    check_against_onnxruntime(single_op_model("Dropout", {"x": [2, 16]}))
+
+
+def test_dropout_with_ratio_input():
+    model = single_op_model("Dropout", {"x": [2, 16]}, initializers={"ratio": np.array(0.3, np.float32)})
+    check_against_onnxruntime(model)
+
+
+def test_chained_views_feed_a_kernel_and_are_outputs():
+    """Relu -> Reshape(0,-1) -> Identity -> Flatten -> Dropout -> Gemm, with the Flatten output
+    also a graph output: the aliases must both be readable by the Gemm and come back out."""
+    g = GraphBuilder("views", seed=10)
+    x = g.input("x", [2, 4, 3, 3])
+    r = g.node("Relu", [x])
+    v = g.node("Reshape", [r, g.const("shape", np.array([0, -1], np.int64))])
+    v = g.node("Identity", [v])
+    f = g.node("Flatten", [v], out="flat", axis=1)
+    d = g.node("Dropout", [f])
+    g.node("Gemm", [d, g.const("w", he_normal(g.rng, (5, 36))), g.const("b", (0.1 * g.rng.standard_normal(5)).astype(np.float32))],
+           out="y", transB=1)
+    check_against_onnxruntime(g.build(["flat", "y"]))
+
+
+def test_view_of_graph_input_feeds_kernel():
+    g = GraphBuilder("input_view", seed=11)
+    x = g.input("x", [2, 3, 4, 5])
+    f = g.node("Flatten", [x], axis=2)
+    g.node("Sigmoid", [f], out="y")
+    check_against_onnxruntime(g.build(["y"]))
+
+
+def test_view_of_initializer_feeds_kernel(rng):
+    """A Reshape of a weight (constant-foldable) used as the MatMul operand."""
+    g = GraphBuilder("init_view", seed=12)
+    x = g.input("x", [3, 8])
+    w = g.const("w_flat", he_normal(rng, (48,), fan_in=8))
+    w = g.node("Reshape", [w, g.const("shape", np.array([8, 6], np.int64))])
+    g.node("MatMul", [x, w], out="y")
+    check_against_onnxruntime(g.build(["y"]))
+
+
+def test_two_outputs_alias_one_tensor():
+    """Two views of the same kernel output, both graph outputs."""
+    g = GraphBuilder("two_views", seed=13)
+    x = g.input("x", [2, 3, 4])
+    s = g.node("Sigmoid", [x])
+    g.node("Flatten", [s], out="flat", axis=1)
+    g.node("Reshape", [s, g.const("shape", np.array([-1], np.int64))], out="vec")
+    check_against_onnxruntime(g.build(["flat", "vec"]))

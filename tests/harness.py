@@ -1,0 +1,252 @@
+"""End-to-end check of one ONNX model: onnxruntime (CPU) is the reference.
+
+``check_against_onnxruntime(model)``:
+  1. onnx.checker (full check) on the model;
+  2. fresh random inputs (seeded normal float32, never zeros) unless feeds are given;
+  3. reference outputs from onnxruntime's CPU provider;
+  4. compile with ``compiler.compile_model`` (cached per model bytes for the session);
+  5. ``spirv-val --target-env vulkan1.1`` on every SPIR-V module of the bundle;
+  6. ``runtime_min.load(bundle, validation=True)``, run, close;
+  7. every output: same shape, no NaN (the runtime poisons its buffers with NaN, so an element
+     no kernel wrote shows up), relative L2 error <= rtol_l2;
+  8. the Khronos validation layer printed nothing.
+
+The compiler and runtime are imported lazily so that collection works without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+TINY = 1e-30
+SPIRV_TARGET_ENV = "vulkan1.1"
+
+_ONNX_TO_NP = {
+    onnx.TensorProto.FLOAT: np.float32,
+    onnx.TensorProto.FLOAT16: np.float16,
+    onnx.TensorProto.DOUBLE: np.float64,
+    onnx.TensorProto.INT64: np.int64,
+    onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.INT8: np.int8,
+    onnx.TensorProto.UINT8: np.uint8,
+    onnx.TensorProto.BOOL: np.bool_,
+}
+
+# session-wide caches: model bytes (+ options) -> bundle bytes; bundle hash -> validated
+_BUNDLE_CACHE: dict[str, bytes] = {}
+_SPIRV_OK: set[str] = set()
+_BUNDLE_CACHE_MAX_BYTES = 512 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers usable on their own
+# ---------------------------------------------------------------------------------------------
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The real inputs: graph inputs that are not initializers (IR < 4 lists those too)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def _static_shape(vi: onnx.ValueInfoProto, overrides: Mapping[str, list[int]] | None) -> list[int]:
+    if overrides and vi.name in overrides:
+        return [int(d) for d in overrides[vi.name]]
+    dims = []
+    for d in vi.type.tensor_type.shape.dim:
+        if not d.HasField("dim_value"):
+            raise ValueError(f"input {vi.name!r} has a symbolic dim {d.dim_param!r}; pass input_shapes")
+        dims.append(int(d.dim_value))
+    return dims
+
+
+def random_feeds(model: onnx.ModelProto, seed: int = 0,
+                 input_shapes: Mapping[str, list[int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded random inputs: standard normal for floats, small ints for ints."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in graph_inputs(model):
+        shape = _static_shape(vi, input_shapes)
+        dtype = _ONNX_TO_NP[vi.type.tensor_type.elem_type]
+        if np.issubdtype(dtype, np.floating):
+            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[vi.name] = rng.integers(0, 2, shape).astype(np.bool_)
+        else:
+            feeds[vi.name] = rng.integers(-8, 9, shape).astype(dtype)
+    return feeds
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    outs = sess.run(names, {k: np.ascontiguousarray(v) for k, v in feeds.items()})
+    return dict(zip(names, outs))
+
+
+def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    got = np.asarray(got, np.float64).ravel()
+    ref = np.asarray(ref, np.float64).ravel()
+    return float(np.linalg.norm(got - ref) / max(float(np.linalg.norm(ref)), TINY))
+
+
+def _model_key(model: onnx.ModelProto, input_shapes, target: str) -> str:
+    h = hashlib.sha256(model.SerializeToString(deterministic=True))
+    h.update(repr(sorted((input_shapes or {}).items())).encode())
+    h.update(target.encode())
+    return h.hexdigest()
+
+
+def compile_cached(model: onnx.ModelProto, *, input_shapes=None, target: str = "generic") -> bytes:
+    """compile_model, at most once per (model, input_shapes, target) in a session."""
+    from compiler import compile_model
+
+    key = _model_key(model, input_shapes, target)
+    bundle = _BUNDLE_CACHE.get(key)
+    if bundle is None:
+        kwargs = {"target": target}
+        if input_shapes is not None:
+            kwargs["input_shapes"] = {k: list(v) for k, v in input_shapes.items()}
+        bundle = bytes(compile_model(model, **kwargs))
+        if sum(map(len, _BUNDLE_CACHE.values())) + len(bundle) <= _BUNDLE_CACHE_MAX_BYTES:
+            _BUNDLE_CACHE[key] = bundle
+    return bundle
+
+
+def spirv_validate(bundle: bytes, target_env: str = SPIRV_TARGET_ENV) -> None:
+    """Run spirv-val on every SPIR-V module of the bundle; raise AssertionError with its output."""
+    from bundles import read_bundle
+
+    digest = hashlib.sha256(bundle).hexdigest()
+    if digest in _SPIRV_OK:
+        return
+    exe = shutil.which("spirv-val")
+    assert exe, "spirv-val not found on PATH (install spirv-tools)"
+    b = read_bundle(bundle)
+    modules = list(b.spirv)
+    assert modules, "the bundle holds no SPIR-V module"
+    kernel_names = [m.get("name", "?") for m in b.manifest.get("modules", [])]
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="vkc-spv-") as tmp:
+        for i, mod in enumerate(modules):
+            path = os.path.join(tmp, f"module{i}.spv")
+            Path(path).write_bytes(bytes(mod))
+            proc = subprocess.run([exe, "--target-env", target_env, path], capture_output=True, text=True)
+            if proc.returncode != 0:
+                name = kernel_names[i] if i < len(kernel_names) else "?"
+                failures.append(f"module {i} ({name}):\n{proc.stdout}{proc.stderr}".rstrip())
+    assert not failures, "spirv-val rejected SPIR-V modules:\n" + "\n".join(failures)
+    _SPIRV_OK.add(digest)
+
+
+def memory_plan(bundle: bytes) -> dict:
+    from bundles import read_bundle
+
+    return dict(read_bundle(bundle).manifest["memory"])
+
+
+def run_bundle(bundle: bytes, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict]:
+    """Load with validation, run once, close; assert the validation layer stayed silent.
+    Returns (outputs, io description {"inputs": [...], "outputs": [...]})."""
+    from runtime_min import clear_validation_messages, load, validation_messages
+
+    clear_validation_messages()
+    model = load(bundle, validation=True)
+    try:
+        io = {
+            "inputs": [(t.name, list(t.shape), str(np.dtype(t.dtype))) for t in model.inputs],
+            "outputs": [(t.name, list(t.shape), str(np.dtype(t.dtype))) for t in model.outputs],
+        }
+        got = model.run({k: np.array(v, copy=True) for k, v in feeds.items()})
+    finally:
+        model.close()
+    msgs = list(validation_messages())
+    assert not msgs, f"Vulkan validation layer reported {len(msgs)} message(s):\n" + "\n".join(
+        str(m) for m in msgs[:20])
+    return got, io
+
+
+# ---------------------------------------------------------------------------------------------
+# the check
+# ---------------------------------------------------------------------------------------------
+
+def check_against_onnxruntime(
+    model: onnx.ModelProto,
+    *,
+    feeds: Mapping[str, np.ndarray] | None = None,
+    rtol_l2: float = 1e-4,
+    seed: int = 0,
+    input_shapes: Mapping[str, list[int]] | None = None,
+    target: str = "generic",
+    full_check: bool = True,
+) -> dict:
+    """Compile ``model`` with vkc, run it on the Vulkan device and compare with onnxruntime.
+
+    Returns {"outputs", "reference", "errors" (name -> rel L2), "bundle", "manifest", "feeds"}.
+    """
+    onnx.checker.check_model(model, full_check=full_check)
+    if feeds is None:
+        feeds = random_feeds(model, seed, input_shapes)
+    feeds = {k: np.asarray(v) for k, v in feeds.items()}
+    for name, arr in feeds.items():
+        if np.issubdtype(arr.dtype, np.floating):
+            assert np.all(np.isfinite(arr)), f"test bug: feed {name!r} is not finite"
+    ref = run_onnxruntime(model, feeds)
+
+    bundle = compile_cached(model, input_shapes=input_shapes, target=target)
+    spirv_validate(bundle)
+    from bundles import read_bundle
+    manifest = read_bundle(bundle).manifest
+
+    got, io = run_bundle(bundle, feeds)
+
+    expected_inputs = [vi.name for vi in graph_inputs(model)]
+    assert [n for n, _, _ in io["inputs"]] == expected_inputs, \
+        f"runtime inputs {io['inputs']} != ONNX graph inputs {expected_inputs}"
+    assert [n for n, _, _ in io["outputs"]] == list(ref), \
+        f"runtime outputs {io['outputs']} != ONNX graph outputs {list(ref)}"
+    missing = [n for n in ref if n not in got]
+    assert not missing, f"run() returned {sorted(got)}, missing outputs {missing}"
+
+    errors: dict[str, float] = {}
+    problems = []
+    for name, want in ref.items():
+        have = np.asarray(got[name])
+        if tuple(have.shape) != tuple(want.shape):
+            problems.append(f"{name}: shape {tuple(have.shape)} != onnxruntime {tuple(want.shape)}")
+            continue
+        if have.dtype != want.dtype:
+            problems.append(f"{name}: dtype {have.dtype} != onnxruntime {want.dtype}")
+            continue
+        if np.issubdtype(have.dtype, np.floating):
+            nan = np.isnan(have)
+            if nan.any():
+                idx = np.argwhere(nan)
+                problems.append(f"{name}: {int(nan.sum())}/{have.size} NaN (unwritten?), first at "
+                                f"{tuple(int(i) for i in idx[0])}")
+                continue
+        err = rel_l2(have, want)
+        errors[name] = err
+        if not err <= rtol_l2:
+            diff = np.abs(have.astype(np.float64) - want.astype(np.float64))
+            worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.size else ()
+            problems.append(
+                f"{name}: rel L2 {err:.3e} > {rtol_l2:.0e}; max |diff| {float(diff.max()) if diff.size else 0:.3e}"
+                f" at {tuple(int(i) for i in worst)} (got {have[worst] if diff.size else None},"
+                f" want {want[worst] if diff.size else None})")
+    assert not problems, "vkc vs onnxruntime mismatch:\n  " + "\n  ".join(problems)
+    return {"outputs": got, "reference": ref, "errors": errors, "bundle": bundle,
+            "manifest": manifest, "feeds": feeds}
