@@ -11,7 +11,7 @@ from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, to_ir
 from .lower import lower_graph, unsupported_ops
 from .memory import plan_memory
-from .passes import run_passes
+from .passes import fold_constants, run_passes
 from .targets import get_target
 
 
@@ -20,8 +20,9 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   target: str = "generic") -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle."""
     proto = load_model(model)
-    graph = to_ir(proto, input_shapes)
-    # Every unsupported op is reported at once, before any folding or code generation.
+    graph = fold_constants(to_ir(proto, input_shapes))
+    # Every unsupported op is reported at once, before any code generation. Ops computed only
+    # from constants and shapes were folded away above, so they need no kernel.
     missing = unsupported_ops(graph)
     if missing:
         raise UnsupportedOpsError(missing)

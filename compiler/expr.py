@@ -13,6 +13,7 @@ UNARY = {"relu": "max({}, 0.0)", "sigmoid": "(1.0 / (1.0 + exp(-{})))", "neg": "
 
 ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
 ONNX_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Neg": "neg"}
+ONNX_VARIADIC = {"Sum": "add", "Max": "max", "Min": "min", "Mean": "add"}
 
 
 def float_literal(x: float) -> str:

@@ -18,6 +18,9 @@ NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32,
 STAGING_ALIGN = 256
 
 
+NAN_BITS = 0x7FC00000  # a quiet float32 NaN
+
+
 class TensorInfo(NamedTuple):
     name: str
     shape: tuple
@@ -115,19 +118,20 @@ class Model:
         vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, mb, 0, None, 0, None)
 
     def _upload_weights(self, weights, nbytes):
-        """Copy the WEIGHTS section to device-local memory once, through a temporary staging buffer."""
-        if not nbytes:
-            return
+        """Copy the WEIGHTS section to device-local memory once, through a temporary staging
+        buffer, and poison the arena with NaN so an element no kernel writes shows up as NaN."""
         dev, vk = self._dev, self._dev.vk
         temp = Cleanup()
         try:
-            staging = Buffer(dev, nbytes, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "weights staging", host=True,
-                             cleanup=temp)
-            staging.bytes[:nbytes] = np.frombuffer(weights, dtype=np.uint8, count=nbytes)
             cmd = self._command_buffer()
             temp.push(vk.vkFreeCommandBuffers, dev.handle, self._pool, 1, dev.ffi.new("VkCommandBuffer[1]", [cmd]))
-            region = dev.ffi.new("VkBufferCopy[1]", [(0, 0, nbytes)])
-            vk.vkCmdCopyBuffer(cmd, staging.handle, self._weights.handle, 1, region)
+            vk.vkCmdFillBuffer(cmd, self._arena.handle, 0, self._arena.size // 4 * 4, NAN_BITS)
+            if nbytes:
+                staging = Buffer(dev, nbytes, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "weights staging", host=True,
+                                 cleanup=temp)
+                staging.bytes[:nbytes] = np.frombuffer(weights, dtype=np.uint8, count=nbytes)
+                region = dev.ffi.new("VkBufferCopy[1]", [(0, 0, nbytes)])
+                vk.vkCmdCopyBuffer(cmd, staging.handle, self._weights.handle, 1, region)
             with step("uploading the weights"):
                 vk.vkEndCommandBuffer(cmd)
                 self._submit_and_wait(cmd)

@@ -13,13 +13,13 @@ import numpy as np
 import onnx
 
 from ..errors import CompileError
-from ..expr import ONNX_BINARY, ONNX_UNARY
+from ..expr import ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
 from ..ir import Node, Value
 
 # Ops the passes turn into views, folds or fused expressions, never reaching lowering as such.
 HANDLED_BY_PASSES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout",
                      "BatchNormalization", "Constant", "Shape", "Size", "Clip",
-                     *ONNX_BINARY, *ONNX_UNARY}
+                     *ONNX_BINARY, *ONNX_UNARY, *ONNX_VARIADIC}
 
 
 @dataclass

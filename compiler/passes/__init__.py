@@ -1,4 +1,4 @@
-"""Graph -> Graph passes, in the order the compiler runs them."""
+"""Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
 from .elementwise import fuse_elementwise_chains, to_elementwise
 from .epilogue import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
@@ -6,7 +6,7 @@ from .fold_constants import fold_constants
 from .outputs import materialize_outputs, remove_dead_nodes
 from .views import make_views
 
-PIPELINE = [fold_constants, make_views, fold_batchnorm, to_elementwise, remove_dead_nodes,
+PIPELINE = [make_views, fold_batchnorm, to_elementwise, remove_dead_nodes,
             fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
 
 

@@ -6,7 +6,7 @@ from .. import expr as E
 from ..errors import CompileError
 from ..ir import Graph, Node
 
-ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | {"Clip"}
+ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | set(E.ONNX_VARIADIC) | {"Clip"}
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
@@ -35,7 +35,7 @@ def to_elementwise(graph: Graph) -> Graph:
             tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0)), [node.inputs[0]]
         else:
             leaves, operands = [], []
-            for v in node.inputs[:2]:
+            for v in node.inputs:
                 if v.is_constant and v.size == 1:  # scalars become literals in the kernel
                     leaves.append(("const", float(v.data.reshape(-1)[0])))
                 else:  # the same value twice (x * x) is one operand
@@ -43,7 +43,14 @@ def to_elementwise(graph: Graph) -> Graph:
                     leaves.append(("in", same[0] if same else len(operands)))
                     if not same:
                         operands.append(v)
-            tree = (E.ONNX_BINARY[node.op_type], *leaves)
+            if node.op_type in E.ONNX_VARIADIC:  # Sum(a, b, c) = add(add(a, b), c)
+                tree = leaves[0]
+                for leaf in leaves[1:]:
+                    tree = (E.ONNX_VARIADIC[node.op_type], tree, leaf)
+                if node.op_type == "Mean":
+                    tree = ("div", tree, ("const", float(len(leaves))))
+            else:
+                tree = (E.ONNX_BINARY[node.op_type], *leaves)
         node.op_type, node.attrs, node.inputs = "vkc.Elementwise", {"expr": tree}, operands
     graph.relink()
     return graph
