@@ -45,15 +45,14 @@ def host_target() -> Target:
     """The local default device's limits, on top of the profile its vendor matches."""
     from runtime_min import list_devices  # only `--target host` touches a device
 
-    dev = list_devices()[0] if len(list_devices()) == 1 else _preferred(list_devices())
+    devices = list_devices()
+    dev = min(devices, key=lambda d: ("discrete GPU", "integrated GPU", "virtual GPU", "CPU")
+              .index(d.type) if d.type in ("discrete GPU", "integrated GPU", "virtual GPU", "CPU")
+              else 4)
     name = dev.name.lower()
     base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
         else TARGETS["generic"]
     return replace(base, name=f"host:{dev.name}",
-                   max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory),
-                   max_invocations=min(base.max_invocations, dev.max_workgroup_invocations))
-
-
-def _preferred(devices):
-    order = {"discrete": 0, "integrated": 1, "virtual": 2, "cpu": 3}
-    return sorted(devices, key=lambda d: order.get(str(d.type).lower(), 4))[0]
+                   max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory_bytes),
+                   max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
+                   subgroup_size=dev.subgroup_size or base.subgroup_size)

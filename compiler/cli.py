@@ -1,0 +1,302 @@
+"""The `vkc` command line: compile, check, inspect, run, bench, verify, devices."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="vkc: compile ONNX models into Vulkan compute bundles (.vkb) and run them.")
+# Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 140)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(1)
+
+
+def _parse_shapes(specs: list[str] | None) -> dict[str, list[int]]:
+    shapes = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            name = ""
+        if not sep or not name:
+            _fail(f"--input-shape '{spec}' is not NAME=DIMxDIMx...; e.g. input=1x3x224x224.")
+    return shapes
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def _compile(model: Path, input_shape, target: str) -> bytes:
+    from .compile import compile_model
+    from .errors import CompileError
+
+    try:
+        return compile_model(model, input_shapes=_parse_shapes(input_shape), target=target)
+    except (CompileError, ValueError) as exc:
+        _fail(str(exc))
+
+
+def _load(bundle, device):
+    from bundles import BundleError
+    from runtime_min import VkcRuntimeError, load
+
+    try:
+        return load(bundle, device=device)
+    except (BundleError, VkcRuntimeError) as exc:
+        _fail(str(exc))
+
+
+def _random_feeds(model, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.standard_normal(t.shape).astype(t.dtype) if t.dtype.kind == "f"
+            else rng.integers(0, 4, t.shape).astype(t.dtype) for t in model.inputs}
+
+
+def _summary(name: str, a: np.ndarray) -> str:
+    if a.size == 0:
+        return f"{name}: {a.dtype}{list(a.shape)} (empty)"
+    flat = a.reshape(-1)
+    top = np.argsort(flat)[::-1][:5] if a.dtype.kind == "f" else []
+    text = (f"{name}: {a.dtype}{list(a.shape)} min {flat.min():.4g} max {flat.max():.4g} "
+            f"mean {flat.mean():.4g}")
+    if len(top) and a.ndim == 2 and a.shape[0] == 1:
+        text += " top-5 " + ", ".join(f"{i}:{flat[i]:.4g}" for i in top)
+    return text
+
+
+ShapeOpt = typer.Option(None, "--input-shape", help="Pin a dynamic input: NAME=1x3x224x224 (repeatable).")
+TargetOpt = typer.Option("generic", "--target",
+                         help="Device profile: generic, lavapipe, nvidia, mobile, or host (the local device).")
+DeviceOpt = typer.Option(None, "--device", help="Device index or name substring (default: best, or VKC_DEVICE).")
+
+
+@app.command()
+def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help="The ONNX model."),
+            output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
+            input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt):
+    """Compile an ONNX model into a .vkb bundle."""
+    start = time.perf_counter()
+    data = _compile(model, input_shape, target)
+    output.write_bytes(data)
+    from bundles import read_bundle
+
+    m = read_bundle(data).manifest
+    console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: "
+                  f"{len(m['dispatches'])} dispatches, {len(m['modules'])} SPIR-V modules, "
+                  f"arena {_mib(m['memory']['arena_bytes'])}, weights {_mib(m['memory']['weights_bytes'])}")
+
+
+@app.command()
+def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
+          input_shape: Optional[List[str]] = ShapeOpt):
+    """List every op of a model with its opset and whether vkc supports it (no code generation)."""
+    import onnx
+
+    from .errors import CompileError
+    from .frontend import to_ir
+    from .lower import is_supported
+    from .passes import fold_constants
+
+    proto = onnx.load(str(model), load_external_data=False)
+    try:
+        graph = to_ir(proto, _parse_shapes(input_shape))
+        opset = graph.opset
+        ops: dict[tuple[str, str], list[str]] = {}
+        for node in graph.nodes:
+            ops.setdefault((node.domain, node.op_type), []).append(node.name)
+        remaining = {(n.domain, n.op_type) for n in fold_constants(graph).nodes}
+    except CompileError as exc:
+        _fail(str(exc))
+    table = Table(title=f"{model.name}: opset {opset}, {len(proto.graph.node)} nodes")
+    for col in ("op", "since", "nodes", "supported"):
+        table.add_column(col)
+    missing = []
+    for (domain, op), names in sorted(ops.items(), key=lambda kv: kv[0][1]):
+        try:
+            since = str(onnx.defs.get_schema(op, max_inclusive_version=opset, domain=domain).since_version)
+        except Exception:  # noqa: BLE001 - a custom op has no schema
+            since = "?"
+        if (domain, op) not in remaining:
+            verdict = "[green]folded[/] (computed from constants at compile time)"
+        elif is_supported(op, domain, opset):
+            verdict = "[green]yes[/]"
+        else:
+            verdict = "[red]no[/]"
+            missing.append(f"{op}: {', '.join(names)}")
+        table.add_row(f"{domain + '.' if domain else ''}{op}", since, str(len(names)), verdict)
+    console.print(table)
+    if missing:
+        console.print("[red]unsupported:[/]\n  " + "\n  ".join(missing), highlight=False)
+        raise typer.Exit(1)
+    console.print("[green]every op is supported.[/]")
+
+
+@app.command()
+def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
+            as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON.")):
+    """Show a bundle's inputs, outputs, kernels, schedule and memory plan."""
+    from bundles import BundleError, read_bundle
+
+    try:
+        b = read_bundle(bundle)
+    except BundleError as exc:
+        _fail(str(exc))
+    m = b.manifest
+    if as_json:
+        facts = {"file_bytes": bundle.stat().st_size, "version": list(b.version), "checksums_verified": True,
+                 "sections": [{"kind": s.kind.name, "offset": s.offset, "size": s.size,
+                               "alignment": s.alignment} for s in b.sections]}
+        print(json.dumps({"manifest": m, "facts": facts}, indent=1))
+        return
+    t = m["tensors"]
+    console.print(f"[bold]{bundle}[/]: model '{m['model']['name']}' opset {m['model']['opset']}, "
+                  f"target {m['target']['name']}, format {b.version[0]}.{b.version[1]}")
+    io = Table(title="inputs and outputs")
+    for col in ("", "name", "dtype", "shape"):
+        io.add_column(col)
+    for kind in ("inputs", "outputs"):
+        for e in m[kind]:
+            io.add_row(kind[:-1], e["name"], t[e["tensor"]]["dtype"], str(t[e["tensor"]]["shape"]))
+    console.print(io)
+    mods = Table(title=f"{len(m['modules'])} SPIR-V modules, {len(m['kernels'])} pipelines")
+    for col in ("module", "name", "bindings", "local size", "shared bytes", "SPIR-V bytes", "pipelines"):
+        mods.add_column(col)
+    for i, mod in enumerate(m["modules"]):
+        uses = sum(k["module"] == i for k in m["kernels"])
+        mods.add_row(str(i), mod["name"], str(mod["bindings"]), "x".join(map(str, mod["local_size"])),
+                     str(mod["shared_memory_bytes"]), str(len(b.spirv[i])), str(uses))
+    console.print(mods)
+    sched = Table(title=f"schedule: {len(m['dispatches'])} dispatches, "
+                        f"{sum(d['barrier'] for d in m['dispatches'])} barriers")
+    for col in ("#", "kernel", "groups", "barrier", "MFLOP", "nodes"):
+        sched.add_column(col)
+    for i, d in enumerate(m["dispatches"]):
+        sched.add_row(str(i), m["kernels"][d["kernel"]]["name"], "x".join(map(str, d["groups"])),
+                      "yes" if d["barrier"] else "", f"{d.get('flops', 0) / 1e6:.2f}",
+                      ", ".join(d.get("nodes", []))[:60])
+    console.print(sched)
+    mem = m["memory"]
+    console.print(f"memory plan: arena {mem['arena_bytes']:,} bytes ({_mib(mem['arena_bytes'])}); "
+                  f"sum of intermediates {mem['intermediates_sum_bytes']:,}; lower bound "
+                  f"{mem['lower_bound_bytes']:,} (arena / lower bound = "
+                  f"{mem['arena_bytes'] / max(mem['lower_bound_bytes'], 1):.3f}); "
+                  f"weights {mem['weights_bytes']:,}")
+
+
+@app.command()
+def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
+        input: Optional[List[str]] = typer.Option(None, "--input", help="NAME=file.npy (repeatable); "
+                                                  "inputs not given are random."),
+        save: Optional[Path] = typer.Option(None, "--save", help="Write each output to DIR/NAME.npy."),
+        seed: int = typer.Option(0, help="Seed for random inputs."), device: Optional[str] = DeviceOpt):
+    """Run a bundle once and summarize its outputs."""
+    model = _load(bundle, _device_arg(device))
+    with model:
+        feeds = _random_feeds(model, seed)
+        for spec in input or []:
+            name, sep, path = spec.partition("=")
+            if not sep:
+                _fail(f"--input '{spec}' is not NAME=file.npy.")
+            feeds[name] = np.load(path)
+        try:
+            outputs = model.run(feeds)
+        except ValueError as exc:
+            _fail(str(exc))
+        console.print(f"ran on {model.device_name}")
+        for name, value in outputs.items():
+            console.print(_summary(name, value), highlight=False)
+            if save:
+                save.mkdir(parents=True, exist_ok=True)
+                np.save(save / f"{name.replace('/', '_')}.npy", value)
+
+
+@app.command()
+def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
+          repeat: int = typer.Option(20, help="Timed runs."), warmup: int = typer.Option(3, help="Untimed runs first."),
+          device: Optional[str] = DeviceOpt):
+    """Median latency of repeated runs (inputs copied in, outputs copied out) after a warm-up."""
+    model = _load(bundle, _device_arg(device))
+    with model:
+        times = model.bench(_random_feeds(model, 0), warmup=warmup, repeat=repeat)
+    ms = sorted(t * 1e3 for t in times)
+    console.print(f"{bundle.name} on {model.device_name}: median {statistics.median(ms):.3f} ms "
+                  f"(min {ms[0]:.3f}, max {ms[-1]:.3f}, {repeat} runs after {warmup} warm-up)")
+
+
+@app.command()
+def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
+           input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt,
+           device: Optional[str] = DeviceOpt, seed: int = typer.Option(0, help="Seed for random inputs."),
+           tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted.")):
+    """Compile, run on Vulkan with random inputs and compare every output with onnxruntime."""
+    import onnxruntime as ort
+
+    start = time.perf_counter()
+    data = _compile(model, input_shape, target)
+    console.print(f"compiled {model.name} in {time.perf_counter() - start:.2f} s ({_mib(len(data))} bundle)")
+    vk_model = _load(data, _device_arg(device))
+    with vk_model:
+        feeds = _random_feeds(vk_model, seed)
+        start = time.perf_counter()
+        got = vk_model.run(feeds)
+        console.print(f"ran on {vk_model.device_name} in {(time.perf_counter() - start) * 1e3:.1f} ms")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    ref = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    worst = 0.0
+    for name, value in got.items():
+        err = float(np.linalg.norm((value - ref[name]).astype(np.float64)) /
+                    max(np.linalg.norm(ref[name].astype(np.float64)), 1e-30))
+        worst = max(worst, err)
+        console.print(_summary(name, value), highlight=False)
+        agree = "same top-1" if value.ndim == 2 and value.shape[0] == 1 and \
+            np.argmax(value) == np.argmax(ref[name]) else ""
+        console.print(f"  vs onnxruntime: relative L2 error {err:.2e} {agree}", highlight=False)
+    if not worst <= tolerance:
+        _fail(f"outputs differ from onnxruntime: worst relative L2 error {worst:.2e} > {tolerance:.0e}.")
+    console.print(f"[green]agrees with onnxruntime[/] (worst relative L2 error {worst:.2e})")
+
+
+@app.command()
+def devices():
+    """List the Vulkan devices and the limits bundles care about."""
+    from runtime_min import VkcRuntimeError, list_devices
+
+    try:
+        found = list_devices()
+    except VkcRuntimeError as exc:
+        _fail(str(exc))
+    table = Table(title="Vulkan devices")
+    for col in ("#", "name", "type", "Vulkan", "shared", "invocations", "subgroup", "max binding", "extensions"):
+        table.add_column(col)
+    for d in found:
+        table.add_row(str(d.index), d.name, d.type, ".".join(map(str, d.api_version)),
+                      f"{d.max_shared_memory_bytes // 1024} KiB", str(d.max_workgroup_invocations),
+                      str(d.subgroup_size), _mib(d.max_storage_buffer_range), ", ".join(d.extensions))
+    console.print(table)
+
+
+def _device_arg(device: str | None):
+    return int(device) if device is not None and device.isdigit() else device
+
+
+def main() -> None:  # python -m compiler.cli
+    app(prog_name="vkc")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
