@@ -82,6 +82,8 @@ def module_name(kernel: Kernel) -> str:
     parts = [kernel.template]
     if kernel.template == "matmul_tiled":
         parts += [p["b_mode"], f"{p['BM']}x{p['BN']}x{p['BK']}"]
+    if kernel.template == "matmul_register":
+        parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
     if kernel.template == "pool2d":
         parts.append(p["mode"])
     if p.get("n_epilogue") or p.get("epilogue_expr", "acc_v") != "acc_v":

@@ -22,18 +22,28 @@ class Target:
     tile_k: int = 16
     reg_m: int = 4
     reg_n: int = 4
+    # "tiled" (shared-memory tiles, for GPUs) or "register" (no shared memory, for CPUs such as
+    # lavapipe, where barriers cost more than shared memory saves).
+    matmul: str = "tiled"
+    # Register matmul: rows per invocation, vec4 columns per invocation, invocations per group.
+    cpu_rows: int = 8
+    cpu_cols: int = 2
+    cpu_lanes: int = 16
 
 
 TARGETS = {
     "generic": Target("generic"),
     "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
-    "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8),
+    "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
+                       matmul="register"),
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=64,
                      tile_n=64, tile_k=16),
 }
 
 
-def get_target(name: str) -> Target:
+def get_target(name: "str | Target") -> Target:
+    if isinstance(name, Target):
+        return name
     if name == "host":
         return host_target()
     if name not in TARGETS:

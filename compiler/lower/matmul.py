@@ -22,8 +22,8 @@ def choose_tiles(target, M: int, N: int) -> dict:
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()):
-    """One dispatch of templates/matmul_tiled.comp.j2. `strides` holds SA_*, SB_*, SC_*."""
-    tiles = choose_tiles(target, M, N)
+    """One matmul dispatch: the device profile picks shared-memory tiles (GPUs) or register
+    tiles (CPUs). `strides` holds SA_*, SB_*, SC_* in elements."""
     expr, operands, ep_spec, ep_ops = build_epilogue(
         node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
@@ -32,6 +32,12 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if b_mode == "strided":
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec) + ep_spec
+    bindings = [a, b, c, *operands]
+    flops = batch0 * batch1 * M * N * (2 * K + ep_ops)
+    if target.matmul == "register":
+        return _register_matmul(node, target, spec, bindings, M, N, batch0 * batch1, strides,
+                                b_mode, coords, expr, flops)
+    tiles = choose_tiles(target, M, N)
     params = dict(tiles, b_mode=b_mode, coords=coords, n_epilogue=len(operands),
                   epilogue_expr=expr, a_k_contiguous=strides["SA_K"] == 1,
                   b_n_contiguous=b_mode == "im2col" or strides["SB_N"] == 1)
@@ -39,10 +45,28 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if groups[2] > 65535 or groups[1] > 65535 or groups[0] > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    return Kernel("matmul_tiled", params, spec, [a, b, c, *operands], writes=[2], groups=groups,
-                  local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources,
-                  flops=batch0 * batch1 * M * N * (2 * K + ep_ops),
+    return Kernel("matmul_tiled", params, spec, bindings, writes=[2], groups=groups,
+                  local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources, flops=flops,
                   shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+
+
+def _register_matmul(node, target, spec, bindings, M, N, batches, strides, b_mode, coords, expr,
+                     flops):
+    # vec4 loads of B need four consecutive, 16-byte aligned columns.
+    vec = 4 if (b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
+                all(strides[s] % 4 == 0 for s in ("SB_K", "SB_B0", "SB_B1"))) else 1
+    tm = min(target.cpu_rows, M)
+    tn = target.cpu_cols if vec == 4 else 2 * target.cpu_cols
+    lx = target.cpu_lanes
+    cols = -(-N // vec)
+    groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
+    if max(groups) > 65535:
+        raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
+                           "Vulkan's guaranteed 65535 per axis.")
+    params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode, coords=coords,
+                  n_epilogue=len(bindings) - 3, epilogue_expr=expr)
+    return Kernel("matmul_register", params, spec, bindings, writes=[2], groups=groups,
+                  local_size=(lx, 1, 1), nodes=node.sources, flops=flops)
 
 
 @register("Gemm")

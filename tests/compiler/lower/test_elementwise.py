@@ -129,3 +129,13 @@ def test_elementwise_diamond_two_outputs():
     g.node("Mul", [s, a], out="swish")
     g.node("Relu", [s], out="relu_of_sigmoid")
     check_against_onnxruntime(g.build(["swish", "relu_of_sigmoid"]))
+
+
+@pytest.mark.parametrize("shapes", [
+    pytest.param([[2, 3, 4], [2, 3, 4]], id="2-inputs"),
+    pytest.param([[2, 3, 4], [3, 4], [2, 1, 4]], id="3-inputs-broadcast"),
+    pytest.param([[5, 6]], id="1-input"),
+])
+def test_sum(shapes):
+    """Variadic Sum (ResNet-50 exports from Caffe2 use it for the residual add)."""
+    check_against_onnxruntime(single_op_model("Sum", {f"x{i}": s for i, s in enumerate(shapes)}))
