@@ -13,6 +13,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from . import spirv as _spirv
 from .manifest import BundleError, _is_int, validate_manifest
 
 MAGIC = b"VKCBNDL\0"
@@ -20,11 +21,12 @@ VERSION = (1, 0)                        # what this code writes; it reads any fi
 HEADER = struct.Struct("<8sHHIIIQ")     # magic, major, minor, flags, section_count, checksum, file_size
 ENTRY = struct.Struct("<IIQQII")        # kind, alignment, offset, size, checksum, reserved
 CHECKSUMMED_HEADER = 20                 # the header checksum covers bytes 0..20, then the table
-MIN_SECTIONS, MAX_SECTIONS = 2, 65536
+MIN_SECTIONS, MAX_SECTIONS = 2, 4096     # small enough for an allocation-free C reader's pairwise checks
 MANIFEST_ALIGNMENT = 8
 SPIRV_ALIGNMENT = 16
 MIN_WEIGHTS_ALIGNMENT = 4096            # mmap-able straight from an uncompressed Android asset
 SPIRV_MAGIC = 0x07230203
+SPIRV_MIN_SIZE = 20                     # the 5-word SPIR-V header
 _CHUNK = 1 << 20                        # padding is compared in chunks, never copied whole
 
 
@@ -125,11 +127,13 @@ def write_bundle(manifest: dict, spirv_modules: list[bytes], weights: bytes, *,
                          f"{MIN_WEIGHTS_ALIGNMENT} (4096, or 16384 for 16 KiB-page Android devices)")
     modules = [bytes(m) for m in spirv_modules]
     for i, module in enumerate(modules):
-        if not module or len(module) % 4 or int.from_bytes(module[:4], "little") != SPIRV_MAGIC:
-            raise ValueError(f"spirv_modules[{i}] ({len(module)} bytes) is not SPIR-V: it must be a "
-                             f"non-empty multiple of 4 bytes starting with the word 0x{SPIRV_MAGIC:08x}")
+        if len(module) < SPIRV_MIN_SIZE or len(module) % 4 or int.from_bytes(module[:4], "little") != SPIRV_MAGIC:
+            raise ValueError(f"spirv_modules[{i}] ({len(module)} bytes) is not SPIR-V: it must be a multiple "
+                             f"of 4 bytes, at least {SPIRV_MIN_SIZE}, starting with the word 0x{SPIRV_MAGIC:08x}")
+        _spirv.check_structure(module, f"spirv_modules[{i}]")
     weights = memoryview(weights).cast("B") if not isinstance(weights, bytes) else weights
     validate_manifest(manifest, module_count=len(modules), weights_bytes=len(weights))
+    _spirv.check_interface(manifest, modules)
     text = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     sections = [(SectionKind.MANIFEST, MANIFEST_ALIGNMENT, text)]
     sections += [(SectionKind.SPIRV, SPIRV_ALIGNMENT, m) for m in modules]
@@ -220,8 +224,9 @@ def _check_sections(base: memoryview, sections: list[Section], table_end: int) -
         name = _name(s.index, s.kind)
         if s.kind == SectionKind.WEIGHTS and s.alignment < MIN_WEIGHTS_ALIGNMENT:
             _fail("weights alignment", f"{name} has alignment {s.alignment}, below {MIN_WEIGHTS_ALIGNMENT}")
-        if s.kind == SectionKind.SPIRV and (s.size == 0 or s.size % 4):
-            _fail("spirv size", f"{name} is {s.size} bytes, not a non-zero multiple of 4")
+        if s.kind == SectionKind.SPIRV and (s.size < SPIRV_MIN_SIZE or s.size % 4):
+            _fail("spirv size", f"{name} is {s.size} bytes, not a multiple of 4 of at least {SPIRV_MIN_SIZE} bytes "
+                                "(the 5-word SPIR-V header)")
     for s in sections:
         actual = _crc(base, s.offset, s.end)
         if actual != s.checksum:
@@ -229,10 +234,12 @@ def _check_sections(base: memoryview, sections: list[Section], table_end: int) -
                                       f"0x{s.checksum:08x} but hashes to 0x{actual:08x}")
     for s in sections:  # after the checksums, so a wrong magic means a wrong writer, not a bad disk
         if s.kind == SectionKind.SPIRV:
-            word = int.from_bytes(base[s.offset:s.offset + 4], "little")
-            if word != SPIRV_MAGIC:
-                _fail("spirv magic", f"{_name(s.index, s.kind)} starts with 0x{word:08x}, not the SPIR-V magic "
-                                     f"0x{SPIRV_MAGIC:08x}")
+            with base[s.offset:s.end] as view:
+                word = int.from_bytes(view[:4], "little")
+                if word != SPIRV_MAGIC:
+                    _fail("spirv magic", f"{_name(s.index, s.kind)} starts with 0x{word:08x}, not the SPIR-V magic "
+                                         f"0x{SPIRV_MAGIC:08x}")
+                _spirv.check_structure(view, _name(s.index, s.kind))
     pos = table_end
     for s in sorted(sections, key=lambda s: s.offset) + [None]:
         gap_end = s.offset if s is not None else len(base)
@@ -272,24 +279,56 @@ def _read_manifest(base: memoryview, section: Section) -> dict:
     return manifest
 
 
-def _parse(base: memoryview, mapping) -> Bundle:
+def _container(base: memoryview) -> tuple[int, int, int, list[Section]]:
+    """Every container-level check (the ones vkb_reader.h makes too), in the order FORMAT.md gives."""
     major, minor, flags, count = _read_header(base)
     sections = _read_table(base, count)
     _check_sections(base, sections, HEADER.size + ENTRY.size * count)
+    return major, minor, flags, sections
+
+
+def _parse(base: memoryview, mapping) -> Bundle:
+    major, minor, flags, sections = _container(base)
     manifest = _read_manifest(base, next(s for s in sections if s.kind == SectionKind.MANIFEST))
     spirv_sections = [s for s in sections if s.kind == SectionKind.SPIRV]
     weights_section = next((s for s in sections if s.kind == SectionKind.WEIGHTS), None)
     weights_bytes = weights_section.size if weights_section else 0
     validate_manifest(manifest, module_count=len(spirv_sections), weights_bytes=weights_bytes)
+    views = [base[s.offset:s.end] for s in spirv_sections]
+    try:
+        _spirv.check_interface(manifest, views)
+    finally:
+        for view in views:
+            view.release()
     # Only now hand out views: nothing below can fail, so no view outlives a failed read.
     spirv = [base[s.offset:s.end] for s in spirv_sections]
     weights = base[weights_section.offset:weights_section.end] if weights_section else base[0:0]
     return Bundle((major, minor), flags, manifest, spirv, weights, sections, base, mapping)
 
 
-def read_bundle(source: bytes | bytearray | memoryview | str | os.PathLike) -> Bundle:
-    """Read and fully validate a bundle from bytes (zero-copy views) or a path (mmap, read-only).
-    Raises BundleError naming the failed check; OSError if the file cannot be opened."""
+@dataclass(frozen=True)
+class Container:
+    """What `check_container` found: the header fields and the section table."""
+    version: tuple[int, int]
+    flags: int
+    sections: list[Section]
+
+
+def check_container(source: bytes | bytearray | memoryview | str | os.PathLike) -> Container:
+    """Only the container-level checks: header, table, bounds, overlap, alignment, checksums,
+    padding and SPIR-V framing, not the manifest. These are exactly the checks of the C reader
+    (vkb_reader.h), in the same order, so both name the same first failed check for any file."""
+    base, mapping = _open(source)
+    try:
+        major, minor, flags, sections = _container(base)
+        return Container((major, minor), flags, sections)
+    finally:
+        base.release()
+        if mapping is not None:
+            mapping.close()
+
+
+def _open(source) -> tuple[memoryview, mmap.mmap | None]:
     mapping = None
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
@@ -302,6 +341,13 @@ def read_bundle(source: bytes | bytearray | memoryview | str | os.PathLike) -> B
             base = base.cast("B")  # TypeError for a non-contiguous view, as for any buffer API
     else:
         raise TypeError(f"read_bundle takes bytes, bytearray, memoryview or a path, not {type(source).__name__}")
+    return base, mapping
+
+
+def read_bundle(source: bytes | bytearray | memoryview | str | os.PathLike) -> Bundle:
+    """Read and fully validate a bundle from bytes (zero-copy views) or a path (mmap, read-only).
+    Raises BundleError naming the failed check; OSError if the file cannot be opened."""
+    base, mapping = _open(source)
     try:
         return _parse(base, mapping)
     except BaseException:

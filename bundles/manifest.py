@@ -292,6 +292,31 @@ def _check_dispatches(manifest: dict, kernels: list[dict], modules: list[dict], 
                 _int_field(d, key, path, 0, MAX_COUNT)
 
 
+def _check_requirements(manifest: dict, modules: list[dict], tensors: list[dict]) -> None:
+    """`requirements` must not understate what the modules and dispatches use: the runtime compares
+    only `requirements` with the device, so an understated value would reach the driver."""
+    req = manifest["requirements"]
+    most, per_axis = req["max_workgroup_invocations"], req["max_workgroup_size"]
+    for i, m in enumerate(modules):
+        local = m["local_size"]
+        if math.prod(local) > most:
+            _fail(f"modules[{i}].local_size", local, f"has {math.prod(local)} invocations but "
+                  f"requirements.max_workgroup_invocations = {most}")
+        for axis in range(3):
+            if local[axis] > per_axis[axis]:
+                _fail(f"modules[{i}].local_size", local, f"exceeds requirements.max_workgroup_size = "
+                      f"{list(per_axis)} on axis {'xyz'[axis]}")
+        if m["shared_memory_bytes"] > req["max_shared_memory_bytes"]:
+            _fail(f"modules[{i}].shared_memory_bytes", m["shared_memory_bytes"],
+                  f"exceeds requirements.max_shared_memory_bytes = {req['max_shared_memory_bytes']}")
+    widest = req["max_storage_buffer_range"]
+    for j, d in enumerate(manifest["dispatches"]):
+        for i, tid in enumerate(d["bindings"]):
+            if tensors[tid]["nbytes"] > widest:
+                _fail(f"dispatches[{j}].bindings[{i}]", tid, f"binds tensor {tid} of {tensors[tid]['nbytes']} "
+                      f"bytes but requirements.max_storage_buffer_range = {widest}")
+
+
 def validate_manifest(manifest: dict, *, module_count: int, weights_bytes: int) -> None:
     """Check every rule of FORMAT.md's manifest; raise BundleError naming the field and value.
 
@@ -310,3 +335,4 @@ def validate_manifest(manifest: dict, *, module_count: int, weights_bytes: int) 
     modules = _check_modules(manifest, module_count)
     kernels = _check_kernels(manifest, modules)
     _check_dispatches(manifest, kernels, modules, tensors)
+    _check_requirements(manifest, modules, tensors)

@@ -225,17 +225,101 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                 np.save(save / f"{name.replace('/', '_')}.npy", value)
 
 
+def _profile_table(records, title: str) -> Table:
+    total = sum(r.seconds for r in records) or 1.0
+    table = Table(title=title)
+    for col in ("#", "kernel", "ONNX nodes", "ms", "%", "GFLOP/s", "GB/s"):
+        table.add_column(col, justify="right" if col in ("#", "ms", "%", "GFLOP/s", "GB/s") else "left")
+    for r in sorted(records, key=lambda r: -r.seconds):
+        nodes = ", ".join(r.nodes)
+        table.add_row(str(r.index), r.kernel, nodes if len(nodes) <= 60 else nodes[:57] + "...",
+                      f"{r.seconds * 1e3:.3f}", f"{100 * r.seconds / total:.1f}",
+                      f"{r.gflops:.2f}" if r.flops else "-", f"{r.gbps:.2f}" if r.bytes else "-")
+    table.add_row("", "total", f"{len(records)} dispatches", f"{total * 1e3:.3f}", "100.0",
+                  f"{sum(r.flops for r in records) / total / 1e9:.2f}", f"{sum(r.bytes for r in records) / total / 1e9:.2f}")
+    return table
+
+
+def _profile_chart(path: Path, records, manifest: dict, title: str) -> None:
+    """PNG: per-dispatch GPU time (slowest first) beside the arena's memory plan over the schedule."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(16, max(5, 0.28 * min(len(records), 40) + 2)))
+    top = sorted(records, key=lambda r: -r.seconds)[:40][::-1]
+    ax_t.barh([f"{r.index}: {r.kernel}" for r in top], [r.seconds * 1e3 for r in top], color="tab:blue")
+    ax_t.set_xlabel("GPU time (ms)")
+    ax_t.set_title(f"per-dispatch time ({len(top)} slowest of {len(records)})")
+    ax_t.tick_params(axis="y", labelsize=7)
+    n, tensors = len(manifest["dispatches"]), manifest["tensors"]
+    first, last = {}, {}
+    for step, d in enumerate(manifest["dispatches"]):
+        for t in d["bindings"]:
+            first.setdefault(t, step)
+            last[t] = step
+    io = {x["tensor"]: "input" for x in manifest["inputs"]} | {x["tensor"]: "output" for x in manifest["outputs"]}
+    for t in io:
+        first[t] = -1 if io[t] == "input" else first.get(t, -1)
+        last[t] = n if io[t] == "output" else last.get(t, n)
+    colors = {"input": "tab:green", "output": "tab:red"}
+    for t, start in first.items():
+        e = tensors[t]
+        if e["memory"] != "arena" or not e["nbytes"]:
+            continue
+        ax_m.add_patch(Rectangle((start - 0.45, e["offset"] / 2**20), last[t] - start + 0.9, e["nbytes"] / 2**20,
+                                 facecolor=colors.get(io.get(t), "tab:blue"), edgecolor="black", linewidth=0.3,
+                                 alpha=0.6))
+    mem = manifest["memory"]
+    ax_m.set_xlim(-1.5, n + 0.5)
+    ax_m.set_ylim(0, max(mem["arena_bytes"], 1) / 2**20 * 1.02)
+    ax_m.axhline(mem["lower_bound_bytes"] / 2**20, color="gray", linestyle="--", linewidth=0.8)
+    ax_m.set_xlabel("dispatch (schedule order; -1 = inputs copied in)")
+    ax_m.set_ylabel("arena offset (MiB)")
+    ax_m.set_title(f"memory plan: arena {mem['arena_bytes'] / 2**20:.2f} MiB, lower bound "
+                   f"{mem['lower_bound_bytes'] / 2**20:.2f} MiB (dashed), no reuse "
+                   f"{mem['intermediates_sum_bytes'] / 2**20:.2f} MiB", fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 @app.command()
 def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
           repeat: int = typer.Option(20, help="Timed runs."), warmup: int = typer.Option(3, help="Untimed runs first."),
-          device: Optional[str] = DeviceOpt):
+          device: Optional[str] = DeviceOpt,
+          profile: bool = typer.Option(False, "--profile", help="Also time every dispatch on the GPU (timestamp "
+                                       "queries) and print them, slowest first."),
+          chart: Optional[Path] = typer.Option(None, "--chart", help="With --profile: write a PNG of the "
+                                               "per-dispatch times and the memory plan (needs matplotlib).")):
     """Median latency of repeated runs (inputs copied in, outputs copied out) after a warm-up."""
+    if chart is not None:
+        try:
+            import matplotlib  # noqa: F401  (only the chart needs it; the runtime never does)
+        except ImportError:
+            _fail("--chart needs matplotlib, which is not installed: `pip install matplotlib`, "
+                  "or drop --chart to print the table only.")
     model = _load(bundle, _device_arg(device))
+    records = None
     with model:
-        times = model.bench(_random_feeds(model, 0), warmup=warmup, repeat=repeat)
+        feeds = _random_feeds(model, 0)
+        times = model.bench(feeds, warmup=warmup, repeat=repeat)
+        if profile or chart is not None:
+            try:
+                records = model.profile(feeds, repeat=max(1, min(repeat, 10)))
+            except Exception as exc:  # e.g. a device without timestamp queries
+                _fail(str(exc))
     ms = sorted(t * 1e3 for t in times)
     console.print(f"{bundle.name} on {model.device_name}: median {statistics.median(ms):.3f} ms "
                   f"(min {ms[0]:.3f}, max {ms[-1]:.3f}, {repeat} runs after {warmup} warm-up)")
+    if records is not None:
+        title = f"{bundle.name} on {model.device_name}: GPU time per dispatch (median of {max(1, min(repeat, 10))})"
+        console.print(_profile_table(records, title))
+    if chart is not None:
+        _profile_chart(chart, records, model.manifest, f"{bundle.name} on {model.device_name}")
+        console.print(f"wrote {chart}")
 
 
 @app.command()

@@ -81,7 +81,7 @@ def module_name(kernel: Kernel) -> str:
     p = kernel.params
     parts = [kernel.template]
     if kernel.template == "matmul_tiled":
-        parts += [p["b_mode"], f"{p['BM']}x{p['BN']}x{p['BK']}"]
+        parts += [f"{p['BM']}x{p['BN']}x{p['BK']}", f"a{p['a_load']}", f"b{p['b_load']}"]
     if kernel.template == "matmul_register":
         parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
     if kernel.template == "pool2d":

@@ -36,8 +36,8 @@ TARGETS = {
     "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="register"),
-    "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=64,
-                     tile_n=64, tile_k=16),
+    "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
+                     tile_n=128, tile_k=16, reg_m=8, reg_n=8),
 }
 
 

@@ -3,13 +3,17 @@
     from runtime_min import load
     with load("model.vkb") as model:          # device chosen automatically, or device=0 / device="nvidia"
         outputs = model.run({"input": x})     # dict of numpy arrays, named as in the ONNX model
+        model.run({"input": x}, outputs={"output": out})   # or into arrays of your own
+        for d in model.profile({"input": x}): print(d.kernel, d.seconds, d.gflops)
 
 Imports only the standard library, numpy, `bundles` and (lazily, on first use) `vulkan`.
-Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos validation layer).
+Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos validation layer),
+VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=1 (robust buffer access).
+Threads: runs of one model are serialized; models share their device and run side by side.
 """
 from .device import DeviceInfo, clear_validation_messages, list_devices, validation_messages
-from .errors import VkcRuntimeError
-from .model import Model, TensorInfo, load
+from .errors import DeviceLostError, VkcRuntimeError, resources
+from .model import DispatchTime, Model, TensorInfo, load
 
-__all__ = ["load", "Model", "list_devices", "VkcRuntimeError", "DeviceInfo", "TensorInfo",
-           "validation_messages", "clear_validation_messages"]
+__all__ = ["load", "Model", "list_devices", "VkcRuntimeError", "DeviceLostError", "DeviceInfo", "TensorInfo",
+           "DispatchTime", "validation_messages", "clear_validation_messages", "resources"]

@@ -1,17 +1,30 @@
-"""Vulkan instance (with optional validation), device enumeration and choice, logical device and queue."""
+"""Vulkan instances, device enumeration and choice, and the logical devices that models share.
+
+Models on one physical device with the same settings share one VkDevice and its queue (counted
+references; the last close destroys it), so several models cost one device, and queue submission
+is serialized by a lock as Vulkan requires."""
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
-from .errors import INSTALL_DRIVER, Cleanup, VkcRuntimeError, import_vulkan, step
+from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
+from .spirv import CAPABILITIES, EXTENSIONS, SPIRV_FOR_API
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+DEBUG_UTILS = "VK_EXT_debug_utils"
 EXTENSIONS_OF_INTEREST = (
     "VK_KHR_16bit_storage", "VK_KHR_8bit_storage", "VK_KHR_shader_float16_int8",
     "VK_KHR_shader_integer_dot_product", "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix",
-    "VK_EXT_subgroup_size_control", "VK_KHR_shader_subgroup_extended_types",
+    "VK_EXT_subgroup_size_control", "VK_KHR_shader_subgroup_extended_types", "VK_EXT_memory_budget",
 )
+FEATURES_OF_INTEREST = (
+    "shaderFloat16", "shaderInt8", "shaderInt16", "shaderInt64", "shaderFloat64", "storageBuffer16BitAccess",
+    "storageBuffer8BitAccess", "shaderIntegerDotProduct", "subgroupSizeControl", "vulkanMemoryModel",
+    "bufferDeviceAddress", "cooperativeMatrix", "robustBufferAccess",
+)
+SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad")
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
@@ -68,8 +81,19 @@ class DeviceInfo:
     device_local_bytes: int         # largest device-local heap
     host_visible_bytes: int         # largest heap with a host-visible memory type
     extensions: tuple               # those of EXTENSIONS_OF_INTEREST the device has
+    features: tuple = ()            # those of FEATURES_OF_INTEREST the device has
+    subgroup_operations: tuple = () # subgroup operations available in compute shaders
+    memory_budget_bytes: int = 0    # what this process may still allocate in the largest device-local heap
+    max_workgroup_count: tuple = (65535, 65535, 65535)
+    max_storage_buffers_per_stage: int = 4
+    timestamps: bool = False        # the compute queue has timestamp queries (Model.profile)
+    timestamp_period_ns: float = 1.0
+    device_uuid: str = ""
+    driver_uuid: str = ""
     all_extensions: frozenset = field(repr=False, default=frozenset())
+    all_features: frozenset = field(repr=False, default=frozenset())
     type_code: int = field(repr=False, default=0)
+    cache_header: bytes = field(repr=False, default=b"")  # vendorID, deviceID, pipelineCacheUUID
 
     def __str__(self):
         return f"{self.index}: {self.name} ({self.type}, Vulkan {'.'.join(map(str, self.api_version))})"
@@ -101,16 +125,27 @@ def _messenger_info(vk):
                pfnUserCallback=_callback)
 
 
-class Instance:
-    """A VkInstance, with the validation layer and a message collector when asked."""
+def _fields(ffi, struct) -> dict:
+    """{feature name: bool} of a Vk*Features struct or pointer (every member but sType and pNext)."""
+    t = ffi.typeof(struct)
+    return {k: bool(getattr(struct, k)) for k, _ in (t.item if t.kind == "pointer" else t).fields
+            if k not in ("sType", "pNext")}
 
-    def __init__(self, validation: bool, cleanup: Cleanup):
+
+class Instance:
+    """A VkInstance, with VK_EXT_debug_utils when available (names for tools like RenderDoc) and the
+    validation layer with a message collector when asked."""
+
+    def __init__(self, validation: bool):
         self.vk = vk = import_vulkan()
+        self.cleanup, self.refs = Cleanup(), 0
         ffi = vk.ffi
         with step("asking the Vulkan loader for its version"):
             loader = vk.vkEnumerateInstanceVersion()
         self.api = min(loader, API_1_3)
-        layers, exts = [], []
+        layers = []
+        with step("listing Vulkan instance extensions"):
+            have_exts = {p.extensionName for p in vk.vkEnumerateInstanceExtensionProperties(None)}
         if validation:
             with step("listing Vulkan layers"):
                 have = {p.layerName for p in vk.vkEnumerateInstanceLayerProperties()}
@@ -118,7 +153,10 @@ class Instance:
                 raise VkcRuntimeError(
                     f"Validation was requested (validation=True or VKC_VALIDATION=1) but {VALIDATION_LAYER} "
                     "is not installed; install it (`apt-get install vulkan-validationlayers`) or turn validation off.")
-            layers, exts = [VALIDATION_LAYER], ["VK_EXT_debug_utils"]
+            layers = [VALIDATION_LAYER]
+            have_exts.add(DEBUG_UTILS)  # the layer provides it
+        self.debug_utils = DEBUG_UTILS in have_exts
+        exts = [DEBUG_UTILS] if self.debug_utils else []
         name = ffi.new("char[]", b"vkc runtime_min")
         app = new(ffi, "VkApplicationInfo", sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO,
                   pApplicationName=name, pEngineName=name, apiVersion=self.api)
@@ -132,18 +170,49 @@ class Instance:
                    ppEnabledExtensionNames=ext_arr)
         with step("creating a Vulkan instance"):
             self.handle = vk.vkCreateInstance(info, None)
-        cleanup.push(vk.vkDestroyInstance, self.handle, None)
-        if validation:
-            with step("creating the validation message collector"):
-                create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
-                destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
-                messenger = create(self.handle, dbg, None)
-            cleanup.push(destroy, self.handle, messenger, None)
+        self.cleanup.push(vk.vkDestroyInstance, self.handle, None)
+        try:
+            if validation:
+                with step("creating the validation message collector"):
+                    create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
+                    destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
+                    messenger = create(self.handle, dbg, None)
+                self.cleanup.push(destroy, self.handle, messenger, None)
+        except BaseException:
+            self.cleanup.release()
+            raise
         self._keep = (name, app, layer_keep, ext_keep, dbg)
 
     def physical_devices(self):
         with step("enumerating Vulkan devices"):
             return list(self.vk.vkEnumeratePhysicalDevices(self.handle))
+
+    def feature_chain(self, pdev, api: int, exts):
+        """A VkPhysicalDeviceFeatures2 chain filled with what the device supports, and its structs."""
+        vk, ffi = self.vk, self.vk.ffi
+        chain = []
+        if api >= API_1_2:
+            chain += [("VkPhysicalDeviceVulkan11Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES),
+                      ("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)]
+        else:
+            chain.append(("VkPhysicalDevice16BitStorageFeatures",
+                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES))
+        if api >= API_1_3:
+            chain.append(("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES))
+        if "VK_KHR_cooperative_matrix" in exts:
+            chain.append(("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
+                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR))
+        elif "VK_NV_cooperative_matrix" in exts:
+            chain.append(("VkPhysicalDeviceCooperativeMatrixFeaturesNV",
+                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV))
+        nxt, keep = ffi.NULL, []
+        for ctype, stype in reversed(chain):
+            nxt = new(ffi, ctype, sType=stype, pNext=nxt)
+            keep.append(nxt)
+        feats = new(ffi, "VkPhysicalDeviceFeatures2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=nxt)
+        with step("reading device features"):
+            vk.vkGetPhysicalDeviceFeatures2(pdev, feats)
+        return feats, keep
 
     def describe(self, pdev, index: int) -> DeviceInfo:
         vk, ffi = self.vk, self.vk.ffi
@@ -154,22 +223,41 @@ class Instance:
                       sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
             m3 = new(ffi, "VkPhysicalDeviceMaintenance3Properties",
                      sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, pNext=sub)
+            ids = new(ffi, "VkPhysicalDeviceIDProperties", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+                      pNext=m3)
             drv = new(ffi, "VkPhysicalDeviceDriverProperties",
-                      sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, pNext=m3)
+                      sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, pNext=ids)
             props2 = new(ffi, "VkPhysicalDeviceProperties2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                         pNext=drv if api >= API_1_2 else m3)
+                         pNext=drv if api >= API_1_2 else ids)
+            raw = new(ffi, "VkPhysicalDeviceProperties")
+            vk.lib.vkGetPhysicalDeviceProperties(pdev, raw)  # the raw struct, for the pipeline cache UUID bytes
             if api >= API_1_1:
                 vk.vkGetPhysicalDeviceProperties2(pdev, props2)
             exts = frozenset(e.extensionName for e in vk.vkEnumerateDeviceExtensionProperties(pdev, None))
             mem = vk.vkGetPhysicalDeviceMemoryProperties(pdev)
+            families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pdev)
+            budget = self._budget(pdev, mem) if api >= API_1_1 and "VK_EXT_memory_budget" in exts else None
+            feats, keep = self.feature_chain(pdev, api, exts) if api >= API_1_1 else (None, [])
         lim = base.limits
         if api >= API_1_2:
             driver = f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
         else:
             driver = f"driver version {base.driverVersion:#x}"
+        features = {}
+        if feats is not None:
+            features.update(_fields(ffi, feats.features))
+            for s in keep:
+                features.update({k: v or features.get(k, False) for k, v in _fields(ffi, s).items()})
+        features = frozenset(k for k, v in features.items() if v)
         heaps = [mem.memoryHeaps[i] for i in range(mem.memoryHeapCount)]
+        local = [i for i, h in enumerate(heaps) if h.flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT] or [0]
+        biggest = max(local, key=lambda i: heaps[i].size if heaps else 0)
         host_heaps = {mem.memoryTypes[i].heapIndex for i in range(mem.memoryTypeCount)
                       if mem.memoryTypes[i].propertyFlags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT}
+        compute = [f for f in families if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        sub_ops = tuple(n for b, n in enumerate(SUBGROUP_OPS) if api >= API_1_1 and sub.supportedOperations & (1 << b)
+                        and sub.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT)
+        uuid = lambda arr: bytes(ffi.buffer(arr, 16)).hex() if api >= API_1_1 else ""
         return DeviceInfo(
             index=index, name=base.deviceName, type=_TYPE_NAMES.get(base.deviceType, "other"),
             api_version=version_tuple(base.apiVersion), driver=driver,
@@ -180,25 +268,109 @@ class Instance:
             max_storage_buffer_range=lim.maxStorageBufferRange,
             min_storage_buffer_offset_alignment=lim.minStorageBufferOffsetAlignment,
             max_memory_allocation_bytes=m3.maxMemoryAllocationSize if api >= API_1_1 else 1 << 31,
-            device_local_bytes=max([h.size for h in heaps if h.flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT] or [0]),
+            device_local_bytes=heaps[biggest].size if heaps else 0,
             host_visible_bytes=max([heaps[i].size for i in host_heaps] or [0]),
-            extensions=tuple(e for e in EXTENSIONS_OF_INTEREST if e in exts), all_extensions=exts,
-            type_code=base.deviceType)
+            extensions=tuple(e for e in EXTENSIONS_OF_INTEREST if e in exts),
+            features=tuple(f for f in FEATURES_OF_INTEREST if f in features), subgroup_operations=sub_ops,
+            memory_budget_bytes=budget[biggest] if budget else (heaps[biggest].size if heaps else 0),
+            max_workgroup_count=tuple(lim.maxComputeWorkGroupCount),
+            max_storage_buffers_per_stage=min(lim.maxPerStageDescriptorStorageBuffers,
+                                              lim.maxDescriptorSetStorageBuffers),
+            timestamps=bool(compute and compute[0].timestampValidBits), timestamp_period_ns=float(lim.timestampPeriod),
+            device_uuid=uuid(ids.deviceUUID), driver_uuid=uuid(ids.driverUUID),
+            all_extensions=exts, all_features=features, type_code=base.deviceType,
+            cache_header=bytes(ffi.buffer(ffi.addressof(raw, "vendorID"), 8))
+            + bytes(ffi.buffer(raw.pipelineCacheUUID, 16)))
+
+    def _budget(self, pdev, mem) -> list:
+        """Bytes this process may still allocate in each heap (VK_EXT_memory_budget)."""
+        vk, ffi = self.vk, self.vk.ffi
+        b = new(ffi, "VkPhysicalDeviceMemoryBudgetPropertiesEXT",
+                sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+        m2 = new(ffi, "VkPhysicalDeviceMemoryProperties2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                 pNext=b)
+        vk.lib.vkGetPhysicalDeviceMemoryProperties2(pdev, m2)
+        return [max(b.heapBudget[i] - b.heapUsage[i], 0) for i in range(mem.memoryHeapCount)]
+
+
+_lock = threading.RLock()          # guards the two registries below
+_instances: dict = {}              # validation flag -> Instance
+_devices: dict = {}                # (index, validation, robust, extensions) -> Device
+
+
+def _instance(validation: bool) -> Instance:
+    with _lock:
+        inst = _instances.get(validation)
+        if inst is None:
+            inst = _instances[validation] = Instance(validation)
+        inst.refs += 1
+        return inst
+
+
+def _release_instance(inst: Instance):
+    with _lock:
+        inst.refs -= 1
+        if inst.refs == 0:
+            _instances.pop(next(k for k, v in _instances.items() if v is inst), None)
+            inst.cleanup.release()
 
 
 def list_devices() -> list[DeviceInfo]:
     """Every Vulkan device the loader sees, in the loader's order (the index `device=` accepts)."""
-    cleanup = Cleanup()
+    inst = _instance(False)
     try:
-        inst = Instance(validation=False, cleanup=cleanup)
         return [inst.describe(p, i) for i, p in enumerate(inst.physical_devices())]
     finally:
-        cleanup.release()
+        _release_instance(inst)
 
 
-def lacks(info: DeviceInfo, manifest: dict) -> list[str]:
+def _api_of(info: DeviceInfo) -> tuple:
+    return info.api_version[:2]
+
+
+def spirv_needs(info: DeviceInfo, needs) -> tuple[list, set]:
+    """(what the device lacks for these SPIR-V modules and kernels, device extensions they need enabled)."""
+    out, exts = [], set()
+    reflections, shapes = needs or ((), ())
+    for name, size, shared in shapes:
+        if any(s > m for s, m in zip(size, info.max_workgroup_size)) or \
+                size[0] * size[1] * size[2] > info.max_workgroup_invocations:
+            out.append(f"a workgroup of {list(size)} for kernel {name} (it allows {list(info.max_workgroup_size)}, "
+                       f"{info.max_workgroup_invocations} invocations)")
+        if shared > info.max_shared_memory_bytes:
+            out.append(f"{shared} bytes of shared memory for kernel {name} (it has {info.max_shared_memory_bytes})")
+    max_spirv = SPIRV_FOR_API.get(min(_api_of(info), (1, 3)), (1, 0))
+    for r in reflections:
+        if r.version > max_spirv:
+            out.append(f"SPIR-V {r.version[0]}.{r.version[1]} for module {r.name} (Vulkan "
+                       f"{'.'.join(map(str, info.api_version))} accepts up to {max_spirv[0]}.{max_spirv[1]})")
+        for cap in sorted(r.capabilities):
+            name, need = CAPABILITIES.get(cap, (f"capability {cap}", "unknown"))
+            if need == "unknown":
+                out.append(f"SPIR-V {name} used by module {r.name}, which this runtime does not know")
+            elif need and need.startswith("subgroup:"):
+                if need[9:] not in info.subgroup_operations:
+                    out.append(f"subgroup operation '{need[9:]}' in compute shaders (SPIR-V {name}, module {r.name})")
+            elif need and need not in info.all_features:
+                out.append(f"feature {need} (SPIR-V capability {name}, module {r.name})")
+        for ext in sorted(r.extensions):
+            core, vk_ext = EXTENSIONS.get(ext, (None, None))
+            if core is not None and _api_of(info) >= core:
+                continue
+            if vk_ext is None:
+                out.append(f"SPIR-V extension {ext} used by module {r.name}, which this runtime does not know")
+            elif vk_ext in info.all_extensions:
+                exts.add(vk_ext)
+            else:
+                out.append(f"extension {vk_ext} (for {ext}, module {r.name})")
+    return out, exts
+
+
+def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) -> list[str]:
     """What the device lacks to run the bundle, as short phrases; empty when it can run it."""
     req, mem, out = manifest.get("requirements", {}), manifest["memory"], []
+    if robust and "robustBufferAccess" not in info.all_features:
+        out.append("feature robustBufferAccess (asked for by robust=True; pass robust=False for a trusted bundle)")
     want = tuple(req.get("vulkan_api", (1, 0, 0)))
     if info.api_version < want:
         out.append(f"Vulkan {'.'.join(map(str, want))} (it has {'.'.join(map(str, info.api_version))})")
@@ -211,30 +383,42 @@ def lacks(info: DeviceInfo, manifest: dict) -> list[str]:
     for what, w, h in checks:
         if w > h:
             out.append(f"{w} {what} (it has {h})")
+    out += spirv_needs(info, needs)[0]
+    widest = max((m["bindings"] for m in manifest["modules"]), default=0)
+    if widest > info.max_storage_buffers_per_stage:
+        out.append(f"{widest} storage buffers in one kernel (it allows {info.max_storage_buffers_per_stage})")
+    mib = lambda n: f"{n / 2**20:.1f} MiB"
     for what, size in (("arena", mem["arena_bytes"]), ("weights", mem["weights_bytes"])):
-        if size > min(info.device_local_bytes, info.max_memory_allocation_bytes):
-            out.append(f"{size} bytes of device memory for the {what} (it allows {info.device_local_bytes} "
-                       f"in its largest heap, {info.max_memory_allocation_bytes} per allocation)")
-    if mem["arena_bytes"] + mem["weights_bytes"] > info.device_local_bytes:
-        out.append(f"{mem['arena_bytes'] + mem['weights_bytes']} bytes of device memory for arena and weights "
-                   f"(its largest heap has {info.device_local_bytes})")
+        if size > info.max_memory_allocation_bytes:
+            out.append(f"one allocation of {mib(size)} for the {what} (it allows {mib(info.max_memory_allocation_bytes)})")
+    need = mem["arena_bytes"] + mem["weights_bytes"]
+    if need > info.memory_budget_bytes:
+        out.append(f"{mib(need)} of device memory (arena {mib(mem['arena_bytes'])} + weights "
+                   f"{mib(mem['weights_bytes'])}; its budget is {mib(info.memory_budget_bytes)} of a "
+                   f"{mib(info.device_local_bytes)} heap)")
     io = [manifest["tensors"][x["tensor"]]["nbytes"] for x in manifest["inputs"] + manifest["outputs"]]
-    if max(sum(io), mem["weights_bytes"]) > info.host_visible_bytes:
-        out.append(f"{max(sum(io), mem['weights_bytes'])} bytes of host-visible memory for staging "
-                   f"(its largest host-visible heap has {info.host_visible_bytes})")
+    if sum(io) > info.host_visible_bytes:
+        out.append(f"{mib(sum(io))} of host-visible memory for inputs and outputs "
+                   f"(its largest host-visible heap has {mib(info.host_visible_bytes)})")
     align = info.min_storage_buffer_offset_alignment
     bad = [t["name"] for t in manifest["tensors"] if t["offset"] % align]
     if bad:
         out.append(f"tensor offsets aligned to {align} bytes (not so: {', '.join(bad[:5])})")
+    for i, d in enumerate(manifest["dispatches"]):
+        if any(g > m for g, m in zip(d["groups"], info.max_workgroup_count)):
+            out.append(f"{d['groups']} workgroups in dispatch {i} (it allows {list(info.max_workgroup_count)})")
+            break
     return out
 
 
-def _pick(infos: list[DeviceInfo], manifest: dict, device) -> DeviceInfo:
+def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False) -> DeviceInfo:
     listing = "; ".join(map(str, infos))
     if device is None:
         device = os.environ.get("VKC_DEVICE") or None
     if isinstance(device, str) and device.strip().isdigit():
         device = int(device)
+    if isinstance(device, bool) or not isinstance(device, (int, str, type(None))):
+        raise TypeError(f"device must be an int index, a name substring or None, not {type(device).__name__}")
     if isinstance(device, int):
         if not 0 <= device < len(infos):
             raise VkcRuntimeError(f"Vulkan device {device} does not exist; found {len(infos)}: {listing}. "
@@ -245,98 +429,149 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device) -> DeviceInfo:
         if not candidates:
             raise VkcRuntimeError(f"No Vulkan device's name contains {device!r}; found {len(infos)}: {listing}. "
                                   "Pass one of those indices or a part of a device name (see `vkc devices`).")
-    elif device is None:
-        candidates = list(infos)
     else:
-        raise TypeError(f"device must be an int index, a name substring or None, not {type(device).__name__}")
+        candidates = list(infos)
     candidates.sort(key=lambda i: (_TYPE_RANK.get(i.type_code, 9), i.index))
     problems = []
     for info in candidates:
-        missing = lacks(info, manifest)
+        missing = lacks(info, manifest, needs, robust)
         if not missing:
             return info
         problems.append(f"device {info} lacks: {'; '.join(missing)}")
     who = "No Vulkan device" if device is None else f"The requested Vulkan device ({device!r})"
-    raise VkcRuntimeError(f"{who} cannot run this bundle: {' | '.join(problems)}. Choose another "
+    raise VkcRuntimeError(f"{who} can run this bundle: {' | '.join(problems)}. Choose another "
                           "device (`vkc devices`) or compile for a profile this device meets (`--target host`).")
 
 
-class Device:
-    """The chosen physical device, a logical device with one compute queue, and what must be destroyed."""
+def acquire(manifest: dict, device=None, validation=None, robust=False, needs=None) -> "Device":
+    """The shared Device that can run this bundle (created on first use); release() it when done."""
+    if validation is None:
+        validation = os.environ.get("VKC_VALIDATION", "") not in ("", "0")
+    inst = _instance(bool(validation))
+    try:
+        pdevs = inst.physical_devices()
+        if not pdevs:
+            raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
+        info = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust)
+        exts = set(manifest.get("requirements", {}).get("extensions", [])) | spirv_needs(info, needs)[1]
+        key = (info.index, bool(validation), bool(robust), frozenset(exts))
+        with _lock:
+            dev = _devices.get(key)
+            if dev is None:
+                dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key)
+                inst.refs += 1  # the device holds the instance
+            dev.refs += 1
+            return dev
+    finally:
+        _release_instance(inst)
 
-    def __init__(self, manifest: dict, device=None, validation=None):
-        if validation is None:
-            validation = os.environ.get("VKC_VALIDATION", "") not in ("", "0")
-        self.cleanup = Cleanup()
+
+class Device:
+    """A logical device with one compute queue on a chosen physical device, shared by models."""
+
+    def __init__(self, inst: Instance, pdev, info: DeviceInfo, exts: list, robust: bool, key):
+        self.instance, self.physical, self.info, self.key = inst, pdev, info, key
+        self.vk, self.ffi = inst.vk, inst.vk.ffi
+        self.cleanup, self.refs, self.lost, self.hung = Cleanup(), 0, None, False  # lost: why nothing runs any more
+        self.queue_lock = threading.Lock()
         try:
-            self._create(manifest, device, bool(validation))
+            self._create(pdev, info, exts, robust)
         except BaseException:
             self.cleanup.release()
             raise
 
-    def _create(self, manifest, device, validation):
-        self.instance = inst = Instance(validation, self.cleanup)
-        self.vk = vk = inst.vk
-        self.ffi = ffi = vk.ffi
-        pdevs = inst.physical_devices()
-        if not pdevs:
-            raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
-        self.info = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device)
-        self.physical = pdev = pdevs[self.info.index]
-        with step(f"reading the queues and memory types of {self.info.name}"):
+    def _create(self, pdev, info, exts, robust):
+        vk, ffi, inst = self.vk, self.ffi, self.instance
+        with step(f"reading the queues and memory types of {info.name}"):
             families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pdev)
             self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(pdev)
         compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
         if not compute:
-            raise VkcRuntimeError(f"Device {self.info} has no compute queue; choose another device (`vkc devices`).")
+            raise VkcRuntimeError(f"Device {info} has no compute queue; choose another device (`vkc devices`).")
         self.queue_family = compute[0]
-        features, keep = self._features(manifest)
+        self.timestamp_mask = (1 << families[compute[0]].timestampValidBits) - 1
+        api = min(vk.vkGetPhysicalDeviceProperties(pdev).apiVersion, inst.api)
+        features, keep = inst.feature_chain(pdev, api, exts) if api >= API_1_1 else (ffi.NULL, [])
+        if features != ffi.NULL:  # enable what the device has (kernels may use any of it), robustness as asked
+            features.features.robustBufferAccess = int(bool(robust))
+            for p in keep:
+                if hasattr(p, "robustImageAccess"):
+                    p.robustImageAccess = 0
         prio = ffi.new("float[1]", [1.0])
         qinfo = new(ffi, "VkDeviceQueueCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                     queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=prio)
-        exts = list(manifest.get("requirements", {}).get("extensions", []))
         ext_arr, ext_keep = cstrings(ffi, exts)
-        info = new(ffi, "VkDeviceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=features,
-                   queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
-                   enabledExtensionCount=len(exts), ppEnabledExtensionNames=ext_arr)
-        with step(f"creating a logical device on {self.info.name}"):
-            self.handle = vk.vkCreateDevice(pdev, info, None)
+        dinfo = new(ffi, "VkDeviceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, pNext=features,
+                    queueCreateInfoCount=1, pQueueCreateInfos=qinfo,
+                    enabledExtensionCount=len(exts), ppEnabledExtensionNames=ext_arr)
+        with step(f"creating a logical device on {info.name}"):
+            self.handle = vk.vkCreateDevice(pdev, dinfo, None)
         self.cleanup.push(vk.vkDestroyDevice, self.handle, None)
         with step("getting the compute queue"):
             self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        self._set_name = self._label = self._unlabel = None
+        if inst.debug_utils:  # names and labels for RenderDoc, Nsight and validation messages
+            try:
+                get = lambda n: vk.vkGetInstanceProcAddr(inst.handle, n)
+                self._set_name, self._label, self._unlabel = (get("vkSetDebugUtilsObjectNameEXT"),
+                                                              get("vkCmdBeginDebugUtilsLabelEXT"),
+                                                              get("vkCmdEndDebugUtilsLabelEXT"))
+            except Exception:  # the loader or driver lacks them: names are a convenience
+                self._set_name = self._label = self._unlabel = None
 
-    def _features(self, manifest):
-        """Enable every supported core feature a kernel might use (16-bit storage, float16, int8, ...)."""
-        vk, ffi = self.vk, self.ffi
-        api = min(vk.vkGetPhysicalDeviceProperties(self.physical).apiVersion, self.instance.api)
-        if api < API_1_1:
-            return ffi.NULL, ()
-        chain = []
-        if api >= API_1_2:
-            chain += [("VkPhysicalDeviceVulkan11Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES),
-                      ("VkPhysicalDeviceVulkan12Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)]
-        if api >= API_1_3:
-            chain.append(("VkPhysicalDeviceVulkan13Features", vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES))
-        exts = manifest.get("requirements", {}).get("extensions", [])
-        if "VK_KHR_cooperative_matrix" in exts:
-            chain.append(("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
-                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR))
-        if "VK_NV_cooperative_matrix" in exts:
-            chain.append(("VkPhysicalDeviceCooperativeMatrixFeaturesNV",
-                          vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV))
-        nxt, keep = ffi.NULL, []
-        for ctype, stype in reversed(chain):
-            nxt = new(ffi, ctype, sType=stype, pNext=nxt)
-            keep.append(nxt)
-        feats = new(ffi, "VkPhysicalDeviceFeatures2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=nxt)
-        with step("reading device features"):
-            vk.vkGetPhysicalDeviceFeatures2(self.physical, feats)
-        feats.features.robustBufferAccess = 0  # bounds checks cost speed; the compiler proves accesses in range
-        for p in keep:
-            if hasattr(p, "robustImageAccess"):
-                p.robustImageAccess = 0
-        self._feature_keep = (feats, keep)
-        return feats, keep
+    @property
+    def debug_labels(self) -> bool:
+        return self._label is not None
 
-    def close(self):
+    def name(self, object_type: int, handle, name: str):
+        """Give a Vulkan object a debug name (shown by RenderDoc, Nsight and the validation layer)."""
+        if self._set_name is None:
+            return
+        ffi = self.ffi
+        text = ffi.new("char[]", name.encode("utf-8", "replace")[:200])
+        info = new(ffi, "VkDebugUtilsObjectNameInfoEXT", sType=self.vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
+                   objectType=object_type, objectHandle=int(ffi.cast("uintptr_t", handle)), pObjectName=text)
+        self._set_name(self.handle, info)
+
+    def begin_label(self, cmd, name: str):
+        if self._label is not None:
+            text = self.ffi.new("char[]", name.encode("utf-8", "replace")[:200])
+            self._label(cmd, new(self.ffi, "VkDebugUtilsLabelEXT", sType=self.vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT,
+                                 pLabelName=text))
+
+    def end_label(self, cmd):
+        if self._unlabel is not None:
+            self._unlabel(cmd)
+
+    def submit(self, submit_info, fence, what: str):
+        """vkQueueSubmit under the queue's lock (Vulkan requires external synchronization of a queue)."""
+        if self.lost:
+            raise DeviceLostError(f"The Vulkan device {self.info.name} can run nothing any more ({self.lost}); "
+                                  "load the model again.")
+        with self.queue_lock, step(what):
+            self.vk.vkQueueSubmit(self.queue, 1, submit_info, fence)
+
+    def mark_lost(self, why: str, hung: bool = False):
+        """Nothing more runs here; new loads get a fresh device."""
+        with _lock:
+            self.lost, self.hung = self.lost or why, self.hung or hung
+            if _devices.get(self.key) is self:
+                del _devices[self.key]
+
+    def release(self):
+        with _lock:
+            self.refs -= 1
+            if self.refs:
+                return
+            if _devices.get(self.key) is self:
+                del _devices[self.key]
+        if self.hung:  # it may still be running: destroying it (or its instance) is undefined and may hang
+            self.cleanup.abandon()
+            return
+        try:
+            with self.queue_lock:
+                self.vk.vkDeviceWaitIdle(self.handle)
+        except Exception:
+            pass  # a lost device still has to be torn down
         self.cleanup.release()
+        _release_instance(self.instance)

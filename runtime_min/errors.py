@@ -1,7 +1,8 @@
-"""One exception type for every runtime failure, and the helpers that produce it."""
+"""One exception type for every runtime failure, the helpers that produce it, and resource tracking."""
 from __future__ import annotations
 
 import contextlib
+import threading
 
 INSTALL_DRIVER = ("install a Vulkan driver, e.g. `apt-get install mesa-vulkan-drivers libvulkan1` "
                   "for the CPU implementation lavapipe, or your GPU vendor's driver")
@@ -12,8 +13,8 @@ _ADVICE = {
     "VkErrorOutOfDeviceMemory": "choose a device with more memory (see `vkc devices`) or run a smaller model",
     "VkErrorInitializationFailed": INSTALL_DRIVER + ", and check that it works with `vulkaninfo --summary`",
     "VkErrorIncompatibleDriver": INSTALL_DRIVER,
-    "VkErrorDeviceLost": "the driver lost the device (a crash or a timeout in a kernel); "
-                         "rerun with VKC_VALIDATION=1 to look for misuse, or try another device",
+    "VkErrorDeviceLost": "the driver lost the device (a crash, a reset or a timeout in a kernel); every model on "
+                         "it must be loaded again; rerun with VKC_VALIDATION=1 to look for misuse, or try another device",
     "VkErrorLayerNotPresent": "install the Khronos validation layer (`apt-get install vulkan-validationlayers`) "
                               "or run without validation",
     "VkErrorExtensionNotPresent": "choose a device that supports the extension (see `vkc devices`)",
@@ -24,6 +25,10 @@ _ADVICE = {
 
 class VkcRuntimeError(RuntimeError):
     """A Vulkan call or a device check failed; the message says what and what to do."""
+
+
+class DeviceLostError(VkcRuntimeError):
+    """The driver lost the device (VK_ERROR_DEVICE_LOST) or it stopped answering: every model on it is unusable."""
 
 
 def import_vulkan():
@@ -58,7 +63,26 @@ def step(what: str):
         name = type(e).__name__ if not isinstance(e, KeyError) else f"VkResult {e.args[0]}"
         advice = _ADVICE.get(type(e).__name__, "rerun with VKC_VALIDATION=1 to see what the driver objects to, "
                                                 "or try another device (`vkc devices`)")
+        if name == "VkErrorDeviceLost":
+            raise DeviceLostError(f"The Vulkan device was lost while {what} ({name}); {advice}.") from e
         raise VkcRuntimeError(f"Vulkan failed while {what} ({name}); {advice}.") from e
+
+
+# Every object the runtime created and has not destroyed yet (Vulkan handles, mappings), and those
+# it gave up on (left alive on a hung device, as destroying objects in use is undefined).
+_counts = {"live": 0, "abandoned": 0, "allocations": 0, "allocated_bytes": 0}
+_count_lock = threading.Lock()
+
+
+def resources() -> dict:
+    """Live runtime objects and device memory allocations (tests check they return to their start)."""
+    with _count_lock:
+        return dict(_counts)
+
+
+def count(key: str, delta: int):
+    with _count_lock:
+        _counts[key] += delta
 
 
 class Cleanup:
@@ -69,6 +93,8 @@ class Cleanup:
 
     def push(self, fn, *args):
         self._undo.append((fn, args))
+        with _count_lock:
+            _counts["live"] += 1
 
     def release(self):
         while self._undo:
@@ -77,3 +103,13 @@ class Cleanup:
                 fn(*args)
             except Exception:  # keep releasing the rest; a failed destroy must not leak the others
                 pass
+            finally:
+                with _count_lock:
+                    _counts["live"] -= 1
+
+    def abandon(self):
+        """Forget every object without destroying it (the device hung and may still use them)."""
+        with _count_lock:
+            _counts["live"] -= len(self._undo)
+            _counts["abandoned"] += len(self._undo)
+        self._undo.clear()

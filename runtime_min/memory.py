@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import Device, new
-from .errors import VkcRuntimeError, step
+from .errors import VkcRuntimeError, count, step
 
 
 def memory_type(dev: Device, type_bits: int, required: int, preferred: int = 0) -> int:
@@ -20,17 +20,19 @@ def memory_type(dev: Device, type_bits: int, required: int, preferred: int = 0) 
 
 
 class Buffer:
-    """One VkBuffer bound to its own allocation; `host` maps it and exposes `.bytes` (a uint8 numpy view)."""
+    """One VkBuffer bound to its own allocation. `host` buffers are mapped and expose `.bytes` (a uint8
+    numpy view); device-local ones are mapped too when their memory happens to be host-visible
+    (integrated GPUs, lavapipe), so uploads can skip a staging copy."""
 
-    def __init__(self, dev: Device, size: int, usage: int, what: str, host: bool = False, cleanup=None):
+    def __init__(self, dev: Device, size: int, usage: int, what: str, cleanup, host: bool = False,
+                 map_if_visible: bool = False):
         vk, ffi = dev.vk, dev.ffi
-        cleanup = cleanup or dev.cleanup
         self.size = size = max(int(size), 4)  # a zero-sized buffer is invalid
         info = new(ffi, "VkBufferCreateInfo", sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size,
                    usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
         with step(f"creating the {what} buffer ({size} bytes)"):
             self.handle = vk.vkCreateBuffer(dev.handle, info, None)
-        self.memory = None
+        self.memory, self.allocated = None, 0
         cleanup.push(self._destroy, vk, dev.handle)
         with step(f"allocating {size} bytes for the {what} buffer"):
             req = vk.vkGetBufferMemoryRequirements(dev.handle, self.handle)
@@ -43,10 +45,16 @@ class Buffer:
             alloc = new(ffi, "VkMemoryAllocateInfo", sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                         allocationSize=req.size, memoryTypeIndex=index)
             self.memory = vk.vkAllocateMemory(dev.handle, alloc, None)
+            self.allocated = req.size
+            count("allocations", 1)
+            count("allocated_bytes", req.size)
         with step(f"binding memory to the {what} buffer"):
             vk.vkBindBufferMemory(dev.handle, self.handle, self.memory, 0)
+        dev.name(vk.VK_OBJECT_TYPE_BUFFER, self.handle, f"vkc {what}")
         self.bytes = None
-        if host:
+        flags = dev.memory_properties.memoryTypes[index].propertyFlags
+        coherent = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        if host or (map_if_visible and flags & coherent == coherent):
             with step(f"mapping the {what} buffer"):
                 mapped = vk.vkMapMemory(dev.handle, self.memory, 0, size, 0)  # an ffi.buffer of `size` bytes
             cleanup.push(self._unmap, vk, dev.handle)
@@ -56,6 +64,8 @@ class Buffer:
         vk.vkDestroyBuffer(device, self.handle, None)  # before its memory, which the layer prefers
         if self.memory is not None:
             vk.vkFreeMemory(device, self.memory, None)
+            count("allocations", -1)
+            count("allocated_bytes", -self.allocated)
 
     def _unmap(self, vk, device):
         self.bytes = None  # drop the view first: nothing may touch the mapping after this

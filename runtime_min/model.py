@@ -1,24 +1,44 @@
-"""The Model: upload weights once, record the schedule once into one command buffer, replay it per run()."""
+"""The Model: upload weights once, record the schedule once into one command buffer, replay it per run().
+
+Threads: one Model may be run from several threads; its runs are serialized (one staging buffer, one
+command buffer, one lock), each waiting for the one before. Models share their device, and each
+has its own lock, so several models (or several loads of one bundle, for parallel runs of it) run
+side by side on one device."""
 from __future__ import annotations
 
+import atexit
+import os
+import threading
 import time
+import weakref
 from typing import NamedTuple
 
 import numpy as np
 
-from bundles import read_bundle
+from bundles import BundleError, read_bundle
 
-from .device import Device, new
-from .errors import Cleanup, VkcRuntimeError, step
+from .device import acquire, new
+from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
 from .memory import Buffer
-from .pipelines import Pipelines
+from .pipelines import Pipelines, cache_file
+from .spirv import reflect_bundle
 
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64,
                 "uint8": np.uint8, "int8": np.int8, "bool": np.bool_}
 STAGING_ALIGN = 256
-
-
+UPLOAD_CHUNK = 64 << 20  # weights go to the device through a staging buffer of at most this size
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN
+
+_live = weakref.WeakSet()  # every open Model, closed at interpreter exit before Python tears down
+
+
+@atexit.register
+def _close_all():
+    for model in list(_live):
+        try:
+            model.close()
+        except Exception:
+            pass
 
 
 class TensorInfo(NamedTuple):
@@ -30,44 +50,93 @@ class TensorInfo(NamedTuple):
         return f"{self.dtype.name}[{', '.join(map(str, self.shape))}]"
 
 
+class DispatchTime(NamedTuple):
+    """One dispatch as timed by Model.profile (median GPU time over the repeats)."""
+    index: int
+    kernel: str
+    nodes: tuple
+    seconds: float
+    flops: int
+    bytes: int
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbps(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+
 def _describe(arr) -> str:
     return f"{arr.dtype.name}[{', '.join(map(str, arr.shape))}]"
 
 
+def _env_flag(name: str, value, default: bool) -> bool:
+    if value is not None:
+        return bool(value)
+    return default if os.environ.get(name, "") == "" else os.environ[name] not in ("0", "off", "false")
+
+
 class Model:
-    """A loaded bundle on one Vulkan device. Use load(); run() it; close() it (or use `with`)."""
+    """A loaded bundle on one Vulkan device. Use load(); run() it; close() it (or use `with`).
 
-    timeout_s = 300.0  # how long run() waits for the device before giving up
+    robust: robustBufferAccess (default on; robust=False or VKC_ROBUST=0 turns it off). The runtime
+        checks every range it binds, but not what a kernel does with it: with robust access, a kernel
+        whose indices run past its buffers (a corrupt or hostile bundle: wrong shapes in the
+        specialization, swapped bindings) reads zeros and drops writes instead of touching other
+        memory. Off, such a bundle can crash the process on a CPU device. Costs speed on lavapipe
+        (about 0-40% per kernel), little on GPUs; turn it off for bundles you compiled yourself.
+    timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
+    """
 
-    def __init__(self, source, device=None, *, validation=None):
-        self._closed, self._broken = True, None
-        bundle = read_bundle(source)
+    timeout_s = 300.0
+
+    def __init__(self, source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True,
+                 robust=None, timeout_s=None):
+        start = time.perf_counter()
+        self._closed, self._dev, self._lock = True, None, threading.Lock()
+        self._profile_cmd = None
+        if timeout_s is not None:
+            self.timeout_s = float(timeout_s)
+        bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
         try:
-            m = bundle.manifest
+            m = self.manifest = bundle.manifest
             tensors = m["tensors"]
             spec = lambda io: TensorInfo(io["name"], tuple(tensors[io["tensor"]]["shape"]),
                                          np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
             self.inputs = [spec(i) for i in m["inputs"]]
             self.outputs = [spec(o) for o in m["outputs"]]
-            self._dev = Device(m, device, validation)
-            self._closed = False
+            needs = reflect_bundle(m, bundle.spirv)
+            self.robust = _env_flag("VKC_ROBUST", robust, True)
+            self._dev = acquire(m, device, validation, self.robust, needs)
+            self._cleanup, self._closed = Cleanup(), False
             try:
-                self._build(m, tensors, bundle)
+                self._build(m, bundle, cache_file(self._dev.info, cache_dir, pipeline_cache))
             except BaseException:
                 self.close()
                 raise
         finally:
-            bundle.close()
+            try:
+                bundle.close()
+            except BufferError:  # a view kept alive by the traceback of a failed load; freed with it
+                pass
         self.device_info = self._dev.info
         self.device_name = self._dev.info.name
+        self.debug_labels = self._dev.debug_labels
+        self.load_info["seconds"] = time.perf_counter() - start
+        _live.add(self)
 
-    def _build(self, m, tensors, bundle):
-        dev = self._dev
+    # ---- loading ------------------------------------------------------------------------------
+
+    def _build(self, m, bundle, cache_path):
+        dev, c = self._dev, self._cleanup
         vk, ffi, d = dev.vk, dev.ffi, dev.handle
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-        self._arena = Buffer(dev, m["memory"]["arena_bytes"], usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena")
-        self._weights = Buffer(dev, m["memory"]["weights_bytes"], usage, "weights")
+        self._arena = Buffer(dev, m["memory"]["arena_bytes"], usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
+        self._weights = Buffer(dev, m["memory"]["weights_bytes"], usage, "weights", c, map_if_visible=True)
         # Staging: every input, then every output, each at a 256-byte aligned offset.
+        tensors = m["tensors"]
         ins = [tensors[i["tensor"]] for i in m["inputs"]]
         outs = [tensors[o["tensor"]] for o in m["outputs"]]
         offsets, size = [], 0
@@ -75,39 +144,51 @@ class Model:
             offsets.append(size)
             size += -(-t["nbytes"] // STAGING_ALIGN) * STAGING_ALIGN
         self._staging = Buffer(dev, size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                               "staging", host=True)
+                               "staging", c, host=True)
         views = [self._staging.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
                  for o, t in zip(offsets, ins + outs)]
         self._in_views, self._out_views = views[:len(ins)], views[len(ins):]
-
+        self._copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(offsets, ins) if t["nbytes"]],
+                        [(t["offset"], o, t["nbytes"]) for o, t in zip(offsets[len(ins):], outs) if t["nbytes"]])
         with step("creating the command pool"):
             pool_info = new(ffi, "VkCommandPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                             queueFamilyIndex=dev.queue_family)
             self._pool = vk.vkCreateCommandPool(d, pool_info, None)
-        dev.cleanup.push(vk.vkDestroyCommandPool, d, self._pool, None)
+        c.push(vk.vkDestroyCommandPool, d, self._pool, None)
         with step("creating the fence"):
             fence_info = new(ffi, "VkFenceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO)
             self._fence = vk.vkCreateFence(d, fence_info, None)
-        dev.cleanup.push(vk.vkDestroyFence, d, self._fence, None)
+        c.push(vk.vkDestroyFence, d, self._fence, None)
         self._fences = ffi.new("VkFence[1]", [self._fence])
+        t0 = time.perf_counter()
         self._upload_weights(bundle.weights, m["memory"]["weights_bytes"])
+        t1 = time.perf_counter()
+        self._pipes = Pipelines(dev, m, bundle.spirv, c, cache_path)
+        t2 = time.perf_counter()
+        self.load_info = {"pipeline_cache": self._pipes.cache_status, "cache_file": cache_path and str(cache_path),
+                          "upload_seconds": t1 - t0, "pipelines_seconds": t2 - t1}
+        self._check_ranges(m)
+        self._sets = self._descriptor_sets(m)
+        self._cmd = self._command_buffer("run")
+        self._record(self._cmd, m, profile=False)
+        self._submit = self._submit_info(self._cmd)
 
-        self._pipes = Pipelines(dev, m, bundle.spirv)
-        sets = self._descriptor_sets(m, tensors)
-        self._cmd = self._command_buffer()
-        self._record(m, tensors, ins, outs, offsets, sets)
-        self._cmds = ffi.new("VkCommandBuffer[1]", [self._cmd])
-        self._submit = new(ffi, "VkSubmitInfo", sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
-                           pCommandBuffers=self._cmds)
+    def _submit_info(self, cmd):
+        vk, ffi = self._dev.vk, self._dev.ffi
+        cmds = ffi.new("VkCommandBuffer[1]", [cmd])
+        info = new(ffi, "VkSubmitInfo", sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
+                   pCommandBuffers=cmds)
+        return info, cmds  # keep the array alive with the info
 
-    def _command_buffer(self):
-        vk, dev = self._dev.vk, self._dev
+    def _command_buffer(self, what: str):
+        dev, vk = self._dev, self._dev.vk
         info = new(dev.ffi, "VkCommandBufferAllocateInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                    commandPool=self._pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1)
-        with step("allocating a command buffer"):
+        with step(f"allocating the {what} command buffer"):
             cmd = vk.vkAllocateCommandBuffers(dev.handle, info)[0]
+        dev.name(vk.VK_OBJECT_TYPE_COMMAND_BUFFER, cmd, f"vkc {self.manifest['model']['name']} {what}")
         begin = new(dev.ffi, "VkCommandBufferBeginInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO)
-        with step("beginning a command buffer"):
+        with step(f"beginning the {what} command buffer"):
             vk.vkBeginCommandBuffer(cmd, begin)
         return cmd
 
@@ -117,28 +198,71 @@ class Model:
                  srcAccessMask=src_access, dstAccessMask=dst_access)
         vk.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, mb, 0, None, 0, None)
 
-    def _upload_weights(self, weights, nbytes):
-        """Copy the WEIGHTS section to device-local memory once, through a temporary staging
-        buffer, and poison the arena with NaN so an element no kernel writes shows up as NaN."""
+    def _one_shot(self, what: str, record):
+        """Record a temporary command buffer with `record(cmd)`, submit it, wait, free it."""
         dev, vk = self._dev, self._dev.vk
+        cmd = self._command_buffer(what)
+        try:
+            record(cmd)
+            with step(f"recording the {what} command buffer"):
+                vk.vkEndCommandBuffer(cmd)
+            self._submit_and_wait(self._submit_info(cmd)[0], what)
+        finally:
+            vk.vkFreeCommandBuffers(dev.handle, self._pool, 1, dev.ffi.new("VkCommandBuffer[1]", [cmd]))
+
+    def _upload_weights(self, weights, nbytes):
+        """Copy the WEIGHTS section to device-local memory once, and poison the arena with NaN so an
+        element no kernel writes shows up as NaN. Where device memory is host-visible (integrated
+        GPUs, lavapipe) the bytes go straight from the bundle (an mmap for a path) into it; elsewhere
+        through a staging buffer, in chunks. Never through a Python bytes object."""
+        vk, arena = self._dev.vk, self._arena
+        src = np.frombuffer(weights, dtype=np.uint8, count=nbytes)
+        direct = self._weights.bytes is not None
+        if direct:
+            self._weights.bytes[:nbytes] = src
+        self._one_shot("arena poisoning", lambda cmd: vk.vkCmdFillBuffer(cmd, arena.handle, 0, arena.size // 4 * 4,
+                                                                          NAN_BITS))
+        if direct or not nbytes:
+            return
         temp = Cleanup()
         try:
-            cmd = self._command_buffer()
-            temp.push(vk.vkFreeCommandBuffers, dev.handle, self._pool, 1, dev.ffi.new("VkCommandBuffer[1]", [cmd]))
-            vk.vkCmdFillBuffer(cmd, self._arena.handle, 0, self._arena.size // 4 * 4, NAN_BITS)
-            if nbytes:
-                staging = Buffer(dev, nbytes, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "weights staging", host=True,
-                                 cleanup=temp)
-                staging.bytes[:nbytes] = np.frombuffer(weights, dtype=np.uint8, count=nbytes)
-                region = dev.ffi.new("VkBufferCopy[1]", [(0, 0, nbytes)])
-                vk.vkCmdCopyBuffer(cmd, staging.handle, self._weights.handle, 1, region)
-            with step("uploading the weights"):
-                vk.vkEndCommandBuffer(cmd)
-                self._submit_and_wait(cmd)
+            staging = Buffer(self._dev, min(nbytes, UPLOAD_CHUNK), vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                             "weights staging", temp, host=True)
+            for start in range(0, nbytes, UPLOAD_CHUNK):
+                n = min(UPLOAD_CHUNK, nbytes - start)
+                staging.bytes[:n] = src[start:start + n]
+                region = self._dev.ffi.new("VkBufferCopy[1]", [(0, start, n)])
+                self._one_shot("weights upload", lambda cmd: vk.vkCmdCopyBuffer(cmd, staging.handle,
+                                                                                self._weights.handle, 1, region))
         finally:
             temp.release()
 
-    def _descriptor_sets(self, m, tensors):
+    def _binding(self, t):
+        """(buffer, offset, range) of a tensor bound as a storage buffer."""
+        buf = self._arena if t["memory"] == "arena" else self._weights
+        # An empty tensor is never read; bind a harmless 4 bytes, as a zero range is invalid.
+        return (buf, t["offset"], t["nbytes"]) if t["nbytes"] else (buf, 0, 4)
+
+    def _check_ranges(self, m):
+        """Every range recorded below lies inside its buffer and within the device's limits (the bundle
+        reader checked the manifest; this checks it against what was allocated on this device)."""
+        info, problems = self._dev.info, []
+        for i, x in enumerate(m["dispatches"]):
+            for b, t in enumerate(x["bindings"]):
+                buf, off, rng = self._binding(m["tensors"][t])
+                if off + rng > buf.size or rng > info.max_storage_buffer_range \
+                        or off % info.min_storage_buffer_offset_alignment:
+                    problems.append(f"dispatch {i} binding {b} (tensor {t}): bytes {off}..{off + rng} of a "
+                                    f"{buf.size}-byte buffer (device: range <= {info.max_storage_buffer_range}, "
+                                    f"offset alignment {info.min_storage_buffer_offset_alignment})")
+        for src_size, dst_size, copies in ((self._staging.size, self._arena.size, self._copies[0]),
+                                           (self._arena.size, self._staging.size, self._copies[1])):
+            problems += [f"copy of {n} bytes from {s} to {d}" for s, d, n in copies if s + n > src_size or
+                         d + n > dst_size]
+        if problems:
+            raise BundleError("buffer ranges", "; ".join(problems[:5]))
+
+    def _descriptor_sets(self, m):
         dev, vk, ffi = self._dev, self._dev.vk, self._dev.ffi
         dispatches = m["dispatches"]
         if not dispatches:
@@ -149,7 +273,7 @@ class Model:
                    maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=size)
         with step("creating the descriptor pool"):
             pool = vk.vkCreateDescriptorPool(dev.handle, info, None)
-        dev.cleanup.push(vk.vkDestroyDescriptorPool, dev.handle, pool, None)
+        self._cleanup.push(vk.vkDestroyDescriptorPool, dev.handle, pool, None)
         module_of = [k["module"] for k in m["kernels"]]
         set_layouts = ffi.new("VkDescriptorSetLayout[]",
                               [self._pipes.set_layouts[module_of[x["kernel"]]] for x in dispatches])
@@ -165,10 +289,8 @@ class Model:
             if not x["bindings"]:
                 continue
             for b, t in enumerate(x["bindings"]):
-                t = tensors[t]
-                infos[n + b].buffer = (self._arena if t["memory"] == "arena" else self._weights).handle
-                # An empty tensor is never read; bind a harmless 4 bytes, as a zero range is invalid.
-                infos[n + b].offset, infos[n + b].range = (t["offset"], t["nbytes"]) if t["nbytes"] else (0, 4)
+                buf, infos[n + b].offset, infos[n + b].range = self._binding(m["tensors"][t])
+                infos[n + b].buffer = buf.handle
             wr = writes[w]
             wr.sType, wr.dstSet, wr.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[i], 0
             wr.descriptorCount, wr.descriptorType = len(x["bindings"]), vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
@@ -178,28 +300,38 @@ class Model:
             vk.vkUpdateDescriptorSets(dev.handle, w, writes, 0, None)
         return [sets[i] for i in range(len(dispatches))]
 
-    def _record(self, m, tensors, ins, outs, offsets, sets):
-        """The whole schedule, recorded once (FORMAT.md, 'How a runtime replays it')."""
-        vk, ffi, cmd = self._dev.vk, self._dev.ffi, self._cmd
+    def _record(self, cmd, m, profile: bool):
+        """The whole schedule (FORMAT.md, 'How a runtime replays it'). The profiling variant writes a
+        timestamp before the first dispatch and after each, with a barrier between all dispatches so
+        each one's time is its own."""
+        dev, vk, ffi = self._dev, self._dev.vk, self._dev.ffi
         stg, arena = self._staging.handle, self._arena.handle
-        copy_in = [(o, t["offset"], t["nbytes"]) for o, t in zip(offsets, ins) if t["nbytes"]]
-        copy_out = [(t["offset"], o, t["nbytes"]) for o, t in zip(offsets[len(ins):], outs) if t["nbytes"]]
+        copy_in, copy_out = self._copies
+        n = len(m["dispatches"])
+        if profile:
+            vk.vkCmdResetQueryPool(cmd, self._queries, 0, n + 1)
         if copy_in:
             vk.vkCmdCopyBuffer(cmd, stg, arena, len(copy_in), ffi.new("VkBufferCopy[]", copy_in))
         transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
         shader_rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
         self._barrier(cmd, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute, shader_rw)
+        if profile:
+            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._queries, 0)
         bound = None
         for i, x in enumerate(m["dispatches"]):
-            if x.get("barrier") and i:
+            if i and (x.get("barrier") or profile):
                 self._barrier(cmd, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, compute, shader_rw)
             k = x["kernel"]
+            dev.begin_label(cmd, f"{m['kernels'][k]['name']} [{', '.join(x.get('nodes', []))}]")
             if bound != k:
                 vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self._pipes.pipelines[k])
                 bound = k
             vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self._pipes.kernel_layouts[k],
-                                       0, 1, ffi.new("VkDescriptorSet[1]", [sets[i]]), 0, None)
+                                       0, 1, ffi.new("VkDescriptorSet[1]", [self._sets[i]]), 0, None)
             vk.vkCmdDispatch(cmd, *x["groups"])
+            dev.end_label(cmd)
+            if profile:
+                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._queries, i + 1)
         self._barrier(cmd, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, transfer,
                       vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
         if copy_out:
@@ -210,28 +342,47 @@ class Model:
         with step("recording the command buffer"):
             vk.vkEndCommandBuffer(cmd)
 
-    def _submit_and_wait(self, cmd=None):
-        vk, ffi, d = self._dev.vk, self._dev.ffi, self._dev.handle
-        if cmd is None:
-            submit = self._submit
-        else:
-            cmds = ffi.new("VkCommandBuffer[1]", [cmd])
-            submit = new(ffi, "VkSubmitInfo", sType=vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, commandBufferCount=1,
-                         pCommandBuffers=cmds)
-        vk.vkQueueSubmit(self._dev.queue, 1, submit, self._fence)
+    # ---- running ------------------------------------------------------------------------------
+
+    def _submit_and_wait(self, submit, what: str):
+        dev = self._dev
+        vk, d = dev.vk, dev.handle
         try:
-            vk.vkWaitForFences(d, 1, self._fences, vk.VK_TRUE, int(self.timeout_s * 1e9))
-        except vk.VkTimeout:
-            self._broken = f"a run did not finish within {self.timeout_s:g} s"
-            raise VkcRuntimeError(
-                f"The device {self._dev.info.name} did not finish within {self.timeout_s:g} s; the model may be too "
-                "slow for this device or the device hung. Raise Model.timeout_s, or choose another device.") from None
+            dev.submit(submit, self._fence, f"{what} on {dev.info.name}")
+            result = vk.lib.vkWaitForFences(d, 1, self._fences, vk.VK_TRUE, int(self.timeout_s * 1e9))
+        except DeviceLostError as e:
+            dev.mark_lost(str(e))
+            raise
+        if result == vk.VK_TIMEOUT:
+            why = f"{what} did not finish within {self.timeout_s:g} s"
+            dev.mark_lost(why, hung=True)
+            raise DeviceLostError(
+                f"The Vulkan device {dev.info.name} {why}: the kernel hung, or the model is too slow for this device "
+                "(raise timeout_s). The device can run nothing more in this process; its objects are left alive, "
+                "as destroying them while it may still run is undefined. Load the model again for a fresh device.")
+        if result != vk.VK_SUCCESS:
+            name = "VK_ERROR_DEVICE_LOST" if result == vk.VK_ERROR_DEVICE_LOST else f"VkResult {result}"
+            dev.mark_lost(f"the driver reported {name}")
+            raise DeviceLostError(f"The Vulkan device {dev.info.name} was lost while {what} ({name}): the driver "
+                                  "crashed or reset it. Every model on it must be loaded again; rerun with "
+                                  "VKC_VALIDATION=1 to look for misuse, or try another device.")
         vk.vkResetFences(d, 1, self._fences)
 
+    def _usable(self):
+        if self._closed:
+            raise VkcRuntimeError("This model was closed; load it again to run it.")
+        if self._dev.lost:
+            raise DeviceLostError(f"This model cannot run any more: its device {self._dev.info.name} is lost "
+                                  f"({self._dev.lost}); load it again.")
+
     def _check_feeds(self, feeds) -> list:
+        """The inputs as arrays of exactly the declared dtype and shape. Anything numpy can view as an
+        array is accepted (lists too), but never cast: float64 for a float32 input is an error."""
         problems, arrays = [], []
         known = {i.name for i in self.inputs}
         listing = ", ".join(f"{i.name} ({i})" for i in self.inputs)
+        if not hasattr(feeds, "keys"):
+            raise TypeError(f"feeds must be a dict of input name -> array, not {type(feeds).__name__}")
         for name in feeds:
             if name not in known:
                 problems.append(f"unknown input {name!r}; the model's inputs are: {listing}")
@@ -240,50 +391,126 @@ class Model:
                 problems.append(f"missing input {spec.name!r}: expected {spec}")
                 continue
             a = feeds[spec.name]
-            if not isinstance(a, (np.ndarray, np.generic)):
-                problems.append(f"input {spec.name!r}: expected a numpy array {spec}, got {type(a).__name__}")
-            elif a.dtype != spec.dtype or tuple(a.shape) != spec.shape:
-                problems.append(f"input {spec.name!r}: expected {spec}, got {_describe(a)}")
+            origin = "" if isinstance(a, (np.ndarray, np.generic)) else f" (from a {type(a).__name__})"
+            try:
+                a = np.asarray(a)
+            except Exception as e:
+                problems.append(f"input {spec.name!r}: expected {spec}, got a {type(feeds[spec.name]).__name__} "
+                                f"numpy cannot read ({e})")
+                continue
+            if a.dtype.newbyteorder("=") != spec.dtype or tuple(a.shape) != spec.shape:
+                hint = f"; convert it first (e.g. np.asarray(x, np.{spec.dtype.name})), the runtime does not cast" \
+                    if a.dtype.newbyteorder("=") != spec.dtype else ""
+                problems.append(f"input {spec.name!r}: expected {spec}, got {_describe(a)}{origin}{hint}")
             else:
-                arrays.append(np.ascontiguousarray(a))
+                arrays.append(a)
         if problems:
             raise ValueError("; ".join(problems))
         return arrays
 
-    def run(self, feeds: dict) -> dict:
-        """Run the model once; returns fresh arrays keyed by the ONNX output names."""
-        if self._closed:
-            raise VkcRuntimeError("This model was closed; load it again to run it.")
-        if self._broken:
-            raise VkcRuntimeError(f"This model cannot run any more ({self._broken}); load it again.")
-        for view, a in zip(self._in_views, self._check_feeds(feeds)):
-            view[...] = a
-        with step(f"running the model on {self.device_name}"):
-            self._submit_and_wait()
-        return {spec.name: view.copy() for spec, view in zip(self.outputs, self._out_views)}
+    def _check_outputs(self, outputs) -> dict:
+        if outputs is None:
+            return {}
+        specs, problems = {o.name: o for o in self.outputs}, []
+        for name, a in outputs.items():
+            spec = specs.get(name)
+            if spec is None:
+                problems.append(f"unknown output {name!r}; the model's outputs are: "
+                                f"{', '.join(f'{o.name} ({o})' for o in self.outputs)}")
+            elif not isinstance(a, np.ndarray) or a.dtype != spec.dtype or tuple(a.shape) != spec.shape:
+                got = _describe(a) if isinstance(a, np.ndarray) else type(a).__name__
+                problems.append(f"output {name!r}: expected a numpy array {spec}, got {got}")
+            elif not a.flags.writeable:
+                problems.append(f"output {name!r}: the array is read-only")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return outputs
+
+    def run(self, feeds: dict, outputs: dict | None = None) -> dict:
+        """Run the model once. Returns the outputs by ONNX name: the arrays given in `outputs` (written
+        in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest."""
+        arrays, outs = self._check_feeds(feeds), self._check_outputs(outputs)
+        with self._lock:
+            self._usable()
+            for view, a in zip(self._in_views, arrays):
+                view[...] = a
+            self._submit_and_wait(self._submit[0], "running the model")
+            result = {}
+            for spec, view in zip(self.outputs, self._out_views):
+                if spec.name in outs:
+                    np.copyto(outs[spec.name], view)
+                    result[spec.name] = outs[spec.name]
+                else:
+                    result[spec.name] = view.copy()
+        return result
 
     def bench(self, feeds: dict, warmup: int = 3, repeat: int = 20) -> list:
         """Wall-clock seconds of each of `repeat` run() calls, after `warmup` untimed ones."""
+        outputs = {o.name: np.empty(o.shape, o.dtype) for o in self.outputs}
         for _ in range(warmup):
-            self.run(feeds)
+            self.run(feeds, outputs)
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
-            self.run(feeds)
+            self.run(feeds, outputs)
             times.append(time.perf_counter() - t0)
         return times
 
+    def profile(self, feeds: dict, repeat: int = 10) -> list:
+        """GPU time of every dispatch, from timestamp queries: a DispatchTime per dispatch, in schedule
+        order, with the median over `repeat` runs. Dispatches are separated by barriers while profiling,
+        so the sum can exceed a normal run's time, where independent dispatches may overlap."""
+        arrays = self._check_feeds(feeds)
+        dev = self._dev
+        vk, ffi, m = dev.vk, dev.ffi, self.manifest
+        n = len(m["dispatches"])
+        with self._lock:
+            self._usable()
+            if not dev.info.timestamps:
+                raise VkcRuntimeError(f"Device {dev.info.name} has no timestamp queries on its compute queue, so "
+                                      "per-dispatch times cannot be measured; use bench() for wall-clock times.")
+            if self._profile_cmd is None:
+                info = new(ffi, "VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                           queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1)
+                with step("creating the timestamp query pool"):
+                    self._queries = vk.vkCreateQueryPool(dev.handle, info, None)
+                self._cleanup.push(vk.vkDestroyQueryPool, dev.handle, self._queries, None)
+                cmd = self._command_buffer("profile")
+                self._record(cmd, m, profile=True)
+                self._profile_cmd, self._profile_submit = cmd, self._submit_info(cmd)
+            for view, a in zip(self._in_views, arrays):
+                view[...] = a
+            stamps = np.zeros(n + 1, dtype=np.uint64)
+            samples = []
+            for _ in range(max(1, int(repeat))):
+                self._submit_and_wait(self._profile_submit[0], "profiling the model")
+                with step("reading timestamps"):
+                    vk.vkGetQueryPoolResults(dev.handle, self._queries, 0, n + 1, stamps.nbytes,
+                                             ffi.from_buffer(stamps), 8,
+                                             vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+                samples.append((np.diff(stamps) & np.uint64(dev.timestamp_mask)).astype(np.float64))
+        seconds = np.median(np.array(samples), axis=0) * dev.info.timestamp_period_ns * 1e-9 if n else []
+        return [DispatchTime(i, m["kernels"][x["kernel"]]["name"], tuple(x.get("nodes", [])), float(seconds[i]),
+                             x.get("flops", 0), x.get("bytes", 0)) for i, x in enumerate(m["dispatches"])]
+
+    # ---- closing ------------------------------------------------------------------------------
+
     def close(self):
-        """Destroy every Vulkan object, in reverse order of creation. Safe to call twice."""
+        """Destroy every Vulkan object of this model (and the device, when no other model uses it).
+        Waits for a run in progress in another thread. Safe to call twice, and at interpreter exit."""
         if self._closed:
             return
-        self._closed = True
-        self._in_views = self._out_views = []
-        try:
-            self._dev.vk.vkDeviceWaitIdle(self._dev.handle)
-        except Exception:
-            pass  # a lost device still has to be torn down
-        self._dev.close()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._in_views = self._out_views = []
+            if self._dev.hung:
+                self._cleanup.abandon()
+            else:
+                self._cleanup.release()  # this model's work finished: its fence was waited for
+            self._dev.release()
+        _live.discard(self)
 
     def __enter__(self):
         return self
@@ -302,6 +529,14 @@ class Model:
         return f"<runtime_min.Model inputs={[str(i.name) for i in self.inputs]} on {state}>"
 
 
-def load(source, device=None, *, validation=None) -> Model:
-    """Load a .vkb bundle (path, bytes or memoryview) onto a Vulkan device; see Model."""
-    return Model(source, device, validation=validation)
+def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True, robust=None,
+         timeout_s=None) -> Model:
+    """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
+
+    device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
+        virtual, CPU). validation: the Khronos validation layer (else $VKC_VALIDATION).
+    cache_dir / pipeline_cache: where the pipeline cache lives (see runtime_min.pipelines);
+        pipeline_cache=False or "off", or $VKC_CACHE_DIR=off, turns it off; a path names the file.
+    robust, timeout_s: see Model."""
+    return Model(source, device, validation=validation, cache_dir=cache_dir, pipeline_cache=pipeline_cache,
+                 robust=robust, timeout_s=timeout_s)

@@ -1,14 +1,29 @@
-"""Shader modules, descriptor set layouts, pipeline layouts, and one compute pipeline per kernel."""
+"""Shader modules, descriptor set layouts, pipeline layouts, one compute pipeline per kernel, and the
+persisted VkPipelineCache that makes a second load of the same bundle on the same driver fast.
+
+Pipeline cache file: `<cache_dir>/pipelines/<deviceUUID>-<driverUUID>.bin`, where cache_dir is the
+`cache_dir=` argument, else $VKC_CACHE_DIR, else $XDG_CACHE_HOME/vkc or ~/.cache/vkc (the compiler
+keeps SPIR-V in the sibling folder spirv/). The file is a 24-byte header (magic b"VKCPIPE1", u64
+payload size, u32 CRC-32 of the payload, u32 zero) and the driver's cache data. A missing, short,
+corrupt or foreign file (checksum, or the driver's own header naming another vendor, device or cache
+UUID) is a cache miss, never an error, and a cache that cannot be written is skipped."""
 from __future__ import annotations
 
+import os
 import struct
+import threading
+import zlib
+from pathlib import Path
 
 import numpy as np
 
 from .device import Device, new
-from .errors import step
+from .errors import Cleanup, step
 
 _SPEC_FORMAT = {"int32": "<i", "uint32": "<I", "float32": "<f"}
+CACHE_MAGIC = b"VKCPIPE1"
+CACHE_HEADER = struct.Struct("<8sQII")
+MAX_CACHE_BYTES = 256 << 20
 
 
 def specialization_data(entries: list) -> bytes:
@@ -16,47 +31,125 @@ def specialization_data(entries: list) -> bytes:
     return b"".join(struct.pack(_SPEC_FORMAT[e["type"]], e["value"]) for e in entries)
 
 
-class Pipelines:
-    """Per module: shader, set layout, pipeline layout. Per kernel: pipeline (+ its layout)."""
+def cache_file(info, cache_dir=None, pipeline_cache=True):
+    """Where this device's pipeline cache lives, or None when caching is off."""
+    if pipeline_cache is False or pipeline_cache is None or str(pipeline_cache).lower() == "off":
+        return None
+    if pipeline_cache is not True:
+        return Path(pipeline_cache)  # an explicit file
+    base = cache_dir if cache_dir is not None else os.environ.get("VKC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkc")
+    if str(base).lower() == "off":
+        return None
+    key = f"{info.device_uuid}-{info.driver_uuid}" if info.device_uuid else info.cache_header.hex()
+    return Path(base) / "pipelines" / f"{key}.bin"
 
-    def __init__(self, dev: Device, manifest: dict, spirv: list):
+
+def read_cache(path, info) -> tuple[bytes, str]:
+    """(driver cache data, what happened). Anything wrong with the file is a miss."""
+    if path is None:
+        return b"", "off"
+    try:
+        if os.path.getsize(path) > MAX_CACHE_BYTES:
+            return b"", "miss (file too large)"
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return b"", "miss (no file)"
+    except OSError as e:
+        return b"", f"miss (unreadable: {e.strerror})"
+    if len(raw) < CACHE_HEADER.size:
+        return b"", "miss (corrupt)"
+    magic, size, crc, _ = CACHE_HEADER.unpack_from(raw)
+    data = raw[CACHE_HEADER.size:]
+    if magic != CACHE_MAGIC or size != len(data) or zlib.crc32(data) != crc:
+        return b"", "miss (corrupt)"
+    # VkPipelineCacheHeaderVersionOne: headerSize, headerVersion (1), vendorID, deviceID, pipelineCacheUUID.
+    header_size, version = struct.unpack_from("<II", data) if len(data) >= 8 else (0, 0)
+    if len(data) < 32 or header_size < 32 or version != 1 or data[8:32] != info.cache_header:
+        return b"", "miss (made by another device or driver)"
+    return data, f"hit ({len(data)} bytes)"
+
+
+def write_cache(path, data: bytes) -> bool:
+    """Replace the file atomically (a reader never sees half a file); False if it cannot be written."""
+    tmp = None
+    try:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_bytes(CACHE_HEADER.pack(CACHE_MAGIC, len(data), zlib.crc32(data), 0) + data)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        if tmp is not None:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+        return False
+
+
+class Pipelines:
+    """Per module: set layout, pipeline layout. Per kernel: pipeline (+ its layout). Shader modules and
+    the pipeline cache live only while the pipelines are built."""
+
+    def __init__(self, dev: Device, manifest: dict, spirv: list, cleanup: Cleanup, cache_path=None):
         vk, ffi = dev.vk, dev.ffi
         self.set_layouts, self.layouts, self.pipelines, self.kernel_layouts = [], [], [], []
-        with step("creating the pipeline cache"):
-            cache_info = new(ffi, "VkPipelineCacheCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO)
-            cache = vk.vkCreatePipelineCache(dev.handle, cache_info, None)
-        dev.cleanup.push(vk.vkDestroyPipelineCache, dev.handle, cache, None)
-        shaders = []
-        for m, (module, words) in enumerate(zip(manifest["modules"], spirv)):
-            # A fresh uint32 copy: aligned as Vulkan requires, and independent of the bundle's buffer.
-            code = np.frombuffer(words, dtype="<u4").copy()
-            code_ptr = ffi.cast("uint32_t*", ffi.from_buffer(code))
-            info = new(ffi, "VkShaderModuleCreateInfo", sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                       codeSize=code.nbytes, pCode=code_ptr)
-            with step(f"creating shader module {m} ({module['name']})"):
-                shaders.append(vk.vkCreateShaderModule(dev.handle, info, None))
-            dev.cleanup.push(vk.vkDestroyShaderModule, dev.handle, shaders[-1], None)
-            n = module["bindings"]
-            binds = ffi.new("VkDescriptorSetLayoutBinding[]", max(n, 1))
-            for i in range(n):
-                binds[i].binding = i
-                binds[i].descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                binds[i].descriptorCount = 1
-                binds[i].stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
-            dsl_info = new(ffi, "VkDescriptorSetLayoutCreateInfo",
-                           sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=n, pBindings=binds)
-            with step(f"creating the descriptor set layout of module {m} ({module['name']})"):
-                dsl = vk.vkCreateDescriptorSetLayout(dev.handle, dsl_info, None)
-            dev.cleanup.push(vk.vkDestroyDescriptorSetLayout, dev.handle, dsl, None)
-            dsl_arr = ffi.new("VkDescriptorSetLayout[1]", [dsl])
-            pl_info = new(ffi, "VkPipelineLayoutCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                          setLayoutCount=1, pSetLayouts=dsl_arr)
-            with step(f"creating the pipeline layout of module {m} ({module['name']})"):
-                layout = vk.vkCreatePipelineLayout(dev.handle, pl_info, None)
-            dev.cleanup.push(vk.vkDestroyPipelineLayout, dev.handle, layout, None)
-            self.set_layouts.append(dsl)
-            self.layouts.append(layout)
+        initial, self.cache_status = read_cache(cache_path, dev.info)
+        temp = Cleanup()  # shader modules and the cache: not needed once the pipelines exist
+        try:
+            init_data = ffi.new("char[]", initial) if initial else ffi.NULL
+            cache_info = new(ffi, "VkPipelineCacheCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                             initialDataSize=len(initial), pInitialData=init_data)
+            with step("creating the pipeline cache"):
+                cache = vk.vkCreatePipelineCache(dev.handle, cache_info, None)
+            temp.push(vk.vkDestroyPipelineCache, dev.handle, cache, None)
+            shaders = [self._module(dev, m, module, words, cleanup, temp)
+                       for m, (module, words) in enumerate(zip(manifest["modules"], spirv))]
+            self._pipelines(dev, manifest, shaders, cache, cleanup)
+            if cache_path is not None:
+                data = self._cache_data(dev, cache)
+                if data and data != initial and write_cache(cache_path, data):
+                    self.cache_status += f", saved {len(data)} bytes"
+        finally:
+            temp.release()
 
+    def _module(self, dev, m, module, words, cleanup, temp):
+        vk, ffi = dev.vk, dev.ffi
+        # A fresh uint32 copy: aligned as Vulkan requires, and independent of the bundle's buffer.
+        code = np.frombuffer(words, dtype="<u4").copy()
+        code_ptr = ffi.cast("uint32_t*", ffi.from_buffer(code))
+        info = new(ffi, "VkShaderModuleCreateInfo", sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                   codeSize=code.nbytes, pCode=code_ptr)
+        with step(f"creating shader module {m} ({module['name']})"):
+            shader = vk.vkCreateShaderModule(dev.handle, info, None)
+        temp.push(vk.vkDestroyShaderModule, dev.handle, shader, None)
+        dev.name(vk.VK_OBJECT_TYPE_SHADER_MODULE, shader, module["name"])
+        n = module["bindings"]
+        binds = ffi.new("VkDescriptorSetLayoutBinding[]", max(n, 1))
+        for i in range(n):
+            binds[i].binding = i
+            binds[i].descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            binds[i].descriptorCount = 1
+            binds[i].stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
+        dsl_info = new(ffi, "VkDescriptorSetLayoutCreateInfo",
+                       sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=n, pBindings=binds)
+        with step(f"creating the descriptor set layout of module {m} ({module['name']})"):
+            dsl = vk.vkCreateDescriptorSetLayout(dev.handle, dsl_info, None)
+        cleanup.push(vk.vkDestroyDescriptorSetLayout, dev.handle, dsl, None)
+        dsl_arr = ffi.new("VkDescriptorSetLayout[1]", [dsl])
+        pl_info = new(ffi, "VkPipelineLayoutCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                      setLayoutCount=1, pSetLayouts=dsl_arr)
+        with step(f"creating the pipeline layout of module {m} ({module['name']})"):
+            layout = vk.vkCreatePipelineLayout(dev.handle, pl_info, None)
+        cleanup.push(vk.vkDestroyPipelineLayout, dev.handle, layout, None)
+        self.set_layouts.append(dsl)
+        self.layouts.append(layout)
+        return shader
+
+    def _pipelines(self, dev, manifest, shaders, cache, cleanup):
+        vk, ffi = dev.vk, dev.ffi
         entry = ffi.new("char[]", b"main")  # its own variable: the stage info only points at it
         for k, kernel in enumerate(manifest["kernels"]):
             spec = kernel.get("specialization", [])
@@ -74,6 +167,18 @@ class Pipelines:
                        stage=stage[0], layout=self.layouts[kernel["module"]])  # stage is copied by value
             with step(f"building the pipeline of kernel {k} ({kernel['name']})"):
                 pipeline = vk.vkCreateComputePipelines(dev.handle, cache, 1, info, None)[0]
-            dev.cleanup.push(vk.vkDestroyPipeline, dev.handle, pipeline, None)
+            cleanup.push(vk.vkDestroyPipeline, dev.handle, pipeline, None)
+            dev.name(vk.VK_OBJECT_TYPE_PIPELINE, pipeline, f"{k}: {kernel['name']}")
             self.pipelines.append(pipeline)
             self.kernel_layouts.append(self.layouts[kernel["module"]])
+
+    @staticmethod
+    def _cache_data(dev, cache) -> bytes:
+        ffi, lib = dev.ffi, dev.vk.lib  # the package does not wrap vkGetPipelineCacheData
+        size = ffi.new("size_t*")
+        if lib.vkGetPipelineCacheData(dev.handle, cache, size, ffi.NULL) != 0 or not size[0]:
+            return b""
+        buf = ffi.new("char[]", size[0])
+        if lib.vkGetPipelineCacheData(dev.handle, cache, size, buf) != 0:  # VK_INCOMPLETE: it grew; skip
+            return b""
+        return bytes(ffi.buffer(buf, size[0]))

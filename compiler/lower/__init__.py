@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedOpsError
-from . import concat, conv, elementwise, matmul, pool, softmax  # noqa: F401 - registers rules
+from . import (concat, conv, elementwise, gather, lrn, matmul, pad, pool,  # noqa: F401 - registers rules
+               reduce, slice, softmax, transpose)
 from .registry import Kernel, find_rule, is_supported, registered_ops
 
 

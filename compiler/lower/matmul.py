@@ -8,16 +8,38 @@ from .epilogue import build_epilogue
 from .registry import Kernel, register, require_float32
 
 
-def choose_tiles(target, M: int, N: int) -> dict:
-    """Workgroup and register tiles for an MxN output. Skinny outputs (a batch-1 Linear layer)
-    get one row per workgroup instead of wasting 63 of 64 rows."""
+def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> bool:
+    """vec4 loads need the operand contiguous along one dim, that dim's extent a multiple of 4
+    and every other stride a multiple of 4 (so each vec4 is 16-byte aligned)."""
+    return (strides[contiguous] == 1 and extent % 4 == 0 and strides[other] % 4 == 0
+            and all(strides[b] % 4 == 0 for b in batch))
+
+
+def tiled_params(target, M, N, K, strides, b_mode) -> dict:
+    """Tile sizes and load modes for templates/matmul_tiled.comp.j2."""
     tm, tn, bk = target.reg_m, target.reg_n, target.tile_k
-    if M <= 8:
-        tm = 1 << max(0, (M - 1).bit_length())
-        wg_m, wg_n = 1, min(32, target.max_invocations)
+    wg_m, wg_n = target.tile_m // tm, target.tile_n // tn
+    bm, bn, threads = wg_m * tm, wg_n * tn, wg_m * wg_n
+    a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
+    vec_ok = lambda extent: (extent * bk // 4) % threads == 0  # noqa: E731 - whole vec4s per thread
+    if _vec4_load(strides, "SA_K", "SA_M", K, a_batch) and vec_ok(bm):
+        a_load = "k4"
+    elif _vec4_load(strides, "SA_M", "SA_K", M, a_batch) and vec_ok(bm):
+        a_load = "m4"
     else:
-        wg_m, wg_n = target.tile_m // tm, target.tile_n // tn
-    return dict(TM=tm, TN=tn, BK=bk, WG_M=wg_m, WG_N=wg_n, BM=wg_m * tm, BN=wg_n * tn)
+        a_load = "scalar"
+    if b_mode == "im2col":
+        b_load = "im2col"
+    elif _vec4_load(strides, "SB_N", "SB_K", N, b_batch) and vec_ok(bn):
+        b_load = "n4"
+    elif _vec4_load(strides, "SB_K", "SB_N", K, b_batch) and vec_ok(bn):
+        b_load = "k4"
+    else:
+        b_load = "scalar"
+    return dict(TM=tm, TN=tn, BK=bk, WG_M=wg_m, WG_N=wg_n, BM=bm, BN=bn, THREADS_=threads,
+                a_load=a_load, b_load=b_load, aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
+                a_k_contiguous=strides["SA_K"] == 1,
+                b_n_contiguous=b_mode == "strided" and strides["SB_N"] == 1)
 
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
@@ -34,13 +56,12 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     spec += list(conv_spec) + ep_spec
     bindings = [a, b, c, *operands]
     flops = batch0 * batch1 * M * N * (2 * K + ep_ops)
-    if target.matmul == "register":
+    # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
+    if target.matmul == "register" or M <= 8:
         return _register_matmul(node, target, spec, bindings, M, N, batch0 * batch1, strides,
                                 b_mode, coords, expr, flops)
-    tiles = choose_tiles(target, M, N)
-    params = dict(tiles, b_mode=b_mode, coords=coords, n_epilogue=len(operands),
-                  epilogue_expr=expr, a_k_contiguous=strides["SA_K"] == 1,
-                  b_n_contiguous=b_mode == "im2col" or strides["SB_N"] == 1)
+    tiles = tiled_params(target, M, N, K, strides, b_mode)
+    params = dict(tiles, coords=coords, n_epilogue=len(operands), epilogue_expr=expr)
     groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batch0 * batch1)
     if groups[2] > 65535 or groups[1] > 65535 or groups[0] > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
@@ -55,9 +76,10 @@ def _register_matmul(node, target, spec, bindings, M, N, batches, strides, b_mod
     # vec4 loads of B need four consecutive, 16-byte aligned columns.
     vec = 4 if (b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
                 all(strides[s] % 4 == 0 for s in ("SB_K", "SB_B0", "SB_B1"))) else 1
+    cpu = target.matmul == "register"
     tm = min(target.cpu_rows, M)
-    tn = target.cpu_cols if vec == 4 else 2 * target.cpu_cols
-    lx = target.cpu_lanes
+    tn = (target.cpu_cols if vec == 4 else 2 * target.cpu_cols) if cpu else 1
+    lx = target.cpu_lanes if cpu else 64
     cols = -(-N // vec)
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
     if max(groups) > 65535:

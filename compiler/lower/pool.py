@@ -1,5 +1,8 @@
-"""MaxPool, AveragePool and GlobalAveragePool on one 2-D pooling template (1-D as H = 1)."""
+"""MaxPool (with its Indices output), AveragePool, GlobalMaxPool and GlobalAveragePool on one
+pooling template over up to three spatial dims (1-D and 2-D as size-1 depth and height)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import CompileError
 from ..shapes import prod
@@ -7,44 +10,56 @@ from .conv import conv_geometry
 from .registry import Kernel, grid_1d, register, require_float32
 
 
-def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_include_pad=False):
+def _pad3(values, fill):
+    """Spatial parameters of 1-, 2- or 3-D pooling as (depth, height, width)."""
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_include_pad=False,
+          indices=None, storage_order=0):
     x, out = node.inputs[0], node.outputs[0]
     require_float32(node, [x, out])
-    if len(x.shape) not in (3, 4):
-        raise CompileError(f"{node.op_type} '{node.name}' pools {len(x.shape) - 2}-D windows; "
-                           "vkc pools 1-D and 2-D.")
-    if len(x.shape) == 3:  # 1-D pooling as a 2-D window of height 1
-        kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
-        begins, ends = [0, *begins], [0, *ends]
-    ih, iw = ([1] + list(x.shape[2:]))[-2:]
-    oh, ow = ([1] + list(out.shape[2:]))[-2:]
+    nd = len(x.shape) - 2
+    if not 1 <= nd <= 3:
+        raise CompileError(f"{node.op_type} '{node.name}' pools {nd}-D windows; vkc pools 1-D, "
+                           "2-D and 3-D.")
+    i_d, i_h, i_w = _pad3(x.shape[2:], 1)
+    o_d, o_h, o_w = _pad3(out.shape[2:], 1)
+    (kd, kh, kw), (sd, sh, sw) = _pad3(kernel, 1), _pad3(strides, 1)
+    (dd, dh, dw), (pf, pt, pl), (pk, pb, pr) = (_pad3(dilations, 1), _pad3(begins, 0),
+                                                _pad3(ends, 0))
     total = out.size
-    spec = [("TOTAL", "int32", total), ("IH", "int32", ih), ("IW", "int32", iw),
-            ("OH", "int32", oh), ("OW", "int32", ow), ("KH", "int32", kernel[0]),
-            ("KW", "int32", kernel[1]), ("STRIDE_H", "int32", strides[0]),
-            ("STRIDE_W", "int32", strides[1]), ("DIL_H", "int32", dilations[0]),
-            ("DIL_W", "int32", dilations[1]), ("PAD_T", "int32", begins[0]),
-            ("PAD_L", "int32", begins[1]), ("PAD_B", "int32", ends[0]), ("PAD_R", "int32", ends[1])]
+    spec = [("TOTAL", "int32", total), ("ID", "int32", i_d), ("IH", "int32", i_h),
+            ("IW", "int32", i_w), ("OD", "int32", o_d), ("OH", "int32", o_h), ("OW", "int32", o_w),
+            ("KD", "int32", kd), ("KH", "int32", kh), ("KW", "int32", kw),
+            ("STRIDE_D", "int32", sd), ("STRIDE_H", "int32", sh), ("STRIDE_W", "int32", sw),
+            ("DIL_D", "int32", dd), ("DIL_H", "int32", dh), ("DIL_W", "int32", dw),
+            ("PAD_F", "int32", pf), ("PAD_T", "int32", pt), ("PAD_L", "int32", pl),
+            ("PAD_K", "int32", pk), ("PAD_B", "int32", pb), ("PAD_R", "int32", pr)]
+    bindings = [x, out] + ([indices] if indices is not None else [])
     local = target.elementwise_local
-    return [Kernel("pool2d", dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad)),
-                   spec, [x, out], writes=[1], groups=grid_1d(total, local),
-                   local_size=(local, 1, 1), nodes=node.sources, flops=total * prod(kernel))]
+    params = dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad),
+                  indices=indices is not None, storage_order=bool(storage_order))
+    return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
+                   groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=total * prod(kernel))]
 
 
 def _windowed(node, target, mode):
     x, out = node.inputs[0], node.outputs[0]
     kernel = list(node.attrs["kernel_shape"])
     nd = len(kernel)
-    if len(node.outputs) > 1 and (node.outputs[1].consumers):
-        raise CompileError(f"MaxPool '{node.name}': the Indices output is not supported.")
-    if node.attrs.get("storage_order", 0):
-        raise CompileError(f"MaxPool '{node.name}': storage_order=1 is not supported.")
     strides, dilations, begins, ends = conv_geometry(node, x.shape[2:], out.shape[2:], kernel)
-    if node.attrs.get("auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET"):
+    auto_pad = node.attrs.get("auto_pad", b"NOTSET")
+    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "NOTSET":
         # Explicit end pads bound the divisor; ceil_mode windows past them are clipped.
         ends = list(node.attrs.get("pads", [0] * 2 * nd))[nd:]
+    indices = node.outputs[1] if len(node.outputs) > 1 else None
+    if indices is not None and np.dtype(indices.dtype) != np.int64:
+        raise CompileError(f"MaxPool '{node.name}': Indices '{indices.name}' must be int64.")
     return _pool(node, target, mode, kernel, strides, dilations, begins, ends,
-                 node.attrs.get("count_include_pad", 0))
+                 node.attrs.get("count_include_pad", 0), indices,
+                 node.attrs.get("storage_order", 0))
 
 
 @register("MaxPool")
@@ -57,8 +72,17 @@ def lower_averagepool(node, target):
     return _windowed(node, target, "avg")
 
 
-@register("GlobalAveragePool")
-def lower_global_average_pool(node, target):
+def _global(node, target, mode):
     spatial = list(node.inputs[0].shape[2:])
     nd = len(spatial)
-    return _pool(node, target, "avg", spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
+    return _pool(node, target, mode, spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
+
+
+@register("GlobalAveragePool")
+def lower_global_average_pool(node, target):
+    return _global(node, target, "avg")
+
+
+@register("GlobalMaxPool")
+def lower_global_max_pool(node, target):
+    return _global(node, target, "max")

@@ -30,3 +30,13 @@ def lower_softmax_v1(node, target):
 @register("Softmax", since=13)
 def lower_softmax(node, target):
     return _softmax(node, target, log=False, coerce_2d=False)
+
+
+@register("LogSoftmax", since=1)
+def lower_log_softmax_v1(node, target):
+    return _softmax(node, target, log=True, coerce_2d=True)
+
+
+@register("LogSoftmax", since=13)
+def lower_log_softmax(node, target):
+    return _softmax(node, target, log=True, coerce_2d=False)

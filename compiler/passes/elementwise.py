@@ -7,6 +7,10 @@ from ..errors import CompileError
 from ..ir import Graph, Node
 
 ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | set(E.ONNX_VARIADIC) | {"Clip"}
+# Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
+# their operand twice (Elu, PRelu, HardSwish) repeat its text, so a long chain would grow
+# exponentially.
+MAX_EXPR_CHARS = 4000
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
@@ -32,7 +36,9 @@ def to_elementwise(graph: Graph) -> Graph:
             lo, hi = _clip_bounds(node)
             tree, operands = ("clip", ("in", 0), lo, hi), [node.inputs[0]]
         elif node.op_type in E.ONNX_UNARY:
-            tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0)), [node.inputs[0]]
+            attrs = [("const", float(node.attrs.get(name, default)))
+                     for name, default in E.ONNX_ATTRS.get(node.op_type, ())]
+            tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0), *attrs), [node.inputs[0]]
         else:
             leaves, operands = [], []
             for v in node.inputs:
@@ -67,7 +73,8 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
                 prod = v.producer
                 if (prod is None or prod.op_type != "vkc.Elementwise" or graph.is_output(v)
                         or len(v.consumers) != 1 or v.alias_of is not None
-                        or tuple(v.shape) != tuple(consumer.outputs[0].shape)):
+                        or tuple(v.shape) != tuple(consumer.outputs[0].shape)
+                        or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
                     continue
                 merge_into(consumer, k, prod)
                 graph.nodes.remove(prod)
@@ -77,6 +84,12 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
             if changed:
                 break
     return graph
+
+
+def _merged_size(consumer: Node, k: int, prod: Node) -> int:
+    tree = E.substitute(consumer.attrs["expr"],
+                        lambda t: prod.attrs["expr"] if t == ("in", k) else None)
+    return E.render_size(tree)
 
 
 def merge_into(consumer: Node, k: int, prod: Node) -> None:

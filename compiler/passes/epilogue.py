@@ -29,7 +29,10 @@ def fuse_epilogues(graph: Graph) -> Graph:
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break
             _absorb(anchor, ew)
-            graph.nodes.remove(ew)
+            # The fused node runs where the elementwise node ran: its other operands (say the
+            # other branch of a residual Add) may be computed after the anchor's old position.
+            graph.nodes.remove(anchor)
+            graph.nodes[graph.nodes.index(ew)] = anchor
             graph.relink()
     return graph
 

@@ -7,8 +7,35 @@ import zlib
 import numpy as np
 import pytest
 
-# The smallest bytes the container accepts as SPIR-V (it only checks the magic and the length).
-SPIRV = struct.pack("<5I", 0x07230203, 0x00010000, 0, 1, 0)
+def make_spirv(local_size=(64, 1, 1), bindings=2, shared_bytes=0, version=(1, 3)) -> bytes:
+    """A tiny valid compute module, assembled from the SPIR-V spec (not from bundles.spirv): entry
+    point `main`, LocalSize `local_size`, storage buffers at set 0, bindings 0..bindings-1, and a
+    float[shared_bytes / 4] shared array when shared_bytes > 0. Its body just returns."""
+    def op(code, *operands):
+        return [(len(operands) + 1) << 16 | code, *operands]
+    VOID, FN, FLOAT, RTA, STRUCT, PTR, MAIN, LABEL, UINT, N, ARR, WPTR, WVAR = range(1, 14)
+    variables = list(range(14, 14 + bindings))
+    name = list(struct.unpack("<2I", b"main\0\0\0\0"))
+    words = op(17, 1) + op(14, 0, 1) + op(15, 5, MAIN, *name) + op(16, MAIN, 17, *local_size)
+    words += op(71, STRUCT, 2) + op(72, STRUCT, 0, 35, 0) + op(71, RTA, 6, 4)
+    for b, var in enumerate(variables):
+        words += op(71, var, 34, 0) + op(71, var, 33, b)
+    words += op(19, VOID) + op(33, FN, VOID) + op(22, FLOAT, 32) + op(29, RTA, FLOAT) + op(30, STRUCT, RTA)
+    words += op(32, PTR, 12, STRUCT)
+    if shared_bytes:
+        words += op(21, UINT, 32, 0) + op(43, UINT, N, shared_bytes // 4) + op(28, ARR, FLOAT, N)
+        words += op(32, WPTR, 4, ARR) + op(59, WPTR, WVAR, 4)
+    for var in variables:
+        words += op(59, PTR, var, 12)
+    words += op(54, VOID, MAIN, 0, FN) + op(248, LABEL) + op(253) + op(56)
+    header = [0x07230203, version[0] << 16 | version[1] << 8, 0, 14 + bindings, 0]
+    return struct.pack(f"<{len(header) + len(words)}I", *header, *words)
+
+
+# A valid module for make_minimal_manifest's "copy" module (local size 64, two bindings).
+SPIRV = make_spirv((64, 1, 1), 2)
+# Valid modules for make_manifest's two modules.
+MODULES = [make_spirv((64, 1, 1), 3), make_spirv((16, 1, 1), 3, shared_bytes=1024)]
 WEIGHTS_BYTES = 64 * 32 * 4 + 32 * 10 * 4  # w1 then w2, float32
 
 
@@ -136,5 +163,22 @@ def weights():
 def raw():
     """The byte-level helpers, as one namespace (test modules do not import conftest)."""
     return types.SimpleNamespace(build=build_raw, reseal=reseal, entry=entry, set_entry=set_entry,
-                                 SPIRV=SPIRV, make_manifest=make_manifest,
+                                 SPIRV=SPIRV, MODULES=MODULES, make_spirv=make_spirv, make_manifest=make_manifest,
                                  make_minimal_manifest=make_minimal_manifest, make_weights=make_weights)
+
+
+# ---- the fuzz report: test_fuzz.py fills it, the terminal summary prints it --------------------
+
+_FUZZ_REPORT: list = []
+
+
+@pytest.fixture
+def fuzz_report():
+    return _FUZZ_REPORT
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _FUZZ_REPORT:
+        terminalreporter.write_sep("-", "vkb fuzz (tests/bundles/test_fuzz.py)")
+        for line in _FUZZ_REPORT:
+            terminalreporter.write_line(line)

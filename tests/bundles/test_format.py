@@ -14,7 +14,7 @@ MANIFEST, SPIRV, WEIGHTS = SectionKind.MANIFEST, SectionKind.SPIRV, SectionKind.
 
 @pytest.fixture
 def modules(raw):
-    return [raw.SPIRV, raw.SPIRV + struct.pack("<I", 0xDEADBEEF)]
+    return list(raw.MODULES)
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_check_file_size(sample):
     expect(bytes(data), "file size", f"header says {n + 4096} bytes")
 
 
-@pytest.mark.parametrize("count", [0, 1, 65537, 0xFFFFFFFF])
+@pytest.mark.parametrize("count", [0, 1, 4097, 65536, 0xFFFFFFFF])
 def test_check_section_count(sample, raw, count):
     data = bytearray(sample)
     struct.pack_into("<I", data, 16, count)
@@ -285,11 +285,12 @@ def test_check_weights_alignment(raw, manifest, weights, modules):
     expect(bytes(data), "weights alignment", "section 3 (WEIGHTS) has alignment 256, below 4096")
 
 
-@pytest.mark.parametrize("module", [b"", b"\x03\x02\x23\x07\x00\x00"])
+@pytest.mark.parametrize("module", [b"", b"\x03\x02\x23\x07\x00\x00", b"\x03\x02\x23\x07" + bytes(12)])
 def test_check_spirv_size(raw, manifest, weights, modules, module):
     data = raw.build([(MANIFEST, 8, json.dumps(manifest).encode()), (SPIRV, 16, modules[0]),
                       (SPIRV, 16, module), (WEIGHTS, 4096, weights)])
-    expect(bytes(data), "spirv size", f"section 2 (SPIRV) is {len(module)} bytes, not a non-zero multiple of 4")
+    expect(bytes(data), "spirv size", f"section 2 (SPIRV) is {len(module)} bytes, not a multiple of 4 of at "
+           "least 20 bytes")
 
 
 def test_check_spirv_magic(sample, raw):
@@ -350,8 +351,11 @@ def test_manifest_validated_on_read(raw, manifest, modules, weights):
 
 def test_sections_in_any_file_order(raw, manifest, modules, weights):
     """The table order numbers the modules; the bytes may lie in any order."""
+    manifest["modules"].reverse()  # table module 0 is modules[1] now, so its entry comes first
+    for kernel in manifest["kernels"]:
+        kernel["module"] = 1 - kernel["module"]
     text = json.dumps(manifest).encode()
-    data = raw.build([(WEIGHTS, 4096, weights, 4096), (SPIRV, 16, modules[1], 256),
+    data = raw.build([(WEIGHTS, 4096, weights, 4096), (SPIRV, 16, modules[1], 2048),
                       (SPIRV, 16, modules[0], 224), (MANIFEST, 8, text, 16384)])
     bundle = read_bundle(bytes(data))
     assert bundle.manifest == manifest and bytes(bundle.weights) == weights

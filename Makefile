@@ -1,0 +1,30 @@
+# vkc: `make demo` on a fresh Debian/Ubuntu machine installs everything and runs the demo.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+
+.PHONY: help setup demo test bench bench-smoke clean
+
+help:
+	@echo "make setup        apt packages (Vulkan/lavapipe, glslc, spirv-tools, validation layer) + $(VENV)"
+	@echo "make demo         setup, then compile/inspect/verify light_squeezenet (shipped + random weights)"
+	@echo "make test         the test suite (the tests turn the Khronos validation layer on themselves)"
+	@echo "make bench        every model: vkc vs onnxruntime, accuracy and memory plan (out/bench.json)"
+	@echo "make bench-smoke  the benchmark on the MLP, 2 runs"
+
+setup:
+	bash .ci/setup
+
+demo: setup
+	$(PY) benchmarks/demo.py
+
+test: setup
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) benchmarks/bench_models.py --json out/bench.json
+
+bench-smoke: setup
+	$(PY) benchmarks/bench_models.py --models mlp --repeat 2 --warmup 1
+
+clean:
+	rm -rf out

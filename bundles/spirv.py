@@ -1,0 +1,344 @@
+"""SPIR-V, as far as a bundle reader needs it (FORMAT.md, "SPIR-V sections" and "Module interface").
+
+Two levels, so that a reader never hands the driver a module that disagrees with its manifest:
+
+- `check_structure`: the container-level rules (also in `vkb_reader.h`): the 5-word header (magic,
+  version 1.0 ..= 1.6, id bound, schema 0) and an instruction stream whose word counts are non-zero
+  and add up exactly to the section's length.
+- `check_interface`: the manifest-level rules: an entry point `main` of the GLCompute model; every
+  descriptor is a storage buffer in set 0 below the module's `bindings`; no push constants; the
+  local size (literal, or resolved through each kernel's specialization) equals `local_size`; the
+  shared memory it declares fits `shared_memory_bytes`; every specialized constant is 32 bits; the
+  SPIR-V version is one that `requirements.vulkan_api` guarantees.
+
+This is not `spirv-val`: a structurally sound module with a consistent interface can still hold
+wrong code. The reader's promise is that every index, range and interface the runtime hands Vulkan
+is consistent; a bundle's code is trusted as much as its producer.
+"""
+from __future__ import annotations
+
+import sys
+from array import array
+
+from .manifest import BundleError
+
+MAGIC = 0x07230203
+MAX_ID_BOUND = 0x3FFFFF              # SPIR-V "universal limits": ids are < 4,194,303
+MAX_MINOR = 6                        # SPIR-V 1.0 ..= 1.6
+HEADER_WORDS = 5
+
+# The newest SPIR-V version each Vulkan version must accept (Vulkan spec, "Versions").
+SPIRV_FOR_VULKAN = {(1, 0): (1, 0), (1, 1): (1, 3), (1, 2): (1, 5), (1, 3): (1, 6)}
+
+# Opcodes, enumerants (SPIR-V spec, section 3).
+OP_EXTENSION, OP_CAPABILITY, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 10, 17, 15, 16, 331
+OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 20, 21, 22, 23, 24
+OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
+OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE = 43, 44, 48, 49
+OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP, OP_VARIABLE, OP_DECORATE = 50, 51, 52, 59, 71
+GL_COMPUTE = 5
+MODE_LOCAL_SIZE, MODE_LOCAL_SIZE_ID = 17, 38
+DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_BUILTIN, DEC_BINDING, DEC_SET = 1, 2, 3, 11, 33, 34
+BUILTIN_WORKGROUP_SIZE = 25
+SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_WORKGROUP, SC_PUSH_CONSTANT, SC_ATOMIC_COUNTER = 0, 2, 4, 9, 10
+SC_IMAGE, SC_STORAGE_BUFFER = 11, 12
+DESCRIPTOR_CLASSES = {SC_UNIFORM_CONSTANT: "UniformConstant (an image or sampler)", SC_UNIFORM: "Uniform",
+                      SC_PUSH_CONSTANT: "PushConstant", SC_ATOMIC_COUNTER: "AtomicCounter",
+                      SC_IMAGE: "Image", SC_STORAGE_BUFFER: "StorageBuffer"}
+
+# Capabilities a compute kernel may declare, and the device feature each needs (beyond Vulkan 1.0
+# core `Shader`). Names are VkPhysicalDevice*Features fields; reported by `device_requirements`.
+CAPABILITIES = {
+    1: ("Shader", None), 9: ("Float16", "VkPhysicalDeviceVulkan12Features.shaderFloat16"),
+    10: ("Float64", "VkPhysicalDeviceFeatures.shaderFloat64"),
+    11: ("Int64", "VkPhysicalDeviceFeatures.shaderInt64"),
+    12: ("Int64Atomics", "VkPhysicalDeviceVulkan12Features.shaderBufferInt64Atomics"),
+    22: ("Int16", "VkPhysicalDeviceFeatures.shaderInt16"),
+    39: ("Int8", "VkPhysicalDeviceVulkan12Features.shaderInt8"),
+    61: ("GroupNonUniform", "subgroup:basic"), 62: ("GroupNonUniformVote", "subgroup:vote"),
+    63: ("GroupNonUniformArithmetic", "subgroup:arithmetic"), 64: ("GroupNonUniformBallot", "subgroup:ballot"),
+    65: ("GroupNonUniformShuffle", "subgroup:shuffle"),
+    66: ("GroupNonUniformShuffleRelative", "subgroup:shuffle_relative"),
+    67: ("GroupNonUniformClustered", "subgroup:clustered"), 68: ("GroupNonUniformQuad", "subgroup:quad"),
+    4433: ("StorageBuffer16BitAccess", "VkPhysicalDeviceVulkan11Features.storageBuffer16BitAccess"),
+    4434: ("UniformAndStorageBuffer16BitAccess",
+           "VkPhysicalDeviceVulkan11Features.uniformAndStorageBuffer16BitAccess"),
+    4448: ("StorageBuffer8BitAccess", "VkPhysicalDeviceVulkan12Features.storageBuffer8BitAccess"),
+    4449: ("UniformAndStorageBuffer8BitAccess",
+           "VkPhysicalDeviceVulkan12Features.uniformAndStorageBuffer8BitAccess"),
+    5345: ("VulkanMemoryModel", "VkPhysicalDeviceVulkan12Features.vulkanMemoryModel"),
+    6016: ("DotProductInputAll", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
+    6017: ("DotProductInput4x8Bit", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
+    6018: ("DotProductInput4x8BitPacked", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
+    6019: ("DotProduct", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
+    6022: ("CooperativeMatrixKHR", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR.cooperativeMatrix"),
+}
+
+
+_M32 = 0xFFFFFFFF
+# The integer OpSpecConstantOp operations an array length or a workgroup size may be computed with.
+SPEC_OPS = {128: lambda a, b: a + b, 130: lambda a, b: a - b, 132: lambda a, b: a * b,
+            134: lambda a, b: a // b if b else None, 137: lambda a, b: a % b if b else None,
+            194: lambda a, b: a >> b if b < 32 else 0, 196: lambda a, b: a << b if b < 32 else 0,
+            197: lambda a, b: a | b, 198: lambda a, b: a ^ b, 199: lambda a, b: a & b}
+
+
+def _fail(check: str, where: str, detail: str):
+    raise BundleError(check, f"{where} {detail}")
+
+
+def words_of(data) -> array:
+    """The little-endian 32-bit words of `data` (whose length is a multiple of 4)."""
+    words = array("I")
+    words.frombytes(data)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words
+
+
+def check_structure(data, where: str) -> None:
+    """Header and instruction framing; `data` is a section already known to be >= 20 bytes, a
+    multiple of 4 and to start with the magic. Raises BundleError ('spirv header'/'spirv instructions')."""
+    words = words_of(data)
+    version, bound, schema = words[1], words[3], words[4]
+    major, minor = version >> 16 & 0xFF, version >> 8 & 0xFF
+    if version & 0xFF0000FF or major != 1 or minor > MAX_MINOR:
+        _fail("spirv header", where, f"has version word 0x{version:08x}; this reader knows SPIR-V 1.0 ..= 1.{MAX_MINOR}")
+    if not 1 <= bound <= MAX_ID_BOUND:
+        _fail("spirv header", where, f"has id bound {bound}, not in 1..={MAX_ID_BOUND}")
+    if schema != 0:
+        _fail("spirv header", where, f"has schema word {schema}, not 0")
+    i, n = HEADER_WORDS, len(words)
+    while i < n:
+        count = words[i] >> 16
+        if count == 0:
+            _fail("spirv instructions", where, f"has an instruction of word count 0 at word {i}")
+        i += count
+    if i != n:
+        _fail("spirv instructions", where, f"has a last instruction that runs {i - n} words past its end")
+
+
+# ---- reflection -------------------------------------------------------------------------------
+
+def _string(words, start: int, end: int) -> str:
+    chunk = array("I", words[start:end])
+    if sys.byteorder == "big":
+        chunk.byteswap()
+    return chunk.tobytes().split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class Module:
+    """What a module declares that the runtime relies on. Built from a structurally checked module."""
+
+    def __init__(self, data):
+        words = words_of(data)
+        self.version = (words[1] >> 16 & 0xFF, words[1] >> 8 & 0xFF)
+        self.capabilities: list[int] = []
+        self.extensions: list[str] = []
+        self.entry_points: list[tuple[int, int, str]] = []     # (model, function id, name)
+        self.modes: dict[int, list[tuple[str, list[int]]]] = {}  # function id -> [("literal"|"id", xyz)]
+        self.decorations: dict[int, dict[int, list[int]]] = {}   # id -> {decoration: operands}
+        self.defs: dict[int, tuple[int, list[int]]] = {}         # result id -> (opcode, operands after it)
+        self.variables: list[tuple[int, int, int]] = []          # (pointer type id, id, storage class)
+        i, n = HEADER_WORDS, len(words)
+        while i < n:
+            count, op = words[i] >> 16, words[i] & 0xFFFF
+            ops = words[i + 1:i + count]
+            i += count
+            if op == OP_CAPABILITY and ops:
+                self.capabilities.append(ops[0])
+            elif op == OP_EXTENSION:
+                self.extensions.append(_string(ops, 0, len(ops)))
+            elif op == OP_ENTRY_POINT and len(ops) >= 3:
+                self.entry_points.append((ops[0], ops[1], _string(ops, 2, len(ops))))
+            elif op in (OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID) and len(ops) >= 5 \
+                    and ops[1] in (MODE_LOCAL_SIZE, MODE_LOCAL_SIZE_ID):
+                kind = "literal" if ops[1] == MODE_LOCAL_SIZE else "id"
+                self.modes.setdefault(ops[0], []).append((kind, list(ops[2:5])))
+            elif op == OP_DECORATE and len(ops) >= 2:
+                self.decorations.setdefault(ops[0], {})[ops[1]] = list(ops[2:])
+            elif op in (OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
+                        OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER) and ops:
+                self.defs[ops[0]] = (op, list(ops[1:]))
+            elif op in (OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE,
+                        OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP) and len(ops) >= 2:
+                self.defs[ops[1]] = (op, [ops[0], *ops[2:]])     # (type, operands...)
+            elif op == OP_VARIABLE and len(ops) >= 3:
+                self.variables.append((ops[0], ops[1], ops[2]))
+
+    # constants, resolved under one kernel's specialization (SpecId -> value bits)
+    def constant(self, cid: int, spec: dict[int, int], depth: int = 0) -> int | None:
+        """A 32-bit integer constant's value (as an unsigned word), or None if it is not one this
+        reader evaluates."""
+        op, operands = self.defs.get(cid, (None, []))
+        if op == OP_SPEC_CONSTANT_OP and len(operands) == 4 and operands[1] in SPEC_OPS and depth < 16:
+            a, b = (self.constant(x, spec, depth + 1) for x in operands[2:])
+            result = None if a is None or b is None else SPEC_OPS[operands[1]](a, b)
+            return None if result is None else result & _M32
+        if op == OP_CONSTANT and len(operands) >= 2:
+            return operands[1]  # the low word; sizes and lengths are 32-bit integers here
+        if op == OP_SPEC_CONSTANT and len(operands) >= 2:
+            sid = self.decorations.get(cid, {}).get(DEC_SPEC_ID)
+            return spec.get(sid[0], operands[1]) if sid else operands[1]
+        return None
+
+    def composite(self, cid: int, spec: dict[int, int]) -> list[int] | None:
+        op, operands = self.defs.get(cid, (None, []))
+        if op not in (OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_COMPOSITE) or len(operands) != 4:
+            return None
+        values = [self.constant(c, spec) for c in operands[1:]]
+        return None if None in values else values
+
+    def local_size(self, entry: int, spec: dict[int, int]) -> list[int] | None:
+        """The workgroup size: the WorkgroupSize built-in wins over the LocalSize(Id) mode."""
+        for cid, decs in self.decorations.items():
+            if decs.get(DEC_BUILTIN) == [BUILTIN_WORKGROUP_SIZE] and cid in self.defs:
+                return self.composite(cid, spec)
+        for kind, xyz in self.modes.get(entry, []):
+            if kind == "literal":
+                return xyz
+            values = [self.constant(c, spec) for c in xyz]
+            return None if None in values else values
+        return None
+
+    def type_size(self, tid: int, spec: dict[int, int], depth: int = 0) -> int | None:
+        """Bytes of a type, packed (no padding): a lower bound of what the device allocates."""
+        op, operands = self.defs.get(tid, (None, []))
+        if depth > 32:
+            return None
+        if op == OP_TYPE_BOOL:
+            return 1
+        if op in (OP_TYPE_INT, OP_TYPE_FLOAT) and operands:
+            return max(operands[0] // 8, 1)
+        if op in (OP_TYPE_VECTOR, OP_TYPE_MATRIX) and len(operands) >= 2:
+            inner = self.type_size(operands[0], spec, depth + 1)
+            return None if inner is None else inner * operands[1]
+        if op == OP_TYPE_ARRAY and len(operands) >= 2:
+            inner, length = self.type_size(operands[0], spec, depth + 1), self.constant(operands[1], spec)
+            return None if inner is None or length is None else inner * length
+        if op == OP_TYPE_STRUCT:
+            sizes = [self.type_size(m, spec, depth + 1) for m in operands]
+            return None if None in sizes else sum(sizes)
+        return None
+
+    def pointee(self, pointer_type: int) -> int | None:
+        op, operands = self.defs.get(pointer_type, (None, []))
+        return operands[1] if op == OP_TYPE_POINTER and len(operands) >= 2 else None
+
+
+def _spec_bits(entries: list) -> dict[int, int]:
+    import struct
+    fmt = {"int32": "<i", "uint32": "<I", "float32": "<f"}
+    return {e["id"]: struct.unpack("<I", struct.pack(fmt[e["type"]], e["value"]))[0] for e in entries}
+
+
+def check_interface(manifest: dict, modules: list) -> list[Module]:
+    """Check each SPIR-V module against its manifest entry and the kernels built from it.
+    `manifest` has passed validate_manifest; `modules` are structurally checked module bytes."""
+    api = tuple(manifest["requirements"]["vulkan_api"][:2])
+    newest = SPIRV_FOR_VULKAN.get(api, (1, 6) if api > (1, 3) else (1, 0))
+    kernels_of: dict[int, list[tuple[int, dict]]] = {}
+    for k, kernel in enumerate(manifest["kernels"]):
+        kernels_of.setdefault(kernel["module"], []).append((k, kernel))
+    parsed = []
+    for i, (entry, data) in enumerate(zip(manifest["modules"], modules)):
+        where = f"module {i} ({entry['name'][:60]!r})"
+        m = Module(data)
+        parsed.append(m)
+        if m.version > newest:
+            _fail("spirv interface", where, f"is SPIR-V {m.version[0]}.{m.version[1]}, newer than the "
+                  f"{newest[0]}.{newest[1]} that requirements.vulkan_api {list(api)} guarantees")
+        mains = [fid for model, fid, name in m.entry_points if model == GL_COMPUTE and name == "main"]
+        if len(mains) != 1:
+            _fail("spirv interface", where, f"has {len(mains)} GLCompute entry points named 'main', not 1")
+        main = mains[0]
+        for ptype, vid, storage in m.variables:
+            if storage == SC_WORKGROUP or storage not in DESCRIPTOR_CLASSES:
+                continue
+            what = f"declares variable %{vid} in storage class {DESCRIPTOR_CLASSES[storage]}"
+            target = m.pointee(ptype)
+            block = m.decorations.get(target, {}) if target is not None else {}
+            storage_buffer = (storage == SC_STORAGE_BUFFER and DEC_BLOCK in block) or \
+                             (storage == SC_UNIFORM and DEC_BUFFER_BLOCK in block)
+            if not storage_buffer or m.defs.get(target, (None,))[0] != OP_TYPE_STRUCT:
+                _fail("spirv interface", where, f"{what}; the runtime binds only storage buffers "
+                      "(a Block struct in StorageBuffer, or a BufferBlock struct in Uniform)")
+            decs = m.decorations.get(vid, {})
+            dset, binding = decs.get(DEC_SET, [None])[:1], decs.get(DEC_BINDING, [None])[:1]
+            if dset != [0] or not binding or binding[0] is None or binding[0] >= entry["bindings"]:
+                _fail("spirv interface", where, f"binds a storage buffer at set {dset[0] if dset else None}, "
+                      f"binding {binding[0] if binding else None}; the manifest gives it set 0, bindings "
+                      f"0..{entry['bindings'] - 1}")
+        spec_ids = {decs[DEC_SPEC_ID][0]: cid for cid, decs in m.decorations.items()
+                    if decs.get(DEC_SPEC_ID)}
+        for k, kernel in kernels_of.get(i, [(None, {"specialization": []})]):
+            kwhere = where if k is None else f"{where} as kernel {k}"
+            for e in kernel["specialization"]:
+                cid = spec_ids.get(e["id"])
+                if cid is None:
+                    continue  # Vulkan ignores map entries for ids the module does not declare
+                op, operands = m.defs.get(cid, (None, []))
+                type_op, type_operands = m.defs.get(operands[0], (None, [])) if operands else (None, [])
+                scalar32 = type_op in (OP_TYPE_INT, OP_TYPE_FLOAT) and type_operands[:1] == [32]
+                if not (op in (OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE) or
+                        (op == OP_SPEC_CONSTANT and scalar32)):
+                    _fail("spirv interface", kwhere, f"specializes constant_id {e['id']}, which is not a "
+                          "32-bit scalar or a bool in the module (each specialization entry is 4 bytes)")
+            spec = _spec_bits(kernel["specialization"])
+            size = m.local_size(main, spec)
+            if size is None:
+                _fail("spirv interface", kwhere, "declares no local size this reader can resolve")
+            if list(size) != list(entry["local_size"]):
+                _fail("spirv interface", kwhere, f"has local size {list(size)} but the manifest says "
+                      f"{list(entry['local_size'])}")
+            shared = 0
+            for ptype, vid, storage in m.variables:
+                if storage == SC_WORKGROUP:
+                    n = m.type_size(m.pointee(ptype), spec)
+                    if n is None:
+                        _fail("spirv interface", kwhere, f"declares shared variable %{vid} of a size "
+                              "this reader cannot compute")
+                    shared += n
+            if shared > entry["shared_memory_bytes"]:
+                _fail("spirv interface", kwhere, f"declares {shared} bytes of shared memory but the manifest "
+                      f"says shared_memory_bytes = {entry['shared_memory_bytes']}")
+    return parsed
+
+
+def device_requirements(bundle) -> dict:
+    """What a device needs to run a (validated) bundle, in Vulkan's own names, for an app to check
+    before loading: API version, extensions, features (from the modules' capabilities), limits."""
+    m = bundle.manifest
+    req, mem, tensors = m["requirements"], m["memory"], m["tensors"]
+    parsed = [Module(s) for s in bundle.spirv]
+    caps = sorted({c for p in parsed for c in p.capabilities})
+    features = sorted({CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]})
+    io = [tensors[x["tensor"]]["nbytes"] for x in m["inputs"] + m["outputs"]]
+    groups = [max((d["groups"][a] for d in m["dispatches"]), default=1) for a in range(3)]
+    api = req["vulkan_api"]
+    return {
+        "vulkan_api": ".".join(map(str, api)),
+        "vulkan_api_version": (api[0] << 22) | (api[1] << 12) | api[2],  # VK_MAKE_API_VERSION(0, ...)
+        "spirv_version": ".".join(map(str, max((p.version for p in parsed), default=(1, 0)))),
+        "extensions": list(req["extensions"]),
+        "features": [f for f in features if not f.startswith("subgroup:")],
+        "subgroup_operations": [f.split(":")[1] for f in features if f.startswith("subgroup:")],
+        "spirv_capabilities": [CAPABILITIES[c][0] if c in CAPABILITIES else str(c) for c in caps],
+        "spirv_extensions": sorted({e for p in parsed for e in p.extensions}),
+        "limits": {  # VkPhysicalDeviceLimits fields: the device's value must be >= these
+            "maxComputeSharedMemorySize": req["max_shared_memory_bytes"],
+            "maxComputeWorkGroupInvocations": req["max_workgroup_invocations"],
+            "maxComputeWorkGroupSize": list(req["max_workgroup_size"]),
+            "maxComputeWorkGroupCount": groups,
+            "maxStorageBufferRange": req["max_storage_buffer_range"],
+            "maxBoundDescriptorSets": 1,
+            "maxPerStageDescriptorStorageBuffers": max((x["bindings"] for x in m["modules"]), default=0),
+        },
+        # ... and the device's minStorageBufferOffsetAlignment must be <= (divide) this.
+        "minStorageBufferOffsetAlignment_at_most": mem["alignment"],
+        "memory": {
+            "device_local_bytes": mem["arena_bytes"] + mem["weights_bytes"],
+            "largest_allocation_bytes": max(mem["arena_bytes"], mem["weights_bytes"]),
+            "host_visible_bytes": max(sum(io), mem["weights_bytes"]),
+        },
+    }

@@ -1,0 +1,84 @@
+"""Pad (constant, reflect, edge, wrap) and Tile (a wrap pad) on templates/pad.comp.j2."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileError
+from ..shapes import contiguous_strides, prod
+from .registry import Kernel, grid_1d, register
+from .transpose import element_words
+
+MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _constant(node, index: int, what: str):
+    v = node.input(index)
+    if v is None:
+        return None
+    if not v.is_constant:
+        raise CompileError(f"{node.op_type} '{node.name}': {what} come from the computation "
+                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
+    return v.data
+
+
+def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kernel]:
+    words = element_words(node, [x, out])
+    in_shape, out_shape, begins = list(x.shape), list(out.shape), list(begins)
+    if words == 2:
+        in_shape, out_shape, begins = in_shape + [2], out_shape + [2], begins + [0]
+    total = prod(out_shape)
+    if total == 0:
+        return []
+    if prod(in_shape) == 0:
+        raise CompileError(f"{node.op_type} '{node.name}' pads an empty tensor.")
+    bits = np.asarray(value).astype(np.dtype(x.dtype)).reshape(1).view(np.uint32)
+    rank = len(out_shape)
+    strides = contiguous_strides(in_shape)
+    spec = [("TOTAL", "int32", total)]
+    spec += [(f"D{d}", "int32", out_shape[d]) for d in range(1, rank)]
+    spec += [(f"I{d}", "int32", in_shape[d]) for d in range(rank)]
+    spec += [(f"P{d}", "int32", begins[d]) for d in range(rank)]
+    spec += [(f"S{d}", "int32", strides[d]) for d in range(rank)]
+    if mode == "constant":
+        spec += [(f"VALUE{w}", "uint32", int(b)) for w, b in enumerate(bits)]
+    local = target.elementwise_local
+    return [Kernel("pad", dict(LOCAL=local, rank=rank, mode=mode, words=words), spec, [x, out],
+                   writes=[1], groups=grid_1d(total, local), local_size=(local, 1, 1),
+                   nodes=node.sources)]
+
+
+def _mode(node) -> str:
+    mode = node.attrs.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in MODES:
+        raise CompileError(f"Pad '{node.name}': mode '{mode}' is not one of {', '.join(MODES)}.")
+    return mode
+
+
+@register("Pad", since=1)
+def lower_pad_v1(node, target):
+    pads = list(node.attrs.get("pads", node.attrs.get("paddings", [])))
+    return pad_kernel(node, target, node.inputs[0], node.outputs[0], pads[:len(pads) // 2],
+                      _mode(node), node.attrs.get("value", 0.0))
+
+
+@register("Pad", since=11)
+def lower_pad(node, target):
+    x = node.inputs[0]
+    rank = len(x.shape)
+    pads = [int(p) for p in _constant(node, 1, "pads")]
+    value = _constant(node, 2, "constant_value")
+    axes = _constant(node, 3, "axes")
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
+    begins = [0] * rank
+    for a, p in zip(axes, pads[:len(axes)]):
+        begins[a] = p
+    value = 0 if value is None or value.size == 0 else value.reshape(-1)[0]
+    return pad_kernel(node, target, x, node.outputs[0], begins, _mode(node), value)
+
+
+@register("Tile", since=6)
+def lower_tile(node, target):
+    """out[c] = x[c mod len]: a wrap pad at the end of every axis."""
+    return pad_kernel(node, target, node.inputs[0], node.outputs[0],
+                      [0] * len(node.inputs[0].shape), "wrap")

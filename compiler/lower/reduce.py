@@ -1,0 +1,85 @@
+"""ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare,
+ReduceLogSum and ReduceLogSumExp over any set of axes, on templates/reduce.comp.j2."""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..shapes import contiguous_strides
+from .registry import Kernel, grid_1d, register, require_float32
+from .transpose import strided_copy
+
+OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+       "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsquare",
+       "ReduceLogSum": "logsum", "ReduceLogSumExp": "logsumexp"}
+# The opset from which each op takes its axes as an input instead of an attribute.
+AXES_INPUT_SINCE = {"ReduceSum": 13}
+
+
+def _merge(dims):
+    """Merge adjacent (size, stride) pairs that walk memory as one flat dim; drop size-1 dims."""
+    merged = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = (merged[-1][0] * size, stride)
+        else:
+            merged.append((size, stride))
+    return merged or [(1, 0)]
+
+
+def _axes(node, opset_axes_input: bool):
+    if not opset_axes_input:
+        return node.attrs.get("axes")
+    v = node.input(1)
+    if v is None:
+        return None
+    if not v.is_constant:
+        raise CompileError(f"{node.op_type} '{node.name}': axes come from the computation "
+                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
+    return [int(a) for a in v.data.reshape(-1)]
+
+
+def _reduce(node, target, axes_as_input: bool):
+    x, out = node.inputs[0], node.outputs[0]
+    require_float32(node, [x, out])
+    rank = len(x.shape)
+    axes = _axes(node, axes_as_input)
+    if not axes:
+        if node.attrs.get("noop_with_empty_axes", 0):
+            return strided_copy(node, target, x, out, contiguous_strides(x.shape))
+        axes = list(range(rank))
+    axes = {a % rank for a in axes}
+    if out.size == 0:
+        raise CompileError(f"{node.op_type} '{node.name}' has an empty output {list(out.shape)}; "
+                           "vkc does not run empty tensors.")
+    # An empty reduced set leaves R = 0 and the output at the reduction's identity (0, -inf, ...).
+    strides = contiguous_strides(x.shape)
+    kept = _merge([(x.shape[a], strides[a]) for a in range(rank) if a not in axes])
+    red = _merge([(x.shape[a], strides[a]) for a in range(rank) if a in axes])
+    n_red = 1
+    for size, _ in red:
+        n_red *= size
+    spec = [("TOTAL", "int32", out.size), ("R", "int32", n_red)]
+    spec += [(f"K{d}", "int32", s) for d, (s, _) in enumerate(kept)]
+    spec += [(f"KS{d}", "int32", st) for d, (_, st) in enumerate(kept)]
+    spec += [(f"R{d}", "int32", s) for d, (s, _) in enumerate(red)]
+    spec += [(f"RS{d}", "int32", st) for d, (_, st) in enumerate(red)]
+    local = target.elementwise_local
+    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red))
+    return [Kernel("reduce", params, spec, [x, out], writes=[1],
+                   groups=grid_1d(out.size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=x.size)]
+
+
+def _register(op_type: str) -> None:
+    @register(op_type, since=1)
+    def lower_attr_axes(node, target):
+        return _reduce(node, target, axes_as_input=False)
+
+    @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18))
+    def lower_input_axes(node, target):
+        return _reduce(node, target, axes_as_input=True)
+
+
+for _op in OPS:
+    _register(_op)

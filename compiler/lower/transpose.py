@@ -1,0 +1,59 @@
+"""Transpose and Expand, and the strided copy they share with Slice, Split and Gather: every
+output element reads one input element at an affine offset of its coordinates."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileError
+from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod
+from .registry import Kernel, grid_1d, register
+
+
+def element_words(node, values) -> int:
+    """32-bit words per element of tensors a data-movement kernel copies bit for bit."""
+    sizes = {np.dtype(v.dtype).itemsize for v in values if v is not None}
+    if len(sizes) != 1 or next(iter(sizes)) not in (4, 8):
+        names = ", ".join(f"'{v.name}' ({np.dtype(v.dtype).name})" for v in values if v is not None)
+        raise CompileError(f"{node.op_type} '{node.name}' moves {names}; vkc's data-movement "
+                           "kernels handle 32- and 64-bit elements only.")
+    return next(iter(sizes)) // 4
+
+
+def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[Kernel]:
+    """Kernels filling `dst` (contiguous) from `src` read at element strides `src_strides`
+    (one per dim of dst; 0 broadcasts, negative walks backwards) from element `offset`."""
+    words = element_words(node, [src, dst])
+    shape, strides = list(dst.shape), list(src_strides)
+    if words == 2:
+        shape, strides, offset = shape + [2], [2 * s for s in strides] + [1], 2 * offset
+    total = prod(shape)
+    if total == 0:
+        return []
+    dims, (_, in_c) = collapse_dims(shape, [contiguous_strides(shape), strides])
+    spec = [("TOTAL", "int32", total)]
+    spec += [(f"D{d}", "int32", dims[d]) for d in range(1, len(dims))]
+    spec += [(f"S{d}", "int32", in_c[d]) for d in range(len(dims))]
+    spec += [("OFFSET", "int32", offset)]
+    local = target.elementwise_local
+    return [Kernel("strided_copy", dict(LOCAL=local, rank=len(dims)), spec, [src, dst],
+                   writes=[1], groups=grid_1d(total, local), local_size=(local, 1, 1),
+                   nodes=node.sources)]
+
+
+@register("Transpose")
+def lower_transpose(node, target):
+    x, out = node.inputs[0], node.outputs[0]
+    rank = len(x.shape)
+    perm = list(node.attrs.get("perm", range(rank - 1, -1, -1)))
+    in_strides = contiguous_strides(x.shape)
+    return strided_copy(node, target, x, out, [in_strides[p] for p in perm])
+
+
+@register("Expand", since=8)
+def lower_expand(node, target):
+    x, out = node.inputs[0], node.outputs[0]
+    strides = broadcast_strides(x.shape, out.shape)
+    if strides is None:
+        raise CompileError(f"Expand '{node.name}': {list(x.shape)} does not broadcast to "
+                           f"{list(out.shape)}.")
+    return strided_copy(node, target, x, out, strides)

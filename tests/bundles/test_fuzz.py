@@ -1,0 +1,533 @@
+"""Fuzz the .vkb readers with mutations of a real compiled bundle (Gemm + Relu + Softmax).
+
+Seeded and reproducible: VKC_FUZZ_SEED (default 1), VKC_FUZZ_N mutations (default 10,000),
+VKC_FUZZ_RUNS distinct accepted bundles run on the device at most (default 200).
+
+Every mutation must
+1. make the Python reader (`read_bundle`) raise BundleError or return a bundle: no other exception;
+2. get the same verdict from the C reader (`vkb_reader.h`, built with the system compiler, with
+   AddressSanitizer + UBSan where available) as from the Python container checks
+   (`check_container`): both accept, or both reject naming the same check; when both accept, the
+   C reader hands out the same manifest, module and weights ranges;
+3. when accepted, run correctly: loaded by runtime_min with the validation layer on and run once,
+   it raises nothing and the layer reports nothing; and if the mutation left everything the
+   runtime computes with unchanged (`runtime_view` below: only informational fields, JSON
+   formatting, table order, flags, reserved bits, minor version or weights alignment changed) the
+   outputs are bit-identical to the unmutated bundle's. Other accepted bundles (a weight changed and
+   re-sealed, a specialization constant or a dispatch's groups set to another valid value) are
+   different valid models: they must run cleanly, their outputs may differ. The one allowed refusal
+   is the runtime's device check (VkcRuntimeError "... cannot run this bundle"), for a valid
+   bundle that asks more of the device than it has (e.g. max_storage_buffer_range = 2^40); it is
+   counted apart. Accepted bundles with the same runtime_view are run once (the runtime sees the
+   same input, so it does the same thing).
+
+Mutation families: raw byte edits (bit flips, random bytes, truncation, extension, header and table
+fields set to edge values, section-table entries swapped, slices moved), the same edits re-sealed
+(checksums recomputed so the deeper checks see them), manifest edits re-sealed (fields set to huge,
+negative or wrongly typed values, nudged by small amounts, deleted, duplicated, swapped,
+requirements understated, unknown keys added), and weights edits re-sealed.
+Re-sealing never re-seals a SPIR-V section whose bytes are not one of the original modules: the
+reader checks SPIR-V framing and its interface with the manifest, but it is not spirv-val, so a
+re-sealed arbitrary module is code we cannot vouch for and it never reaches the driver.
+"""
+import copy
+import hashlib
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from bundles import BundleError, read_bundle, write_bundle
+from bundles.format import check_container
+
+SEED = int(os.environ.get("VKC_FUZZ_SEED", "1"))
+N = int(os.environ.get("VKC_FUZZ_N", "10000"))
+RUN_CAP = int(os.environ.get("VKC_FUZZ_RUNS", "400"))
+RUNNERS = int(os.environ.get("VKC_FUZZ_RUNNERS", "2"))      # device runs in this many child processes
+HERE = Path(__file__).resolve().parent
+BUNDLES_DIR = HERE.parents[1] / "bundles"
+
+HEADER_FIELDS = [(8, "H"), (10, "H"), (12, "I"), (16, "I"), (20, "I"), (24, "Q")]
+ENTRY_FIELDS = [(0, "I"), (4, "I"), (8, "Q"), (16, "Q"), (24, "I"), (28, "I")]
+JUNK = [None, True, False, -1, -4096, -2**31 - 1, 0, 1, 3, 2**31, 2**32, 2**48, 2**53 + 1, 2**63, 2**64,
+        10**30, 10**400, 1.5, -0.0, float("nan"), float("inf"), "", "x", "float32", "weights", "arena",
+        [], [0], [1, 1, 1], [2**31, 1, 1], [-1], {}, {"name": "x"}, "\u00e9\U0001F600"]
+
+
+# ---- the base bundle -------------------------------------------------------------------------
+
+class Base:
+    def __init__(self, data: bytes):
+        self.data = data
+        with read_bundle(data) as b:
+            self.manifest = b.manifest
+            self.modules = [bytes(m) for m in b.spirv]
+            self.weights = bytes(b.weights)
+            self.weights_alignment = b.sections[-1].alignment
+            self.sections = b.sections
+        self.spirv_ranges = [(s.offset, s.end) for s in self.sections if s.kind == 2]
+        self.weights_range = next((s.offset, s.end) for s in self.sections if s.kind == 3)
+        self.table_end = 32 + 32 * len(self.sections)
+
+
+def tiny_model():
+    from onnx_builders import init, make_model, tensor_info
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W", "B"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Softmax", ["r"], ["y"], axis=1)],
+        "tiny", [tensor_info("x", [2, 16])], [tensor_info("y", [2, 8])], [init("W", w), init("B", b)])
+    return make_model(graph)
+
+
+@pytest.fixture(scope="module")
+def bases():
+    from compiler import compile_model
+    data = compile_model(tiny_model())
+    base = Base(data)
+    page16 = Base(write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
+    return [base, page16]
+
+
+# ---- the C reader ----------------------------------------------------------------------------
+
+def build_c_checker(out_dir: Path) -> tuple[Path, str]:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler (cc, gcc or clang) to build bundles/vkb_check.c")
+    source, exe = BUNDLES_DIR / "vkb_check.c", out_dir / "vkb_check"
+    strict = ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]
+    sanitized = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    for flags, label in ((sanitized, "ASan+UBSan"), (["-O2"], "plain")):
+        proc = subprocess.run([cc, *strict, *flags, "-o", str(exe), str(source)], capture_output=True, text=True)
+        if proc.returncode == 0 and subprocess.run([str(exe), "--stream"], input=b"",
+                                                   capture_output=True).returncode == 0:
+            return exe, f"{Path(cc).name} -std=c99 {label}"
+        if label == "plain":
+            pytest.fail(f"bundles/vkb_check.c does not build with {cc}:\n{proc.stderr}")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def c_checker(tmp_path_factory):
+    return build_c_checker(tmp_path_factory.mktemp("vkb_check"))
+
+
+def run_c(exe: Path, blobs: list[bytes]) -> list[str]:
+    stream = b"".join(struct.pack("<Q", len(b)) + b for b in blobs)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="halt_on_error=1")
+    proc = subprocess.run([str(exe), "--stream"], input=stream, capture_output=True, timeout=120, env=env)
+    assert proc.returncode == 0, f"vkb_check failed ({proc.returncode}):\n{proc.stderr.decode()[-3000:]}"
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    assert len(lines) == len(blobs), (len(lines), len(blobs), proc.stderr.decode()[-2000:])
+    return lines
+
+
+def python_container_verdict(data: bytes) -> str:
+    """The Python container verdict in the C checker's line format (without the label)."""
+    try:
+        c = check_container(data)
+    except BundleError as e:
+        return f"REJECT {e.check}"
+    manifest = next(s for s in c.sections if s.kind == 1)
+    modules = ",".join(f"{s.offset}+{s.size}" for s in c.sections if s.kind == 2)
+    weights = next((s for s in c.sections if s.kind == 3), None)
+    w = f"{weights.offset}+{weights.size}" if weights is not None and weights.size else "0+0"
+    return f"ACCEPT manifest={manifest.offset}+{manifest.size} modules={modules} weights={w}"
+
+
+def c_verdict(line: str) -> str:
+    word, _label, rest = line.split(" ", 2)
+    return f"REJECT {rest.split(':', 1)[0]}" if word == "REJECT" else f"ACCEPT {rest}"
+
+
+# ---- mutations -------------------------------------------------------------------------------
+
+def seal(buf: bytearray, base: Base, *, file_size=False) -> bytes:
+    """Recompute section checksums (except a SPIR-V section that is not an original module) and
+    the header checksum, so a mutation reaches the checks behind them."""
+    if len(buf) < 32:
+        return bytes(buf)
+    if file_size:
+        struct.pack_into("<Q", buf, 24, len(buf))
+    count = struct.unpack_from("<I", buf, 16)[0]
+    for i in range(min(count, (len(buf) - 32) // 32)):
+        at = 32 + 32 * i
+        kind, _, offset, size = struct.unpack_from("<IIQQ", buf, at)
+        if offset + size <= len(buf):
+            payload = bytes(buf[offset:offset + size])
+            if kind == 2 and payload not in base.modules:
+                continue
+            struct.pack_into("<I", buf, at + 24, zlib.crc32(payload))
+    table = bytes(buf[32:32 + 32 * count])
+    struct.pack_into("<I", buf, 20, zlib.crc32(table, zlib.crc32(bytes(buf[:20]))))
+    return bytes(buf)
+
+
+def _edge_values(rng, original: int, length: int, width: int) -> int:
+    choice = rng.choice([0, 1, 2, 3, 4, 5, 8, 15, 16, 17, 255, 256, 4095, 4096, 4097, 16384, 2**31 - 1, 2**31,
+                         2**32 - 1, 2**32, 2**63, 2**64 - 1, length, length - 1, length + 1,
+                         original + 1, original - 1, original + 16, original - 16, original * 2, original // 2])
+    return choice % (1 << (8 * width))
+
+
+def byte_edit(rng: random.Random, base: Base, resealable: bool) -> tuple[str, bytearray]:
+    buf = bytearray(base.data)
+    count = len(base.sections)
+
+    def position():
+        if rng.random() < 0.5:
+            return rng.randrange(base.table_end)
+        at = rng.randrange(len(buf))
+        if resealable and any(a <= at < b for a, b in base.spirv_ranges) and rng.random() < 0.8:
+            at = rng.randrange(base.spirv_ranges[0][0])  # mostly spend re-sealed edits outside SPIR-V
+        return at
+
+    op = rng.choice(["bitflip", "bytes", "truncate", "extend", "field", "swap", "kindswap", "slice"])
+    if op == "bitflip":
+        for _ in range(rng.randint(1, 8)):
+            buf[position()] ^= 1 << rng.randrange(8)
+    elif op == "bytes":
+        for _ in range(rng.randint(1, 4)):
+            buf[position()] = rng.randrange(256)
+    elif op == "truncate":
+        del buf[rng.choice([rng.randrange(len(buf)), len(buf) - rng.randint(1, 16), rng.randrange(64)]):]
+    elif op == "extend":
+        extra = rng.choice([bytes(rng.randint(1, 4096)), bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))])
+        buf += extra
+    elif op == "field":
+        if rng.random() < 0.3:
+            at, fmt = rng.choice(HEADER_FIELDS)
+        else:
+            off, fmt = rng.choice(ENTRY_FIELDS)
+            at = 32 + 32 * rng.randrange(count) + off
+        width = struct.calcsize(fmt)
+        original = struct.unpack_from("<" + fmt, buf, at)[0]
+        struct.pack_into("<" + fmt, buf, at, _edge_values(rng, original, len(buf), width))
+    elif op == "swap":
+        i, j = rng.sample(range(count), 2)
+        a, b = bytes(buf[32 + 32 * i:64 + 32 * i]), bytes(buf[32 + 32 * j:64 + 32 * j])
+        buf[32 + 32 * i:64 + 32 * i], buf[32 + 32 * j:64 + 32 * j] = b, a
+    elif op == "kindswap":
+        i, j = rng.sample(range(count), 2)
+        ki, kj = (struct.unpack_from("<I", buf, 32 + 32 * k)[0] for k in (i, j))
+        struct.pack_into("<I", buf, 32 + 32 * i, kj)
+        struct.pack_into("<I", buf, 32 + 32 * j, ki)
+    else:
+        a, b = sorted(rng.randrange(len(buf)) for _ in range(2))
+        to = rng.randrange(len(buf))
+        buf[to:to] = buf[a:b]
+    return op, buf
+
+
+def _paths(tree, path=()):
+    yield path, tree
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, child in items:
+        yield from _paths(child, path + (key,))
+
+
+INFORMATIONAL = [("model", "name"), ("model", "producer"), ("model", "source_sha256"), ("target", "name"),
+                 ("memory", "intermediates_sum_bytes"), ("memory", "lower_bound_bytes")]
+
+
+def manifest_edit(rng: random.Random, base: Base) -> tuple[str, bytes]:
+    m = copy.deepcopy(base.manifest)
+    ops = []
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        nodes = [p for p, _ in _paths(m) if p]
+        path = rng.choice(nodes)
+        parent = m
+        for key in path[:-1]:
+            parent = parent[key]
+        key, value = path[-1], parent[path[-1]]
+        r = rng.random()
+        if r < 0.38:
+            ops.append("junk")
+            parent[key] = copy.deepcopy(rng.choice(JUNK))
+        elif r < 0.62:
+            ints = [(p, v) for p, v in _paths(m) if p and isinstance(v, int) and not isinstance(v, bool)]
+            path, value = rng.choice(ints)
+            parent = m
+            for k in path[:-1]:
+                parent = parent[k]
+            ops.append("nudge")
+            parent[path[-1]] = rng.choice([value + 1, value - 1, value + 4, value - 4, value + 256, value - 256,
+                                           value * 2, value // 2, -value, value + 2**32])
+        elif r < 0.69 and isinstance(parent, dict):
+            ops.append("delete")
+            del parent[key]
+        elif r < 0.75 and isinstance(parent, list):
+            ops.append("duplicate")
+            parent.insert(rng.randrange(len(parent) + 1), copy.deepcopy(value))
+        elif r < 0.80 and isinstance(parent, list) and len(parent) > 1:
+            ops.append("swap")
+            i, j = rng.sample(range(len(parent)), 2)
+            parent[i], parent[j] = parent[j], parent[i]
+        elif r < 0.86:
+            ops.append("understate")
+            req = m.get("requirements") if isinstance(m.get("requirements"), dict) else {}
+            if req:
+                k = rng.choice(sorted(req))
+                v = req[k]
+                if isinstance(v, int) and not isinstance(v, bool):
+                    req[k] = rng.choice([0, 1, v // 2, v - 1])
+                elif isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+                    req[k] = [max(x // 2, 1) for x in v]
+        elif r < 0.93:
+            ops.append("unknown-key")
+            dicts = [d for _, d in _paths(m) if isinstance(d, dict)]
+            rng.choice(dicts)[rng.choice(["future", "x_vendor", "layout", "_comment"])] = rng.choice(JUNK[:20])
+        else:
+            ops.append("informational")
+            where = rng.choice(INFORMATIONAL)
+            if isinstance(m.get(where[0]), dict):
+                m[where[0]][where[1]] = rng.choice(["renamed", "", "\u00e9t\u00e9", 12345, 0]) \
+                    if "bytes" not in where[1] else rng.choice([0, 7, 2**40])
+    style = rng.choice([{"separators": (",", ":")}, {"indent": 1}, {"sort_keys": True}, {"ensure_ascii": False}])
+    text = json.dumps(m, **style).encode("utf-8")
+    sections = [(1, 8, text)] + [(2, 16, mod) for mod in base.modules] + [(3, base.weights_alignment, base.weights)]
+    return "manifest:" + "+".join(ops), assemble(sections)
+
+
+def weights_edit(rng: random.Random, base: Base) -> tuple[str, bytes]:
+    weights = bytearray(base.weights)
+    for _ in range(rng.randint(1, 8)):
+        at = rng.randrange(len(weights) // 4) * 4
+        value = rng.choice([0.0, -1.0, 1e30, -1e30, float("inf"), float("nan"), rng.gauss(0, 3)])
+        struct.pack_into("<f", weights, at, value)
+    sections = [(1, 8, json.dumps(base.manifest).encode())] + [(2, 16, mod) for mod in base.modules]
+    return "weights", assemble(sections + [(3, base.weights_alignment, bytes(weights))])
+
+
+def assemble(sections) -> bytes:
+    """A bundle laid out from FORMAT.md (independent of bundles.write_bundle, which refuses bad manifests)."""
+    pos, table, pieces = 32 + 32 * len(sections), [], []
+    for kind, align, data in sections:
+        offset = -(-pos // align) * align
+        pieces += [bytes(offset - pos), data]
+        table.append(struct.pack("<IIQQII", kind, align, offset, len(data), zlib.crc32(data), 0))
+        pos = offset + len(data)
+    table = b"".join(table)
+    head = struct.pack("<8sHHII", b"VKCBNDL\0", 1, 0, 0, len(sections))
+    checksum = zlib.crc32(table, zlib.crc32(head))
+    return head + struct.pack("<IQ", checksum, pos) + table + b"".join(pieces)
+
+
+def mutate(rng: random.Random, bases: list[Base]) -> tuple[str, bytes]:
+    """One mutation that changes at least one byte (edits that happen to change nothing are redrawn)."""
+    while True:
+        base = bases[0] if rng.random() < 0.8 else bases[1]
+        r = rng.random()
+        if r < 0.38:
+            op, buf = byte_edit(rng, base, resealable=False)
+            family, data = f"raw:{op}", bytes(buf)
+        elif r < 0.61:
+            op, buf = byte_edit(rng, base, resealable=True)
+            family, data = f"sealed:{op}", seal(buf, base, file_size=op in ("truncate", "extend", "slice"))
+        elif r < 0.98:
+            family, data = manifest_edit(rng, base)
+        else:
+            family, data = weights_edit(rng, base)
+        if data != base.data:
+            return family, data
+
+
+# ---- what the runtime computes with ----------------------------------------------------------
+
+def runtime_view(bundle) -> str:
+    """A digest of everything that decides the runtime's numbers: the manifest without its
+    informational parts (FORMAT.md: model, target, names of tensors/modules/kernels, nodes, flops,
+    bytes, intermediates_sum_bytes, lower_bound_bytes, requirements, shared_memory_bytes, unknown
+    keys), the SPIR-V modules and the weights."""
+    m = bundle.manifest
+    keep = {
+        "memory": {k: m["memory"][k] for k in ("alignment", "arena_bytes", "weights_bytes")},
+        "tensors": [{k: t[k] for k in ("dtype", "shape", "memory", "offset", "nbytes")} for t in m["tensors"]],
+        "inputs": [{k: x[k] for k in ("name", "tensor")} for x in m["inputs"]],
+        "outputs": [{k: x[k] for k in ("name", "tensor")} for x in m["outputs"]],
+        "modules": [{k: x[k] for k in ("bindings", "local_size")} for x in m["modules"]],
+        "kernels": [{"module": k["module"], "specialization": [{f: s[f] for f in ("id", "type", "value")}
+                                                               for s in k["specialization"]]}
+                    for k in m["kernels"]],
+        "dispatches": [{k: d[k] for k in ("kernel", "bindings", "groups", "barrier")} for d in m["dispatches"]],
+    }
+    h = hashlib.sha256(json.dumps(keep, sort_keys=True).encode())
+    for module in bundle.spirv:
+        h.update(hashlib.sha256(module).digest())
+    h.update(hashlib.sha256(bundle.weights).digest())
+    return h.hexdigest()
+
+
+# ---- the test --------------------------------------------------------------------------------
+
+def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
+    exe, c_build = c_checker
+    started = time.perf_counter()
+    rng = random.Random(SEED)
+    original_view = runtime_view(read_bundle(bases[0].data))
+    counts = {"rejected": 0, "accepted": 0}
+    by_check: dict[str, int] = {}
+    by_family: dict[str, list[int]] = {}    # family -> [tried, rejected]
+    python_errors, disagreements = [], []
+    agreed = 0
+    to_run: dict[str, dict] = {}            # runtime view -> first accepted bundle with it
+    accepted_views: list[str] = []
+    batch: list[tuple[int, bytes, str]] = []
+
+    def flush():
+        nonlocal agreed
+        lines = run_c(exe, [data for _, data, _ in batch])
+        for (i, data, py), line in zip(batch, lines):
+            if c_verdict(line) == py:
+                agreed += 1
+            else:
+                disagreements.append(f"mutation {i}: python {py!r} vs C {line[:300]!r}")
+        batch.clear()
+
+    for i in range(N):
+        family, data = mutate(rng, bases)
+        stats = by_family.setdefault(family.split("+")[0], [0, 0])
+        stats[0] += 1
+        try:
+            bundle = read_bundle(data)
+        except BundleError as e:
+            counts["rejected"] += 1
+            stats[1] += 1
+            by_check[e.check] = by_check.get(e.check, 0) + 1
+        except Exception as e:  # noqa: BLE001 - the failure message is the point
+            python_errors.append(f"mutation {i} ({family}): {type(e).__name__}: {e}"[:500])
+        else:
+            counts["accepted"] += 1
+            assert all(bytes(m) in bases[0].modules for m in bundle.spirv), f"mutation {i}: altered SPIR-V accepted"
+            view = runtime_view(bundle)
+            accepted_views.append(view)
+            if view not in to_run:
+                to_run[view] = {"id": i, "family": family, "data": data, "identical": view == original_view}
+            bundle.close()
+        batch.append((i, data, python_container_verdict(data)))
+        if len(batch) == 1000:
+            flush()
+    if batch:
+        flush()
+    check_time = time.perf_counter() - started
+
+    # Run the distinct accepted bundles (those equivalent to the original first), in a child process.
+    jobs_dir = tmp_path / "accepted"
+    jobs_dir.mkdir()
+    (jobs_dir / "base.vkb").write_bytes(bases[0].data)
+    chosen = sorted(to_run.values(), key=lambda j: (not j["identical"], j["id"]))[:RUN_CAP]
+    jobs = []
+    for job in chosen:
+        path = jobs_dir / f"{job['id']}.vkb"
+        path.write_bytes(job["data"])
+        jobs.append({"id": job["id"], "path": str(path), "identical": job["identical"]})
+    specs = []
+    for k in range(RUNNERS):
+        specs.append(jobs_dir / f"jobs{k}.json")
+        specs[-1].write_text(json.dumps({"reference": str(jobs_dir / "base.vkb"), "jobs": jobs[k::RUNNERS]}))
+    results, in_flight = run_jobs(specs, timeout=300)
+    ran_ok = {r["id"] for r in results if r["status"] == "ran" and not r["messages"]
+              and (r["identical"] or not by_id(jobs, r["id"])["identical"])}
+    refused = {r["id"] for r in results if r["status"] == "refused" and not r["messages"]}
+    run_failures = [r for r in results if r["id"] not in ran_ok | refused]
+    id_of_view = {v: j["id"] for v, j in to_run.items()}
+    ran_correctly = sum(id_of_view[v] in ran_ok for v in accepted_views)
+    device_refused = sum(id_of_view[v] in refused for v in accepted_views)
+    not_run = counts["accepted"] - ran_correctly - device_refused - sum(
+        id_of_view[v] in {r["id"] for r in run_failures} for v in accepted_views)
+    other = len(python_errors) + len(disagreements) + len(run_failures) + len(in_flight or [])
+
+    fuzz_report += [
+        f"seed {SEED}: {N} mutations in {time.perf_counter() - started:.1f} s "
+        f"(readers {check_time:.1f} s); C reader: {c_build}",
+        f"rejected (BundleError) {counts['rejected']}; accepted {counts['accepted']} "
+        f"({len(to_run)} distinct runtime views, {len(jobs)} run on the device)",
+        f"accepted and ran correctly {ran_correctly} "
+        f"(bit-identical: {sum(id_of_view[v] in ran_ok and v == original_view for v in accepted_views)}); "
+        f"refused by the runtime's device check {device_refused}; not run (over VKC_FUZZ_RUNS) {not_run}; "
+        f"anything else {other}",
+        f"C/Python container verdicts agree on {agreed} of {N}",
+        "by family (tried/rejected): " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by_family.items())),
+        "rejections by check: " + ", ".join(f"{k} {v}" for k, v in sorted(by_check.items(), key=lambda kv: -kv[1])),
+    ]
+    problems = python_errors[:10] + disagreements[:10] + [json.dumps(r)[:600] for r in run_failures[:10]]
+    if in_flight is not None:
+        problems.append(f"a runner crashed or hung while running mutation(s) {in_flight}")
+    assert not problems, "\n".join(problems)
+    assert agreed == N and other == 0
+    assert counts["rejected"] + counts["accepted"] == N
+    assert ran_correctly > 0 and counts["rejected"] > N // 2
+    assert any(j["identical"] for j in jobs) and any(not j["identical"] for j in jobs)
+
+
+def by_id(jobs, i):
+    return next(j for j in jobs if j["id"] == i)
+
+
+def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[int] | None]:
+    """Run fuzz_runner.py once per spec, concurrently; returns (results, ids of the jobs in flight
+    when a runner crashed or hung, or None)."""
+    env = dict(os.environ)
+    env.pop("VKC_VALIDATION", None)
+    procs = [subprocess.Popen([sys.executable, str(HERE / "fuzz_runner.py"), str(spec)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for spec in specs]
+    deadline = time.monotonic() + timeout
+    results, in_flight = [], []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
+            crashed = proc.returncode != 0
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            crashed, stderr = True, "timed out\n" + stderr
+        started, count = None, 0
+        for line in stdout.splitlines():
+            record = json.loads(line)
+            if "start" in record:
+                started = record["start"]
+            else:
+                results.append(record)
+                started, count = None, count + 1
+        if crashed:
+            if started is None and not count:
+                pytest.fail(f"a fuzz runner failed before running anything:\n{stderr[-3000:]}")
+            in_flight.append(started)
+    return results, in_flight or None
+
+
+def test_c_reader_on_valid_bundles(bases, c_checker, tmp_path):
+    """Both layouts (4 KiB and 16 KiB weights), from a file path: the C reader accepts them and hands
+    out exactly the ranges the Python reader does, and the weights start on their boundary."""
+    exe, _ = c_checker
+    for base in bases:
+        path = tmp_path / f"w{base.weights_alignment}.vkb"
+        path.write_bytes(base.data)
+        line = subprocess.run([str(exe), str(path)], capture_output=True, text=True, check=True).stdout.strip()
+        assert c_verdict(line) == python_container_verdict(base.data), line
+        assert base.weights_range[0] % base.weights_alignment == 0
+
+
+def test_c_reader_refuses_newer_major(bases, c_checker):
+    exe, _ = c_checker
+    buf = bytearray(bases[0].data)
+    struct.pack_into("<HH", buf, 8, 2, 3)
+    line = run_c(exe, [seal(buf, bases[0])])[0]
+    assert line.startswith("REJECT 0 version: the bundle is format version 2.3 but this reader supports 1.0"), line
+    with pytest.raises(BundleError, match="format version 2.3 but this reader supports 1.0"):
+        read_bundle(seal(buf, bases[0]))
+    struct.pack_into("<HH", buf, 8, 1, 7)  # a newer minor of the same major loads
+    assert run_c(exe, [seal(buf, bases[0])])[0].startswith("ACCEPT")
+    assert read_bundle(seal(buf, bases[0])).version == (1, 7)

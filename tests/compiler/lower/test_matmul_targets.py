@@ -1,0 +1,64 @@
+"""Every device profile's matmul kernels (shared-memory tiles, register tiles, vec4 and scalar
+loads, aligned and ragged edges) against numpy on the local device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from harness import check_against_onnxruntime
+
+TARGETS = ["generic", "nvidia", "lavapipe", "mobile"]
+
+# (M, N, K, transA, transB): aligned tiles, ragged edges, K not a multiple of 4, skinny rows.
+SHAPES = [(128, 128, 64, 0, 0), (130, 68, 36, 0, 0), (65, 33, 17, 0, 0), (64, 128, 32, 1, 0),
+          (96, 64, 48, 0, 1), (70, 40, 20, 1, 1), (3, 100, 64, 0, 1), (1, 256, 128, 0, 0)]
+
+
+def gemm(M, N, K, trans_a, trans_b, seed=0):
+    rng = np.random.default_rng(seed)
+    b_shape = (N, K) if trans_b else (K, N)
+    w = numpy_helper.from_array((rng.standard_normal(b_shape) / np.sqrt(K)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(N).astype(np.float32), "bias")
+    node = helper.make_node("Gemm", ["x", "w", "bias"], ["y"], transA=trans_a, transB=trans_b)
+    a_shape = [K, M] if trans_a else [M, K]
+    graph = helper.make_graph([node], "gemm", [helper.make_tensor_value_info("x", 1, a_shape)],
+                              [helper.make_tensor_value_info("y", 1, [M, N])], [w, bias])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:3])) + f"_t{s[3]}{s[4]}")
+def test_gemm_on_every_target(target, shape):
+    check_against_onnxruntime(gemm(*shape), target=target)
+
+
+def batched(seed=0):
+    rng = np.random.default_rng(seed)
+    w = numpy_helper.from_array(rng.standard_normal((3, 1, 36, 20)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "bmm",
+                              [helper.make_tensor_value_info("x", 1, [3, 2, 68, 36])],
+                              [helper.make_tensor_value_info("y", 1, [3, 2, 68, 20])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_broadcast_batched_matmul_on_every_target(target):
+    check_against_onnxruntime(batched(), target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("k,stride,group", [(3, 1, 1), (3, 2, 2), (1, 1, 1), (5, 1, 1)])
+def test_conv_on_every_target(target, k, stride, group):
+    rng = np.random.default_rng(1)
+    cin, cout = 8, 12
+    w = numpy_helper.from_array(rng.standard_normal((cout, cin // group, k, k)).astype(np.float32) * 0.2, "w")
+    b = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b")
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[k // 2] * 4, strides=[stride] * 2,
+                            group=group)
+    relu = helper.make_node("Relu", ["c"], ["y"])
+    out = (13 + 2 * (k // 2) - k) // stride + 1
+    graph = helper.make_graph([conv, relu], "conv", [helper.make_tensor_value_info("x", 1, [2, cin, 13, 13])],
+                              [helper.make_tensor_value_info("y", 1, [2, cout, out, out])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    check_against_onnxruntime(model, target=target)
