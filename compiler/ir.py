@@ -56,7 +56,10 @@ class Node:
     sources: list[str] = field(default_factory=list)
 
     def input(self, i: int) -> Value | None:
-        return self.inputs[i] if i < len(self.inputs) else None
+        """The op's own i-th input, or None when absent. Operands a fused epilogue appended
+        (after `n_op_inputs`) are not the op's inputs."""
+        own = self.attrs.get("n_op_inputs", len(self.inputs))
+        return self.inputs[i] if i < own else None
 
     def __repr__(self) -> str:
         return f"<{self.op_type} {self.name}: {self.inputs} -> {self.outputs}>"
@@ -97,6 +100,8 @@ class Graph:
             for v in [*node.inputs, *node.outputs]:
                 if v is not None:
                     seen.setdefault(id(v), v)
+        for v in self.outputs:  # a view can be an output that no node touches
+            seen.setdefault(id(v), v)
         return list(seen.values())
 
     def replace_uses(self, old: Value, new: Value) -> None:
@@ -107,3 +112,13 @@ class Graph:
 
     def is_output(self, v: Value) -> bool:
         return any(v is o for o in self.outputs)
+
+    def used_only_by(self, v: Value, node: Node) -> bool:
+        """True when `node` is the only reader of v's bytes: no other consumer, no view of v
+        read elsewhere, and neither v nor a view of it is a graph output."""
+        for other in self.values():
+            if other is not v and other.root() is not v.root():
+                continue
+            if self.is_output(other) or any(c is not node for c in other.consumers):
+                return False
+        return True

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import UnsupportedOpsError
 from . import (concat, conv, elementwise, gather, lrn, matmul, pad, pool,  # noqa: F401 - registers rules
-               reduce, slice, softmax, transpose)
+               reduce, resize, slice, softmax, transpose)
 from .registry import Kernel, find_rule, is_supported, registered_ops
 
 

@@ -115,7 +115,7 @@ def lower_gemm(node, target):
 
 @register("MatMul")
 def lower_matmul(node, target):
-    a, b = node.inputs
+    a, b = node.input(0), node.input(1)
     out = node.outputs[0]
     require_float32(node, [a, b, out])
     a_shape = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)

@@ -71,8 +71,8 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
                 continue
             for k, v in enumerate(consumer.inputs):
                 prod = v.producer
-                if (prod is None or prod.op_type != "vkc.Elementwise" or graph.is_output(v)
-                        or len(v.consumers) != 1 or v.alias_of is not None
+                if (prod is None or prod.op_type != "vkc.Elementwise"
+                        or not graph.used_only_by(v, consumer) or v.alias_of is not None
                         or tuple(v.shape) != tuple(consumer.outputs[0].shape)
                         or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
                     continue

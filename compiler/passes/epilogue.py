@@ -20,7 +20,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             continue  # a vector product's output drops a dim the epilogue indexes by
         while True:
             out = anchor.outputs[0]
-            if len(out.consumers) != 1 or graph.is_output(out):
+            if len(out.consumers) != 1 or not graph.used_only_by(out, out.consumers[0]):
                 break
             ew = out.consumers[0]
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(out.shape):

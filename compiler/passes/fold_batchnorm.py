@@ -24,8 +24,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
         x = bn.inputs[0]
         prod = x.producer
         scale, shift = _scale_shift(bn)
-        if (prod is not None and prod.op_type in ("Conv", "Gemm") and len(x.consumers) == 1
-                and not graph.is_output(x) and prod.inputs[1].is_constant
+        if (prod is not None and prod.op_type in ("Conv", "Gemm") and graph.used_only_by(x, bn)
+                and prod.inputs[1].is_constant
                 and all(v is None or v.is_constant for v in prod.inputs[2:])):
             _fold_into(prod, scale, shift)
             graph.nodes.remove(bn)
