@@ -22,6 +22,9 @@ class Target:
     tile_k: int = 16
     reg_m: int = 4
     reg_n: int = 4
+    # Workgroups that keep the device busy: a matmul with fewer tiles than this gets smaller
+    # tiles (down to 32x32) so that small batch-1 layers still spread over every core.
+    min_workgroups: int = 16
     # "tiled" (shared-memory tiles, for GPUs) or "register" (no shared memory, for CPUs such as
     # lavapipe, where barriers cost more than shared memory saves).
     matmul: str = "tiled"
@@ -37,7 +40,7 @@ TARGETS = {
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="register"),
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
-                     tile_n=128, tile_k=16, reg_m=8, reg_n=8),
+                     tile_n=128, tile_k=16, reg_m=8, reg_n=8, min_workgroups=264),
 }
 
 

@@ -9,8 +9,9 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES
+
 from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
-from .spirv import CAPABILITIES, EXTENSIONS, SPIRV_FOR_API
 
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 DEBUG_UTILS = "VK_EXT_debug_utils"
@@ -25,6 +26,27 @@ FEATURES_OF_INTEREST = (
     "bufferDeviceAddress", "cooperativeMatrix", "robustBufferAccess",
 )
 SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad")
+# SPIR-V capability -> (name, the device feature field it needs, "subgroup:OPERATION", or None). The
+# reader's table (bundles.spirv) plus a few it leaves out. A capability in neither is refused: the
+# runtime cannot tell whether the device supports it.
+CAPABILITIES = {c: (name, need and need.split(".")[-1]) for c, (name, need) in _BUNDLE_CAPABILITIES.items()}
+CAPABILITIES.update({0: ("Matrix", None), 4441: ("VariablePointersStorageBuffer", "variablePointersStorageBuffer"),
+                     4442: ("VariablePointers", "variablePointers"),
+                     5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
+                     5357: ("CooperativeMatrixNV", "cooperativeMatrix")})
+# SPIR-V extension -> (the Vulkan version that made it core, or None; the device extension providing it).
+SPIRV_EXTENSIONS = {
+    "SPV_KHR_storage_buffer_storage_class": ((1, 1), "VK_KHR_storage_buffer_storage_class"),
+    "SPV_KHR_16bit_storage": ((1, 1), "VK_KHR_16bit_storage"), "SPV_KHR_8bit_storage": ((1, 2), "VK_KHR_8bit_storage"),
+    "SPV_KHR_variable_pointers": ((1, 1), "VK_KHR_variable_pointers"),
+    "SPV_KHR_vulkan_memory_model": ((1, 2), "VK_KHR_vulkan_memory_model"),
+    "SPV_KHR_physical_storage_buffer": ((1, 2), "VK_KHR_buffer_device_address"),
+    "SPV_KHR_float_controls": ((1, 2), "VK_KHR_shader_float_controls"),
+    "SPV_KHR_non_semantic_info": ((1, 3), "VK_KHR_shader_non_semantic_info"),
+    "SPV_KHR_integer_dot_product": ((1, 3), "VK_KHR_shader_integer_dot_product"),
+    "SPV_KHR_cooperative_matrix": (None, "VK_KHR_cooperative_matrix"),
+    "SPV_NV_cooperative_matrix": (None, "VK_NV_cooperative_matrix"),
+}
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
@@ -324,45 +346,30 @@ def list_devices() -> list[DeviceInfo]:
         _release_instance(inst)
 
 
-def _api_of(info: DeviceInfo) -> tuple:
-    return info.api_version[:2]
-
-
-def spirv_needs(info: DeviceInfo, needs) -> tuple[list, set]:
-    """(what the device lacks for these SPIR-V modules and kernels, device extensions they need enabled)."""
+def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set]:
+    """(what the device lacks for these SPIR-V modules, the device extensions they need enabled).
+    `modules` are (name, bundles.spirv.Module) pairs; the reader already matched them to the manifest."""
     out, exts = [], set()
-    reflections, shapes = needs or ((), ())
-    for name, size, shared in shapes:
-        if any(s > m for s, m in zip(size, info.max_workgroup_size)) or \
-                size[0] * size[1] * size[2] > info.max_workgroup_invocations:
-            out.append(f"a workgroup of {list(size)} for kernel {name} (it allows {list(info.max_workgroup_size)}, "
-                       f"{info.max_workgroup_invocations} invocations)")
-        if shared > info.max_shared_memory_bytes:
-            out.append(f"{shared} bytes of shared memory for kernel {name} (it has {info.max_shared_memory_bytes})")
-    max_spirv = SPIRV_FOR_API.get(min(_api_of(info), (1, 3)), (1, 0))
-    for r in reflections:
-        if r.version > max_spirv:
-            out.append(f"SPIR-V {r.version[0]}.{r.version[1]} for module {r.name} (Vulkan "
-                       f"{'.'.join(map(str, info.api_version))} accepts up to {max_spirv[0]}.{max_spirv[1]})")
-        for cap in sorted(r.capabilities):
-            name, need = CAPABILITIES.get(cap, (f"capability {cap}", "unknown"))
+    for name, module in modules or ():
+        for cap in sorted(set(module.capabilities)):
+            cap_name, need = CAPABILITIES.get(cap, (f"capability {cap}", "unknown"))
             if need == "unknown":
-                out.append(f"SPIR-V {name} used by module {r.name}, which this runtime does not know")
+                out.append(f"SPIR-V {cap_name} (module {name}), which this runtime does not know")
             elif need and need.startswith("subgroup:"):
                 if need[9:] not in info.subgroup_operations:
-                    out.append(f"subgroup operation '{need[9:]}' in compute shaders (SPIR-V {name}, module {r.name})")
+                    out.append(f"subgroup operation '{need[9:]}' in compute shaders (SPIR-V {cap_name}, module {name})")
             elif need and need not in info.all_features:
-                out.append(f"feature {need} (SPIR-V capability {name}, module {r.name})")
-        for ext in sorted(r.extensions):
-            core, vk_ext = EXTENSIONS.get(ext, (None, None))
-            if core is not None and _api_of(info) >= core:
+                out.append(f"feature {need} (SPIR-V capability {cap_name}, module {name})")
+        for ext in sorted(set(module.extensions)):
+            core, vk_ext = SPIRV_EXTENSIONS.get(ext, (None, None))
+            if core is not None and info.api_version[:2] >= core:
                 continue
             if vk_ext is None:
-                out.append(f"SPIR-V extension {ext} used by module {r.name}, which this runtime does not know")
+                out.append(f"SPIR-V extension {ext} (module {name}), which this runtime does not know")
             elif vk_ext in info.all_extensions:
                 exts.add(vk_ext)
             else:
-                out.append(f"extension {vk_ext} (for {ext}, module {r.name})")
+                out.append(f"extension {vk_ext} (for {ext}, module {name})")
     return out, exts
 
 
@@ -557,6 +564,8 @@ class Device:
             self.lost, self.hung = self.lost or why, self.hung or hung
             if _devices.get(self.key) is self:
                 del _devices[self.key]
+            if hung and _instances.get(self.key[1]) is self.instance:
+                del _instances[self.key[1]]  # a CPU driver may share its threads per instance: start afresh
 
     def release(self):
         with _lock:

@@ -16,12 +16,12 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
+from bundles.spirv import Module as SpirvModule
 
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
 from .memory import Buffer
 from .pipelines import Pipelines, cache_file
-from .spirv import reflect_bundle
 
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64,
                 "uint8": np.uint8, "int8": np.int8, "bool": np.bool_}
@@ -107,7 +107,8 @@ class Model:
                                          np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
             self.inputs = [spec(i) for i in m["inputs"]]
             self.outputs = [spec(o) for o in m["outputs"]]
-            needs = reflect_bundle(m, bundle.spirv)
+            needs = [(f"{i} ({mod['name']})", SpirvModule(words)) for i, (mod, words) in
+                     enumerate(zip(m["modules"], bundle.spirv))]
             self.robust = _env_flag("VKC_ROBUST", robust, True)
             self._dev = acquire(m, device, validation, self.robust, needs)
             self._cleanup, self._closed = Cleanup(), False

@@ -106,7 +106,7 @@ def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
 def _model_key(model: onnx.ModelProto, input_shapes, target: str) -> str:
     h = hashlib.sha256(model.SerializeToString(deterministic=True))
     h.update(repr(sorted((input_shapes or {}).items())).encode())
-    h.update(target.encode())
+    h.update(repr(target).encode())  # a profile name or a Target object
     return h.hexdigest()
 
 

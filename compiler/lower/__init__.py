@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedOpsError
-from . import (concat, conv, elementwise, gather, lrn, matmul, pad, pool,  # noqa: F401 - registers rules
-               reduce, resize, slice, softmax, transpose)
+from . import (concat, conv, conv_transpose, elementwise, gather, lrn,  # noqa: F401 - registers rules
+               matmul, pad, pool, reduce, resize, slice, softmax, transpose)
 from .registry import Kernel, find_rule, is_supported, registered_ops
 
 

@@ -15,10 +15,28 @@ def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> b
             and all(strides[b] % 4 == 0 for b in batch))
 
 
-def tiled_params(target, M, N, K, strides, b_mode) -> dict:
+def choose_tile(target, M: int, N: int, batches: int) -> tuple[int, int, int, int]:
+    """(tile_m, tile_n, reg_m, reg_n): the profile's tile, halved (largest side first, down to
+    32) until the output has at least `min_workgroups` tiles or cannot shrink further."""
+    tile_m, tile_n = target.tile_m, target.tile_n
+    def groups(bm, bn):
+        return -(-M // bm) * -(-N // bn) * batches
+    while groups(tile_m, tile_n) < target.min_workgroups and max(tile_m, tile_n) > 32:
+        if tile_m >= tile_n:
+            tile_m //= 2
+        else:
+            tile_n //= 2
+    # Registers shrink with the tile: a 32-wide tile keeps 8 invocations along it.
+    reg_m = min(target.reg_m, max(4, tile_m // 16))
+    reg_n = min(target.reg_n, max(4, tile_n // 16))
+    return tile_m, tile_n, reg_m, reg_n
+
+
+def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
     """Tile sizes and load modes for templates/matmul_tiled.comp.j2."""
-    tm, tn, bk = target.reg_m, target.reg_n, target.tile_k
-    wg_m, wg_n = target.tile_m // tm, target.tile_n // tn
+    tile_m, tile_n, tm, tn = choose_tile(target, M, N, batches)
+    bk = target.tile_k
+    wg_m, wg_n = tile_m // tm, tile_n // tn
     bm, bn, threads = wg_m * tm, wg_n * tn, wg_m * wg_n
     a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
     vec_ok = lambda extent: (extent * bk // 4) % threads == 0  # noqa: E731 - whole vec4s per thread
@@ -60,7 +78,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if target.matmul == "register" or M <= 8:
         return _register_matmul(node, target, spec, bindings, M, N, batch0 * batch1, strides,
                                 b_mode, coords, expr, flops)
-    tiles = tiled_params(target, M, N, K, strides, b_mode)
+    tiles = tiled_params(target, M, N, K, strides, b_mode, batch0 * batch1)
     params = dict(tiles, coords=coords, n_epilogue=len(operands), epilogue_expr=expr)
     groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batch0 * batch1)
     if groups[2] > 65535 or groups[1] > 65535 or groups[0] > 65535:

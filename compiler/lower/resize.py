@@ -1,4 +1,4 @@
-"""Resize (nearest, linear, cubic; every coordinate_transformation_mode) and Upsample on
+"""Resize (nearest, linear, cubic, antialias; every coordinate_transformation_mode) and Upsample on
 templates/resize.comp.j2. Up to two adjacent axes may change; every other axis keeps its size.
 
 Scales follow onnx's reference: given scales are used as given (not out / in), sizes give
@@ -54,8 +54,20 @@ def _transform(mode, scale, n_in, n_out, roi=(0.0, 1.0)):
     raise ValueError(mode)
 
 
+def _filter(mode: str, scale: float, antialias: bool) -> tuple[int, int, float]:
+    """(first tap offset from floor(x), number of taps, distance scale S) of one axis."""
+    s = min(scale, 1.0) if antialias else 1.0
+    if mode == "nearest":
+        return 0, 1, 1.0
+    if mode == "linear":
+        start = int(np.floor(-1 / s) + 1) if antialias else 0
+        return start, 2 - 2 * start, s
+    start = int(np.floor(-2 / s) + 1) if antialias else -1
+    return start, 2 - 2 * start, s
+
+
 def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=None,
-                  cubic_a=-0.75, exclude_outside=False, extrapolation=0.0):
+                  cubic_a=-0.75, exclude_outside=False, extrapolation=0.0, antialias=False):
     x, out = node.inputs[0], node.outputs[0]
     require_float32(node, [x, out])
     rank = len(x.shape)
@@ -72,19 +84,21 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
     first = h_axis if h_axis is not None else w_axis
     outer, inner = prod(x.shape[:first]), prod(x.shape[w_axis + 1:])
     spec = [("TOTAL", "int32", out.size), ("INNER", "int32", inner)]
+    n_taps = {}
     for tag, axis in (("H", h_axis), ("W", w_axis)):
         if axis is None or identity[axis]:
             n_in = n_out = 1
             a, mul, b = 0.0, 1.0, 0.0
+            start, n_taps[tag], s = _filter(mode, 1.0, False)
         else:
             n_in, n_out = x.shape[axis], out.shape[axis]
             a, mul, b = _transform(transform, scales[axis], n_in, n_out,
                                    (roi[axis], roi[axis + rank]))
+            start, n_taps[tag], s = _filter(mode, scales[axis], antialias)
         spec += [(f"I{tag}", "int32", n_in), (f"O{tag}", "int32", n_out),
                  (f"A_{tag}", "float32", a), (f"MUL_{tag}", "float32", mul),
-                 (f"B_{tag}", "float32", b)]
-    if outer * spec[2][2] * spec[7][2] * inner != x.size:
-        raise CompileError(f"{node.op_type} '{node.name}': internal error viewing {list(x.shape)}.")
+                 (f"B_{tag}", "float32", b), (f"START_{tag}", "int32", start),
+                 (f"S_{tag}", "float32", s)]
     extrapolate = transform == "tf_crop_and_resize"
     if mode == "cubic":
         spec.append(("CUBIC_A", "float32", float(cubic_a)))
@@ -92,11 +106,11 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
         spec.append(("EXTRAPOLATION", "float32", float(extrapolation)))
     local = target.elementwise_local
     params = dict(LOCAL=local, mode=mode, nearest_mode=nearest_mode,
-                  exclude_outside=bool(exclude_outside) and mode == "cubic",
-                  extrapolate=extrapolate)
-    taps = {"nearest": 1, "linear": 4, "cubic": 16}[mode]
+                  exclude_outside=bool(exclude_outside), extrapolate=extrapolate,
+                  antialias=bool(antialias), taps_h=n_taps["H"], taps_w=n_taps["W"])
     return [Kernel("resize", params, spec, [x, out], writes=[1], groups=grid_1d(out.size, local),
-                   local_size=(local, 1, 1), nodes=node.sources, flops=2 * taps * out.size)]
+                   local_size=(local, 1, 1), nodes=node.sources,
+                   flops=2 * n_taps["H"] * n_taps["W"] * out.size)]
 
 
 def _scales(node, scales, sizes, axes):
@@ -155,8 +169,6 @@ def lower_resize_v10(node, target):
 
 @register("Resize", since=11)
 def lower_resize(node, target):
-    if node.attrs.get("antialias", 0):
-        raise CompileError(f"Resize '{node.name}': antialias=1 is not supported.")
     transform = _text(node, "coordinate_transformation_mode", "half_pixel")
     if transform not in TRANSFORMS:
         raise CompileError(f"Resize '{node.name}': coordinate_transformation_mode "
@@ -175,4 +187,5 @@ def lower_resize(node, target):
                          scales=scales, roi=None if roi is None else list(roi),
                          cubic_a=node.attrs.get("cubic_coeff_a", -0.75),
                          exclude_outside=node.attrs.get("exclude_outside", 0),
-                         extrapolation=node.attrs.get("extrapolation_value", 0.0))
+                         extrapolation=node.attrs.get("extrapolation_value", 0.0),
+                         antialias=bool(node.attrs.get("antialias", 0)))

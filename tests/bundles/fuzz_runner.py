@@ -7,6 +7,7 @@ JOBS.json: {"reference": "base.vkb", "jobs": [{"id": 7, "path": "7.vkb", "identi
 Prints one JSON line per job, after a {"start": id} line, so the parent can name the job in flight:
   {"id", "status": "ran" | "refused" | "error", "identical": bool | null, "messages": [...], "detail"}
 """
+import faulthandler
 import json
 import sys
 from pathlib import Path
@@ -40,6 +41,7 @@ def run(path):
 
 
 def main():
+    faulthandler.enable()  # a driver crash prints where it happened
     spec = json.loads(Path(sys.argv[1]).read_text())
     runtime_min.clear_validation_messages()
     reference = run(spec["reference"])
@@ -57,7 +59,8 @@ def main():
         except VkcRuntimeError as e:
             # The device check: a valid bundle asking for more than this device has (before any
             # pipeline exists). Anything else from the runtime is an error.
-            result["status"] = "refused" if "cannot run this bundle" in str(e) else "error"
+            refused = "run this bundle" in str(e) and " lacks: " in str(e)
+            result["status"] = "refused" if refused else "error"
             result["detail"] = str(e)[:400]
         except Exception as e:  # noqa: BLE001 - reported to the parent, which fails the test
             result["status"], result["detail"] = "error", f"{type(e).__name__}: {e}"[:400]

@@ -16,7 +16,7 @@ Every mutation must
    outputs are bit-identical to the unmutated bundle's. Other accepted bundles (a weight changed and
    re-sealed, a specialization constant or a dispatch's groups set to another valid value) are
    different valid models: they must run cleanly, their outputs may differ. The one allowed refusal
-   is the runtime's device check (VkcRuntimeError "... cannot run this bundle"), for a valid
+   is the runtime's device check (VkcRuntimeError "... can run this bundle: device ... lacks: ..."), for a valid
    bundle that asks more of the device than it has (e.g. max_storage_buffer_range = 2^40); it is
    counted apart. Accepted bundles with the same runtime_view are run once (the runtime sees the
    same input, so it does the same thing).
@@ -476,9 +476,9 @@ def by_id(jobs, i):
     return next(j for j in jobs if j["id"] == i)
 
 
-def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[int] | None]:
-    """Run fuzz_runner.py once per spec, concurrently; returns (results, ids of the jobs in flight
-    when a runner crashed or hung, or None)."""
+def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[tuple] | None]:
+    """Run fuzz_runner.py once per spec, concurrently; returns (results, (job id in flight, exit
+    status, stderr) for each runner that crashed or hung, or None)."""
     env = dict(os.environ)
     env.pop("VKC_VALIDATION", None)
     procs = [subprocess.Popen([sys.executable, str(HERE / "fuzz_runner.py"), str(spec)], stdout=subprocess.PIPE,
@@ -504,7 +504,7 @@ def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[int] |
         if crashed:
             if started is None and not count:
                 pytest.fail(f"a fuzz runner failed before running anything:\n{stderr[-3000:]}")
-            in_flight.append(started)
+            in_flight.append((started, proc.returncode, stderr[-1500:]))
     return results, in_flight or None
 
 

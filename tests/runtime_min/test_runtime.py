@@ -24,13 +24,6 @@ def model(bundle):
         yield m
 
 
-@pytest.fixture(autouse=True)
-def no_validation_messages():
-    runtime_min.clear_validation_messages()
-    yield
-    assert runtime_min.validation_messages() == []
-
-
 def check(out, feeds):
     want = expected(feeds)
     assert sorted(out) == ["y", "z"]
