@@ -71,15 +71,23 @@ def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def static_input_names(model: onnx.ModelProto) -> list[str]:
-    """Graph inputs that some node reads in a slot that must be constant."""
+    """Graph inputs whose values reach a slot that must be constant, through any chain of nodes
+    (Shape and Size read only shapes, so the walk does not pass through them)."""
     inits = {t.name for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in inits]
-    wanted = set()
-    for node in model.graph.node:
-        for k in STATIC_INPUTS.get(node.op_type, ()):
-            if k < len(node.input) and node.input[k]:
-                wanted.add(node.input[k])
-    return [n for n in inputs if n in wanted]
+    producer = {o: n for n in model.graph.node for o in n.output}
+    todo = [n.input[k] for n in model.graph.node for k in STATIC_INPUTS.get(n.op_type, ())
+            if k < len(n.input) and n.input[k]]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = producer.get(name)
+        if node is not None and node.op_type not in ("Shape", "Size"):
+            todo.extend(i for i in node.input if i)
+    return [n for n in inputs if n in seen]
 
 
 def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -230,10 +238,16 @@ def _vulkan_device(device):
 
 
 def _reject_unsupported_ops(model: onnx.ModelProto) -> None:
-    """Unsupported ops skip the case before anything compiles. Ops whose inputs are frozen later
-    (Shape feeding Reshape, ...) may still fold, so only ops with no rule at all count here."""
+    """Unsupported ops and non-tensor values (sequences, optionals, maps) skip the case before
+    anything compiles. Ops whose inputs are frozen later (Shape feeding Reshape, ...) may still
+    fold, so only ops with no rule at all count here."""
     from .lower import is_supported
 
+    for vi in [*model.graph.input, *model.graph.output]:
+        kind = vi.type.WhichOneof("value")
+        if kind != "tensor_type":
+            raise BackendIsNotSupposedToImplementIt(
+                f"'{vi.name}' has type {kind}; vkc compiles tensor graphs only.")
     opset = max([i.version for i in model.opset_import if i.domain in ("", "ai.onnx")] or [0])
     missing = {}
     for i, n in enumerate(model.graph.node):

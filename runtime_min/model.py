@@ -85,8 +85,8 @@ class Model:
         checks every range it binds, but not what a kernel does with it: with robust access, a kernel
         whose indices run past its buffers (a corrupt or hostile bundle: wrong shapes in the
         specialization, swapped bindings) reads zeros and drops writes instead of touching other
-        memory. Off, such a bundle can crash the process on a CPU device. Costs speed on lavapipe
-        (about 0-40% per kernel), little on GPUs; turn it off for bundles you compiled yourself.
+        memory. Its cost was within noise on lavapipe (which bounds-checks storage buffers anyway)
+        and is expected to be small on GPUs; robust=False is for bundles you compiled yourself.
     timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
     """
 
@@ -207,7 +207,8 @@ class Model:
             record(cmd)
             with step(f"recording the {what} command buffer"):
                 vk.vkEndCommandBuffer(cmd)
-            self._submit_and_wait(self._submit_info(cmd)[0], what)
+            submit = self._submit_info(cmd)  # the pair: the info points into the array beside it
+            self._submit_and_wait(submit[0], what)
         finally:
             vk.vkFreeCommandBuffers(dev.handle, self._pool, 1, dev.ffi.new("VkCommandBuffer[1]", [cmd]))
 

@@ -54,5 +54,5 @@ def fold_constants(graph: Graph) -> Graph:
 
 
 def _set_constant(v, data: np.ndarray) -> None:
-    v.data = np.ascontiguousarray(data)
+    v.data = np.array(data, order="C")  # ascontiguousarray would make a 0-d array 1-d
     v.dtype, v.shape = v.data.dtype, tuple(v.data.shape)

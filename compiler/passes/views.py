@@ -2,8 +2,10 @@
 output aliases its input's bytes."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CompileError
-from ..ir import Graph
+from ..ir import Graph, Node
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 
@@ -14,10 +16,8 @@ def make_views(graph: Graph) -> Graph:
         if node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx"):
             kept.append(node)
             continue
-        if node.op_type == "Dropout" and len(node.outputs) > 1 and \
-                (node.outputs[1].consumers or graph.is_output(node.outputs[1])):
-            raise CompileError(f"Dropout '{node.name}': its mask output is used, but at "
-                               "inference Dropout is an identity and has no mask to give.")
+        if node.op_type == "Dropout":
+            _inference_dropout(node)
         src, out = node.inputs[0], node.outputs[0]
         if out.shape is None or src.shape is None:
             raise CompileError(f"{node.op_type} '{node.name}' has no static output shape.")
@@ -25,3 +25,25 @@ def make_views(graph: Graph) -> Graph:
     graph.nodes = kept
     graph.relink()
     return graph
+
+
+def _inference_dropout(node: Node) -> None:
+    """Dropout is an identity unless training_mode is on with a ratio above 0; its mask is then
+    all true (a constant)."""
+    ratio, training = node.input(1), node.input(2)
+    if training is not None:
+        if not training.is_constant:
+            raise CompileError(f"Dropout '{node.name}': training_mode comes from the computation "
+                               f"('{training.name}'); vkc compiles inference graphs and needs it "
+                               "constant false.")
+        if bool(training.data.reshape(-1)[0]):
+            if ratio is not None and not ratio.is_constant:
+                raise CompileError(f"Dropout '{node.name}': in training mode its ratio must be "
+                                   "constant.")
+            if ratio is None or float(ratio.data.reshape(-1)[0]) != 0.0:
+                raise CompileError(f"Dropout '{node.name}' runs in training mode, which zeroes "
+                                   "random elements; vkc compiles inference graphs.")
+    if len(node.outputs) > 1:
+        mask = node.outputs[1]
+        mask.data = np.ones(node.inputs[0].shape, dtype=np.bool_)
+        mask.dtype, mask.shape = mask.data.dtype, tuple(mask.data.shape)
