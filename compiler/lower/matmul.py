@@ -2,7 +2,10 @@
 convolution (conv.py)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CompileError
+from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from .epilogue import build_epilogue
 from .registry import Kernel, register, require_float32
@@ -115,6 +118,12 @@ def lower_gemm(node, target):
     out = node.outputs[0]
     require_float32(node, [a, b, c, out])
     trans_a, trans_b = node.attrs.get("transA", 0), node.attrs.get("transB", 0)
+    if trans_b and b.is_constant:
+        # PyTorch's Linear exports W as [N, K] with transB=1. Stored as [K, N] instead, the
+        # kernels read B with vec4 loads along N that neighbouring invocations share.
+        b = Value(b.name + "/transposed", b.dtype, tuple(b.shape[::-1]),
+                  data=np.ascontiguousarray(b.data.T))
+        trans_b = 0
     alpha, beta = float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0))
     M, N = out.shape
     K = a.shape[0] if trans_a else a.shape[1]
