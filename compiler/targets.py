@@ -39,8 +39,9 @@ TARGETS = {
     "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="register"),
+    # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
-                     tile_n=128, tile_k=16, reg_m=8, reg_n=8, min_workgroups=264),
+                     tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264),
 }
 
 

@@ -86,7 +86,7 @@ class Model:
         whose indices run past its buffers (a corrupt or hostile bundle: wrong shapes in the
         specialization, swapped bindings) reads zeros and drops writes instead of touching other
         memory. Its cost was within noise on lavapipe (which bounds-checks storage buffers anyway)
-        and is expected to be small on GPUs; robust=False is for bundles you compiled yourself.
+        and nil on an H200 (MobileNetV2: 0.688 against 0.687 ms of GPU time); robust=False skips it.
     timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
     """
 

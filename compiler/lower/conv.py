@@ -69,11 +69,10 @@ def lower_conv(node, target):
     common = dict(a=w, b=x, c=out, M=cout_g, N=oh * ow, K=K, batch0=n, batch1=group,
                   coords="conv", out_shape=out.shape, own_tail=tail, own_operands=own)
     if pointwise:
-        return [tiled_matmul(node, target, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1),
-                             **common)]
+        return tiled_matmul(node, target, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1), **common)
     conv_spec = [g for g in geometry] + [("OW", "int32", ow)]
-    return [tiled_matmul(node, target, strides=strides_mm, b_mode="im2col",
-                         conv_spec=conv_spec, **common)]
+    return tiled_matmul(node, target, strides=strides_mm, b_mode="im2col", conv_spec=conv_spec,
+                        **common)
 
 
 def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):

@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from .epilogue import build_epilogue
-from .registry import Kernel, register, require_float32
+from .registry import Kernel, grid_1d, register, require_float32
 
 
 def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> bool:
@@ -18,13 +18,15 @@ def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> b
             and all(strides[b] % 4 == 0 for b in batch))
 
 
-def choose_tile(target, M: int, N: int, batches: int) -> tuple[int, int, int, int]:
+def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int, int, int]:
     """(tile_m, tile_n, reg_m, reg_n): the profile's tile, halved (largest side first, down to
     32) until the output has at least `min_workgroups` tiles or cannot shrink further."""
     tile_m, tile_n = target.tile_m, target.tile_n
     def groups(bm, bn):
         return -(-M // bm) * -(-N // bn) * batches
-    while groups(tile_m, tile_n) < target.min_workgroups and max(tile_m, tile_n) > 32:
+    # Deep reductions stop at 64-wide tiles and split K instead (see _split_k).
+    floor = 64 if K >= 512 else 32
+    while groups(tile_m, tile_n) < target.min_workgroups and max(tile_m, tile_n) > floor:
         if tile_m >= tile_n:
             tile_m //= 2
         else:
@@ -37,7 +39,7 @@ def choose_tile(target, M: int, N: int, batches: int) -> tuple[int, int, int, in
 
 def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
     """Tile sizes and load modes for templates/matmul_tiled.comp.j2."""
-    tile_m, tile_n, tm, tn = choose_tile(target, M, N, batches)
+    tile_m, tile_n, tm, tn = choose_tile(target, M, N, K, batches)
     bk = target.tile_k
     wg_m, wg_n = tile_m // tm, tile_n // tn
     bm, bn, threads = wg_m * tm, wg_n * tn, wg_m * wg_n
@@ -64,9 +66,10 @@ def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
 
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
-                 b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()):
-    """One matmul dispatch: the device profile picks shared-memory tiles (GPUs) or register
-    tiles (CPUs). `strides` holds SA_*, SB_*, SC_* in elements."""
+                 b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()) -> list[Kernel]:
+    """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
+    register tiles (CPUs); a GPU matmul with too few tiles also splits K. `strides` holds SA_*,
+    SB_*, SC_* in elements."""
     expr, operands, ep_spec, ep_ops = build_epilogue(
         node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
@@ -74,22 +77,52 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
              ("SA_B0", "SA_B1", "SA_M", "SA_K", "SB_B0", "SB_B1", "SC_B0", "SC_B1", "SC_M", "SC_N")]
     if b_mode == "strided":
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
-    spec += list(conv_spec) + ep_spec
-    bindings = [a, b, c, *operands]
-    flops = batch0 * batch1 * M * N * (2 * K + ep_ops)
+    spec += list(conv_spec)
+    batches = batch0 * batch1
+    flops = batches * M * N * (2 * K + ep_ops)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if target.matmul == "register" or M <= 8:
-        return _register_matmul(node, target, spec, bindings, M, N, batch0 * batch1, strides,
-                                b_mode, coords, expr, flops)
-    tiles = tiled_params(target, M, N, K, strides, b_mode, batch0 * batch1)
-    params = dict(tiles, coords=coords, n_epilogue=len(operands), epilogue_expr=expr)
-    groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batch0 * batch1)
-    if groups[2] > 65535 or groups[1] > 65535 or groups[0] > 65535:
+        return [_register_matmul(node, target, spec + ep_spec, [a, b, c, *operands], M, N, batches,
+                                 strides, b_mode, coords, expr, flops)]
+    tiles = tiled_params(target, M, N, K, strides, b_mode, batches)
+    groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batches)
+    split, depth = _split_k(target, groups, K, tiles["BK"])
+    if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    return Kernel("matmul_tiled", params, spec, bindings, writes=[2], groups=groups,
-                  local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources, flops=flops,
+    common = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources,
                   shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+    if split == 1:
+        params = dict(tiles, coords=coords, split_k=False, n_epilogue=len(operands),
+                      epilogue_expr=expr)
+        return [Kernel("matmul_tiled", params, spec + ep_spec, [a, b, c, *operands], writes=[2],
+                       groups=groups, flops=flops, **common)]
+    partial = Value(f"{c.name}/split_k_partials", np.dtype(np.float32), (batches * split * M * N,))
+    params = dict(tiles, coords=coords, split_k=True, n_epilogue=0, epilogue_expr="acc_v")
+    first = Kernel("matmul_tiled", params, spec + [("SPLIT", "int32", split), ("KS", "int32", depth)],
+                   [a, b, partial], writes=[2], groups=(groups[0], groups[1], batches * split),
+                   flops=2 * batches * M * N * K, **common)
+    total, local = batches * M * N, target.elementwise_local
+    reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
+                   ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
+    reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
+    second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
+                                          epilogue_expr=expr),
+                    reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
+                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
+                    flops=total * (split + ep_ops))
+    return [first, second]
+
+
+def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
+    """(slices, depth of each): enough slices of K to give the device `min_workgroups`
+    workgroups, each slice at least four K steps deep."""
+    have = groups[0] * groups[1] * groups[2]
+    split = min(-(-target.min_workgroups // have), K // (4 * bk), 32)
+    if split < 2:
+        return 1, K
+    depth = -(-K // (split * bk)) * bk
+    return -(-K // depth), depth
 
 
 def _register_matmul(node, target, spec, bindings, M, N, batches, strides, b_mode, coords, expr,
@@ -135,9 +168,9 @@ def lower_gemm(node, target):
     if c is not None and beta != 0.0:
         own = (c,)
         tail = ("add", tail, ("in", 0) if beta == 1.0 else ("mul", ("const", beta), ("in", 0)))
-    return [tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=1, batch1=1,
-                         strides=strides, coords="matmul", out_shape=out.shape, own_tail=tail,
-                         own_operands=own)]
+    return tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=1, batch1=1,
+                        strides=strides, coords="matmul", out_shape=out.shape, own_tail=tail,
+                        own_operands=own)
 
 
 @register("MatMul")
@@ -170,8 +203,8 @@ def lower_matmul(node, target):
     if prod(ep_shape) != out.size:
         raise CompileError(f"MatMul '{node.name}': output shape {out.shape} does not match "
                            f"{a.shape} x {b.shape}.")
-    return [tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
-                         batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape)]
+    return tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
+                        batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape)
 
 
 def _batch_dims(a_shape, b_shape) -> tuple[int, ...]:

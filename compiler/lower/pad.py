@@ -34,11 +34,19 @@ def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kerne
     bits = np.asarray(value).astype(np.dtype(x.dtype)).reshape(1).view(np.uint32)
     rank = len(out_shape)
     strides = contiguous_strides(in_shape)
+    # Negative pads crop first; the mode then pads the cropped tensor (onnxruntime's reading:
+    # edge, reflect and wrap see the cropped edges).
+    lows = [max(-b, 0) for b in begins]
+    ends = [o - i - b for o, i, b in zip(out_shape, in_shape, begins)]
+    lengths = [i - lo - max(-e, 0) for i, lo, e in zip(in_shape, lows, ends)]
+    if min(lengths) <= 0:
+        raise CompileError(f"{node.op_type} '{node.name}' crops an axis to nothing.")
     spec = [("TOTAL", "int32", total)]
     spec += [(f"D{d}", "int32", out_shape[d]) for d in range(1, rank)]
-    spec += [(f"I{d}", "int32", in_shape[d]) for d in range(rank)]
-    spec += [(f"P{d}", "int32", begins[d]) for d in range(rank)]
+    spec += [(f"I{d}", "int32", lengths[d]) for d in range(rank)]
+    spec += [(f"P{d}", "int32", max(begins[d], 0)) for d in range(rank)]
     spec += [(f"S{d}", "int32", strides[d]) for d in range(rank)]
+    spec += [("OFFSET", "int32", sum(lo * st for lo, st in zip(lows, strides)))]
     if mode == "constant":
         spec += [(f"VALUE{w}", "uint32", int(b)) for w, b in enumerate(bits)]
     local = target.elementwise_local

@@ -32,25 +32,27 @@ def _const(node, index):
 
 
 def _transform(mode, scale, n_in, n_out, roi=(0.0, 1.0)):
-    """(A, MUL, B) with source coordinate = (y + A) * MUL + B, in float64. Like onnx's reference,
-    align_corners and tf_crop_and_resize use the unrounded output length scale * n_in."""
+    """(A, MUL, DIV, B) with source coordinate = (y + A) * MUL / DIV + B, evaluated in float32
+    in that order, which rounds like onnx's reference and onnxruntime do (dividing by the scale
+    rather than multiplying by its inverse keeps nearest-mode ties on the same side). Like the
+    reference, align_corners and tf_crop_and_resize use the unrounded output length scale * n_in."""
     width = scale * n_in
     if mode == "align_corners":
-        return (0.0, 0.0 if width == 1 else (n_in - 1) / (width - 1), 0.0)
+        return (0.0, 0.0, 1.0, 0.0) if width == 1 else (0.0, n_in - 1, width - 1, 0.0)
     if mode == "asymmetric":
-        return (0.0, 1.0 / scale, 0.0)
+        return (0.0, 1.0, scale, 0.0)
     if mode == "pytorch_half_pixel":
-        return (0.0, 0.0, -0.5) if width == 1 else (0.5, 1.0 / scale, -0.5)
+        return (0.0, 0.0, 1.0, -0.5) if width == 1 else (0.5, 1.0, scale, -0.5)
     if mode == "half_pixel":
-        return (0.5, 1.0 / scale, -0.5)
+        return (0.5, 1.0, scale, -0.5)
     if mode == "half_pixel_symmetric":
-        adjustment = n_out / (scale * n_in)
-        return (0.5, 1.0 / scale, n_in / 2 * (1 - adjustment) - 0.5)
+        adjustment = n_out / width
+        return (0.5, 1.0, scale, n_in / 2 * (1 - adjustment) - 0.5)
     if mode == "tf_crop_and_resize":
         r0, r1 = roi
         if width == 1:
-            return (0.0, 0.0, (r1 - r0) * (n_in - 1) / 2 + r0 * (n_in - 1))
-        return (0.0, (r1 - r0) * (n_in - 1) / (width - 1), r0 * (n_in - 1))
+            return (0.0, 0.0, 1.0, (r1 - r0) * (n_in - 1) / 2 + r0 * (n_in - 1))
+        return (0.0, (r1 - r0) * (n_in - 1), width - 1, r0 * (n_in - 1))
     raise ValueError(mode)
 
 
@@ -88,17 +90,17 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
     for tag, axis in (("H", h_axis), ("W", w_axis)):
         if axis is None or identity[axis]:
             n_in = n_out = 1
-            a, mul, b = 0.0, 1.0, 0.0
+            a, mul, div, b = 0.0, 1.0, 1.0, 0.0
             start, n_taps[tag], s = _filter(mode, 1.0, False)
         else:
             n_in, n_out = x.shape[axis], out.shape[axis]
-            a, mul, b = _transform(transform, scales[axis], n_in, n_out,
-                                   (roi[axis], roi[axis + rank]))
+            a, mul, div, b = _transform(transform, scales[axis], n_in, n_out,
+                                        (roi[axis], roi[axis + rank]))
             start, n_taps[tag], s = _filter(mode, scales[axis], antialias)
         spec += [(f"I{tag}", "int32", n_in), (f"O{tag}", "int32", n_out),
                  (f"A_{tag}", "float32", a), (f"MUL_{tag}", "float32", mul),
-                 (f"B_{tag}", "float32", b), (f"START_{tag}", "int32", start),
-                 (f"S_{tag}", "float32", s)]
+                 (f"DIV_{tag}", "float32", div), (f"B_{tag}", "float32", b),
+                 (f"START_{tag}", "int32", start), (f"S_{tag}", "float32", s)]
     extrapolate = transform == "tf_crop_and_resize"
     if mode == "cubic":
         spec.append(("CUBIC_A", "float32", float(cubic_a)))

@@ -15,11 +15,15 @@ from compiler.targets import TARGETS as PROFILES
 # Named profiles, plus the NVIDIA profile without its small-problem tile shrinking, so the
 # 128x128 tiles with 8x8 registers run here too.
 TARGETS = ["generic", "nvidia", "lavapipe", "mobile",
-           replace(PROFILES["nvidia"], name="nvidia-full-tiles", min_workgroups=1)]
+           replace(PROFILES["nvidia"], name="nvidia-full-tiles", min_workgroups=1),
+           replace(PROFILES["nvidia"], name="nvidia-8x8", tile_n=128, reg_n=8, min_workgroups=1),
+           # Demands more workgroups than any test shape has tiles: every GPU matmul splits K.
+           replace(PROFILES["generic"], name="generic-split-k", min_workgroups=100000)]
 
 # (M, N, K, transA, transB): aligned tiles, ragged edges, K not a multiple of 4, skinny rows.
 SHAPES = [(128, 128, 64, 0, 0), (130, 68, 36, 0, 0), (65, 33, 17, 0, 0), (64, 128, 32, 1, 0),
-          (96, 64, 48, 0, 1), (70, 40, 20, 1, 1), (3, 100, 64, 0, 1), (1, 256, 128, 0, 0)]
+          (96, 64, 48, 0, 1), (70, 40, 20, 1, 1), (3, 100, 64, 0, 1), (1, 256, 128, 0, 0),
+          (40, 36, 300, 0, 0), (64, 64, 520, 1, 0)]  # deep K: split-K on GPU profiles
 
 
 def gemm(M, N, K, trans_a, trans_b, seed=0):

@@ -1,0 +1,100 @@
+"""The activations and math ops of the elementwise expression language (compiler/expr.py)
+against onnxruntime, over input ranges that reach their tails and their cancellation points."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime, random_feeds
+from onnx_builders import GraphBuilder, single_op_model
+
+def at_opset(model, version):
+    """The model re-targeted at another opset, output shapes re-inferred."""
+    from onnx_builders import _fill_output_shapes
+
+    model.opset_import[0].version = version
+    return _fill_output_shapes(model)
+
+
+SHAPE = [2, 3, 8, 9]
+
+UNARY = [
+    ("Tanh", {}, 4.0), ("Tanh", {}, 0.05), ("Exp", {}, 3.0), ("Abs", {}, 2.0),
+    ("Neg", {}, 2.0), ("Floor", {}, 3.0), ("Ceil", {}, 3.0), ("Round", {}, 3.0),
+    ("Sign", {}, 2.0), ("Softsign", {}, 3.0), ("Softplus", {}, 6.0), ("Softplus", {}, 40.0),
+    ("HardSwish", {}, 5.0), ("HardSigmoid", {}, 4.0), ("HardSigmoid", {"alpha": 0.5, "beta": 0.1}, 4.0),
+    ("LeakyRelu", {}, 2.0), ("LeakyRelu", {"alpha": 0.2}, 2.0), ("Elu", {}, 3.0),
+    ("Elu", {"alpha": 0.5}, 0.05), ("Selu", {}, 3.0), ("Selu", {"alpha": 2.0, "gamma": 3.0}, 1.0),
+    ("ThresholdedRelu", {"alpha": 0.5}, 2.0), ("Sigmoid", {}, 12.0),
+]
+
+
+@pytest.mark.parametrize("op,attrs,scale", [pytest.param(*c, id=f"{c[0]}-{i}") for i, c in enumerate(UNARY)])
+def test_unary(op, attrs, scale):
+    model = single_op_model(op, {"x": SHAPE}, attrs)
+    if op == "HardSwish":
+        model = at_opset(model, 14)
+    feeds = {"x": (random_feeds(model, seed=3)["x"] * scale).astype(np.float32)}
+    check_against_onnxruntime(model, feeds=feeds)
+
+
+@pytest.mark.parametrize("op", ["Sqrt", "Log", "Reciprocal"])
+def test_unary_positive_domain(op):
+    model = single_op_model(op, {"x": SHAPE})
+    feeds = {"x": (np.abs(random_feeds(model, seed=4)["x"]) * 3 + 0.01).astype(np.float32)}
+    check_against_onnxruntime(model, feeds=feeds)
+
+
+@pytest.mark.parametrize("slope_shape", [[1], [3, 1, 1], [9], SHAPE], ids=["scalar", "channel", "last", "full"])
+def test_prelu(slope_shape, rng):
+    slope = rng.uniform(0.0, 0.5, slope_shape).astype(np.float32)
+    check_against_onnxruntime(single_op_model("PRelu", {"x": SHAPE}, initializers={"slope": slope}))
+
+
+def test_prelu_slope_at_run_time():
+    check_against_onnxruntime(single_op_model("PRelu", {"x": SHAPE, "slope": [3, 1, 1]}))
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 0.5, -1.0, -2.0, 1.0, 0.0, 5.0, 1.7, -0.5],
+                         ids=lambda e: f"exp{e}")
+def test_pow_constant_exponent(exponent):
+    model = single_op_model("Pow", {"x": SHAPE}, initializers={"e": np.array(exponent, np.float32)})
+    x = random_feeds(model, seed=5)["x"]
+    if not float(exponent).is_integer():
+        x = np.abs(x) + 0.1  # a negative base to a fractional power is NaN in both
+    elif exponent < 0:
+        x = np.sign(x) * (np.abs(x) + 0.5)
+    check_against_onnxruntime(model, feeds={"x": x.astype(np.float32)})
+
+
+def test_pow_exponent_at_run_time():
+    """Integer exponents (odd, even, zero, negative) on negative and zero bases, fractional
+    exponents on positive bases."""
+    model = single_op_model("Pow", {"x": [4, 6], "e": [4, 6]})
+    rng = np.random.default_rng(6)
+    y = rng.integers(-3, 4, [4, 6]).astype(np.float32)
+    y[3] = rng.uniform(-2, 2, 6)
+    x = rng.standard_normal([4, 6]).astype(np.float32)
+    x[3] = np.abs(x[3]) + 0.1
+    x[0, 0], y[0, 0] = 0.0, 2.0
+    x[0, 1], y[0, 1] = 0.0, 0.0
+    check_against_onnxruntime(model, feeds={"x": x, "e": y})
+
+
+def test_long_chain_stays_bounded():
+    """Ops that read their operand twice double its text when fused; a long chain must still
+    compile (fusion stops at the size bound) and compute the right thing."""
+    g = GraphBuilder("chain", seed=1)
+    x = g.input("x", [2, 16])
+    for i in range(14):
+        x = g.node("HardSwish" if i % 2 else "LeakyRelu", [x], **({} if i % 2 else {"alpha": 0.3}))
+    g.node("Elu", [x], out="y")
+    check_against_onnxruntime(at_opset(g.build(["y"]), 14))
+
+
+@pytest.mark.parametrize("act,attrs", [("LeakyRelu", {"alpha": 0.1}), ("HardSwish", {}),
+                                       ("Tanh", {}), ("Elu", {}), ("HardSigmoid", {})])
+def test_activation_fused_into_conv(act, attrs):
+    g = GraphBuilder("conv_act", seed=2)
+    x = g.input("x", [1, 4, 9, 9])
+    g.node(act, [g.conv(x, 4, 8, 3)], out="y", **attrs)
+    check_against_onnxruntime(at_opset(g.build(["y"]), 14))

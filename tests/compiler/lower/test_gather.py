@@ -1,0 +1,37 @@
+"""Gather against onnxruntime: constant and run-time indices, int32 and int64, negative ones."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime
+from onnx_builders import single_op_model
+
+
+@pytest.mark.parametrize("axis,indices", [
+    pytest.param(0, np.array(2), id="scalar-axis0"),
+    pytest.param(1, np.array(-1), id="scalar-negative-axis1"),
+    pytest.param(2, np.array([3]), id="one-index-keeps-dim"),
+    pytest.param(1, np.array([0, 2, 2, 1]), id="vector"),
+    pytest.param(-1, np.array([[0, 4], [-1, 1]]), id="2d-indices"),
+])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=["int64", "int32"])
+def test_gather_constant_indices(axis, indices, dtype):
+    model = single_op_model("Gather", {"x": [3, 4, 5]}, {"axis": axis},
+                            initializers={"i": indices.astype(dtype)})
+    check_against_onnxruntime(model)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32], ids=["int64", "int32"])
+def test_gather_runtime_indices(dtype):
+    model = single_op_model("Gather", {"x": [6, 5], "i": [2, 3]}, {"axis": 0},
+                            input_dtypes={"i": dtype})
+    feeds = {"x": np.random.default_rng(1).standard_normal([6, 5]).astype(np.float32),
+             "i": np.array([[0, 5, -2], [3, -6, 1]], dtype)}
+    check_against_onnxruntime(model, feeds=feeds)
+
+
+def test_gather_int64_data():
+    """Shape-like int64 data gathered at run time (not folded: the data is an input)."""
+    model = single_op_model("Gather", {"x": [4, 3]}, {"axis": 1}, input_dtypes={"x": np.int64},
+                            output_dtypes=[np.int64], initializers={"i": np.array([2, 0], np.int64)})
+    check_against_onnxruntime(model)

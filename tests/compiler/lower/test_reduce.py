@@ -1,0 +1,58 @@
+"""The Reduce ops against onnxruntime over axes sets, keepdims, and both opset forms."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime, random_feeds
+from onnx_builders import single_op_model
+
+
+def at_opset(model, version):
+    """The model re-targeted at another opset, output shapes re-inferred."""
+    from onnx_builders import _fill_output_shapes
+
+    model.opset_import[0].version = version
+    return _fill_output_shapes(model)
+
+
+OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+       "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+AXES = [pytest.param([2, 3], id="spatial"), pytest.param([1], id="channels"),
+        pytest.param([0, 2], id="non-adjacent"), pytest.param([-1], id="last"),
+        pytest.param(None, id="all")]
+
+
+def _feeds(model, op):
+    x = random_feeds(model, seed=2)["x"]
+    if op in ("ReduceLogSum", "ReduceProd"):
+        x = np.abs(x) * 0.5 + 0.75  # log of a positive sum; a product that neither vanishes nor explodes
+    return {"x": x.astype(np.float32)}
+
+
+@pytest.mark.parametrize("keepdims", [1, 0], ids=["keep", "drop"])
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize("op", OPS)
+def test_reduce(op, axes, keepdims):
+    """Axes as an input (opset 18; ReduceSum since 13)."""
+    inits = {} if axes is None else {"axes": np.array(axes, np.int64)}
+    model = at_opset(single_op_model(op, {"x": [2, 3, 4, 5]}, {"keepdims": keepdims}, initializers=inits), 18)
+    check_against_onnxruntime(model, feeds=_feeds(model, op))
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceSum"])
+def test_reduce_axes_attribute(op):
+    """Opset 11 to 12 (13 to 17 for all but ReduceSum) take axes as an attribute."""
+    model = at_opset(single_op_model(op, {"x": [2, 8, 7, 7]}, {"axes": [2, 3], "keepdims": 1}), 11)
+    check_against_onnxruntime(model)
+
+
+def test_reduce_mean_global_pool_shape():
+    """ReduceMean over H, W: how exporters write global average pooling."""
+    model = at_opset(single_op_model("ReduceMean", {"x": [1, 256, 14, 14]}, {"keepdims": 0},
+                                     initializers={"axes": np.array([2, 3], np.int64)}), 18)
+    check_against_onnxruntime(model)
+
+
+def test_reduce_sum_noop_with_empty_axes():
+    model = single_op_model("ReduceSum", {"x": [3, 4]}, {"noop_with_empty_axes": 1})
+    check_against_onnxruntime(model)
