@@ -68,8 +68,8 @@ def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()) -> list[Kernel]:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
-    register tiles (CPUs); a GPU matmul with too few tiles also splits K. `strides` holds SA_*,
-    SB_*, SC_* in elements."""
+    register tiles (CPUs, and a few rows on GPUs); on a GPU a matmul with too few tiles also
+    splits K. `strides` holds SA_*, SB_*, SC_* in elements."""
     expr, operands, ep_spec, ep_ops = build_epilogue(
         node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
@@ -79,29 +79,31 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec)
     batches = batch0 * batch1
-    flops = batches * M * N * (2 * K + ep_ops)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if target.matmul == "register" or M <= 8:
-        return [_register_matmul(node, target, spec + ep_spec, [a, b, c, *operands], M, N, batches,
-                                 strides, b_mode, coords, expr, flops)]
-    tiles = tiled_params(target, M, N, K, strides, b_mode, batches)
-    groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batches)
-    split, depth = _split_k(target, groups, K, tiles["BK"])
+        template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
+        # The register kernel walks convolution windows channel by channel: no split there.
+        split, depth = (1, K) if target.matmul == "register" or b_mode == "im2col" else \
+            _split_k(target, groups, K, 16)
+    else:
+        template = "matmul_tiled"
+        params, groups, extra = _tiled_params(target, M, N, K, strides, b_mode, batches)
+        split, depth = _split_k(target, groups, K, params["BK"])
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    common = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1), nodes=node.sources,
-                  shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+    params.update(coords=coords, split_k=split > 1)
+    common = dict(nodes=node.sources, writes=[2], **extra)
     if split == 1:
-        params = dict(tiles, coords=coords, split_k=False, n_epilogue=len(operands),
-                      epilogue_expr=expr)
-        return [Kernel("matmul_tiled", params, spec + ep_spec, [a, b, c, *operands], writes=[2],
-                       groups=groups, flops=flops, **common)]
+        return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr),
+                       spec + ep_spec, [a, b, c, *operands], groups=groups,
+                       flops=batches * M * N * (2 * K + ep_ops), **common)]
+    # Split-K: slices of K write partial sums; a second pass adds them and applies the epilogue.
     partial = Value(f"{c.name}/split_k_partials", np.dtype(np.float32), (batches * split * M * N,))
-    params = dict(tiles, coords=coords, split_k=True, n_epilogue=0, epilogue_expr="acc_v")
-    first = Kernel("matmul_tiled", params, spec + [("SPLIT", "int32", split), ("KS", "int32", depth)],
-                   [a, b, partial], writes=[2], groups=(groups[0], groups[1], batches * split),
-                   flops=2 * batches * M * N * K, **common)
+    first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v"),
+                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
+                   groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
+                   **common)
     total, local = batches * M * N, target.elementwise_local
     reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
                    ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
@@ -125,8 +127,17 @@ def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
     return -(-K // depth), depth
 
 
-def _register_matmul(node, target, spec, bindings, M, N, batches, strides, b_mode, coords, expr,
-                     flops):
+def _tiled_params(target, M, N, K, strides, b_mode, batches):
+    tiles = tiled_params(target, M, N, K, strides, b_mode, batches)
+    groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batches)
+    extra = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1),
+                 shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+    return tiles, groups, extra
+
+
+def _register_params(target, M, N, batches, strides, b_mode):
+    """templates/matmul_register.comp.j2: wide register tiles on a CPU; on a GPU (a few rows)
+    one vec4 of columns per invocation, 64 invocations a workgroup."""
     # vec4 loads of B need four consecutive, 16-byte aligned columns.
     vec = 4 if (b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
                 all(strides[s] % 4 == 0 for s in ("SB_K", "SB_B0", "SB_B1"))) else 1
@@ -136,13 +147,8 @@ def _register_matmul(node, target, spec, bindings, M, N, batches, strides, b_mod
     lx = target.cpu_lanes if cpu else 64
     cols = -(-N // vec)
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
-    if max(groups) > 65535:
-        raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
-                           "Vulkan's guaranteed 65535 per axis.")
-    params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode, coords=coords,
-                  n_epilogue=len(bindings) - 3, epilogue_expr=expr)
-    return Kernel("matmul_register", params, spec, bindings, writes=[2], groups=groups,
-                  local_size=(lx, 1, 1), nodes=node.sources, flops=flops)
+    params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode)
+    return "matmul_register", params, groups, dict(local_size=(lx, 1, 1))
 
 
 @register("Gemm")

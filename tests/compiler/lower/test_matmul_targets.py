@@ -18,7 +18,8 @@ TARGETS = ["generic", "nvidia", "lavapipe", "mobile",
            replace(PROFILES["nvidia"], name="nvidia-full-tiles", min_workgroups=1),
            replace(PROFILES["nvidia"], name="nvidia-8x8", tile_n=128, reg_n=8, min_workgroups=1),
            # Demands more workgroups than any test shape has tiles: every GPU matmul splits K.
-           replace(PROFILES["generic"], name="generic-split-k", min_workgroups=100000)]
+           replace(PROFILES["generic"], name="generic-split-k", min_workgroups=100000),
+           replace(PROFILES["nvidia"], name="nvidia-split-k", min_workgroups=100000)]
 
 # (M, N, K, transA, transB): aligned tiles, ragged edges, K not a multiple of 4, skinny rows.
 SHAPES = [(128, 128, 64, 0, 0), (130, 68, 36, 0, 0), (65, 33, 17, 0, 0), (64, 128, 32, 1, 0),
