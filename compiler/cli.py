@@ -88,9 +88,14 @@ DeviceOpt = typer.Option(None, "--device", help="Device index or name substring 
 @app.command()
 def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help="The ONNX model."),
             output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
-            input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt):
+            input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt,
+            tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
+                                            "device first (implies --target host): slower compile, faster kernels.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
+    if tune_first:
+        tune(model, input_shape=input_shape, target="host", device=None, repeat=5)
+        target = "host"
     data = _compile(model, input_shape, target)
     output.write_bytes(data)
     from bundles import read_bundle
@@ -99,6 +104,25 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: "
                   f"{len(m['dispatches'])} dispatches, {len(m['modules'])} SPIR-V modules, "
                   f"arena {_mib(m['memory']['arena_bytes'])}, weights {_mib(m['memory']['weights_bytes'])}")
+
+
+@app.command()
+def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
+         input_shape: Optional[List[str]] = ShapeOpt,
+         target: str = typer.Option("host", "--target", help="The profile whose tiles are tuned."),
+         device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, help="Profiled runs per candidate.")):
+    """Time candidate tile sizes of every matmul/conv on the local device; keep the fastest in the
+    tuning cache that `--target host` compiles read."""
+    from .errors import CompileError
+    from .tune import tune as run_tuner, tuning_path
+
+    try:
+        choice = run_tuner(model, target=target, device=_device_arg(device),
+                           input_shapes=_parse_shapes(input_shape), repeat=repeat,
+                           log=lambda line: console.print(line, highlight=False))
+    except CompileError as exc:
+        _fail(str(exc))
+    console.print(f"tuned {len(choice)} matmul problems; stored in {tuning_path()}")
 
 
 @app.command()

@@ -12,13 +12,18 @@ from .frontend import load_model, to_ir
 from .lower import lower_graph, unsupported_ops
 from .memory import plan_memory
 from .passes import fold_constants, run_passes
-from .targets import get_target
+from .targets import Target, get_target
 
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
-                  target: str = "generic") -> bytes:
+                  target: "str | Target" = "generic") -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle."""
+    return compile_with_kernels(model, input_shapes=input_shapes, target=target)[0]
+
+
+def compile_with_kernels(model, *, input_shapes=None, target="generic") -> tuple[bytes, list]:
+    """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
     # Every unsupported op is reported at once, before any code generation. Ops computed only
@@ -35,4 +40,4 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     kernels = lower_graph(graph, tgt)
     plan = plan_memory(kernels, graph.inputs, graph.outputs)
     digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
-    return assemble(graph, kernels, plan, tgt, digest)
+    return assemble(graph, kernels, plan, tgt, digest), kernels

@@ -96,6 +96,18 @@ def _opsets(op: str) -> str:
     return text
 
 
+# Why a case was skipped, from the reason recorded with it.
+SKIP_KINDS = (("excluded:", "listed in exclusions.txt"),
+              ("kernels are float32", "a dtype vkc's kernels do not compute"),
+              ("data-movement kernels", "a dtype vkc's kernels do not compute"),
+              ("has type", "a sequence or optional value"),
+              ("does not support", "an op vkc does not implement"))
+
+
+def _skip_kind(detail: str) -> str:
+    return next((kind for phrase, kind in SKIP_KINDS if phrase in detail), "other")
+
+
 def _counts(results: dict, op: str) -> dict:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     for case in results["cases"].values():
@@ -142,6 +154,12 @@ def generate(results: dict | None = None) -> str:
             total[k] += v
     n = sum(total.values())
     ran = total["passed"] + total["failed"]
+    kinds: dict[str, int] = {}
+    for case in results["cases"].values():
+        if case["op"] in issue and case["status"] == "skipped":
+            kind = _skip_kind(case["detail"])
+            kinds[kind] = kinds.get(kind, 0) + 1
+    other_dtype = kinds.get("a dtype vkc's kernels do not compute", 0)
     lines += [
         "",
         "## The CNN-zoo and end-to-end ops",
@@ -149,7 +167,10 @@ def generate(results: dict | None = None) -> str:
         f"Over the single-node cases of {', '.join(issue)}:",
         "",
         f"- {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped of {n}",
+        "- skipped: " + ", ".join(f"{v} for {k}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])),
         f"- passed / all cases: {100 * total['passed'] / max(n, 1):.1f}%",
+        f"- passed / cases without a dtype vkc does not compute: "
+        f"{100 * total['passed'] / max(n - other_dtype, 1):.1f}%",
         f"- passed / cases run (not skipped): {100 * total['passed'] / max(ran, 1):.1f}%",
         "",
     ]

@@ -32,6 +32,15 @@ class Target:
     cpu_rows: int = 8
     cpu_cols: int = 2
     cpu_lanes: int = 16
+    # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
+    # ...)) pairs, applied to matmuls of that problem (see compiler/tune.py).
+    tuned: tuple = ()
+
+    def for_problem(self, key: str) -> "Target":
+        for problem, fields in self.tuned:
+            if problem == key:
+                return replace(self, **dict(fields))
+        return self
 
 
 TARGETS = {
@@ -56,7 +65,8 @@ def get_target(name: "str | Target") -> Target:
 
 
 def host_target() -> Target:
-    """The local default device's limits, on top of the profile its vendor matches."""
+    """The local default device's limits, on top of the profile its vendor matches, with the
+    tile choices `vkc tune` stored for that device."""
     from runtime_min import list_devices  # only `--target host` touches a device
 
     devices = list_devices()
@@ -66,7 +76,10 @@ def host_target() -> Target:
     name = dev.name.lower()
     base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
         else TARGETS["generic"]
+    from .tune import load_tuning
+
     return replace(base, name=f"host:{dev.name}",
                    max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory_bytes),
                    max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
-                   subgroup_size=dev.subgroup_size or base.subgroup_size)
+                   subgroup_size=dev.subgroup_size or base.subgroup_size,
+                   tuned=load_tuning(dev.name))

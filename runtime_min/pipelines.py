@@ -33,9 +33,9 @@ def specialization_data(entries: list) -> bytes:
 
 def cache_file(info, cache_dir=None, pipeline_cache=True):
     """Where this device's pipeline cache lives, or None when caching is off."""
-    if pipeline_cache is False or pipeline_cache is None or str(pipeline_cache).lower() == "off":
+    if pipeline_cache is False or str(pipeline_cache).lower() == "off":
         return None
-    if pipeline_cache is not True:
+    if pipeline_cache not in (True, None):
         return Path(pipeline_cache)  # an explicit file
     base = cache_dir if cache_dir is not None else os.environ.get("VKC_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkc")

@@ -79,6 +79,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec)
     batches = batch0 * batch1
+    problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
+    target = target.for_problem(problem)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if target.matmul == "register" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
@@ -93,7 +95,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
     params.update(coords=coords, split_k=split > 1)
-    common = dict(nodes=node.sources, writes=[2], **extra)
+    common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
@@ -112,7 +114,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                           epilogue_expr=expr),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
                     groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                    flops=total * (split + ep_ops))
+                    flops=total * (split + ep_ops), problem=problem)
     return [first, second]
 
 

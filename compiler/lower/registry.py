@@ -35,6 +35,7 @@ class Kernel:
     nodes: list[str] = field(default_factory=list)
     flops: int = 0
     shared_memory_bytes: int = 0
+    problem: str = ""                 # the matmul problem `vkc tune` keys its choices by
 
 
 Rule = Callable[[Node, "object"], list[Kernel]]

@@ -1,5 +1,4 @@
 """Deployment: device choice, loading, the pipeline cache, profiling, safety, concurrency, IO, soak."""
-import copy
 import dataclasses
 import os
 import struct

@@ -55,3 +55,9 @@ def test_pad_integer(mode, dtype):
 def test_tile(shape, repeats):
     model = single_op_model("Tile", {"x": shape}, initializers={"r": np.array(repeats, np.int64)})
     check_against_onnxruntime(model)
+
+
+def test_pad_opset10_attributes():
+    attrs = {"mode": "reflect", "pads": [0, 0, 1, 2, 0, 0, 2, 1]}
+    model = at_opset(single_op_model("Pad", {"x": [1, 2, 3, 4]}, attrs), 10)
+    check_against_onnxruntime(model)

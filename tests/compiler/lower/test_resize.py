@@ -109,3 +109,16 @@ def test_upsample(mode):
     model = at_opset(single_op_model("Upsample", {"x": [1, 3, 5, 4]}, {"mode": mode},
                                      initializers={"scales": np.array([1, 1, 2, 3], np.float32)}), 9)
     check_against_onnxruntime(model)
+
+
+def test_resize_opset10():
+    """Resize-10: asymmetric coordinates, scales only."""
+    model = at_opset(single_op_model("Resize", {"x": [1, 2, 3, 4]}, {"mode": "nearest"},
+                                     initializers={"scales": np.array([1, 1, 2, 1.5], np.float32)}), 10)
+    check_against_onnxruntime(model)
+
+
+def test_upsample_opset7_attribute():
+    attrs = {"mode": "nearest", "scales": [1.0, 1.0, 2.0, 2.0]}
+    model = at_opset(single_op_model("Upsample", {"x": [1, 2, 3, 3]}, attrs), 7)
+    check_against_onnxruntime(model)

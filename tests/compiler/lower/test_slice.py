@@ -69,3 +69,15 @@ def test_split_num_outputs_uneven():
                             outputs=["a", "b", "c"])
     model = at_opset(model, 18)
     check_against_onnxruntime(model)
+
+
+def test_slice_opset9_attributes():
+    model = at_opset(single_op_model("Slice", {"x": [4, 6, 8]}, {"starts": [1, -4], "ends": [3, 1000],
+                                                                 "axes": [0, 2]}), 9)
+    check_against_onnxruntime(model)
+
+
+def test_split_opset11_attribute():
+    model = at_opset(single_op_model("Split", {"x": [2, 9]}, {"axis": 1, "split": [4, 5]},
+                                     outputs=["a", "b"]), 11)
+    check_against_onnxruntime(model)
