@@ -45,8 +45,10 @@ _DTYPE_PHRASES = ("vkc's kernels are float32", "data-movement kernels handle 32-
 
 def _schema_signature(op: str, domain: str, opset: int):
     s = onnx.defs.get_schema(op, max_inclusive_version=opset, domain=domain)
-    attrs = sorted((a.name, a.type, a.default_value.SerializeToString()) for a in s.attributes.values())
-    return s.doc, attrs, [(i.name, i.option) for i in s.inputs], [(o.name, o.option) for o in s.outputs]
+    attrs = sorted((a.name, a.type, a.default_value.SerializeToString())
+                   for a in s.attributes.values())
+    return (s.doc, attrs, [(i.name, i.option) for i in s.inputs],
+            [(o.name, o.option) for o in s.outputs])
 
 
 def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -96,7 +98,8 @@ def freeze_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx
     kept = [i for i in model.graph.input if i.name not in values]
     del model.graph.input[:]
     model.graph.input.extend(kept)
-    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in values.items())
+    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n)
+                                   for n, v in values.items())
     return model
 
 

@@ -182,3 +182,10 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "vkb fuzz (tests/bundles/test_fuzz.py)")
         for line in _FUZZ_REPORT:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def c_checker(tmp_path_factory):
+    """(path of the built bundles/vkb_check, a label of how it was built)."""
+    import c_reader
+    return c_reader.build(tmp_path_factory.mktemp("vkb_check"))

@@ -35,7 +35,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -47,15 +46,14 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import c_reader
 from bundles import BundleError, read_bundle, write_bundle
-from bundles.format import check_container
 
 SEED = int(os.environ.get("VKC_FUZZ_SEED", "1"))
 N = int(os.environ.get("VKC_FUZZ_N", "10000"))
 RUN_CAP = int(os.environ.get("VKC_FUZZ_RUNS", "400"))
 RUNNERS = int(os.environ.get("VKC_FUZZ_RUNNERS", "2"))      # device runs in this many child processes
 HERE = Path(__file__).resolve().parent
-BUNDLES_DIR = HERE.parents[1] / "bundles"
 
 HEADER_FIELDS = [(8, "H"), (10, "H"), (12, "I"), (16, "I"), (20, "I"), (24, "Q")]
 ENTRY_FIELDS = [(0, "I"), (4, "I"), (8, "Q"), (16, "Q"), (24, "I"), (28, "I")]
@@ -98,58 +96,6 @@ def bases():
     base = Base(data)
     page16 = Base(write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
     return [base, page16]
-
-
-# ---- the C reader ----------------------------------------------------------------------------
-
-def build_c_checker(out_dir: Path) -> tuple[Path, str]:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        pytest.skip("no C compiler (cc, gcc or clang) to build bundles/vkb_check.c")
-    source, exe = BUNDLES_DIR / "vkb_check.c", out_dir / "vkb_check"
-    strict = ["-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror"]
-    sanitized = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-    for flags, label in ((sanitized, "ASan+UBSan"), (["-O2"], "plain")):
-        proc = subprocess.run([cc, *strict, *flags, "-o", str(exe), str(source)], capture_output=True, text=True)
-        if proc.returncode == 0 and subprocess.run([str(exe), "--stream"], input=b"",
-                                                   capture_output=True).returncode == 0:
-            return exe, f"{Path(cc).name} -std=c99 {label}"
-        if label == "plain":
-            pytest.fail(f"bundles/vkb_check.c does not build with {cc}:\n{proc.stderr}")
-    raise AssertionError("unreachable")
-
-
-@pytest.fixture(scope="module")
-def c_checker(tmp_path_factory):
-    return build_c_checker(tmp_path_factory.mktemp("vkb_check"))
-
-
-def run_c(exe: Path, blobs: list[bytes]) -> list[str]:
-    stream = b"".join(struct.pack("<Q", len(b)) + b for b in blobs)
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0", UBSAN_OPTIONS="halt_on_error=1")
-    proc = subprocess.run([str(exe), "--stream"], input=stream, capture_output=True, timeout=120, env=env)
-    assert proc.returncode == 0, f"vkb_check failed ({proc.returncode}):\n{proc.stderr.decode()[-3000:]}"
-    lines = proc.stdout.decode("utf-8", "replace").splitlines()
-    assert len(lines) == len(blobs), (len(lines), len(blobs), proc.stderr.decode()[-2000:])
-    return lines
-
-
-def python_container_verdict(data: bytes) -> str:
-    """The Python container verdict in the C checker's line format (without the label)."""
-    try:
-        c = check_container(data)
-    except BundleError as e:
-        return f"REJECT {e.check}"
-    manifest = next(s for s in c.sections if s.kind == 1)
-    modules = ",".join(f"{s.offset}+{s.size}" for s in c.sections if s.kind == 2)
-    weights = next((s for s in c.sections if s.kind == 3), None)
-    w = f"{weights.offset}+{weights.size}" if weights is not None and weights.size else "0+0"
-    return f"ACCEPT manifest={manifest.offset}+{manifest.size} modules={modules} weights={w}"
-
-
-def c_verdict(line: str) -> str:
-    word, _label, rest = line.split(" ", 2)
-    return f"REJECT {rest.split(':', 1)[0]}" if word == "REJECT" else f"ACCEPT {rest}"
 
 
 # ---- mutations -------------------------------------------------------------------------------
@@ -388,9 +334,9 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
 
     def flush():
         nonlocal agreed
-        lines = run_c(exe, [data for _, data, _ in batch])
+        lines = c_reader.run(exe, [data for _, data, _ in batch])
         for (i, data, py), line in zip(batch, lines):
-            if c_verdict(line) == py:
+            if c_reader.c_verdict(line) == py:
                 agreed += 1
             else:
                 disagreements.append(f"mutation {i}: python {py!r} vs C {line[:300]!r}")
@@ -416,7 +362,7 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
             if view not in to_run:
                 to_run[view] = {"id": i, "family": family, "data": data, "identical": view == original_view}
             bundle.close()
-        batch.append((i, data, python_container_verdict(data)))
+        batch.append((i, data, c_reader.python_verdict(data)))
         if len(batch) == 1000:
             flush()
     if batch:
@@ -516,7 +462,7 @@ def test_c_reader_on_valid_bundles(bases, c_checker, tmp_path):
         path = tmp_path / f"w{base.weights_alignment}.vkb"
         path.write_bytes(base.data)
         line = subprocess.run([str(exe), str(path)], capture_output=True, text=True, check=True).stdout.strip()
-        assert c_verdict(line) == python_container_verdict(base.data), line
+        assert c_reader.c_verdict(line) == c_reader.python_verdict(base.data), line
         assert base.weights_range[0] % base.weights_alignment == 0
 
 
@@ -524,10 +470,10 @@ def test_c_reader_refuses_newer_major(bases, c_checker):
     exe, _ = c_checker
     buf = bytearray(bases[0].data)
     struct.pack_into("<HH", buf, 8, 2, 3)
-    line = run_c(exe, [seal(buf, bases[0])])[0]
+    line = c_reader.run(exe, [seal(buf, bases[0])])[0]
     assert line.startswith("REJECT 0 version: the bundle is format version 2.3 but this reader supports 1.0"), line
     with pytest.raises(BundleError, match="format version 2.3 but this reader supports 1.0"):
         read_bundle(seal(buf, bases[0]))
     struct.pack_into("<HH", buf, 8, 1, 7)  # a newer minor of the same major loads
-    assert run_c(exe, [seal(buf, bases[0])])[0].startswith("ACCEPT")
+    assert c_reader.run(exe, [seal(buf, bases[0])])[0].startswith("ACCEPT")
     assert read_bundle(seal(buf, bases[0])).version == (1, 7)

@@ -111,6 +111,18 @@ CASES = [
     ("dispatches.0.flops", -1, "dispatches[0].flops = -1 must be in 0..="),
     ("dispatches.0.bytes", 1.5, "dispatches[0].bytes = 1.5 must be an integer"),
     ("dispatches.1.flops", None, "dispatches[1].flops = None must be an integer"),
+    # requirements may not understate what the modules and dispatches use
+    ("requirements.max_workgroup_invocations", 32,
+     "modules[0].local_size = [64, 1, 1] has 64 invocations but requirements.max_workgroup_invocations = 32"),
+    ("requirements.max_workgroup_size", [64, 1, 1], None),  # the sample's own value: passes
+    ("requirements.max_workgroup_size", [32, 1, 1],
+     "modules[0].local_size = [64, 1, 1] exceeds requirements.max_workgroup_size = [32, 1, 1] on axis x"),
+    ("modules.1.local_size", [16, 2, 1],
+     "modules[1].local_size = [16, 2, 1] exceeds requirements.max_workgroup_size = [64, 1, 1] on axis y"),
+    ("requirements.max_shared_memory_bytes", 1023,
+     "modules[1].shared_memory_bytes = 1024 exceeds requirements.max_shared_memory_bytes = 1023"),
+    ("requirements.max_storage_buffer_range", 8191,
+     "dispatches[0].bindings[1] = 1 binds tensor 1 of 8192 bytes but requirements.max_storage_buffer_range = 8191"),
 ]
 
 
@@ -121,6 +133,9 @@ def test_sample_is_valid(manifest):
 @pytest.mark.parametrize("path, value, fragment", CASES, ids=[f"{p}={v!r}"[:60] for p, v, _ in CASES])
 def test_rule(manifest, path, value, fragment):
     set_path(manifest, path, value)
+    if fragment is None:
+        check(manifest)
+        return
     with pytest.raises(BundleError) as info:
         check(manifest)
     assert info.value.check == "manifest"

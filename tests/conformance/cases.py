@@ -44,18 +44,10 @@ def all_cases() -> dict:
         return {c.name: c for c in collect_testcases(None)}
 
 
-def case_ops(case) -> list[str]:
-    return sorted({n.op_type for n in case.model.graph.node})
-
-
 def single_op(case) -> str | None:
     """The op of a one-node case (None for multi-node and function-expanded cases)."""
     nodes = case.model.graph.node
     return nodes[0].op_type if len(nodes) == 1 else None
-
-
-def case_opset(case) -> int:
-    return max([i.version for i in case.model.opset_import if i.domain in ("", "ai.onnx")] or [0])
 
 
 def claimed(case) -> bool:
