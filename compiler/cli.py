@@ -1,4 +1,4 @@
-"""The `vkc` command line: compile, check, inspect, run, bench, verify, devices."""
+"""The `vkc` command line: compile, check, inspect, run, bench, verify, devices, package."""
 from __future__ import annotations
 
 import json
@@ -172,21 +172,19 @@ def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 
 @app.command()
 def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
-            as_json: bool = typer.Option(False, "--json", help="Print the manifest as JSON.")):
+            as_json: bool = typer.Option(False, "--json", help="Print the manifest and computed facts (sections, "
+                                         "checksums verified, device requirements) as JSON.")):
     """Show a bundle's inputs, outputs, kernels, schedule and memory plan."""
     from bundles import BundleError, read_bundle
 
+    if as_json:
+        _inspect_json(bundle)
+        return
     try:
         b = read_bundle(bundle)
     except BundleError as exc:
         _fail(str(exc))
     m = b.manifest
-    if as_json:
-        facts = {"file_bytes": bundle.stat().st_size, "version": list(b.version), "checksums_verified": True,
-                 "sections": [{"kind": s.kind.name, "offset": s.offset, "size": s.size,
-                               "alignment": s.alignment} for s in b.sections]}
-        print(json.dumps({"manifest": m, "facts": facts}, indent=1))
-        return
     t = m["tensors"]
     console.print(f"[bold]{bundle}[/]: model '{m['model']['name']}' opset {m['model']['opset']}, "
                   f"target {m['target']['name']}, format {b.version[0]}.{b.version[1]}")
@@ -220,6 +218,72 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                   f"{mem['lower_bound_bytes']:,} (arena / lower bound = "
                   f"{mem['arena_bytes'] / max(mem['lower_bound_bytes'], 1):.3f}); "
                   f"weights {mem['weights_bytes']:,}")
+
+
+def _inspect_json(path: Path) -> None:
+    """`inspect --json`: {"manifest": ..., "facts": ...}, or {"error": {"check", "detail"}} and exit 1."""
+    from bundles import BundleError, read_bundle
+    from bundles.spirv import CAPABILITIES, Module, device_requirements
+
+    try:
+        b = read_bundle(path)
+    except BundleError as exc:
+        print(json.dumps({"error": {"check": exc.check, "detail": exc.detail}}, indent=1))
+        raise typer.Exit(1)
+    with b:
+        weights = next((s for s in b.sections if s.kind.name == "WEIGHTS"), None)
+        modules = [Module(code) for code in b.spirv]
+        size = path.stat().st_size
+        facts = {
+            "file_bytes": size, "format_version": f"{b.version[0]}.{b.version[1]}", "flags": b.flags,
+            # read_bundle verified the header checksum and every section's CRC-32 (or it would have failed)
+            "checksums_verified": True,
+            "sections": [{"index": s.index, "kind": s.kind.name, "offset": s.offset, "size": s.size, "end": s.end,
+                          "alignment": s.alignment, "checksum": f"0x{s.checksum:08x}", "checksum_ok": True}
+                         for s in b.sections],
+            "padding_bytes": size - 32 - 32 * len(b.sections) - sum(s.size for s in b.sections),
+            "spirv": [{"module": i, "bytes": len(code), "version": f"{mod.version[0]}.{mod.version[1]}",
+                       "capabilities": [CAPABILITIES.get(c, (str(c),))[0] for c in sorted(set(mod.capabilities))]} for i, (code, mod) in enumerate(zip(b.spirv, modules))],
+            "weights": {"offset": weights.offset if weights else 0, "bytes": weights.size if weights else 0,
+                        "alignment": weights.alignment if weights else 0,
+                        "mmap_aligned_4k": bool(weights) and weights.offset % 4096 == 0,
+                        "mmap_aligned_16k": bool(weights) and weights.offset % 16384 == 0},
+            "requirements": device_requirements(b),
+        }
+        print(json.dumps({"manifest": b.manifest, "facts": facts}, indent=1))
+
+
+@app.command()
+def package(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="The .vkb bundle."),
+            android: Path = typer.Option(..., "--android", help="The Android project (the folder with app/) "
+                                         "or its app module."),
+            page_size: Optional[int] = typer.Option(None, "--page-size", help="Align the weights to 4096 or "
+                                                    "16384 bytes (16384 for 16 KiB-page devices); default: as compiled."),
+            name: Optional[str] = typer.Option(None, "--name", help="Asset file name (default: the bundle's)."),
+            no_gradle_edit: bool = typer.Option(False, "--no-gradle-edit",
+                                                help="Print the Gradle setting instead of adding it.")):
+    """Ship a bundle in an Android app: uncompressed asset + device requirements JSON + Gradle noCompress."""
+    from bundles import BundleError
+    from bundles.android import PackageError, package_android
+
+    try:
+        r = package_android(bundle, android, page_size=page_size, name=name, edit_gradle=not no_gradle_edit)
+    except (BundleError, PackageError, OSError) as exc:
+        _fail(str(exc))
+    relaid = f", weights re-laid on {r.weights_alignment}-byte boundaries" if r.relaid else ""
+    console.print(f"wrote {r.asset} ({_mib(r.bundle_bytes)}{relaid})", highlight=False)
+    console.print(f"wrote {r.requirements} (Vulkan {r.device['vulkan_api']}, "
+                  f"{len(r.device['extensions'])} extensions, {len(r.device['features'])} features)", highlight=False)
+    g = r.gradle
+    if g.action == "added":
+        console.print(f"added to {g.file}:\n{g.added.rstrip()}", highlight=False, markup=False)
+    elif g.action == "already":
+        console.print(f"{g.file} already stores .vkb assets uncompressed (noCompress)", highlight=False)
+    else:
+        where = g.file or (r.module / "build.gradle.kts")
+        console.print(f"[yellow]did not edit {where}[/]: {g.reason}. Add this to it so the bundle stays "
+                      "uncompressed (mmap-able) in the APK:", highlight=False)
+        console.print(g.snippet.rstrip(), highlight=False, markup=False)
 
 
 @app.command()

@@ -143,21 +143,43 @@ def test_path_load_does_not_copy_weights(spv, tmp_path):
         assert peak < 4 << 20, f"loading {type(source).__name__} allocated {peak} bytes of Python objects"
 
 
-def test_load_close_cycles_do_not_grow(bundle):
-    feeds = random_inputs(2)
-    holder = load(bundle)  # keeps the shared device, as an application with one long-lived model would
-    try:
-        def cycle():
-            with load(bundle) as m:
-                check(m.run(feeds), feeds)
-        for _ in range(20):
-            cycle()
-        before = (runtime_min.resources(), rss_bytes(), open_fds(), threading.active_count())
-        for _ in range(200):
-            cycle()
-        after = (runtime_min.resources(), rss_bytes(), open_fds(), threading.active_count())
-    finally:
-        holder.close()
+CYCLES = PRELUDE + """
+import json, os, threading, runtime_min
+from runtime_min import load
+from shaders import expected, random_inputs
+import numpy as np
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+bundle = open("m.vkb", "rb").read()
+feeds = random_inputs(2)
+holder = load(bundle)  # keeps the shared device, as an application with one long-lived model would
+def cycle():
+    with load(bundle) as m:
+        out, want = m.run(feeds), expected(feeds)
+        assert all(np.array_equal(out[k], want[k]) for k in want)
+for _ in range(20):
+    cycle()
+before = (runtime_min.resources(), rss(), len(os.listdir("/proc/self/fd")), threading.active_count())
+for _ in range(200):
+    cycle()
+after = (runtime_min.resources(), rss(), len(os.listdir("/proc/self/fd")), threading.active_count())
+holder.close()
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_load_close_cycles_do_not_grow(bundle, tmp_path):
+    """200 load/run/close cycles in a process of their own: no Vulkan object, file descriptor,
+    thread or memory growth."""
+    import json
+    import subprocess
+    (tmp_path / "m.vkb").write_bytes(bundle)
+    proc = subprocess.run([sys.executable, "-c", CYCLES], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    before, after = r["before"], r["after"]
     assert after[0] == before[0]
     assert after[1] - before[1] < 2 << 20, f"RSS grew by {(after[1] - before[1]) >> 10} KiB over 200 cycles"
     assert after[2:] == before[2:]
@@ -580,27 +602,44 @@ def test_inputs_accept_array_likes_but_never_cast(bundle):
 
 # ---- 8. soak -----------------------------------------------------------------------------------
 
-def test_soak_10000_runs():
-    """10,000 runs of a small compiled MLP: flat RSS and device allocations, bit-identical outputs."""
-    from compiler import compile_model
-    from onnx_builders import mlp
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 64)).astype(np.float32)
-    with load(compile_model(mlp(64, 128, 10))) as m:
-        ref = m.run({"input": x})["output"].tobytes()
-        out = np.empty((1, 10), np.float32)
-        for i in range(500):  # warm up allocators
-            m.run({"input": x}, outputs={"output": out} if i % 2 else None)
-        start = (rss_bytes(), runtime_min.resources(), time.perf_counter())
-        same = 0
-        for i in range(10000):
-            if i % 2:
-                same += m.run({"input": x}, outputs={"output": out})["output"].tobytes() == ref
-            else:
-                same += m.run({"input": x})["output"].tobytes() == ref
-        end = (rss_bytes(), runtime_min.resources(), time.perf_counter())
-    print(f"soak: 10000 runs in {end[2] - start[2]:.1f} s, RSS {start[0] >> 10} -> {end[0] >> 10} KiB, "
-          f"resources {start[1]} -> {end[1]}, identical {same}")
-    assert same == 10000
-    assert end[1] == start[1]
-    assert end[0] - start[0] < 1 << 20, f"RSS grew by {(end[0] - start[0]) >> 10} KiB"
+SOAK = PRELUDE + f"sys.path.insert(0, {str(HERE.parent)!r})\n" + """
+import json, os, time, numpy as np, runtime_min
+from compiler import compile_model
+from onnx_builders import mlp
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+with runtime_min.load(compile_model(mlp(64, 128, 10))) as m:
+    ref = m.run({"input": x})["output"].tobytes()
+    out = np.empty((1, 10), np.float32)
+    for i in range(500):  # warm up allocators
+        m.run({"input": x}, outputs={"output": out} if i % 2 else None)
+    start = (rss(), runtime_min.resources(), time.perf_counter())
+    same = 0
+    for i in range(10000):
+        if i % 2:
+            same += m.run({"input": x}, outputs={"output": out})["output"].tobytes() == ref
+        else:
+            same += m.run({"input": x})["output"].tobytes() == ref
+    end = (rss(), runtime_min.resources(), time.perf_counter())
+print(json.dumps({"same": same, "rss": [start[0], end[0]], "resources": [start[1], end[1]],
+                  "seconds": end[2] - start[2]}))
+"""
+
+
+def test_soak_10000_runs(tmp_path):
+    """10,000 runs of a small compiled MLP: flat RSS and device allocations, bit-identical outputs.
+    In a process of its own, so the rest of the suite's memory churn cannot blur the figure."""
+    import json
+    import subprocess
+    proc = subprocess.run([sys.executable, "-c", SOAK], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    (rss0, rss1), (res0, res1) = r["rss"], r["resources"]
+    print(f"soak: 10000 runs in {r['seconds']:.1f} s, RSS {rss0 >> 10} -> {rss1 >> 10} KiB, "
+          f"resources {res0} -> {res1}, identical {r['same']}")
+    assert r["same"] == 10000
+    assert res1 == res0
+    assert rss1 - rss0 < 1 << 20, f"RSS grew by {(rss1 - rss0) >> 10} KiB"
