@@ -453,12 +453,14 @@ def devices():
     except VkcRuntimeError as exc:
         _fail(str(exc))
     table = Table(title="Vulkan devices")
-    for col in ("#", "name", "type", "Vulkan", "shared", "invocations", "subgroup", "max binding", "extensions"):
+    for col in ("#", "name", "type", "Vulkan", "shared", "invocations", "subgroup", "max binding",
+                "features", "extensions"):
         table.add_column(col)
     for d in found:
         table.add_row(str(d.index), d.name, d.type, ".".join(map(str, d.api_version)),
                       f"{d.max_shared_memory_bytes // 1024} KiB", str(d.max_workgroup_invocations),
-                      str(d.subgroup_size), _mib(d.max_storage_buffer_range), ", ".join(d.extensions))
+                      str(d.subgroup_size), _mib(d.max_storage_buffer_range), ", ".join(d.features),
+                      ", ".join(d.extensions))
     console.print(table)
 
 
