@@ -40,6 +40,13 @@ def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[K
                    nodes=node.sources)]
 
 
+@register("vkc.Copy")
+def lower_copy(node, target):
+    """A graph output that is a constant or an input, in a dtype elementwise kernels don't take."""
+    x, out = node.inputs[0], node.outputs[0]
+    return strided_copy(node, target, x, out, contiguous_strides(x.shape))
+
+
 @register("Transpose")
 def lower_transpose(node, target):
     x, out = node.inputs[0], node.outputs[0]

@@ -25,7 +25,7 @@ def fold_constants(graph: Graph) -> Graph:
         if node.op_type in ("Shape", "Size") and present[0].shape is not None:
             data = np.array(present[0].shape, dtype=np.int64)
             start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
-            out = np.array(data.size if node.op_type == "Size" else data[start:end], dtype=np.int64)
+            out = np.array(np.prod(data) if node.op_type == "Size" else data[start:end], dtype=np.int64)
             _set_constant(node.outputs[0], out)
             continue
         if node.op_type not in NONDETERMINISTIC and node.domain in ("", "ai.onnx") \

@@ -2,6 +2,8 @@
 or a view of either is materialized by an identity copy."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Graph, Node, Value
 
 
@@ -12,8 +14,14 @@ def materialize_outputs(graph: Graph) -> Graph:
         if not (root.is_constant or id(root) in inputs):
             continue
         fresh = Value(out.name, out.dtype, out.shape)
-        graph.nodes.append(Node("vkc.Elementwise", f"{out.name}/vkc_copy", [out], [fresh],
-                                {"expr": ("in", 0)}, sources=[f"copy to output {out.name}"]))
+        # float32 copies are elementwise kernels (and fuse like them); other dtypes (a Shape
+        # output is int64) are copied word by word.
+        if np.dtype(out.dtype) == np.float32:
+            op, attrs = "vkc.Elementwise", {"expr": ("in", 0)}
+        else:
+            op, attrs = "vkc.Copy", {}
+        graph.nodes.append(Node(op, f"{out.name}/vkc_copy", [out], [fresh], attrs,
+                                sources=[f"copy to output {out.name}"]))
         graph.outputs[i] = fresh
     graph.relink()
     return graph

@@ -1,7 +1,8 @@
 """Fuzz the .vkb readers with mutations of a real compiled bundle (Gemm + Relu + Softmax).
 
 Seeded and reproducible: VKC_FUZZ_SEED (default 1), VKC_FUZZ_N mutations (default 10,000),
-VKC_FUZZ_RUNS distinct accepted bundles run on the device at most (default 200).
+VKC_FUZZ_RUNS distinct accepted bundles run on the device at most (default 400, more than the
+default seed needs), in VKC_FUZZ_RUNNERS child processes (default 2).
 
 Every mutation must
 1. make the Python reader (`read_bundle`) raise BundleError or return a bundle: no other exception;
@@ -9,15 +10,16 @@ Every mutation must
    AddressSanitizer + UBSan where available) as from the Python container checks
    (`check_container`): both accept, or both reject naming the same check; when both accept, the
    C reader hands out the same manifest, module and weights ranges;
-3. when accepted, run correctly: loaded by runtime_min with the validation layer on and run once,
+3. when accepted, run correctly: loaded by runtime_min (its defaults: robustBufferAccess on; a
+   private pipeline cache) with the validation layer on and run once, in a child process,
    it raises nothing and the layer reports nothing; and if the mutation left everything the
    runtime computes with unchanged (`runtime_view` below: only informational fields, JSON
    formatting, table order, flags, reserved bits, minor version or weights alignment changed) the
    outputs are bit-identical to the unmutated bundle's. Other accepted bundles (a weight changed and
    re-sealed, a specialization constant or a dispatch's groups set to another valid value) are
    different valid models: they must run cleanly, their outputs may differ. The one allowed refusal
-   is the runtime's device check (VkcRuntimeError "... can run this bundle: device ... lacks: ..."), for a valid
-   bundle that asks more of the device than it has (e.g. max_storage_buffer_range = 2^40); it is
+   is the runtime's device check (VkcRuntimeError "... can run this bundle: device ... lacks: ..."),
+   for a valid bundle that asks more of the device than it has (e.g. a 4 GiB arena); it is
    counted apart. Accepted bundles with the same runtime_view are run once (the runtime sees the
    same input, so it does the same thing).
 
@@ -425,8 +427,8 @@ def by_id(jobs, i):
 def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[tuple] | None]:
     """Run fuzz_runner.py once per spec, concurrently; returns (results, (job id in flight, exit
     status, stderr) for each runner that crashed or hung, or None)."""
-    env = dict(os.environ)
-    env.pop("VKC_VALIDATION", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("VKC_VALIDATION", "VKC_ROBUST", "VKC_DEVICE")}
+    env["VKC_CACHE_DIR"] = str(specs[0].parent / "cache")  # the runtime's defaults, and a private pipeline cache
     procs = [subprocess.Popen([sys.executable, str(HERE / "fuzz_runner.py"), str(spec)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for spec in specs]
     deadline = time.monotonic() + timeout
