@@ -27,7 +27,9 @@ CANDIDATES = {
 
 
 def tuning_path() -> Path:
-    base = os.environ.get("VKC_CACHE_DIR") or os.path.join(
+    """Beside the SPIR-V cache; VKC_CACHE_DIR=off turns caching off, not tuning."""
+    configured = os.environ.get("VKC_CACHE_DIR")
+    base = configured if configured and configured != "off" else os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vkc")
     return Path(base) / "tuning.json"
 
