@@ -1,0 +1,121 @@
+"""On the GPU machine: export torchvision models (random weights) to ONNX, compile them with vkc
+there (glslc carried), check against torch, and time vkc, ncnn-Vulkan float32 (pnnx-converted)
+and torch eager and CUDA graphs, every system host to host, in one run.
+
+    python3 benchmarks/h200/models.py nvidia mobilenet_v2,resnet18,resnet50,squeezenet1_0 1
+    python3 benchmarks/h200/models.py nvidia resnet50 8,32
+"""
+import io, sys, time, statistics, json
+import numpy as np, torch, torchvision, onnx
+import compiler
+from runtime_min import load
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+target = sys.argv[1] if len(sys.argv) > 1 else 'nvidia'
+names = sys.argv[2].split(',') if len(sys.argv) > 2 else ['mobilenet_v2', 'resnet18', 'resnet50', 'squeezenet1_0']
+batches = [int(b) for b in sys.argv[3].split(',')] if len(sys.argv) > 3 else [1]
+
+def med(f, n=30, warm=5):
+    for _ in range(warm): f()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+def ncnn_runner(onnx_bytes, shape, workdir):
+    """ncnn with Vulkan, float32 (fp16 storage and arithmetic off), model converted by pnnx."""
+    import os, subprocess, ncnn, pnnx
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, 'm.onnx')
+    open(path, 'wb').write(onnx_bytes)
+    r = subprocess.run([pnnx.EXEC_PATH, path, 'inputshape=[%s]' % ','.join(map(str, shape))], cwd=workdir,
+                       capture_output=True, text=True, timeout=600)
+    if not os.path.exists(os.path.join(workdir, 'm.ncnn.param')):
+        raise RuntimeError('pnnx failed: ' + r.stdout[-300:] + r.stderr[-300:])
+    net = ncnn.Net()
+    net.opt.use_vulkan_compute = True
+    net.opt.use_fp16_packed = net.opt.use_fp16_storage = net.opt.use_fp16_arithmetic = False
+    net.load_param(os.path.join(workdir, 'm.ncnn.param'))
+    net.load_model(os.path.join(workdir, 'm.ncnn.bin'))
+    def run(x):
+        ex = net.create_extractor()
+        ex.input('in0', ncnn.Mat(np.ascontiguousarray(x[0])))
+        _, out = ex.extract('out0')
+        return np.array(out)
+    return run
+
+
+rows = []
+for name in names:
+    for batch in batches:
+        torch.manual_seed(0)
+        net = getattr(torchvision.models, name)(weights=None).eval()
+        x = torch.randn(batch, 3, 224, 224)
+        buf = io.BytesIO()
+        try:
+            torch.onnx.export(net, x, buf, opset_version=17, dynamo=False, input_names=['input'], output_names=['output'])
+        except TypeError:
+            torch.onnx.export(net, x, buf, opset_version=17, input_names=['input'], output_names=['output'])
+        model = onnx.load_from_string(buf.getvalue())
+        t = time.perf_counter(); bundle = compiler.compile_model(model, target=target); tc = time.perf_counter() - t
+        m = load(bundle)
+        xn = x.numpy()
+        got = m.run({'input': xn})['output']
+        netc = net.cuda()
+        with torch.no_grad():
+            ref = netc(x.cuda()).cpu().numpy()
+        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        t_vkc = statistics.median(m.bench({'input': xn}, warmup=5, repeat=30))
+        prof = None
+        if hasattr(m, 'profile'):
+            try:
+                recs = m.profile({'input': xn})
+                prof = recs
+            except Exception as e:
+                prof = repr(e)
+        m.close()
+        xin = torch.from_numpy(xn).pin_memory()
+        def eager():
+            with torch.no_grad():
+                return netc(xin.cuda(non_blocking=True)).cpu()
+        t_eager = med(eager)
+        static_in = torch.empty_like(xin, device='cuda')
+        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s), torch.no_grad():
+            for _ in range(3): netc(static_in)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g), torch.no_grad():
+            static_out = netc(static_in)
+        def graphed():
+            static_in.copy_(xin, non_blocking=True); g.replay(); return static_out.cpu()
+        t_graph = med(graphed)
+        t_ncnn, ncnn_err = float('nan'), None
+        if batch == 1:
+            try:
+                run_ncnn = ncnn_runner(buf.getvalue(), list(x.shape), f'/tmp/ncnn_{name}')
+                out = run_ncnn(xn).reshape(ref.shape)
+                ncnn_err = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+                t_ncnn = med(lambda: run_ncnn(xn), n=20, warm=3)
+            except Exception as e:
+                ncnn_err = repr(e)[:200]
+        row = dict(model=name, batch=batch, compile_s=round(tc, 2), rel_l2_vs_torch=err, vkc_ms=t_vkc * 1e3,
+                   torch_eager_ms=t_eager * 1e3, torch_graph_ms=t_graph * 1e3, ncnn_ms=t_ncnn * 1e3,
+                   ncnn_rel_l2=ncnn_err)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if isinstance(prof, list):
+            total = sum(p.seconds for p in prof)
+            by = {}
+            for p in prof:
+                k = p.kernel.split('_epilogue')[0]
+                by.setdefault(k, [0, 0, 0]); by[k][0] += p.seconds; by[k][1] += p.flops; by[k][2] += 1
+            print(f'  GPU total {total*1e3:.3f} ms over {len(prof)} dispatches', flush=True)
+            for k, (sec, fl, cnt) in sorted(by.items(), key=lambda kv: -kv[1][0])[:8]:
+                print(f'    {k:55s} x{cnt:3d} {sec*1e3:8.3f} ms {fl/max(sec,1e-12)/1e9:9.1f} GFLOP/s', flush=True)
+        elif prof:
+            print('  profile:', prof)
+print(f"{'model':16s} {'batch':>5s} {'vkc ms':>9s} {'ncnn ms':>9s} {'eager ms':>9s} {'graph ms':>9s} {'ncnn/vkc':>9s} {'eager/vkc':>9s} {'graph/vkc':>9s} {'relL2':>9s}")
+for r in rows:
+    print(f"{r['model']:16s} {r['batch']:5d} {r['vkc_ms']:9.3f} {r['ncnn_ms']:9.3f} {r['torch_eager_ms']:9.3f} {r['torch_graph_ms']:9.3f} "
+          f"{r['ncnn_ms']/r['vkc_ms']:9.2f} {r['torch_eager_ms']/r['vkc_ms']:9.2f} {r['torch_graph_ms']/r['vkc_ms']:9.2f} {r['rel_l2_vs_torch']:9.2e}")

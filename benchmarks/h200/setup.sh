@@ -1,0 +1,7 @@
+# Source on the GPU machine, in the repository root: the Vulkan loader, glslc (to compile there)
+# and the cp312 wheels it lacks, unpacked from what the developer machine downloaded (see README).
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+mkdir -p /opt/tools; for f in .gl/tools/*.deb; do dpkg -x "$f" /opt/tools; done
+python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
+export PATH=/opt/tools/usr/bin:$PATH LD_LIBRARY_PATH=/opt/tools/usr/lib/x86_64-linux-gnu
+export PYTHONPATH=/tmp/site:$PWD VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json PYTHONUNBUFFERED=1
