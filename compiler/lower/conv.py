@@ -78,12 +78,19 @@ def lower_conv(node, target):
 def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):
     expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
     total = n * cout * oh * ow
-    kh, kw = geometry[2][2], geometry[3][2]
+    sizes = dict((name, value) for name, _, value in geometry)
+    # The W-direction window is structure: each invocation keeps the input segment its TW
+    # outputs share in registers, indexed by constants.
+    row = {k: sizes[k] for k in ("KW", "STRIDE_W", "DIL_W")}
+    tw = min(4, ow)
+    seg = (tw - 1) * row["STRIDE_W"] + (row["KW"] - 1) * row["DIL_W"] + 1
     spec = [("TOTAL", "int32", total), ("C_OUT", "int32", cout), ("MULT", "int32", mult),
-            ("OH", "int32", oh), ("OW", "int32", ow), *geometry, *ep_spec]
+            ("OH", "int32", oh), ("OW", "int32", ow),
+            *[g for g in geometry if g[0] not in row], *ep_spec]
     local = target.elementwise_local
-    return Kernel("conv2d_depthwise", dict(LOCAL=local, n_epilogue=len(operands),
-                                           epilogue_expr=expr),
-                  spec, [x, w, out, *operands], writes=[2], groups=grid_1d(total, local),
+    invocations = total // ow * -(-ow // tw)
+    return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, n_epilogue=len(operands),
+                                           epilogue_expr=expr, **row),
+                  spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
-                  flops=total * (2 * kh * kw + ep_ops))
+                  flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops))
