@@ -84,7 +84,7 @@ def module_name(kernel: Kernel) -> str:
         parts += [f"{p['BM']}x{p['BN']}x{p['BK']}", f"a{p['a_load']}", f"b{p['b_load']}"]
     if kernel.template == "matmul_register":
         parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
-    if kernel.template == "pool2d":
+    if kernel.template == "pool":
         parts.append(p["mode"])
     if p.get("n_epilogue") or p.get("epilogue_expr", "acc_v") != "acc_v":
         parts.append("epilogue")
