@@ -5,20 +5,10 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .registry import Kernel, grid_1d, register
+from .registry import Kernel, constant_input, grid_1d, register
 from .transpose import element_words
 
 MODES = ("constant", "reflect", "edge", "wrap")
-
-
-def _constant(node, index: int, what: str):
-    v = node.input(index)
-    if v is None:
-        return None
-    if not v.is_constant:
-        raise CompileError(f"{node.op_type} '{node.name}': {what} come from the computation "
-                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
-    return v.data
 
 
 def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kernel]:
@@ -74,9 +64,9 @@ def lower_pad_v1(node, target):
 def lower_pad(node, target):
     x = node.inputs[0]
     rank = len(x.shape)
-    pads = [int(p) for p in _constant(node, 1, "pads")]
-    value = _constant(node, 2, "constant_value")
-    axes = _constant(node, 3, "axes")
+    pads = [int(p) for p in constant_input(node, 1, "pads")]
+    value = constant_input(node, 2, "constant_value")
+    axes = constant_input(node, 3, "axes")
     axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes.reshape(-1)]
     begins = [0] * rank
     for a, p in zip(axes, pads[:len(axes)]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, constant_input, grid_1d, register, require_float32
 from .transpose import strided_copy
 
 OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
@@ -30,13 +30,8 @@ def _merge(dims):
 def _axes(node, opset_axes_input: bool):
     if not opset_axes_input:
         return node.attrs.get("axes")
-    v = node.input(1)
-    if v is None:
-        return None
-    if not v.is_constant:
-        raise CompileError(f"{node.op_type} '{node.name}': axes come from the computation "
-                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
-    return [int(a) for a in v.data.reshape(-1)]
+    data = constant_input(node, 1, "axes")
+    return None if data is None else [int(a) for a in data.reshape(-1)]
 
 
 def _reduce(node, target, axes_as_input: bool):

@@ -85,6 +85,18 @@ def require_float32(node: Node, values) -> None:
                                "version.")
 
 
+def constant_input(node: Node, index: int, what: str) -> np.ndarray | None:
+    """The data of an input that fixes shapes (pads, starts, axes, ...), None when absent; one
+    the computation produces is an error, since every shape is known at compile time."""
+    v = node.input(index)
+    if v is None:
+        return None
+    if not v.is_constant:
+        raise CompileError(f"{node.op_type} '{node.name}': {what} come from the computation "
+                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
+    return v.data
+
+
 def grid_1d(total: int, local: int) -> tuple[int, int, int]:
     """Workgroup counts covering `total` invocations; y takes over past the 65535 x-limit."""
     groups = max(1, -(-total // local))

@@ -83,8 +83,7 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
                            "most two adjacent axes (H and W).")
     w_axis = moving[-1] if moving else rank - 1
     h_axis = moving[0] if len(moving) == 2 else None
-    first = h_axis if h_axis is not None else w_axis
-    outer, inner = prod(x.shape[:first]), prod(x.shape[w_axis + 1:])
+    inner = prod(x.shape[w_axis + 1:])
     spec = [("TOTAL", "int32", out.size), ("INNER", "int32", inner)]
     n_taps = {}
     for tag, axis in (("H", h_axis), ("W", w_axis)):
@@ -116,7 +115,7 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
 
 
 def _scales(node, scales, sizes, axes):
-    x, out = node.inputs[0], node.outputs[0]
+    x = node.inputs[0]
     rank = len(x.shape)
     axes = list(range(rank)) if axes is None else [a % rank for a in axes]
     full = [1.0] * rank

@@ -4,17 +4,12 @@ from __future__ import annotations
 from ..errors import CompileError
 from ..shapes import contiguous_strides
 from .transpose import strided_copy
-from .registry import register
+from .registry import constant_input, register
 
 
 def _constant_ints(node, index: int, what: str):
-    v = node.input(index)
-    if v is None:
-        return None
-    if not v.is_constant:
-        raise CompileError(f"{node.op_type} '{node.name}': {what} come from the computation "
-                           f"('{v.name}'); vkc needs them constant to know shapes at compile time.")
-    return [int(i) for i in v.data.reshape(-1)]
+    data = constant_input(node, index, what)
+    return None if data is None else [int(i) for i in data.reshape(-1)]
 
 
 def _slice(node, target, starts, ends, axes, steps):
