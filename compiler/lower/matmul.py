@@ -43,6 +43,9 @@ def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
     bk = target.tile_k
     wg_m, wg_n = tile_m // tm, tile_n // tn
     bm, bn, threads = wg_m * tm, wg_n * tn, wg_m * wg_n
+    if (bm * bk) % threads or (bn * bk) % threads:
+        raise CompileError(f"target '{target.name}': a {bm}x{bn}x{bk} tile cannot be shared evenly "
+                           f"by {threads} invocations; choose tile and register sizes that divide.")
     a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
     vec_ok = lambda extent: (extent * bk // 4) % threads == 0  # noqa: E731 - whole vec4s per thread
     if _vec4_load(strides, "SA_K", "SA_M", K, a_batch) and vec_ok(bm):
