@@ -4,9 +4,10 @@ from .epilogue import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .outputs import materialize_outputs, remove_dead_nodes
+from .split_large_weights import split_large_weights
 from .views import make_views
 
-PIPELINE = [make_views, fold_batchnorm, to_elementwise, remove_dead_nodes,
+PIPELINE = [make_views, fold_batchnorm, split_large_weights, to_elementwise, remove_dead_nodes,
             fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
 
 

@@ -1,0 +1,48 @@
+"""Weights over 128 MiB (VGG's and AlexNet's first classifier layers) cannot be bound in one
+descriptor on every device: Vulkan only guarantees maxStorageBufferRange >= 2^27 bytes. A Gemm or
+MatMul with such a constant B becomes one product per column block of B, concatenated."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+
+MAX_BINDING_BYTES = 1 << 27
+
+
+def split_large_weights(graph: Graph) -> Graph:
+    for node in list(graph.nodes):
+        if node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
+            continue
+        b = node.inputs[1]
+        if b is None or not b.is_constant or b.nbytes <= MAX_BINDING_BYTES or len(b.shape) != 2:
+            continue
+        out = node.outputs[0]
+        n_axis = 0 if node.op_type == "Gemm" and node.attrs.get("transB", 0) else 1
+        n = b.shape[n_axis]
+        blocks = -(-b.nbytes // MAX_BINDING_BYTES) + 1  # a margin for alignment padding
+        step = -(-n // blocks)
+        parts, pieces = [], []
+        for i, start in enumerate(range(0, n, step)):
+            stop = min(n, start + step)
+            weight = np.take(b.data, np.arange(start, stop), axis=n_axis)
+            inputs = [node.inputs[0], _constant(f"{b.name}/cols{start}", weight)]
+            c = node.input(2)
+            if c is not None:  # Gemm's C: sliced where it varies along N, else shared
+                varies = c.shape and c.shape[-1] == n and n > 1
+                inputs.append(_constant(f"{c.name}/cols{start}", c.data[..., start:stop]) if varies else c)
+            piece = Value(f"{out.name}/cols{start}", out.dtype, tuple(out.shape[:-1]) + (stop - start,))
+            parts.append(Node(node.op_type, f"{node.name}/cols{start}", inputs, [piece],
+                              dict(node.attrs), node.domain, list(node.sources)))
+            pieces.append(piece)
+        concat = Node("Concat", f"{node.name}/concat", pieces, [out], {"axis": len(out.shape) - 1},
+                      sources=list(node.sources))
+        at = graph.nodes.index(node)
+        graph.nodes[at:at + 1] = [*parts, concat]
+    graph.relink()
+    return graph
+
+
+def _constant(name: str, data: np.ndarray) -> Value:
+    data = np.ascontiguousarray(data)
+    return Value(name, data.dtype, tuple(data.shape), data=data)
