@@ -42,3 +42,16 @@ def test_light_model(name):
     if not os.path.exists(path):
         pytest.skip(f"{path} is not in this onnx wheel (onnx {onnx.__version__})")
     _check_model(light_model(name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2",
+                                  "shufflenet", "vgg19", "zfnet512"])
+def test_other_light_models_on_the_host_profile(name):
+    """The rest of the wheel's light models, compiled for the local device's profile (on
+    lavapipe, register tiles: several times faster than `generic` there). AlexNet, ZFNet and VGG
+    have classifier weights over 128 MiB, split into column blocks at compile time."""
+    path = light_model_path(name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not in this onnx wheel (onnx {onnx.__version__})")
+    check_against_onnxruntime(light_model(name), target="host")
