@@ -173,7 +173,8 @@ def _probe_child(spec_path: str) -> int:
     return 0
 
 
-def probe_peer(s: System, proto, feeds, reference, workdir: Path, budget: float, args) -> dict:
+def probe_peer(s: System, proto, feeds, reference, workdir: Path, budget: float, args,
+               min_runs: int = MIN_RUNS) -> dict:
     """Run the peer twice in a child process. Returns {"status": ..., "est": s/run, "rel_l2": ...}."""
     workdir.mkdir(parents=True, exist_ok=True)
     pdir = workdir / "probe"
@@ -200,8 +201,8 @@ def probe_peer(s: System, proto, feeds, reference, workdir: Path, budget: float,
                 result = {"status": f"n/a: {notes['error']}"}
             elif "run2" in notes:
                 result = {"status": "ok", "est": notes["run2"]}
-            elif "run1" in notes and now - notes["at"] > budget / MIN_RUNS:
-                result = {"status": f"skipped: over budget (a run > {budget / MIN_RUNS:.0f} s; first run "
+            elif "run1" in notes and now - notes["at"] > budget / min_runs:
+                result = {"status": f"skipped: over budget (a run > {budget / min_runs:.0f} s; first run "
                                     f"{notes['run1']:.0f} s)", "one_run_s": notes["run1"]}
             elif "prepared" in notes and "run1" not in notes and now - notes["prepared"] > budget:
                 result = {"status": f"skipped: over budget (first run > {budget:.0f} s)"}
@@ -250,8 +251,10 @@ def _release(runner) -> None:
 
 def bench_workload(key: str, label: str, proto: onnx.ModelProto, systems: list[System], args,
                    estimates: dict[str, float] | None = None, flops: int = 0, budget_s: float | None = None,
-                   repeat: int | None = None, profile: bool = False) -> dict:
+                   repeat: int | None = None, profile: bool = False, min_runs: int = MIN_RUNS,
+                   warmup: int | None = None) -> dict:
     budget = args.budget_s if budget_s is None else budget_s
+    warmup = args.warmup if warmup is None else warmup
     repeat = args.repeat if repeat is None else repeat
     row: dict = {"key": key, "label": label, "flops": flops, "systems": {}}
     feeds = random_feeds(proto, seed=args.seed)
@@ -264,18 +267,19 @@ def bench_workload(key: str, label: str, proto: onnx.ModelProto, systems: list[S
         res = row["systems"][s.name] = {"status": "ok"}
         est = (estimates or {}).get(s.name)
         if estimates is not None and est is None:
-            res["status"] = "skipped: no batch-1 figure to budget from"
+            res["status"] = "skipped: no figure at the smaller size (over budget or n/a there)"
             continue
-        if est is not None and est * MIN_RUNS > budget:
-            res["status"] = f"skipped: over budget (est. {est:.0f} s/run)"
+        if est is not None and est * min_runs > budget:
+            res["status"] = (f"skipped: over budget (est. {est:.0f} s/run)" if est < 1e8
+                             else "skipped: over budget (at a smaller size already)")
             continue
         workdir = Path(args.workdir) / key / s.name.replace(":", "_")
         if s.info.get("probe") and args.probe:
-            pr = probe_peer(s, proto, feeds, reference, workdir, budget, args)
+            pr = probe_peer(s, proto, feeds, reference, workdir, budget, args, min_runs)
             res.update({k: v for k, v in pr.items() if k != "status"})
             if pr["status"] == "ok" and not pr.get("rel_l2", 0.0) <= args.tolerance:
                 pr["status"] = f"wrong (rel L2 {pr['rel_l2']:.1e})"
-            elif pr["status"] == "ok" and pr["est"] * MIN_RUNS > budget:
+            elif pr["status"] == "ok" and pr["est"] * min_runs > budget:
                 pr["status"] = f"skipped: over budget ({pr['est']:.1f} s/run)"
                 res["one_run_s"] = pr["est"]
             if pr["status"] != "ok":
@@ -308,16 +312,22 @@ def bench_workload(key: str, label: str, proto: onnx.ModelProto, systems: list[S
             _release(runner)
             continue
         live[s.name] = {"runner": runner, "times": [], "spent": 0.0, "est": res["first_run_s"]}
+    if warmup < 1:  # no warm-up: budget from the checked run
+        for name, st in list(live.items()):
+            if st["est"] * min_runs > budget:
+                row["systems"][name]["status"] = f"skipped: over budget ({st['est']:.1f} s/run)"
+                _release(st["runner"])
+                del live[name]
 
     # warm-up (also measures the steady run time: a first run may compile pipelines)
     for name, st in list(live.items()):
-        for _ in range(args.warmup):
+        for _ in range(warmup):
             t0 = time.perf_counter()
             st["runner"](feeds)
             st["est"] = time.perf_counter() - t0
-            if st["est"] * MIN_RUNS > budget:
+            if st["est"] * min_runs > budget:
                 break
-        if st["est"] * MIN_RUNS > budget:
+        if st["est"] * min_runs > budget:
             row["systems"][name]["status"] = f"skipped: over budget ({st['est']:.1f} s/run)"
             row["systems"][name]["one_run_s"] = st["est"]
             _release(st["runner"])
@@ -332,7 +342,7 @@ def bench_workload(key: str, label: str, proto: onnx.ModelProto, systems: list[S
         for name in rot:
             st = live[name]
             n = len(st["times"])
-            if n >= repeat or (n >= MIN_RUNS and st["spent"] + st["est"] > budget):
+            if n >= repeat or (n >= min_runs and st["spent"] + st["est"] > budget):
                 continue
             runner = st["runner"]
             t0 = time.perf_counter()
@@ -533,6 +543,9 @@ def versions(systems: list[System]) -> dict:
     for s in systems:
         if not s.is_vkc and s.name != "ort":
             v[s.name] = s.info.get("version")
+    if os.environ.get("VKC_BENCH_COMMIT"):  # a snapshot of the tree without .git
+        v["vkc_commit"] = os.environ["VKC_BENCH_COMMIT"]
+        return v
     try:
         v["vkc_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                                          text=True, timeout=10).stdout.strip()
@@ -572,7 +585,7 @@ def table_models(rows, systems, title) -> Table:
         t.add_column(f"{s.name} ms", justify="right")
         if s.name != prim:
             t.add_column(f"{s.name}/vkc", justify="right")
-    t.add_column("rel L2 (worst)", justify="right")
+    t.add_column("rel L2 (worst timed)", justify="right")
     for r in rows:
         if "error" in r:
             t.add_row(r["label"], f"[red]error: {r['error'][:80]}[/]", *[""] * (2 * len(systems) - 1))
@@ -583,7 +596,7 @@ def table_models(rows, systems, title) -> Table:
             cells.append(_cell(res))
             if s.name != prim:
                 cells.append(_ratio(res))
-        errs = [res["rel_l2"] for res in r["systems"].values() if "rel_l2" in res]
+        errs = [res["rel_l2"] for res in r["systems"].values() if "rel_l2" in res and "ms" in res]
         cells.append(f"{max(errs):.1e}" if errs else "")
         t.add_row(*cells)
     return t
@@ -641,20 +654,42 @@ def table_profile(rows) -> Table:
 
 # ---------------------------------------------------------------------------------------------
 
-def _run_section(items, systems, args) -> list[dict]:
+def _partial_dump(args, results: dict, section: str, rows: list) -> None:
+    """Every finished row goes to --json at once (with "partial": true), so a stopped run keeps them."""
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"partial": True, **results, section: rows}, indent=1, default=str))
+
+
+def _run_section(items, systems, args, scale_estimates: bool = False, results: dict | None = None,
+                 section: str = "") -> list[dict]:
+    """scale_estimates: a system's time for a workload is estimated from the previous one scaled by
+    the flop ratio, so a system too slow for the next GEMM size is skipped without running it."""
     rows = []
     for key, label, build, extra in items:
         console.print(f"[bold]{label}[/] ...")
         t0 = time.perf_counter()
         try:
             proto = build()
-            row = bench_workload(key, label, proto, systems, args, **extra)
+            kw = dict(extra)
+            prev = rows[-1] if rows and "systems" in rows[-1] else None
+            if scale_estimates and prev:
+                f = extra["flops"] / prev["flops"]
+                kw["estimates"] = {n: (res["ms"] * 1e-3 if "ms" in res else res.get("one_run_s", 1e9)) * f
+                                   for n, res in prev["systems"].items() if "ms" in res or "one_run_s" in res
+                                   or res.get("status", "").startswith("skipped")}
+                kw["estimates"] = {n: v for n, v in kw["estimates"].items() if v < 1e8} | {
+                    n: 1e9 for n, res in prev["systems"].items() if res.get("status", "").startswith("skipped")}
+                for n in [s.name for s in systems if s.name not in kw["estimates"]]:
+                    kw["estimates"][n] = 0.0  # n/a or wrong before: try again
+            row = bench_workload(key, label, proto, systems, args, **kw)
         except Exception as exc:  # noqa: BLE001 - one broken workload must not hide the others
             traceback.print_exc()
             row = {"key": key, "label": label, "error": _reason(exc)}
         row["wall_s"] = time.perf_counter() - t0
         _log_row(row)
         rows.append(row)
+        _partial_dump(args, results or {}, section, rows)
     return rows
 
 
@@ -680,6 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs after the checked one (default 1)")
     ap.add_argument("--budget-s", type=float, default=60.0,
                     help="timed seconds per system and workload (default 60); at least 3 runs or skipped")
+    ap.add_argument("--batch-budget-s", type=float, default=150.0,
+                    help="budget of the batch-8/32 rows, where 1 run is enough (default 150); systems whose "
+                         "batch-1 time x batch is over it are skipped")
     ap.add_argument("--tolerance", type=float, default=1e-3, help="largest rel L2 error vs onnxruntime (1e-3)")
     ap.add_argument("--iree-vulkan-target", default="auto",
                     help="IREE --iree-vulkan-target (auto: llvmpipe on lavapipe, else IREE's default; '' none)")
@@ -718,6 +756,7 @@ def main(argv=None) -> int:
         args.workdir = tmp.name
 
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    commit_at_start = versions([]).get("vkc_commit")
     t_start = time.perf_counter()
     cache = {}
 
@@ -743,10 +782,11 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             try:
                 kw = {}
-                if base:
+                if base:  # a batch row: budget from the batch-1 row, fewer runs accepted
                     b = next((r for r in rows if r.get("key") == base[0] and "systems" in r), None)
                     kw["estimates"] = {n: res["ms"] * 1e-3 * base[1] for n, res in b["systems"].items()
                                        if "ms" in res} if b else None
+                    kw.update(budget_s=args.batch_budget_s, min_runs=1, warmup=0)  # the checked run warms up
                 row = bench_workload(key, label, build(), msys, args, profile=args.profile, **kw)
             except Exception as exc:  # noqa: BLE001 - one broken model must not hide the others
                 traceback.print_exc()
@@ -754,13 +794,14 @@ def main(argv=None) -> int:
             row["wall_s"] = time.perf_counter() - t0
             _log_row(row)
             rows.append(row)
+            _partial_dump(args, results, "models", rows)
         results["models"] = rows
 
     if args.gemm:
         gsys = systems_for(targets, gemm_peers)
         items = [(f"gemm{n}", f"{n}x{n}x{n}", (lambda n=n: gemm_model(n)), {"flops": 2 * n ** 3})
                  for n in map(int, split(args.gemm_sizes))]
-        results["gemm"] = _run_section(items, gsys, args)
+        results["gemm"] = _run_section(items, gsys, args, scale_estimates=True, results=results, section="gemm")
 
     if args.convs:
         csys = systems_for(conv_targets, conv_peers)
@@ -771,7 +812,7 @@ def main(argv=None) -> int:
                 items.append((f"{mname}.conv{i}", f"{mname} {spec.describe()}", (lambda s=spec: conv_model(s)),
                               {"flops": spec.flops, "budget_s": args.conv_budget_s}))
                 counts.append((mname, count, spec))
-        crow = _run_section(items, csys, args)
+        crow = _run_section(items, csys, args, results=results, section="convs")
         for r, (mname, count, spec) in zip(crow, counts):
             r.update(model=mname, count=count, spec=vars(spec) if hasattr(spec, "__dict__") else str(spec))
         results["convs"] = crow
@@ -780,8 +821,11 @@ def main(argv=None) -> int:
     device = next((s.info.get("device") for s in cache.values() if s.is_vkc and s.info.get("device")), "?")
     peak, peak_note = device_peak_gflops(device, args.peak_gflops)
     allsys = list(cache.values())
+    vers = versions(allsys)
+    if vers.get("vkc_commit") != commit_at_start:
+        vers["vkc_commit"] = f"{commit_at_start} at the start, {vers.get('vkc_commit')} at the end"
     meta = {"date": started, "command": " ".join([Path(sys.executable).name, *sys.argv]), "device": device,
-            "cpu": cpu_facts(), "peak_gflops": peak, "peak_note": peak_note, "versions": versions(allsys),
+            "cpu": cpu_facts(), "peak_gflops": peak, "peak_note": peak_note, "versions": vers,
             "targets": {s.name: s.info for s in allsys if s.is_vkc},
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "wall_s": time.perf_counter() - t_start}

@@ -14,6 +14,9 @@ rel L2, and the memory plan (arena vs sum of intermediates vs lower bound, from 
 Slow engines get fewer runs: after the first (untimed, checked) run and one warm-up, repeats are capped at
 ``--budget-s / run time`` (never below 3, never above ``--repeat``); the table shows the count.
 Exit status 1 when a model fails to compile/run or disagrees with onnxruntime beyond --tolerance.
+
+For vkc against ncnn-Vulkan, IREE and onnxruntime on the zoo models, GEMMs and conv layers in one run,
+use benchmarks/bench.py (peers in benchmarks/peers.py; figures in benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

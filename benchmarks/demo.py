@@ -117,8 +117,8 @@ def main(argv=None) -> int:
           f"{len(m['modules'])} SPIR-V modules, {len(m['kernels'])} pipelines, target {m['target']['name']}")
     print(f"device     {device}")
     print(f"input      {inp.name} float32{list(x.shape)}, seeded standard normal")
-    print(f"top-5 vkc  " + "  ".join(f"{i}:{p:.4f}" for i, p in top5(got)))
-    print(f"top-5 ort  " + "  ".join(f"{i}:{p:.4f}" for i, p in top5(ref)))
+    print("top-5 vkc  " + "  ".join(f"{i}:{p:.4f}" for i, p in top5(got)))
+    print("top-5 ort  " + "  ".join(f"{i}:{p:.4f}" for i, p in top5(ref)))
     same = [i for i, _ in top5(got)] == [i for i, _ in top5(ref)]
     print(f"accuracy   relative L2 error vs onnxruntime {err:.2e} (tolerance {TOLERANCE:g}); "
           f"top-5 {'identical' if same else 'DIFFERENT'}")

@@ -8,7 +8,8 @@ Peers (all optional: `pip install -e .[bench]`; a missing one raises PeerError("
 
   ort   onnxruntime, CPUExecutionProvider (all cores): the reference every system is checked against.
   ncnn  ncnn with Vulkan compute. ``pnnx model.onnx inputshape=[...] fp16=0`` converts the model
-        (fp16=0 keeps fp32 weights; pnnx's default stores fp16 weights, ~3e-4 rel L2 off); the net
+        (fp16=0 keeps fp32 weights; pnnx's default stores fp16 weights, ~3e-4 rel L2 off; models
+        below opset 13 are upgraded first, as pnnx reads opset-13 semantics); the net
         runs with fp16/bf16 storage and arithmetic off, so it computes in fp32 as vkc does. A runner
         call is what pnnx's generated script does: a fresh extractor, input, extract. ncnn has no
         batch axis: a batch-B model is converted at batch 1 and run B times per call.
@@ -100,6 +101,20 @@ def without_initializer_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     m.graph.input.extend(keep)
     m.ir_version = max(m.ir_version, 4)
     return m
+
+
+def upgrade_opset(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """Models below `opset` converted up (onnx.version_converter). pnnx reads ops with opset-13
+    semantics: an opset-9 Softmax(axis=1) over [1, 1000, 1, 1] (light_squeezenet) becomes a
+    softmax over a size-1 axis, all ones."""
+    current = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=opset)
+    if current >= opset:
+        return model
+    from onnx import version_converter
+    try:
+        return version_converter.convert_version(model, opset)
+    except Exception as exc:  # noqa: BLE001
+        raise PeerError(f"onnx version converter {current} -> {opset}: {exc}") from None
 
 
 def with_batch_one(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -207,13 +222,15 @@ class NcnnVulkan(Peer):
         if ncnn.get_gpu_count() < 1:
             raise PeerError("ncnn sees no Vulkan device")
         shapes = input_shapes(model)
-        batch = shapes[0][0] if shapes[0] else 1
-        if any(not s or s[0] != batch for s in shapes):
-            raise PeerError("inputs disagree on the batch size")
+        # NCHW inputs with batch B: converted at batch 1, run B times. Otherwise a leading 1 is
+        # dropped (ncnn's blobs have no batch axis) and other shapes go in whole (GEMM operands).
+        batch = shapes[0][0] if all(len(s) == 4 and s[0] == shapes[0][0] for s in shapes) else 1
+        strip = all(s and s[0] == 1 for s in shapes)
         one = without_initializer_inputs(with_batch_one(model) if batch != 1 else model)
+        one = upgrade_opset(one, 13)
         workdir.mkdir(parents=True, exist_ok=True)
         onnx.save(one, workdir / "model.onnx")
-        shape_arg = ",".join("[" + ",".join(map(str, [1] + s[1:])) + "]" for s in shapes)
+        shape_arg = ",".join("[" + ",".join(map(str, ([1] + s[1:]) if batch != 1 else s)) + "]" for s in shapes)
         _run_tool([_tool("pnnx"), "model.onnx", f"inputshape={shape_arg}", f"fp16={int(self.fp16)}"], workdir,
                   self.timeout_s, "pnnx")
         param, binf = workdir / "model.ncnn.param", workdir / "model.ncnn.bin"
@@ -240,14 +257,15 @@ class NcnnVulkan(Peer):
         out_shapes = {}
         for o in model.graph.output:
             dims = [d.dim_value for d in o.type.tensor_type.shape.dim]
-            out_shapes[o.name] = [1] + dims[1:] if dims else None
+            out_shapes[o.name] = ([1] + dims[1:] if batch != 1 else dims) if dims else None
 
         def run(feeds):
             per_sample = {n: [] for n in names_out}
             for b in range(batch):
                 with net.create_extractor() as ex:
                     for blob, name in zip(blobs_in, in_names):
-                        x = np.ascontiguousarray(feeds[name][b], dtype=np.float32)
+                        x = feeds[name][b] if (batch != 1 or strip) else feeds[name]
+                        x = np.ascontiguousarray(x, dtype=np.float32)
                         ex.input(blob, ncnn.Mat(x).clone())
                     for blob, name in zip(blobs_out, names_out):
                         rc, mat = ex.extract(blob)
@@ -255,8 +273,9 @@ class NcnnVulkan(Peer):
                             raise RuntimeError(f"ncnn extract {blob} failed ({rc})")
                         y = np.array(mat)
                         shape = out_shapes[name]
-                        per_sample[name].append(y.reshape(shape) if shape and y.size == int(np.prod(shape))
-                                                else y[None])
+                        if shape and y.size != int(np.prod(shape)):
+                            raise RuntimeError(f"ncnn output {blob} has {y.size} values, expected {shape}")
+                        per_sample[name].append(y.reshape(shape) if shape else y)
             return {n: v[0] if batch == 1 else np.concatenate(v) for n, v in per_sample.items()}
 
         run.net = net  # keep the net alive with its runner
