@@ -1,6 +1,8 @@
 # vkc: `make demo` on a fresh Debian/Ubuntu machine installs everything and runs the demo.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# Peers for `make bench`; ncnn and iree need `$(VENV)/bin/pip install -e '.[bench]'`.
+PEERS  ?= ort
 
 .PHONY: help setup demo test bench bench-smoke clean
 
@@ -8,7 +10,7 @@ help:
 	@echo "make setup        apt packages (Vulkan/lavapipe, glslc, spirv-tools, validation layer) + $(VENV)"
 	@echo "make demo         setup, then compile/inspect/verify light_squeezenet (shipped + random weights)"
 	@echo "make test         the test suite (the tests turn the Khronos validation layer on themselves)"
-	@echo "make bench        every model: vkc vs onnxruntime, accuracy and memory plan (out/bench.json)"
+	@echo "make bench        models, GEMMs, conv layers: vkc vs onnxruntime (+ ncnn, IREE with pip install -e '.[bench]')"
 	@echo "make bench-smoke  the benchmark on the MLP, 2 runs"
 
 setup:
@@ -21,7 +23,7 @@ test: setup
 	$(PY) -m pytest -q tests
 
 bench: setup
-	$(PY) benchmarks/bench_models.py --json out/bench.json
+	$(PY) benchmarks/bench.py --peers $(PEERS) --gemm --convs --profile --json out/bench.json
 
 bench-smoke: setup
 	$(PY) benchmarks/bench_models.py --models mlp --repeat 2 --warmup 1
