@@ -54,25 +54,23 @@ TARGETS = {
 }
 
 
-def get_target(name: "str | Target") -> Target:
+def get_target(name: "str | Target", device=None) -> Target:
     if isinstance(name, Target):
         return name
     if name == "host":
-        return host_target()
+        return host_target(device)
     if name not in TARGETS:
         raise ValueError(f"unknown target '{name}'; choose one of {sorted(TARGETS) + ['host']}.")
     return TARGETS[name]
 
 
-def host_target() -> Target:
-    """The local default device's limits, on top of the profile its vendor matches, with the
-    tile choices `vkc tune` stored for that device."""
-    from runtime_min import list_devices  # only `--target host` touches a device
+def host_target(device=None) -> Target:
+    """The limits of the device the runtime would pick (`device`, else VKC_DEVICE, else the best
+    present), on top of the profile its vendor matches, with the tile choices `vkc tune` stored
+    for that device."""
+    from runtime_min import choose_device  # only `--target host` touches a device
 
-    devices = list_devices()
-    dev = min(devices, key=lambda d: ("discrete GPU", "integrated GPU", "virtual GPU", "CPU")
-              .index(d.type) if d.type in ("discrete GPU", "integrated GPU", "virtual GPU", "CPU")
-              else 4)
+    dev = choose_device(device)
     name = dev.name.lower()
     base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
         else TARGETS["generic"]

@@ -50,7 +50,7 @@ def tune(model, *, target: str = "host", device=None, input_shapes=None, repeat:
 
     from .compile import compile_with_kernels
 
-    base = replace(get_target(target), tuned=())
+    base = replace(get_target(target, device), tuned=())
     best: dict[str, tuple[float, dict]] = {}
     device_name = None
     for fields in CANDIDATES[base.matmul]:

@@ -11,9 +11,9 @@ Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos val
 VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=1 (robust buffer access).
 Threads: runs of one model are serialized; models share their device and run side by side.
 """
-from .device import DeviceInfo, clear_validation_messages, list_devices, validation_messages
+from .device import DeviceInfo, choose_device, clear_validation_messages, list_devices, validation_messages
 from .errors import DeviceLostError, VkcRuntimeError, resources
 from .model import DispatchTime, Model, TensorInfo, load
 
-__all__ = ["load", "Model", "list_devices", "VkcRuntimeError", "DeviceLostError", "DeviceInfo", "TensorInfo",
+__all__ = ["load", "Model", "list_devices", "choose_device", "VkcRuntimeError", "DeviceLostError", "DeviceInfo", "TensorInfo",
            "DispatchTime", "validation_messages", "clear_validation_messages", "resources"]

@@ -346,6 +346,12 @@ def list_devices() -> list[DeviceInfo]:
         _release_instance(inst)
 
 
+def choose_device(device=None) -> DeviceInfo:
+    """The device load() picks for a bundle that asks for nothing: `device` (index or name
+    substring), else VKC_DEVICE, else the best type present. The compiler's --target host uses it."""
+    return _candidates(list_devices(), device)[0]
+
+
 def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set]:
     """(what the device lacks for these SPIR-V modules, the device extensions they need enabled).
     `modules` are (name, bundles.spirv.Module) pairs; the reader already matched them to the manifest."""
@@ -418,7 +424,9 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
     return out
 
 
-def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False) -> DeviceInfo:
+def _candidates(infos: list[DeviceInfo], device) -> list[DeviceInfo]:
+    """The devices `device` (index, name substring, or None: VKC_DEVICE, else all) allows, best
+    type first: discrete, integrated, virtual, CPU."""
     listing = "; ".join(map(str, infos))
     if device is None:
         device = os.environ.get("VKC_DEVICE") or None
@@ -438,7 +446,13 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False) 
                                   "Pass one of those indices or a part of a device name (see `vkc devices`).")
     else:
         candidates = list(infos)
-    candidates.sort(key=lambda i: (_TYPE_RANK.get(i.type_code, 9), i.index))
+    if not candidates:
+        raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
+    return sorted(candidates, key=lambda i: (_TYPE_RANK.get(i.type_code, 9), i.index))
+
+
+def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False) -> DeviceInfo:
+    candidates = _candidates(infos, device)
     problems = []
     for info in candidates:
         missing = lacks(info, manifest, needs, robust)
