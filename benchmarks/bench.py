@@ -389,7 +389,7 @@ HEAVY = re.compile(r"matmul|conv|gemm|im2col|splitk|winograd", re.I)
 
 def profile_summary(model, feeds, wall_ms: float) -> dict:
     """Sum the per-dispatch GPU times: matmul/conv kernels (and their GFLOP/s) vs the rest."""
-    d = model.profile(feeds, repeat=5)
+    d = model.profile(feeds, repeat=5 if wall_ms < 5000 else 1)
     heavy = [x for x in d if HEAVY.search(x.kernel)]
     other = [x for x in d if not HEAVY.search(x.kernel)]
     hs, os_ = sum(x.seconds for x in heavy), sum(x.seconds for x in other)
@@ -529,7 +529,8 @@ def device_peak_gflops(device_name: str, override: float | None) -> tuple[float 
         per_cycle = lanes * 2 * (2 if f.get("fma") else 1)
         peak = per_cycle * f["cores"] * f["mhz"] / 1e3
         return peak, (f"{peak:.0f} GFLOP/s = {f['cores']} cores x {f['mhz'] / 1e3:.2f} GHz x {per_cycle} "
-                      f"flop/cycle ({lanes}-lane fp32 FMA x 2 pipes; llvmpipe's {m.group(1)}-bit vectors)")
+                      f"flop/cycle ({lanes}-lane fp32 FMA x 2 pipes; llvmpipe's {m.group(1)}-bit vectors) at the "
+                      f"clock /proc/cpuinfo reports (a boost clock can exceed it)")
     return None, "unknown (pass --peak-gflops)"
 
 
@@ -634,7 +635,8 @@ def table_flops(rows, systems, title, peak, first_col="workload", count_col=Fals
 
 
 def table_profile(rows) -> Table:
-    t = Table(title="vkc per-dispatch profile (Model.profile, median of 5; dispatches separated by barriers)")
+    t = Table(title="vkc per-dispatch profile (Model.profile, median of 5 runs, 1 past 5 s; dispatches separated "
+                    "by barriers)")
     for c in ("model", "wall ms", "dispatches", "matmul/conv ms (n)", "matmul/conv GFLOP/s", "other ms (n)",
               "wall - sum ms", "top kernels (ms, GFLOP/s)"):
         t.add_column(c, justify="left" if c in ("model", "top kernels (ms, GFLOP/s)") else "right")
@@ -787,7 +789,7 @@ def main(argv=None) -> int:
                     kw["estimates"] = {n: res["ms"] * 1e-3 * base[1] for n, res in b["systems"].items()
                                        if "ms" in res} if b else None
                     kw.update(budget_s=args.batch_budget_s, min_runs=1, warmup=0)  # the checked run warms up
-                row = bench_workload(key, label, build(), msys, args, profile=args.profile, **kw)
+                row = bench_workload(key, label, build(), msys, args, profile=args.profile and not base, **kw)
             except Exception as exc:  # noqa: BLE001 - one broken model must not hide the others
                 traceback.print_exc()
                 row = {"key": key, "label": label, "error": _reason(exc)}

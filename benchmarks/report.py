@@ -126,7 +126,7 @@ def profile_table(rows: list[dict]) -> str:
     body = []
     for r in rows:
         p = r.get("profile")
-        if not p or "error" in p:
+        if not p or "error" in p or "batch" in r["label"]:  # batch rows: 1 run each, too noisy to subtract
             continue
         top = "; ".join(f"{k['kernel']} x{k['n']} {k['ms']:.1f} ms {k['gflops']:.1f}" for k in p["top"][:3])
         body.append([r["label"], f"{p['wall_ms']:.1f}", str(p["dispatches"]), f"{p['heavy_ms']:.1f} ({p['heavy_n']})",
