@@ -12,6 +12,9 @@ MANIFEST_VERSION = 1
 
 DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1}
 
+# Formats of texel-buffer bindings (modules[].texel_buffers) and the bytes of one texel.
+TEXEL_BYTES = {"r32f": 4, "rgba32f": 16}
+
 MAX_BYTES = 2**48 - 1          # byte counts and offsets; far above any device, far below overflow
 MAX_DIM = 2**31 - 1            # one shape entry
 MAX_COUNT = 2**63 - 1          # flops / bytes estimates
@@ -148,6 +151,8 @@ def _check_description(manifest: dict) -> None:
     for i, n in enumerate(size):
         _int(n, f"{where}[{i}]", 1, MAX_LOCAL_INVOCATIONS)
     _int_field(req, "max_storage_buffer_range", path, 0, MAX_BYTES)
+    if "max_texel_buffer_elements" in req:
+        _int_field(req, "max_texel_buffer_elements", path, 0, MAX_BYTES)
 
 
 def _check_memory(manifest: dict, weights_bytes: int) -> dict:
@@ -230,7 +235,25 @@ def _check_modules(manifest: dict, module_count: int) -> list[dict]:
         if invocations > MAX_LOCAL_INVOCATIONS:
             _fail(where, local, f"has {invocations} invocations, more than {MAX_LOCAL_INVOCATIONS}")
         _int_field(m, "shared_memory_bytes", path, 0, MAX_BYTES)
+        if "texel_buffers" in m:  # optional (format 1.1): bindings read as uniform texel buffers
+            texels, where = _list(m, "texel_buffers", path)
+            seen = set()
+            for i, t in enumerate(texels):
+                if not isinstance(t, dict):
+                    _fail(f"{where}[{i}]", t, "must be an object with binding and format")
+                b = _int_field(t, "binding", f"{where}[{i}]", 0, m["bindings"] - 1)
+                if b in seen:
+                    _fail(f"{where}[{i}].binding", b, "is listed twice")
+                seen.add(b)
+                fmt = _str_field(t, "format", f"{where}[{i}]")
+                if fmt not in TEXEL_BYTES:
+                    _fail(f"{where}[{i}].format", fmt, f"is not one of {', '.join(TEXEL_BYTES)}")
     return [m for m, _ in modules]
+
+
+def texel_formats(module: dict) -> dict[int, str]:
+    """{binding: format} of a (validated) module's texel-buffer bindings."""
+    return {t["binding"]: t["format"] for t in module.get("texel_buffers", [])}
 
 
 def _check_spec_value(kind: str, value, where: str) -> None:
@@ -309,9 +332,17 @@ def _check_requirements(manifest: dict, modules: list[dict], tensors: list[dict]
         if m["shared_memory_bytes"] > req["max_shared_memory_bytes"]:
             _fail(f"modules[{i}].shared_memory_bytes", m["shared_memory_bytes"],
                   f"exceeds requirements.max_shared_memory_bytes = {req['max_shared_memory_bytes']}")
-    widest = req["max_storage_buffer_range"]
+    widest, texels = req["max_storage_buffer_range"], req.get("max_texel_buffer_elements", 0)
+    kernels = manifest["kernels"]
     for j, d in enumerate(manifest["dispatches"]):
+        formats = texel_formats(modules[kernels[d["kernel"]]["module"]])
         for i, tid in enumerate(d["bindings"]):
+            if i in formats:  # a texel view covers whole texels, at most max_texel_buffer_elements
+                size, nbytes = TEXEL_BYTES[formats[i]], tensors[tid]["nbytes"]
+                if nbytes % size or nbytes // size > texels:
+                    _fail(f"dispatches[{j}].bindings[{i}]", tid, f"binds tensor {tid} of {nbytes} bytes as "
+                          f"{formats[i]} texels ({size} bytes each); it must be whole texels, at most "
+                          f"requirements.max_texel_buffer_elements = {texels}")
             if tensors[tid]["nbytes"] > widest:
                 _fail(f"dispatches[{j}].bindings[{i}]", tid, f"binds tensor {tid} of {tensors[tid]['nbytes']} "
                       f"bytes but requirements.max_storage_buffer_range = {widest}")

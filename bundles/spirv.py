@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from array import array
 
-from .manifest import BundleError
+from .manifest import BundleError, texel_formats
 
 MAGIC = 0x07230203
 MAX_ID_BOUND = 0x3FFFFF              # SPIR-V "universal limits": ids are < 4,194,303
@@ -34,6 +34,7 @@ SPIRV_FOR_VULKAN = {(1, 0): (1, 0), (1, 1): (1, 3), (1, 2): (1, 5), (1, 3): (1, 
 OP_EXTENSION, OP_CAPABILITY, OP_ENTRY_POINT, OP_EXECUTION_MODE, OP_EXECUTION_MODE_ID = 10, 17, 15, 16, 331
 OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX = 20, 21, 22, 23, 24
 OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 30, 32
+OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE, DIM_BUFFER = 25, 27, 5
 OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE = 43, 44, 48, 49
 OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP, OP_VARIABLE, OP_DECORATE = 50, 51, 52, 59, 71
 GL_COMPUTE = 5
@@ -54,6 +55,7 @@ CAPABILITIES = {
     11: ("Int64", "VkPhysicalDeviceFeatures.shaderInt64"),
     12: ("Int64Atomics", "VkPhysicalDeviceVulkan12Features.shaderBufferInt64Atomics"),
     22: ("Int16", "VkPhysicalDeviceFeatures.shaderInt16"),
+    46: ("SampledBuffer", None),  # uniform texel buffers: core in Vulkan
     39: ("Int8", "VkPhysicalDeviceVulkan12Features.shaderInt8"),
     61: ("GroupNonUniform", "subgroup:basic"), 62: ("GroupNonUniformVote", "subgroup:vote"),
     63: ("GroupNonUniformArithmetic", "subgroup:arithmetic"), 64: ("GroupNonUniformBallot", "subgroup:ballot"),
@@ -158,7 +160,8 @@ class Module:
             elif op == OP_DECORATE and len(ops) >= 2:
                 self.decorations.setdefault(ops[0], {})[ops[1]] = list(ops[2:])
             elif op in (OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
-                        OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER) and ops:
+                        OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_TYPE_IMAGE,
+                        OP_TYPE_SAMPLED_IMAGE) and ops:
                 self.defs[ops[0]] = (op, list(ops[1:]))
             elif op in (OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE,
                         OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP) and len(ops) >= 2:
@@ -232,6 +235,16 @@ def _spec_bits(entries: list) -> dict[int, int]:
     return {e["id"]: struct.unpack("<I", struct.pack(fmt[e["type"]], e["value"]))[0] for e in entries}
 
 
+def _is_texel_buffer(m: "Module", type_id) -> bool:
+    """A samplerBuffer: OpTypeSampledImage of a sampled OpTypeImage of dimension Buffer."""
+    op, operands = m.defs.get(type_id, (None, []))
+    if op != OP_TYPE_SAMPLED_IMAGE or not operands:
+        return False
+    op, image = m.defs.get(operands[0], (None, []))
+    # OpTypeImage operands: sampled type, Dim, Depth, Arrayed, MS, Sampled, format
+    return op == OP_TYPE_IMAGE and len(image) >= 6 and image[1] == DIM_BUFFER and image[5] == 1
+
+
 def check_interface(manifest: dict, modules: list) -> list[Module]:
     """Check each SPIR-V module against its manifest entry and the kernels built from it.
     `manifest` has passed validate_manifest; `modules` are structurally checked module bytes."""
@@ -245,6 +258,7 @@ def check_interface(manifest: dict, modules: list) -> list[Module]:
         where = f"module {i} ({entry['name'][:60]!r})"
         m = Module(data)
         parsed.append(m)
+        texels = texel_formats(entry)
         if m.version > newest:
             _fail("spirv interface", where, f"is SPIR-V {m.version[0]}.{m.version[1]}, newer than the "
                   f"{newest[0]}.{newest[1]} that requirements.vulkan_api {list(api)} guarantees")
@@ -257,15 +271,22 @@ def check_interface(manifest: dict, modules: list) -> list[Module]:
                 continue
             what = f"declares variable %{vid} in storage class {DESCRIPTOR_CLASSES[storage]}"
             target = m.pointee(ptype)
+            decs = m.decorations.get(vid, {})
+            dset, binding = decs.get(DEC_SET, [None])[:1], decs.get(DEC_BINDING, [None])[:1]
+            if storage == SC_UNIFORM_CONSTANT and _is_texel_buffer(m, target):
+                if dset != [0] or binding[0] not in texels:
+                    _fail("spirv interface", where, f"binds a texel buffer at set {dset[0]}, binding "
+                          f"{binding[0]}; the manifest lists texel buffers at set 0, bindings {sorted(texels)}")
+                continue
             block = m.decorations.get(target, {}) if target is not None else {}
             storage_buffer = (storage == SC_STORAGE_BUFFER and DEC_BLOCK in block) or \
                              (storage == SC_UNIFORM and DEC_BUFFER_BLOCK in block)
             if not storage_buffer or m.defs.get(target, (None,))[0] != OP_TYPE_STRUCT:
                 _fail("spirv interface", where, f"{what}; the runtime binds only storage buffers "
-                      "(a Block struct in StorageBuffer, or a BufferBlock struct in Uniform)")
-            decs = m.decorations.get(vid, {})
-            dset, binding = decs.get(DEC_SET, [None])[:1], decs.get(DEC_BINDING, [None])[:1]
-            if dset != [0] or not binding or binding[0] is None or binding[0] >= entry["bindings"]:
+                      "(a Block struct in StorageBuffer, or a BufferBlock struct in Uniform) and "
+                      "the uniform texel buffers the manifest lists")
+            if dset != [0] or not binding or binding[0] is None or binding[0] >= entry["bindings"] \
+                    or binding[0] in texels:
                 _fail("spirv interface", where, f"binds a storage buffer at set {dset[0] if dset else None}, "
                       f"binding {binding[0] if binding else None}; the manifest gives it set 0, bindings "
                       f"0..{entry['bindings'] - 1}")

@@ -6,6 +6,7 @@ import hashlib
 import numpy as np
 
 from bundles import write_bundle
+from bundles.manifest import TEXEL_BYTES
 
 from .codegen import compile_glsl, module_name, render
 from .memory import ALIGNMENT, MemoryPlan, align
@@ -57,7 +58,7 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
 
     modules, module_index, spirv_blobs = [], {}, []
     pipelines, pipeline_index = [], {}
-    dispatches, accesses = [], []
+    dispatches, accesses, texels = [], [], 0
     for k in kernels:
         spirv = compile_glsl(render(k), module_name(k))
         digest = hashlib.sha256(spirv).hexdigest()
@@ -66,6 +67,9 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
             modules.append({"name": module_name(k), "bindings": len(k.bindings),
                             "local_size": list(k.local_size),
                             "shared_memory_bytes": k.shared_memory_bytes})
+            if k.texel_buffers:
+                modules[-1]["texel_buffers"] = [{"binding": b, "format": f}
+                                                for b, f in sorted(k.texel_buffers.items())]
             spirv_blobs.append(spirv)
         spec = [{"id": i, "type": t, "value": float(v) if t == "float32" else int(v)}
                 for i, (_, t, v) in enumerate(k.spec)]
@@ -74,6 +78,8 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
             pipeline_index[key] = len(pipelines)
             pipelines.append({"name": module_name(k), "module": key[0], "specialization": spec})
         binding_ids = [table.id_of(v) for v in k.bindings]
+        texels = max([texels] + [table.entries[binding_ids[b]]["nbytes"] // TEXEL_BYTES[f]
+                                 for b, f in k.texel_buffers.items()])
         reads, writes = [], []
         for i, t in enumerate(binding_ids):
             e = table.entries[t]
@@ -94,6 +100,8 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
         "max_workgroup_size": [max((m["local_size"][i] for m in modules), default=1) for i in range(3)],
         "max_storage_buffer_range": max((e["nbytes"] for e in table.entries), default=0),
     }
+    if texels:
+        requirements["max_texel_buffer_elements"] = texels
     manifest = {
         "manifest_version": 1,
         "model": {"name": graph.name, "producer": graph.producer, "opset": graph.opset,

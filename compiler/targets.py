@@ -32,6 +32,8 @@ class Target:
     cpu_rows: int = 8
     cpu_cols: int = 2
     cpu_lanes: int = 16
+    # Texel buffers (matmul="texel") address at most this many texels: Vulkan guarantees 65536.
+    max_texel_elements: int = 65536
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
     # ...)) pairs, applied to matmuls of that problem (see compiler/tune.py).
     tuned: tuple = ()
@@ -47,7 +49,7 @@ TARGETS = {
     "generic": Target("generic"),
     "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
-                       matmul="register"),
+                       matmul="texel", cpu_lanes=8, max_texel_elements=2**27),
     # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264),
@@ -80,4 +82,5 @@ def host_target(device=None) -> Target:
                    max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory_bytes),
                    max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
                    subgroup_size=dev.subgroup_size or base.subgroup_size,
+                   max_texel_elements=dev.max_texel_buffer_elements,
                    tuned=load_tuning(dev.name))

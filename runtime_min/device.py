@@ -108,6 +108,8 @@ class DeviceInfo:
     memory_budget_bytes: int = 0    # what this process may still allocate in the largest device-local heap
     max_workgroup_count: tuple = (65535, 65535, 65535)
     max_storage_buffers_per_stage: int = 4
+    max_texel_buffer_elements: int = 65536
+    min_texel_buffer_offset_alignment: int = 256
     timestamps: bool = False        # the compute queue has timestamp queries (Model.profile)
     timestamp_period_ns: float = 1.0
     device_uuid: str = ""
@@ -298,6 +300,8 @@ class Instance:
             max_workgroup_count=tuple(lim.maxComputeWorkGroupCount),
             max_storage_buffers_per_stage=min(lim.maxPerStageDescriptorStorageBuffers,
                                               lim.maxDescriptorSetStorageBuffers),
+            max_texel_buffer_elements=lim.maxTexelBufferElements,
+            min_texel_buffer_offset_alignment=lim.minTexelBufferOffsetAlignment,
             timestamps=bool(compute and compute[0].timestampValidBits), timestamp_period_ns=float(lim.timestampPeriod),
             device_uuid=uuid(ids.deviceUUID), driver_uuid=uuid(ids.driverUUID),
             all_extensions=exts, all_features=features, type_code=base.deviceType,
@@ -390,7 +394,8 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
     out += [f"extension {e}" for e in req.get("extensions", []) if e not in info.all_extensions]
     checks = [("shared memory bytes", req.get("max_shared_memory_bytes", 0), info.max_shared_memory_bytes),
               ("workgroup invocations", req.get("max_workgroup_invocations", 0), info.max_workgroup_invocations),
-              ("storage buffer range bytes", req.get("max_storage_buffer_range", 0), info.max_storage_buffer_range)]
+              ("storage buffer range bytes", req.get("max_storage_buffer_range", 0), info.max_storage_buffer_range),
+              ("texel buffer elements", req.get("max_texel_buffer_elements", 0), info.max_texel_buffer_elements)]
     for axis, (w, h) in enumerate(zip(req.get("max_workgroup_size", [1, 1, 1]), info.max_workgroup_size)):
         checks.append((f"workgroup size on axis {'xyz'[axis]}", w, h))
     for what, w, h in checks:
@@ -414,6 +419,8 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
         out.append(f"{mib(sum(io))} of host-visible memory for inputs and outputs "
                    f"(its largest host-visible heap has {mib(info.host_visible_bytes)})")
     align = info.min_storage_buffer_offset_alignment
+    if any(m.get("texel_buffers") for m in manifest["modules"]):
+        align = max(align, info.min_texel_buffer_offset_alignment)
     bad = [t["name"] for t in manifest["tensors"] if t["offset"] % align]
     if bad:
         out.append(f"tensor offsets aligned to {align} bytes (not so: {', '.join(bad[:5])})")

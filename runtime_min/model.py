@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
+from bundles.manifest import TEXEL_BYTES, texel_formats
 from bundles.spirv import Module as SpirvModule
 
 from .device import acquire, new
@@ -134,6 +135,8 @@ class Model:
         dev, c = self._dev, self._cleanup
         vk, ffi, d = dev.vk, dev.ffi, dev.handle
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        if any(texel_formats(mod) for mod in m["modules"]):
+            usage |= vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
         self._arena = Buffer(dev, m["memory"]["arena_bytes"], usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
         self._weights = Buffer(dev, m["memory"]["weights_bytes"], usage, "weights", c, map_if_visible=True)
         # Staging: every input, then every output, each at a 256-byte aligned offset.
@@ -168,6 +171,7 @@ class Model:
         t2 = time.perf_counter()
         self.load_info = {"pipeline_cache": self._pipes.cache_status, "cache_file": cache_path and str(cache_path),
                           "upload_seconds": t1 - t0, "pipelines_seconds": t2 - t1}
+        self._texels = [texel_formats(m["modules"][k["module"]]) for k in m["kernels"]]
         self._check_ranges(m)
         self._sets = self._descriptor_sets(m)
         self._cmd = self._command_buffer("run")
@@ -250,8 +254,14 @@ class Model:
         reader checked the manifest; this checks it against what was allocated on this device)."""
         info, problems = self._dev.info, []
         for i, x in enumerate(m["dispatches"]):
+            texels = self._texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
                 buf, off, rng = self._binding(m["tensors"][t])
+                if b in texels and (rng // TEXEL_BYTES[texels[b]] > info.max_texel_buffer_elements
+                                    or off % info.min_texel_buffer_offset_alignment):
+                    problems.append(f"dispatch {i} binding {b} (tensor {t}): {rng} bytes at offset {off} as "
+                                    f"{texels[b]} texels (device: at most {info.max_texel_buffer_elements} "
+                                    f"texels, offset alignment {info.min_texel_buffer_offset_alignment})")
                 if off + rng > buf.size or rng > info.max_storage_buffer_range \
                         or off % info.min_storage_buffer_offset_alignment:
                     problems.append(f"dispatch {i} binding {b} (tensor {t}): bytes {off}..{off + rng} of a "
@@ -270,9 +280,11 @@ class Model:
         if not dispatches:
             return []
         total = sum(len(x["bindings"]) for x in dispatches)
-        size = ffi.new("VkDescriptorPoolSize[1]", [(vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(total, 1))])
+        n_texel = sum(len(self._texels[x["kernel"]]) for x in dispatches)
+        size = ffi.new("VkDescriptorPoolSize[2]", [(vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(total - n_texel, 1)),
+                                                   (vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, max(n_texel, 1))])
         info = new(ffi, "VkDescriptorPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                   maxSets=len(dispatches), poolSizeCount=1, pPoolSizes=size)
+                   maxSets=len(dispatches), poolSizeCount=2, pPoolSizes=size)
         with step("creating the descriptor pool"):
             pool = vk.vkCreateDescriptorPool(dev.handle, info, None)
         self._cleanup.push(vk.vkDestroyDescriptorPool, dev.handle, pool, None)
@@ -283,24 +295,43 @@ class Model:
                     descriptorPool=pool, descriptorSetCount=len(dispatches), pSetLayouts=set_layouts)
         with step(f"allocating {len(dispatches)} descriptor sets"):
             sets = vk.vkAllocateDescriptorSets(dev.handle, alloc)
-        # One buffer info per binding (offset/range = the tensor's bytes), one write per dispatch.
+        # One write per binding: a buffer info (offset/range = the tensor's bytes) for a storage
+        # buffer, a buffer view of the same bytes for a texel buffer (one view per tensor and format).
         infos = ffi.new("VkDescriptorBufferInfo[]", max(total, 1))
-        writes = ffi.new("VkWriteDescriptorSet[]", len(dispatches))
-        n, w = 0, 0
+        views = ffi.new("VkBufferView[]", max(n_texel, 1))
+        writes = ffi.new("VkWriteDescriptorSet[]", max(total, 1))
+        made, n, v = {}, 0, 0
         for i, x in enumerate(dispatches):
-            if not x["bindings"]:
-                continue
+            texels = self._texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
-                buf, infos[n + b].offset, infos[n + b].range = self._binding(m["tensors"][t])
-                infos[n + b].buffer = buf.handle
-            wr = writes[w]
-            wr.sType, wr.dstSet, wr.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[i], 0
-            wr.descriptorCount, wr.descriptorType = len(x["bindings"]), vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-            wr.pBufferInfo = infos + n
-            n, w = n + len(x["bindings"]), w + 1
-        if w:
-            vk.vkUpdateDescriptorSets(dev.handle, w, writes, 0, None)
+                wr = writes[n]
+                wr.sType, wr.dstSet, wr.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[i], b
+                wr.descriptorCount = 1
+                buf, off, rng = self._binding(m["tensors"][t])
+                if b in texels:
+                    key = (t, texels[b])
+                    if key not in made:
+                        made[key] = self._buffer_view(buf, off, rng, texels[b], m["tensors"][t]["name"])
+                    views[v] = made[key]
+                    wr.descriptorType, wr.pTexelBufferView = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, views + v
+                    v += 1
+                else:
+                    infos[n].buffer, infos[n].offset, infos[n].range = buf.handle, off, rng
+                    wr.descriptorType, wr.pBufferInfo = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, infos + n
+                n += 1
+        if n:
+            vk.vkUpdateDescriptorSets(dev.handle, n, writes, 0, None)
         return [sets[i] for i in range(len(dispatches))]
+
+    def _buffer_view(self, buf, offset: int, nbytes: int, fmt: str, name: str):
+        vk, dev = self._dev.vk, self._dev
+        formats = {"r32f": vk.VK_FORMAT_R32_SFLOAT, "rgba32f": vk.VK_FORMAT_R32G32B32A32_SFLOAT}
+        info = new(dev.ffi, "VkBufferViewCreateInfo", sType=vk.VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                   buffer=buf.handle, format=formats[fmt], offset=offset, range=nbytes)
+        with step(f"creating a {fmt} texel view of tensor {name!r}"):
+            view = vk.vkCreateBufferView(dev.handle, info, None)
+        self._cleanup.push(vk.vkDestroyBufferView, dev.handle, view, None)
+        return view
 
     def _record(self, cmd, m, profile: bool):
         """The whole schedule (FORMAT.md, 'How a runtime replays it'). The profiling variant writes a

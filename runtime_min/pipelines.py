@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bundles.manifest import texel_formats
+
 from .device import Device, new
 from .errors import Cleanup, step
 
@@ -126,11 +128,12 @@ class Pipelines:
             shader = vk.vkCreateShaderModule(dev.handle, info, None)
         temp.push(vk.vkDestroyShaderModule, dev.handle, shader, None)
         dev.name(vk.VK_OBJECT_TYPE_SHADER_MODULE, shader, module["name"])
-        n = module["bindings"]
+        n, texels = module["bindings"], texel_formats(module)
         binds = ffi.new("VkDescriptorSetLayoutBinding[]", max(n, 1))
         for i in range(n):
             binds[i].binding = i
-            binds[i].descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            binds[i].descriptorType = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER if i in texels \
+                else vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
             binds[i].descriptorCount = 1
             binds[i].stageFlags = vk.VK_SHADER_STAGE_COMPUTE_BIT
         dsl_info = new(ffi, "VkDescriptorSetLayoutCreateInfo",

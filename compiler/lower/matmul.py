@@ -85,10 +85,13 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
     target = target.for_problem(problem)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
-    if target.matmul == "register" or M <= 8:
+    if target.matmul == "texel" and _texel_fits(target, a, b):
+        template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode)
+        split, depth = 1, K
+    elif target.matmul in ("register", "texel") or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
         # The register kernel walks convolution windows channel by channel: no split there.
-        split, depth = (1, K) if target.matmul == "register" or b_mode == "im2col" else \
+        split, depth = (1, K) if target.matmul != "tiled" or b_mode == "im2col" else \
             _split_k(target, groups, K, 16)
     else:
         template = "matmul_tiled"
@@ -138,6 +141,29 @@ def _tiled_params(target, M, N, K, strides, b_mode, batches):
     extra = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1),
                  shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
     return tiles, groups, extra
+
+
+def _texel_fits(target, a, b) -> bool:
+    """Texel buffers address at most maxTexelBufferElements texels; bigger operands take the
+    storage-buffer kernel."""
+    return max(a.size, b.size) <= target.max_texel_elements
+
+
+def _texel_params(target, M, N, K, batches, strides, b_mode):
+    """templates/matmul_texel.comp.j2: register tiles fetching A and B through texel buffers
+    (lavapipe). rgba32f fetches where the operand is contiguous along the fetched dim and every
+    other stride keeps the vec4s aligned, r32f fetches otherwise."""
+    a_vec = 4 if _vec4_load(strides, "SA_K", "SA_M", K, ("SA_B0", "SA_B1")) else 1
+    b_vec = 4 if b_mode == "strided" and _vec4_load(strides, "SB_N", "SB_K", N,
+                                                      ("SB_B0", "SB_B1")) else 1
+    tm = min(target.cpu_rows, M)
+    tn = target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols
+    lx = target.cpu_lanes
+    cols = -(-N // b_vec)
+    groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
+    params = dict(TM=tm, TN=tn, LX=lx, A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode)
+    texels = {0: "rgba32f" if a_vec == 4 else "r32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
+    return "matmul_texel", params, groups, dict(local_size=(lx, 1, 1), texel_buffers=texels)
 
 
 def _register_params(target, M, N, batches, strides, b_mode):

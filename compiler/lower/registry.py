@@ -36,6 +36,9 @@ class Kernel:
     flops: int = 0
     shared_memory_bytes: int = 0
     problem: str = ""                 # the matmul problem `vkc tune` keys its choices by
+    # Bindings read as uniform texel buffers instead of storage buffers: {binding: "r32f" |
+    # "rgba32f"} (the view's format; one texel is one element, or four consecutive ones).
+    texel_buffers: dict = field(default_factory=dict)
 
 
 Rule = Callable[[Node, "object"], list[Kernel]]

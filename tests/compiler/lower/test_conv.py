@@ -78,3 +78,9 @@ CONV_CASES = [
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_conv(case, rng):
     check_against_onnxruntime(_conv_model(rng, **case))
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv_lavapipe_texel_kernel(case, rng):
+    """The lavapipe profile's implicit GEMM reads weights and image through texel buffers."""
+    check_against_onnxruntime(_conv_model(rng, **case), target="lavapipe")
