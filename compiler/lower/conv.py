@@ -2,7 +2,10 @@
 layers, implicit GEMM (im2col on the fly, never materialized) for everything else."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CompileError
+from ..ir import Value
 from .epilogue import build_epilogue, channel_view
 from .matmul import tiled_matmul
 from .registry import Kernel, grid_1d, register, require_float32
@@ -60,6 +63,8 @@ def lower_conv(node, target):
     if cin_g == 1 and group == cin and group > 1:
         return [_depthwise(node, target, x, w, out, n, cout, oh, ow, cout // cin, geometry,
                            tail, own)]
+    if _winograd_fits(target, node, x, w, group, (kh, kw), strides, dils):
+        return _winograd(node, target, x, w, out, n, cin, cout, (ih, iw), (oh, ow), begins, tail, own)
     cout_g = cout // group
     K = cin_g * kh * kw
     strides_mm = dict(SA_B0=0, SA_B1=cout_g * K, SA_M=K, SA_K=1,
@@ -94,3 +99,68 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
                   spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops))
+
+
+# Winograd F(2x2, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per 4x4 input tile
+# and 2x2 output block; 16 multiplies per block where direct convolution takes 36.
+WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+
+def _winograd_fits(target, node, x, w, group, kernel, strides, dils) -> bool:
+    """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
+    for the 16 GEMMs to pay for the two transforms, on profiles that enable it."""
+    cout, cin = w.shape[0], w.shape[1]
+    return (target.winograd and target.matmul == "texel" and len(x.shape) == 4 and w.is_constant
+            and group == 1 and tuple(kernel) == (3, 3) and list(strides) == [1, 1]
+            and list(dils) == [1, 1] and min(cin, cout) >= target.winograd_min_channels)
+
+
+def winograd_weights(w: np.ndarray) -> np.ndarray:
+    """U[xi][co][ci] = (G g G^T)[xi // 4][xi % 4] for each 3x3 filter g = w[co][ci]."""
+    u = np.einsum("ai,ocij,bj->aboc", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G)
+    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(np.float32))
+
+
+def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail, own):
+    (ih, iw), (oh, ow) = in_hw, out_hw
+    th, tw = -(-oh // 2), -(-ow // 2)
+    tiles = th * tw
+    tp = -(-tiles // 4) * 4   # GEMM columns: whole rgba32f texels
+    f32 = np.dtype(np.float32)
+    # The 16 GEMMs put their longer side on the SIMD lanes: U[xi] (cout x cin) x V[xi] (cin x
+    # tiles) when there are more tiles than output channels, else V[xi]^T x U[xi]^T.
+    transposed = tp < cout
+    u = winograd_weights(w.data)
+    if transposed:
+        u = np.ascontiguousarray(u.transpose(0, 2, 1))
+    u = Value(f"{w.name}/winograd_u", f32, u.shape, data=u)
+    v = Value(f"{out.name}/winograd_v", f32, (n, 16, cin, tp))
+    m = Value(f"{out.name}/winograd_m", f32, (n, 16, tp, cout) if transposed else (n, 16, cout, tp))
+    local = target.elementwise_local
+    tile_spec = [("T", "int32", tiles), ("TP", "int32", tp), ("TW", "int32", tw)]
+    first = Kernel("winograd_input", dict(LOCAL=local),
+                   [("BATCH", "int32", n), ("C", "int32", cin), ("IH", "int32", ih), ("IW", "int32", iw),
+                    ("PAD_H", "int32", begins[0]), ("PAD_W", "int32", begins[1]), *tile_spec],
+                   [x, v], writes=[1], groups=grid_1d(n * cin * tp, local), local_size=(local, 1, 1),
+                   nodes=node.sources, flops=n * cin * tp * 64, texel_buffers={0: "r32f"})
+    c_strides = dict(SC_B0=16 * cout * tp, SC_B1=cout * tp, SC_M=cout if transposed else tp, SC_N=1)
+    if transposed:
+        gemm = tiled_matmul(node, target, a=v, b=u, c=m, M=tp, N=cout, K=cin, batch0=n, batch1=16,
+                            strides=dict(SA_B0=16 * cin * tp, SA_B1=cin * tp, SA_M=1, SA_K=tp,
+                                         SB_B0=0, SB_B1=cin * cout, SB_K=cout, SB_N=1, **c_strides),
+                            coords="matmul", out_shape=m.shape, fused=False)
+    else:
+        gemm = tiled_matmul(node, target, a=u, b=v, c=m, M=cout, N=tp, K=cin, batch0=n, batch1=16,
+                            strides=dict(SA_B0=0, SA_B1=cout * cin, SA_M=cin, SA_K=1,
+                                         SB_B0=16 * cin * tp, SB_B1=cin * tp, SB_K=tp, SB_N=1,
+                                         **c_strides),
+                            coords="matmul", out_shape=m.shape, fused=False)
+    expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
+                                          epilogue_expr=expr),
+                  [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
+                   ("OW", "int32", ow), *tile_spec, *ep_spec],
+                  [m, out, *operands], writes=[1], groups=grid_1d(n * cout * tiles, local),
+                  local_size=(local, 1, 1), nodes=node.sources,
+                  flops=n * cout * tiles * (24 + 4 * ep_ops), texel_buffers={0: "r32f"})
+    return [first, *gemm, last]

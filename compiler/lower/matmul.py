@@ -69,23 +69,31 @@ def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
 
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
-                 b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=()) -> list[Kernel]:
+                 b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
+                 fused=True) -> list[Kernel]:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     register tiles (CPUs, and a few rows on GPUs); on a GPU a matmul with too few tiles also
-    splits K. `strides` holds SA_*, SB_*, SC_* in elements."""
-    expr, operands, ep_spec, ep_ops = build_epilogue(
-        node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
+    splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
+    (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself)."""
+    if fused:
+        expr, operands, ep_spec, ep_ops = build_epilogue(
+            node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
+    else:
+        expr, operands, ep_spec, ep_ops = "acc_v", [], [], 0
+    batches = batch0 * batch1
+    problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
+    target = target.for_problem(problem)
+    texel = target.matmul == "texel" and _texel_fits(target, a, b)
+    if texel:
+        a, strides = _rows_last(a, M, K, batch0, strides)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
     spec += [(name, "int32", strides[name]) for name in
              ("SA_B0", "SA_B1", "SA_M", "SA_K", "SB_B0", "SB_B1", "SC_B0", "SC_B1", "SC_M", "SC_N")]
     if b_mode == "strided":
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec)
-    batches = batch0 * batch1
-    problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
-    target = target.for_problem(problem)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
-    if target.matmul == "texel" and _texel_fits(target, a, b):
+    if texel:
         template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode)
         split, depth = 1, K
     elif target.matmul in ("register", "texel") or M <= 8:
@@ -143,6 +151,21 @@ def _tiled_params(target, M, N, K, strides, b_mode, batches):
     return tiles, groups, extra
 
 
+def _rows_last(a, M: int, K: int, batch0: int, strides: dict):
+    """Constant A (convolution weights) stored [groups][K][M] instead of [groups][M][K], so that
+    one rgba32f texel holds four rows at one K step and the K loop walks the convolution window
+    in its natural order."""
+    if not (a.is_constant and strides["SA_B0"] == 0 and strides["SA_K"] == 1
+            and strides["SA_M"] == K and M % 4 == 0 and a.size % (M * K) == 0):
+        return a, strides
+    groups = a.size // (M * K)
+    if strides["SA_B1"] not in (0, M * K) or (groups > 1 and strides["SA_B1"] == 0):
+        return a, strides
+    data = np.ascontiguousarray(a.data.reshape(groups, M, K).transpose(0, 2, 1))
+    relaid = Value(a.name + "/k_major", a.dtype, data.shape, data=data)
+    return relaid, dict(strides, SA_M=1, SA_K=M)
+
+
 def _texel_fits(target, a, b) -> bool:
     """Texel buffers address at most maxTexelBufferElements texels; bigger operands take the
     storage-buffer kernel."""
@@ -153,16 +176,24 @@ def _texel_params(target, M, N, K, batches, strides, b_mode):
     """templates/matmul_texel.comp.j2: register tiles fetching A and B through texel buffers
     (lavapipe). rgba32f fetches where the operand is contiguous along the fetched dim and every
     other stride keeps the vec4s aligned, r32f fetches otherwise."""
-    a_vec = 4 if _vec4_load(strides, "SA_K", "SA_M", K, ("SA_B0", "SA_B1")) else 1
+    a_batch = ("SA_B0", "SA_B1")
+    tm = min(target.cpu_rows, M)
+    if _vec4_load(strides, "SA_M", "SA_K", M, a_batch) and tm % 4 == 0:
+        a_mode = "m4"
+        while M % tm:  # whole row tiles: a texel holds four rows
+            tm -= 4
+    elif b_mode == "strided" and _vec4_load(strides, "SA_K", "SA_M", K, a_batch):
+        a_mode = "k4"
+    else:
+        a_mode = "scalar"
     b_vec = 4 if b_mode == "strided" and _vec4_load(strides, "SB_N", "SB_K", N,
                                                       ("SB_B0", "SB_B1")) else 1
-    tm = min(target.cpu_rows, M)
     tn = target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols
     lx = target.cpu_lanes
     cols = -(-N // b_vec)
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
-    params = dict(TM=tm, TN=tn, LX=lx, A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode)
-    texels = {0: "rgba32f" if a_vec == 4 else "r32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
+    params = dict(TM=tm, TN=tn, LX=lx, A_MODE=a_mode, B_VEC=b_vec, b_mode=b_mode)
+    texels = {0: "r32f" if a_mode == "scalar" else "rgba32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
     return "matmul_texel", params, groups, dict(local_size=(lx, 1, 1), texel_buffers=texels)
 
 

@@ -140,3 +140,9 @@ def test_zoo_vs_onnxruntime(case):
     result = check_against_onnxruntime(_model(case), rtol_l2=RTOL_L2)
     mem = result["manifest"]["memory"]
     assert mem["lower_bound_bytes"] <= mem["arena_bytes"] <= mem["intermediates_sum_bytes"]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_zoo_vs_onnxruntime_on_lavapipe_profile(case):
+    """The lavapipe profile: texel-buffer matmul and convolution, Winograd F(2x2, 3x3)."""
+    check_against_onnxruntime(_model(case), rtol_l2=RTOL_L2, target="lavapipe")

@@ -84,3 +84,22 @@ def test_conv(case, rng):
 def test_conv_lavapipe_texel_kernel(case, rng):
     """The lavapipe profile's implicit GEMM reads weights and image through texel buffers."""
     check_against_onnxruntime(_conv_model(rng, **case), target="lavapipe")
+
+
+WINOGRAD_CASES = [
+    pytest.param(dict(k=3, c=16, m=16, hw=(9, 9), pads=[1, 1, 1, 1]), id="odd-output"),
+    pytest.param(dict(k=3, c=32, m=64, hw=(7, 7), pads=[1, 1, 1, 1]), id="more-channels-than-tiles"),
+    pytest.param(dict(k=3, c=16, m=24, hw=(10, 6), pads=[0, 1, 2, 1], n=2), id="asym-pads-batch2"),
+    pytest.param(dict(k=3, c=20, m=20, hw=(5, 5)), id="nopad-3x3-output"),
+    pytest.param(dict(k=3, c=16, m=16, hw=(12, 12), pads=[1, 1, 1, 1], bias=False), id="no-bias"),
+]
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES)
+def test_conv_winograd(case, rng):
+    """3x3 stride-1 layers on the lavapipe profile run as Winograd F(2x2, 3x3): input transform,
+    16 GEMMs, output transform with the epilogue."""
+    result = check_against_onnxruntime(_conv_model(rng, **case), target="lavapipe")
+    names = [k["name"] for k in result["manifest"]["kernels"]]
+    assert any(n.startswith("winograd_input") for n in names), names
+    assert any(n.startswith("winograd_output") for n in names), names
