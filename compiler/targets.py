@@ -34,10 +34,14 @@ class Target:
     cpu_lanes: int = 16
     # Texel buffers (matmul="texel") address at most this many texels: Vulkan guarantees 65536.
     max_texel_elements: int = 65536
-    # Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with at least this many input and output
-    # channels (texel profiles only: its transforms fetch through texel buffers).
-    winograd: bool = False
+    # Winograd F(m x m, 3x3), m = 2 or 4 (0: off), for 3x3 stride-1 convolutions with at least
+    # this many input and output channels (texel profiles only: its transforms fetch through
+    # texel buffers).
+    winograd: int = 0
     winograd_min_channels: int = 16
+    # Texel profiles write im2col out (when it takes at most this many bytes) for convolutions
+    # Winograd does not take, so that the GEMM fetches B four pixels at a time.
+    im2col_max_bytes: int = 0
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
     # ...)) pairs, applied to matmuls of that problem (see compiler/tune.py).
     tuned: tuple = ()
@@ -53,7 +57,8 @@ TARGETS = {
     "generic": Target("generic"),
     "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
-                       matmul="texel", cpu_lanes=8, max_texel_elements=2**27, winograd=True),
+                       matmul="texel", cpu_lanes=8, max_texel_elements=2**27, winograd=4,
+                       im2col_max_bytes=64 << 20),
     # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264),

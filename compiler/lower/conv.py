@@ -71,13 +71,33 @@ def lower_conv(node, target):
                       SB_B0=cin * ih * iw, SB_B1=cin_g * ih * iw,
                       SC_B0=cout * oh * ow, SC_B1=cout_g * oh * ow, SC_M=oh * ow, SC_N=1)
     pointwise = kh == kw == 1 and strides == [1, 1] and begins == [0, 0] and (oh, ow) == (ih, iw)
-    common = dict(a=w, b=x, c=out, M=cout_g, N=oh * ow, K=K, batch0=n, batch1=group,
+    common = dict(a=w, c=out, M=cout_g, N=oh * ow, K=K, batch0=n, batch1=group,
                   coords="conv", out_shape=out.shape, own_tail=tail, own_operands=own)
     if pointwise:
-        return tiled_matmul(node, target, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1), **common)
+        return tiled_matmul(node, target, b=x, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1), **common)
+    np_ = -(-oh * ow // 4) * 4
+    col_bytes = n * group * K * np_ * 4
+    if target.matmul == "texel" and col_bytes <= target.im2col_max_bytes:
+        return _explicit_im2col(node, target, x, out, geometry, n, group, K, (oh, ow), np_,
+                                dict(common, strides=dict(strides_mm, SB_B0=group * K * np_,
+                                                          SB_B1=K * np_, SB_K=np_, SB_N=1)))
     conv_spec = [g for g in geometry] + [("OW", "int32", ow)]
-    return tiled_matmul(node, target, strides=strides_mm, b_mode="im2col", conv_spec=conv_spec,
+    return tiled_matmul(node, target, b=x, strides=strides_mm, b_mode="im2col", conv_spec=conv_spec,
                         **common)
+
+
+def _explicit_im2col(node, target, x, out, geometry, n, group, K, out_hw, np_, gemm_args):
+    """On texel profiles: im2col written out once (rows padded to whole rgba32f texels), then the
+    plain GEMM, which fetches B four pixels a texel instead of one (implicit GEMM's fetches)."""
+    (oh, ow), local = out_hw, target.elementwise_local
+    col = Value(f"{out.name}/im2col", np.dtype(np.float32), (n * group, K, np_))
+    rows = n * group * K
+    first = Kernel("im2col", dict(LOCAL=local),
+                   [("ROWS", "int32", rows), ("K", "int32", K), ("NP", "int32", np_),
+                    ("OH", "int32", oh), ("OW", "int32", ow), *geometry],
+                   [x, col], writes=[1], groups=grid_1d(rows * np_ // 4, local),
+                   local_size=(local, 1, 1), nodes=node.sources, texel_buffers={0: "r32f"})
+    return [first, *tiled_matmul(node, target, b=col, **gemm_args)]
 
 
 def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):
@@ -101,66 +121,84 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
                   flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops))
 
 
-# Winograd F(2x2, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per 4x4 input tile
-# and 2x2 output block; 16 multiplies per block where direct convolution takes 36.
-WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+# Winograd F(m x m, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per (m+2)^2
+# input tile and m x m output block. F(2, 3): 16 multiplies per 4 outputs, F(4, 3): 36 per 16,
+# where direct convolution takes 9 per output. Matrices from the interpolation points 0, 1, -1
+# (and 2, -2) plus infinity.
+WINOGRAD = {
+    2: dict(BT=[[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
+            G=[[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]],
+            AT=[[1, 1, 1, 0], [0, 1, -1, -1]]),
+    4: dict(BT=[[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
+            G=[[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+               [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]],
+            AT=[[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]),
+}
 
 
 def _winograd_fits(target, node, x, w, group, kernel, strides, dils) -> bool:
     """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
-    for the 16 GEMMs to pay for the two transforms, on profiles that enable it."""
+    for the batched GEMMs to pay for the two transforms, on profiles that enable it."""
     cout, cin = w.shape[0], w.shape[1]
-    return (target.winograd and target.matmul == "texel" and len(x.shape) == 4 and w.is_constant
+    return (target.winograd in WINOGRAD and target.matmul == "texel" and len(x.shape) == 4 and w.is_constant
             and group == 1 and tuple(kernel) == (3, 3) and list(strides) == [1, 1]
             and list(dils) == [1, 1] and min(cin, cout) >= target.winograd_min_channels)
 
 
-def winograd_weights(w: np.ndarray) -> np.ndarray:
-    """U[xi][co][ci] = (G g G^T)[xi // 4][xi % 4] for each 3x3 filter g = w[co][ci]."""
-    u = np.einsum("ai,ocij,bj->aboc", WINOGRAD_G, w.astype(np.float64), WINOGRAD_G)
-    return np.ascontiguousarray(u.reshape(16, w.shape[0], w.shape[1]).astype(np.float32))
+def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
+    """U[xi][co][ci] = (G g G^T)[xi // alpha][xi % alpha] for each 3x3 filter g = w[co][ci]
+    (alpha = m + 2), in float64 before the one rounding to float32."""
+    g = np.array(WINOGRAD[m]["G"])
+    u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g)
+    return np.ascontiguousarray(u.reshape((m + 2) ** 2, w.shape[0], w.shape[1]).astype(np.float32))
 
 
 def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail, own):
     (ih, iw), (oh, ow) = in_hw, out_hw
-    th, tw = -(-oh // 2), -(-ow // 2)
+    mo = target.winograd
+    alpha = mo + 2
+    xis = alpha * alpha   # GEMMs, one per point of the transformed tile
+    th, tw = -(-oh // mo), -(-ow // mo)
     tiles = th * tw
     tp = -(-tiles // 4) * 4   # GEMM columns: whole rgba32f texels
     f32 = np.dtype(np.float32)
-    # The 16 GEMMs put their longer side on the SIMD lanes: U[xi] (cout x cin) x V[xi] (cin x
+    # The GEMMs put their longer side on the SIMD lanes: U[xi] (cout x cin) x V[xi] (cin x
     # tiles) when there are more tiles than output channels, else V[xi]^T x U[xi]^T.
     transposed = tp < cout
-    u = winograd_weights(w.data)
+    u = winograd_weights(w.data, mo)
     if transposed:
         u = np.ascontiguousarray(u.transpose(0, 2, 1))
     u = Value(f"{w.name}/winograd_u", f32, u.shape, data=u)
-    v = Value(f"{out.name}/winograd_v", f32, (n, 16, cin, tp))
-    m = Value(f"{out.name}/winograd_m", f32, (n, 16, tp, cout) if transposed else (n, 16, cout, tp))
+    v = Value(f"{out.name}/winograd_v", f32, (n, xis, cin, tp))
+    m = Value(f"{out.name}/winograd_m", f32, (n, xis, tp, cout) if transposed else (n, xis, cout, tp))
     local = target.elementwise_local
     tile_spec = [("T", "int32", tiles), ("TP", "int32", tp), ("TW", "int32", tw)]
-    first = Kernel("winograd_input", dict(LOCAL=local),
+    matrices = dict(M_OUT=mo, ALPHA=alpha, BT=WINOGRAD[mo]["BT"], AT=WINOGRAD[mo]["AT"])
+    first = Kernel("winograd_input", dict(LOCAL=local, **matrices),
                    [("BATCH", "int32", n), ("C", "int32", cin), ("IH", "int32", ih), ("IW", "int32", iw),
                     ("PAD_H", "int32", begins[0]), ("PAD_W", "int32", begins[1]), *tile_spec],
                    [x, v], writes=[1], groups=grid_1d(n * cin * tp, local), local_size=(local, 1, 1),
-                   nodes=node.sources, flops=n * cin * tp * 64, texel_buffers={0: "r32f"})
-    c_strides = dict(SC_B0=16 * cout * tp, SC_B1=cout * tp, SC_M=cout if transposed else tp, SC_N=1)
+                   nodes=node.sources, flops=n * cin * tp * 4 * alpha ** 3, texel_buffers={0: "r32f"})
+    c_strides = dict(SC_B0=xis * cout * tp, SC_B1=cout * tp, SC_M=cout if transposed else tp, SC_N=1)
     if transposed:
-        gemm = tiled_matmul(node, target, a=v, b=u, c=m, M=tp, N=cout, K=cin, batch0=n, batch1=16,
-                            strides=dict(SA_B0=16 * cin * tp, SA_B1=cin * tp, SA_M=1, SA_K=tp,
+        gemm = tiled_matmul(node, target, a=v, b=u, c=m, M=tp, N=cout, K=cin, batch0=n, batch1=xis,
+                            strides=dict(SA_B0=xis * cin * tp, SA_B1=cin * tp, SA_M=1, SA_K=tp,
                                          SB_B0=0, SB_B1=cin * cout, SB_K=cout, SB_N=1, **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
     else:
-        gemm = tiled_matmul(node, target, a=u, b=v, c=m, M=cout, N=tp, K=cin, batch0=n, batch1=16,
+        gemm = tiled_matmul(node, target, a=u, b=v, c=m, M=cout, N=tp, K=cin, batch0=n, batch1=xis,
                             strides=dict(SA_B0=0, SA_B1=cout * cin, SA_M=cin, SA_K=1,
-                                         SB_B0=16 * cin * tp, SB_B1=cin * tp, SB_K=tp, SB_N=1,
+                                         SB_B0=xis * cin * tp, SB_B1=cin * tp, SB_K=tp, SB_N=1,
                                          **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
     expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
     last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
-                                          epilogue_expr=expr),
+                                          epilogue_expr=expr, **matrices),
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
                    ("OW", "int32", ow), *tile_spec, *ep_spec],
                   [m, out, *operands], writes=[1], groups=grid_1d(n * cout * tiles, local),
                   local_size=(local, 1, 1), nodes=node.sources,
-                  flops=n * cout * tiles * (24 + 4 * ep_ops), texel_buffers={0: "r32f"})
+                  flops=n * cout * tiles * (4 * alpha * alpha * mo + mo * mo * ep_ops),
+                  texel_buffers={0: "r32f"})
     return [first, *gemm, last]

@@ -94,7 +94,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     spec += list(conv_spec)
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if texel:
-        template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode)
+        template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode,
+                                                        (batch0, batch1), b.size)
         split, depth = 1, K
     elif target.matmul in ("register", "texel") or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
@@ -172,7 +173,17 @@ def _texel_fits(target, a, b) -> bool:
     return max(a.size, b.size) <= target.max_texel_elements
 
 
-def _texel_params(target, M, N, K, batches, strides, b_mode):
+def _padded_rows(strides, K, N, batch_counts, b_size) -> bool:
+    """B rows whose stride is a whole number of texels and covers the last, partial texel of
+    every row, inside B's allocation (im2col's padded rows): rgba32f fetches need no N % 4."""
+    s = strides
+    if s["SB_N"] != 1 or s["SB_K"] % 4 or s["SB_B0"] % 4 or s["SB_B1"] % 4 or s["SB_K"] < -(-N // 4) * 4:
+        return False
+    last = (batch_counts[0] - 1) * s["SB_B0"] + (batch_counts[1] - 1) * s["SB_B1"] + (K - 1) * s["SB_K"]
+    return last + -(-N // 4) * 4 <= b_size
+
+
+def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts=(1, 1), b_size=0):
     """templates/matmul_texel.comp.j2: register tiles fetching A and B through texel buffers
     (lavapipe). rgba32f fetches where the operand is contiguous along the fetched dim and every
     other stride keeps the vec4s aligned, r32f fetches otherwise."""
@@ -186,8 +197,8 @@ def _texel_params(target, M, N, K, batches, strides, b_mode):
         a_mode = "k4"
     else:
         a_mode = "scalar"
-    b_vec = 4 if b_mode == "strided" and _vec4_load(strides, "SB_N", "SB_K", N,
-                                                      ("SB_B0", "SB_B1")) else 1
+    b_vec = 4 if b_mode == "strided" and (_vec4_load(strides, "SB_N", "SB_K", N, ("SB_B0", "SB_B1"))
+                                          or _padded_rows(strides, K, N, batch_counts, b_size)) else 1
     tn = target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols
     lx = target.cpu_lanes
     cols = -(-N // b_vec)

@@ -1,6 +1,10 @@
 """Conv (implicit GEMM, 1x1-as-GEMM, depthwise, grouped) against onnxruntime."""
 
+from dataclasses import replace
+
 import pytest
+
+from compiler.targets import TARGETS
 
 from harness import check_against_onnxruntime
 from onnx_builders import he_normal, single_op_model, small_normal
@@ -80,10 +84,16 @@ def test_conv(case, rng):
     check_against_onnxruntime(_conv_model(rng, **case))
 
 
+LAVAPIPE = [TARGETS["lavapipe"],
+            replace(TARGETS["lavapipe"], name="lavapipe-implicit-im2col", im2col_max_bytes=0)]
+
+
+@pytest.mark.parametrize("target", LAVAPIPE, ids=lambda t: t.name)
 @pytest.mark.parametrize("case", CONV_CASES)
-def test_conv_lavapipe_texel_kernel(case, rng):
-    """The lavapipe profile's implicit GEMM reads weights and image through texel buffers."""
-    check_against_onnxruntime(_conv_model(rng, **case), target="lavapipe")
+def test_conv_lavapipe_texel_kernel(case, target, rng):
+    """The lavapipe profile reads weights and image through texel buffers: im2col written out
+    then a GEMM, or (past im2col_max_bytes) implicit GEMM."""
+    check_against_onnxruntime(_conv_model(rng, **case), target=target)
 
 
 WINOGRAD_CASES = [
@@ -95,11 +105,13 @@ WINOGRAD_CASES = [
 ]
 
 
+@pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("case", WINOGRAD_CASES)
-def test_conv_winograd(case, rng):
-    """3x3 stride-1 layers on the lavapipe profile run as Winograd F(2x2, 3x3): input transform,
-    16 GEMMs, output transform with the epilogue."""
-    result = check_against_onnxruntime(_conv_model(rng, **case), target="lavapipe")
+def test_conv_winograd(case, tile, rng):
+    """3x3 stride-1 layers on the lavapipe profile run as Winograd F(m x m, 3x3): input transform,
+    (m + 2)^2 GEMMs, output transform with the epilogue."""
+    target = replace(TARGETS["lavapipe"], name=f"lavapipe-winograd-{tile}", winograd=tile)
+    result = check_against_onnxruntime(_conv_model(rng, **case), target=target)
     names = [k["name"] for k in result["manifest"]["kernels"]]
     assert any(n.startswith("winograd_input") for n in names), names
     assert any(n.startswith("winograd_output") for n in names), names
