@@ -73,7 +73,9 @@ def lower_conv(node, target):
     pointwise = kh == kw == 1 and strides == [1, 1] and begins == [0, 0] and (oh, ow) == (ih, iw)
     common = dict(a=w, c=out, M=cout_g, N=oh * ow, K=K, batch0=n, batch1=group,
                   coords="conv", out_shape=out.shape, own_tail=tail, own_operands=own)
-    if pointwise:
+    # On texel profiles a pointwise layer whose pixel count is not a multiple of 4 (7x7) still
+    # gets rgba32f fetches: its input is copied into padded rows (im2col of a 1x1 kernel).
+    if pointwise and not (target.matmul == "texel" and (oh * ow) % 4):
         return tiled_matmul(node, target, b=x, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1), **common)
     np_ = -(-oh * ow // 4) * 4
     col_bytes = n * group * K * np_ * 4
@@ -114,11 +116,13 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
             *[g for g in geometry if g[0] not in row], *ep_spec]
     local = target.elementwise_local
     invocations = total // ow * -(-ow // tw)
-    return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, n_epilogue=len(operands),
-                                           epilogue_expr=expr, **row),
+    texel = target.matmul == "texel" and max(x.size, w.size) <= target.max_texel_elements
+    return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel,
+                                           n_epilogue=len(operands), epilogue_expr=expr, **row),
                   spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
-                  flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops))
+                  flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops),
+                  texel_buffers={0: "r32f", 1: "r32f"} if texel else {})
 
 
 # Winograd F(m x m, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per (m+2)^2
