@@ -23,6 +23,9 @@ CANDIDATES = {
     "register": [dict(cpu_rows=8, cpu_cols=2, cpu_lanes=16), dict(cpu_rows=4, cpu_cols=2, cpu_lanes=8),
                  dict(cpu_rows=8, cpu_cols=1, cpu_lanes=8), dict(cpu_rows=4, cpu_cols=4, cpu_lanes=8),
                  dict(cpu_rows=2, cpu_cols=2, cpu_lanes=8)],
+    "texel": [dict(cpu_rows=8, cpu_cols=2, cpu_lanes=8), dict(cpu_rows=4, cpu_cols=4, cpu_lanes=8),
+              dict(cpu_rows=8, cpu_cols=1, cpu_lanes=8), dict(cpu_rows=16, cpu_cols=1, cpu_lanes=8),
+              dict(cpu_rows=4, cpu_cols=2, cpu_lanes=8), dict(cpu_rows=8, cpu_cols=2, cpu_lanes=16)],
 }
 
 
