@@ -63,7 +63,7 @@ def lower_conv(node, target):
     if cin_g == 1 and group == cin and group > 1:
         return [_depthwise(node, target, x, w, out, n, cout, oh, ow, cout // cin, geometry,
                            tail, own)]
-    if _winograd_fits(target, node, x, w, group, (kh, kw), strides, dils):
+    if _winograd_fits(target, node, x, w, out, group, (kh, kw), strides, dils):
         return _winograd(node, target, x, w, out, n, cin, cout, (ih, iw), (oh, ow), begins, tail, own)
     cout_g = cout // group
     K = cin_g * kh * kw
@@ -141,13 +141,18 @@ WINOGRAD = {
 }
 
 
-def _winograd_fits(target, node, x, w, group, kernel, strides, dils) -> bool:
+def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> bool:
     """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
-    for the batched GEMMs to pay for the two transforms, on profiles that enable it."""
-    cout, cin = w.shape[0], w.shape[1]
-    return (target.winograd in WINOGRAD and target.matmul == "texel" and len(x.shape) == 4 and w.is_constant
-            and group == 1 and tuple(kernel) == (3, 3) and list(strides) == [1, 1]
-            and list(dils) == [1, 1] and min(cin, cout) >= target.winograd_min_channels)
+    for the batched GEMMs to pay for the two transforms, on profiles that enable it, whose
+    transformed tensors stay within the scratch budget (im2col_max_bytes)."""
+    if not (target.winograd in WINOGRAD and target.matmul == "texel" and len(x.shape) == 4
+            and w.is_constant and group == 1 and tuple(kernel) == (3, 3)
+            and list(strides) == [1, 1] and list(dils) == [1, 1]):
+        return False
+    (n, cout, oh, ow), cin, mo = out.shape, w.shape[1], target.winograd
+    tiles = -(-(-(-oh // mo) * -(-ow // mo)) // 4) * 4
+    scratch = 4 * n * (mo + 2) ** 2 * tiles * max(cin, cout)
+    return min(cin, cout) >= target.winograd_min_channels and scratch <= target.im2col_max_bytes
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
