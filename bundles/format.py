@@ -17,7 +17,7 @@ from . import spirv as _spirv
 from .manifest import BundleError, _is_int, validate_manifest
 
 MAGIC = b"VKCBNDL\0"
-VERSION = (1, 0)                        # what this code writes; it reads any file with major <= 1
+VERSION = (1, 1)                        # what this code writes; it reads any file with major <= 1
 HEADER = struct.Struct("<8sHHIIIQ")     # magic, major, minor, flags, section_count, checksum, file_size
 ENTRY = struct.Struct("<IIQQII")        # kind, alignment, offset, size, checksum, reserved
 CHECKSUMMED_HEADER = 20                 # the header checksum covers bytes 0..20, then the table

@@ -10,7 +10,9 @@ import reprlib
 
 MANIFEST_VERSION = 1
 
-DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1}
+DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1,
+                  # format 1.1
+                  "float64": 8, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}
 
 # Formats of texel-buffer bindings (modules[].texel_buffers) and the bytes of one texel.
 TEXEL_BYTES = {"r32f": 4, "rgba32f": 16}
@@ -151,6 +153,16 @@ def _check_description(manifest: dict) -> None:
     for i, n in enumerate(size):
         _int(n, f"{where}[{i}]", 1, MAX_LOCAL_INVOCATIONS)
     _int_field(req, "max_storage_buffer_range", path, 0, MAX_BYTES)
+    if "features" in req:  # optional (format 1.1): device features to enable, e.g. shaderInt64
+        features, where = _list(req, "features", path)
+        seen = set()
+        for i, name in enumerate(features):
+            _str(name, f"{where}[{i}]", nonempty=True)
+            if not (name.isascii() and name.isidentifier()):
+                _fail(f"{where}[{i}]", name, "is not a feature name (a VkPhysicalDevice*Features field)")
+            if name in seen:
+                _fail(f"{where}[{i}]", name, "is listed twice")
+            seen.add(name)
     if "max_texel_buffer_elements" in req:
         _int_field(req, "max_texel_buffer_elements", path, 0, MAX_BYTES)
 

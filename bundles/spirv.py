@@ -326,6 +326,15 @@ def check_interface(manifest: dict, modules: list) -> list[Module]:
     return parsed
 
 
+def capability_features(modules) -> list[str]:
+    """The device features (bare VkPhysicalDevice*Features field names, such as shaderInt64) that
+    the capabilities of these SPIR-V modules (bytes) need enabled; what `requirements.features`
+    lists. Subgroup operations are properties the runtime compares, not features it enables."""
+    caps = {c for data in modules for c in Module(data).capabilities}
+    needs = {CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]}
+    return sorted(n.split(".")[-1] for n in needs if not n.startswith("subgroup:"))
+
+
 def device_requirements(bundle) -> dict:
     """What a device needs to run a (validated) bundle, in Vulkan's own names, for an app to check
     before loading: API version, extensions, features (from the modules' capabilities), limits."""
@@ -334,6 +343,8 @@ def device_requirements(bundle) -> dict:
     parsed = [Module(s) for s in bundle.spirv]
     caps = sorted({c for p in parsed for c in p.capabilities})
     features = sorted({CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]})
+    # requirements.features (format 1.1) names what the capabilities imply, and possibly more.
+    features += sorted(set(req.get("features", [])) - {f.split(".")[-1] for f in features})
     io = [tensors[x["tensor"]]["nbytes"] for x in m["inputs"] + m["outputs"]]
     groups = [max((d["groups"][a] for d in m["dispatches"]), default=1) for a in range(3)]
     api = req["vulkan_api"]
@@ -353,9 +364,12 @@ def device_requirements(bundle) -> dict:
             "maxComputeWorkGroupCount": groups,
             "maxStorageBufferRange": req["max_storage_buffer_range"],
             "maxBoundDescriptorSets": 1,
-            "maxPerStageDescriptorStorageBuffers": max((x["bindings"] for x in m["modules"]), default=0),
+            "maxPerStageDescriptorStorageBuffers": max((x["bindings"] - len(texel_formats(x))
+                                                        for x in m["modules"]), default=0),
+            "maxTexelBufferElements": req.get("max_texel_buffer_elements", 0),
         },
-        # ... and the device's minStorageBufferOffsetAlignment must be <= (divide) this.
+        # ... and the device's minStorageBufferOffsetAlignment (with texel buffers also its
+        # minTexelBufferOffsetAlignment) must be <= (divide) this.
         "minStorageBufferOffsetAlignment_at_most": mem["alignment"],
         "memory": {
             "device_local_bytes": mem["arena_bytes"] + mem["weights_bytes"],

@@ -6,9 +6,11 @@ import hashlib
 import numpy as np
 
 from bundles import write_bundle
-from bundles.manifest import TEXEL_BYTES
+from bundles.manifest import DTYPE_ITEMSIZE, TEXEL_BYTES
+from bundles.spirv import capability_features
 
 from .codegen import compile_glsl, module_name, render
+from .errors import CompileError
 from .memory import ALIGNMENT, MemoryPlan, align
 from .schedule import place_barriers
 
@@ -27,6 +29,9 @@ class TensorTable:
     def id_of(self, v) -> int:
         if id(v) in self.ids:
             return self.ids[id(v)]
+        if np.dtype(v.dtype).name not in DTYPE_ITEMSIZE:
+            raise CompileError(f"tensor '{v.name}' is {np.dtype(v.dtype).name}, a dtype bundles cannot "
+                               f"hold; they hold {', '.join(DTYPE_ITEMSIZE)}.")
         root = v.root()
         if root.is_constant:
             memory, offset = "weights", self._place_weight(root)
@@ -95,6 +100,8 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
 
     requirements = {
         "vulkan_api": [1, 1, 0], "extensions": [],
+        # What the modules' SPIR-V capabilities need enabled (shaderInt64 for int64 arithmetic, ...)
+        "features": capability_features(spirv_blobs),
         "max_shared_memory_bytes": max((m["shared_memory_bytes"] for m in modules), default=0),
         "max_workgroup_invocations": max((int(np.prod(m["local_size"])) for m in modules), default=1),
         "max_workgroup_size": [max((m["local_size"][i] for m in modules), default=1) for i in range(3)],

@@ -86,6 +86,10 @@ def module_name(kernel: Kernel) -> str:
         parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
     if kernel.template == "pool":
         parts.append(p["mode"])
+    if kernel.template == "elementwise_typed":
+        parts.append(p["out"].name)
+    if kernel.template == "strided_copy" and p["bits"] < 32:
+        parts.append(f"{p['bits']}bit")
     if p.get("n_epilogue") or p.get("epilogue_expr", "acc_v") != "acc_v":
         parts.append("epilogue")
     return "_".join(parts)

@@ -1,8 +1,10 @@
 """Elementwise expressions: small trees fused passes build and templates render as GLSL.
 
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
-("const", x) a float literal, or (op, *children) with op in UNARY / BINARY / "clip". An op's
-attributes (LeakyRelu's alpha, ...) are ("const", x) children after its operand.
+("const", x) a literal (a Python int or float, exact: integer constants stay ints), or
+(op, *children) with op in UNARY / BINARY / "clip". An op's attributes (LeakyRelu's alpha, ...)
+are ("const", x) children after its operand. This module renders float32 trees; typed_expr.py
+renders trees computing on other dtypes.
 
 Templates splice the rendered expression into one statement, so there are no local variables: an
 op that reads its operand twice (x < 0 ? a * x : x) repeats the operand's text. The fusion pass
@@ -68,7 +70,7 @@ def float_literal(x: float) -> str:
 NAN = float_literal(float("nan"))
 
 
-def _pow(x: str, y: str, exponent: float | None) -> str:
+def pow_text(x: str, y: str, exponent: float | None) -> str:
     """x ** y as ONNX (numpy) defines it. GLSL's pow() is undefined for x < 0 and for x = 0 with
     y <= 0, so the sign and the zero cases are handled here; small integer exponents multiply."""
     if exponent is not None:
@@ -104,7 +106,7 @@ def render(tree, leaf) -> str:
         return x
     children = [render(c, leaf) for c in tree[1:]]
     if op == "pow":
-        return _pow(*children, tree[2][1] if tree[2][0] == "const" else None)
+        return pow_text(*children, tree[2][1] if tree[2][0] == "const" else None)
     return (UNARY.get(op) or BINARY[op]).format(*children)
 
 

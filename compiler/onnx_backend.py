@@ -9,8 +9,9 @@ Two things differ from an interpreter, because vkc compiles ahead of time with s
   (ONNX's node tests do), the rep compiles on the first run() with those inputs frozen into the
   model as initializers, and recompiles only if their values change. Every other input stays a
   run-time input of the bundle.
-- A model whose ops vkc does not implement, or that computes on dtypes other than float32 at run
-  time, raises `BackendIsNotSupposedToImplementIt`, which ONNX's runners count as skipped.
+- A model whose ops vkc does not implement, or that computes at run time on a dtype the op's
+  kernel does not take (most kernels are float32 only; elementwise arithmetic takes every numeric
+  type), raises `BackendIsNotSupposedToImplementIt`, which ONNX's runners count as skipped.
 
 Opsets 23 to 25 only widened the type lists of the ops vkc handles; a model importing them runs at
 opset 22 when every one of its ops has the same definition there (compared through onnx.defs).
@@ -39,8 +40,9 @@ STATIC_INPUTS = {
     "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2), "TopK": (1,), "OneHot": (1,),
     "Range": (0, 1, 2),
 }
-# The dtype CompileErrors of lowering (registry.require_float32, transpose.element_words).
-_DTYPE_PHRASES = ("vkc's kernels are float32", "data-movement kernels handle 32- and 64-bit")
+# The dtype CompileErrors of lowering (registry.require_float32 and unsupported_dtype,
+# transpose.element_words).
+_DTYPE_PHRASES = ("vkc's kernels do not compute", "data-movement kernels handle 32- and 64-bit")
 
 
 def _schema_signature(op: str, domain: str, opset: int):

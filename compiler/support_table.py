@@ -14,11 +14,13 @@ from pathlib import Path
 
 import onnx
 
+from . import expr as E
 from .frontend import MAX_OPSET, MIN_OPSET
 from .lower import find_rule, registered_ops
 from .lower.registry import HANDLED_BY_PASSES
 from .passes.elementwise import ELEMENTWISE_OPS
 from .passes.views import VIEW_OPS
+from .typed_expr import FLOAT64_OPS, INTEGER_OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "SUPPORT.md"
@@ -26,6 +28,7 @@ RESULTS = ROOT / "docs" / "conformance.json"
 
 F32 = "float32"
 MOVES = "float32, int32, int64 (any 32- or 64-bit type)"
+COPIES = "any (8- to 64-bit elements)"
 # (dtypes computed at run time, what is not supported). Ops not listed: float32, nothing missing.
 LIMITS = {
     "Conv": (F32, "3-D convolution"),
@@ -38,18 +41,17 @@ LIMITS = {
     "Resize": (F32, "more than two resized axes, or two that are not adjacent; roi, scales and "
                     "sizes computed at run time"),
     "Upsample": (F32, "cubic mode; scales computed at run time"),
-    "Transpose": (MOVES, "-"), "Expand": (MOVES, "shape computed at run time"),
-    "Slice": (MOVES, "starts, ends, axes, steps computed at run time"),
-    "Split": (MOVES, "split sizes computed at run time"),
+    "Transpose": (COPIES, "-"), "Expand": (COPIES, "shape computed at run time"),
+    "Slice": (COPIES, "starts, ends, axes, steps computed at run time"),
+    "Split": (COPIES, "split sizes computed at run time"),
     "Gather": (MOVES + "; indices int32, int64", "-"),
     "Pad": (MOVES, "pads or constant_value computed at run time"),
     "Tile": (MOVES, "repeats computed at run time"),
     "Concat": (F32, "-"),
-    "Clip": (F32, "min and max computed at run time"),
-    "Pow": (F32, "integer exponents computed at run time (a constant one is fine)"),
+    "Clip": (None, "min and max computed at run time"),
+    "Pow": (None, "float64 base with a floating-point exponent tensor or a fractional constant"),
     "BatchNormalization": (F32, "training_mode=1; statistics computed at run time"),
-    "Dropout": (F32, "training_mode=1 with ratio > 0; the mask output is bool, which no "
-                     "vkc kernel writes yet"),
+    "Dropout": (F32, "training_mode=1 with ratio > 0"),
     "Shape": ("-", "an int64 graph output (folded values are not copied out yet)"),
     "Size": ("-", "an int64 graph output (folded values are not copied out yet)"),
     "Constant": ("any", "-"),
@@ -59,6 +61,27 @@ for _op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "
     LIMITS[_op] = (F32, "axes computed at run time; empty outputs")
 for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"):
     LIMITS[_op] = ("any", "shape or axes computed at run time")
+
+
+def _elementwise_dtypes(op: str) -> str:
+    """The dtypes vkc computes an elementwise op on: those ONNX allows (its first input's type
+    constraint) that typed_expr renders (float32 and float16 take every op)."""
+    name = (E.ONNX_BINARY.get(op) or E.ONNX_UNARY.get(op) or E.ONNX_VARIADIC.get(op)
+            or op.lower())
+    vkc = {"float", "float16"}  # ONNX's names: float is float32, double float64
+    if name in FLOAT64_OPS:
+        vkc.add("double")
+    if name in INTEGER_OPS:
+        vkc |= {f"{u}int{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+    schema = onnx.defs.get_schema(op, max_inclusive_version=MAX_OPSET)
+    allowed = {t[len("tensor("):-1] for t in schema.type_constraints[0].allowed_type_strs}
+    have = vkc & allowed
+    names = [n for n in ("float", "float16", "double") if n in have]
+    for u in ("int", "uint"):
+        ints = [f"{u}{b}" for b in (8, 16, 32, 64) if f"{u}{b}" in have]
+        names += [f"{u}8-64"] if len(ints) == 4 else ints
+    text = ", ".join("float64" if n == "double" else "float32" if n == "float" else n for n in names)
+    return text + ("; any numeric exponent" if op == "Pow" else "")
 
 
 def supported_ops() -> list[str]:
@@ -97,13 +120,13 @@ def _opsets(op: str) -> str:
 
 
 # Why a case was skipped, from the reason recorded with it.
-DTYPE = "a dtype vkc's kernels do not compute at run time (integer, float16, float64, bool)"
+DTYPE = "a dtype vkc's kernel for the op does not compute at run time"
 CONSTANT_OUT = ("an int64 or bool graph output known at compile time (no kernel copies those "
                 "out yet)")
 SKIP_KINDS = (("excluded:", "listed in exclusions.txt"),
               ("/vkc_copy' computes on int64", CONSTANT_OUT),
               ("/vkc_copy' computes on bool", CONSTANT_OUT),
-              ("kernels are float32", DTYPE),
+              ("kernels do not compute", DTYPE),
               ("data-movement kernels", DTYPE),
               ("has type", "a sequence or optional value"),
               ("does not support", "an op vkc does not implement"))
@@ -150,7 +173,8 @@ def generate(results: dict | None = None) -> str:
         "|---|---|---|---|---|---|",
     ]
     for op in ops:
-        dtypes, missing = LIMITS.get(op, (F32, "-"))
+        dtypes, missing = LIMITS.get(op, (None if op in ELEMENTWISE_OPS else F32, "-"))
+        dtypes = dtypes or _elementwise_dtypes(op)
         lines.append(f"| {op} | {_opsets(op)} | {_handled_by(op)} | {dtypes} | {missing} | "
                      f"{_cases_cell(_counts(results, op))} |")
     issue = results["issue_ops"]

@@ -1,6 +1,7 @@
 """Vulkan instances, device enumeration and choice, and the logical devices that models share.
 
-Models on one physical device with the same settings share one VkDevice and its queue (counted
+Models on one physical device with the same settings (validation, robustness, and the extensions
+and features enabled: exactly those the bundle needs) share one VkDevice and its queue (counted
 references; the last close destroys it), so several models cost one device, and queue submission
 is serialized by a lock as Vulkan requires."""
 from __future__ import annotations
@@ -321,7 +322,7 @@ class Instance:
 
 _lock = threading.RLock()          # guards the two registries below
 _instances: dict = {}              # validation flag -> Instance
-_devices: dict = {}                # (index, validation, robust, extensions) -> Device
+_devices: dict = {}                # (index, validation, robust, extensions, features) -> Device
 
 
 def _instance(validation: bool) -> Instance:
@@ -356,13 +357,16 @@ def choose_device(device=None) -> DeviceInfo:
     return _candidates(list_devices(), device)[0]
 
 
-def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set]:
-    """(what the device lacks for these SPIR-V modules, the device extensions they need enabled).
-    `modules` are (name, bundles.spirv.Module) pairs; the reader already matched them to the manifest."""
-    out, exts = [], set()
+def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set, set]:
+    """(what the device lacks for these SPIR-V modules, the device extensions and the features they
+    need enabled). `modules` are (name, bundles.spirv.Module) pairs; the reader already matched them
+    to the manifest."""
+    out, exts, feats = [], set(), set()
     for name, module in modules or ():
         for cap in sorted(set(module.capabilities)):
             cap_name, need = CAPABILITIES.get(cap, (f"capability {cap}", "unknown"))
+            if need and need != "unknown" and not need.startswith("subgroup:"):
+                feats.add(need)
             if need == "unknown":
                 out.append(f"SPIR-V {cap_name} (module {name}), which this runtime does not know")
             elif need and need.startswith("subgroup:"):
@@ -380,7 +384,13 @@ def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set]:
                 exts.add(vk_ext)
             else:
                 out.append(f"extension {vk_ext} (for {ext}, module {name})")
-    return out, exts
+    return out, exts, feats
+
+
+def needed_features(manifest: dict, info: DeviceInfo, needs) -> set:
+    """The device features to enable for a bundle: those `requirements.features` lists (format 1.1)
+    and those its modules' capabilities imply (all a format 1.0 bundle says)."""
+    return set(manifest.get("requirements", {}).get("features", [])) | spirv_needs(info, needs)[2]
 
 
 def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) -> list[str]:
@@ -401,7 +411,10 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
     for what, w, h in checks:
         if w > h:
             out.append(f"{w} {what} (it has {h})")
-    out += spirv_needs(info, needs)[0]
+    spirv_lacks, _, spirv_feats = spirv_needs(info, needs)
+    out += [f"feature {f} (requirements.features)" for f in req.get("features", [])
+            if f not in info.all_features and f not in spirv_feats]  # those are named just below
+    out += spirv_lacks
     widest = max((m["bindings"] for m in manifest["modules"]), default=0)
     if widest > info.max_storage_buffers_per_stage:
         out.append(f"{widest} storage buffers in one kernel (it allows {info.max_storage_buffers_per_stage})")
@@ -482,11 +495,13 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
             raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
         info = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust)
         exts = set(manifest.get("requirements", {}).get("extensions", [])) | spirv_needs(info, needs)[1]
-        key = (info.index, bool(validation), bool(robust), frozenset(exts))
+        feats = needed_features(manifest, info, needs)
+        # Models share a device only when it was created with exactly the same extensions and features.
+        key = (info.index, bool(validation), bool(robust), frozenset(exts), frozenset(feats))
         with _lock:
             dev = _devices.get(key)
             if dev is None:
-                dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key)
+                dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key, feats)
                 inst.refs += 1  # the device holds the instance
             dev.refs += 1
             return dev
@@ -497,18 +512,20 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
 class Device:
     """A logical device with one compute queue on a chosen physical device, shared by models."""
 
-    def __init__(self, inst: Instance, pdev, info: DeviceInfo, exts: list, robust: bool, key):
+    def __init__(self, inst: Instance, pdev, info: DeviceInfo, exts: list, robust: bool, key,
+                 features=frozenset()):
         self.instance, self.physical, self.info, self.key = inst, pdev, info, key
         self.vk, self.ffi = inst.vk, inst.vk.ffi
         self.cleanup, self.refs, self.lost, self.hung = Cleanup(), 0, None, False  # lost: why nothing runs any more
         self.queue_lock = threading.Lock()
+        self.features = frozenset()
         try:
-            self._create(pdev, info, exts, robust)
+            self._create(pdev, info, exts, robust, set(features))
         except BaseException:
             self.cleanup.release()
             raise
 
-    def _create(self, pdev, info, exts, robust):
+    def _create(self, pdev, info, exts, robust, wanted: set):
         vk, ffi, inst = self.vk, self.ffi, self.instance
         with step(f"reading the queues and memory types of {info.name}"):
             families = vk.vkGetPhysicalDeviceQueueFamilyProperties(pdev)
@@ -520,11 +537,12 @@ class Device:
         self.timestamp_mask = (1 << families[compute[0]].timestampValidBits) - 1
         api = min(vk.vkGetPhysicalDeviceProperties(pdev).apiVersion, inst.api)
         features, keep = inst.feature_chain(pdev, api, exts) if api >= API_1_1 else (ffi.NULL, [])
-        if features != ffi.NULL:  # enable what the device has (kernels may use any of it), robustness as asked
-            features.features.robustBufferAccess = int(bool(robust))
-            for p in keep:
-                if hasattr(p, "robustImageAccess"):
-                    p.robustImageAccess = 0
+        if features != ffi.NULL:  # enable exactly the bundle's features (each may cost), robustness as asked
+            wanted = wanted | ({"robustBufferAccess"} if robust else set())
+            self.features = frozenset(wanted)  # what this VkDevice has enabled
+            for struct in (features.features, *keep):
+                for name in _fields(ffi, struct):
+                    setattr(struct, name, int(name in wanted))
         prio = ffi.new("float[1]", [1.0])
         qinfo = new(ffi, "VkDeviceQueueCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                     queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=prio)

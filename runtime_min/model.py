@@ -25,7 +25,8 @@ from .memory import Buffer
 from .pipelines import Pipelines, cache_file
 
 NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64,
-                "uint8": np.uint8, "int8": np.int8, "bool": np.bool_}
+                "uint8": np.uint8, "int8": np.int8, "bool": np.bool_, "float64": np.float64,
+                "int16": np.int16, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64}
 STAGING_ALIGN = 256
 UPLOAD_CHUNK = 64 << 20  # weights go to the device through a staging buffer of at most this size
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN

@@ -25,6 +25,11 @@ _NP_TO_ONNX = {
     np.dtype(np.bool_): TensorProto.BOOL,
     np.dtype(np.uint8): TensorProto.UINT8,
     np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
 }
 
 

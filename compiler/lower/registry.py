@@ -6,6 +6,7 @@ registered at or below it applies.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -80,12 +81,40 @@ def is_supported(op_type: str, domain: str, opset: int) -> bool:
     return find_rule(op_type, domain, opset) is not None
 
 
+# The phrase of every error for a dtype a kernel does not compute (onnx_backend counts those
+# cases as skipped, not failed).
+DTYPE_PHRASE = "vkc's kernels do not compute"
+
+
+def unsupported_dtype(node: Node, v: Value, what: str) -> CompileError:
+    return CompileError(f"{node.op_type} '{node.name}' computes {what} on {np.dtype(v.dtype).name} "
+                        f"tensor '{v.name}' at run time; {DTYPE_PHRASE} that in this version.")
+
+
 def require_float32(node: Node, values) -> None:
+    """For kernels that compute on float32 only (all but elementwise and data movement)."""
     for v in values:
         if v is not None and np.dtype(v.dtype) != np.float32:
             raise CompileError(f"{node.op_type} '{node.name}' computes on {np.dtype(v.dtype).name} "
-                               f"tensor '{v.name}' at run time; vkc's kernels are float32 in this "
-                               "version.")
+                               f"tensor '{v.name}' at run time; {DTYPE_PHRASE} {node.op_type} on "
+                               f"{np.dtype(v.dtype).name} in this version (float32 only).")
+
+
+_word_views: "weakref.WeakKeyDictionary[Value, Value]" = weakref.WeakKeyDictionary()
+
+
+def buffer_view(v: Value) -> Value:
+    """What a kernel binds to read or write `v`: v itself, or for 8/16-bit elements (packed in
+    32-bit words) a view of v's bytes rounded up to whole words. Robust buffer access drops an
+    access past a binding's range, which would lose a last, partial word; the rounded range stays
+    inside v's allocation, as the memory plan and the weights give every tensor at least 4 bytes
+    on a 256-byte boundary."""
+    if v.nbytes % 4 == 0:
+        return v
+    if v not in _word_views:
+        _word_views[v] = Value(f"{v.name}/words", np.dtype(np.int32), (-(-v.nbytes // 4),),
+                               alias_of=v)
+    return _word_views[v]
 
 
 def constant_input(node: Node, index: int, what: str) -> np.ndarray | None:

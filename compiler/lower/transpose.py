@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod
-from .registry import Kernel, grid_1d, register
+from .registry import Kernel, buffer_view, grid_1d, register
 
 
 def element_words(node, values) -> int:
@@ -21,8 +21,11 @@ def element_words(node, values) -> int:
 
 def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[Kernel]:
     """Kernels filling `dst` (contiguous) from `src` read at element strides `src_strides`
-    (one per dim of dst; 0 broadcasts, negative walks backwards) from element `offset`."""
-    words = element_words(node, [src, dst])
+    (one per dim of dst; 0 broadcasts, negative walks backwards) from element `offset`.
+    8- and 16-bit elements move packed: each invocation assembles one 32-bit word of dst."""
+    sizes = {np.dtype(v.dtype).itemsize for v in (src, dst)}
+    bits = 8 * min(sizes) if sizes in ({1}, {2}) else 32
+    words = 1 if bits < 32 else element_words(node, [src, dst])
     shape, strides = list(dst.shape), list(src_strides)
     if words == 2:
         shape, strides, offset = shape + [2], [2 * s for s in strides] + [1], 2 * offset
@@ -35,14 +38,17 @@ def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[K
     spec += [(f"S{d}", "int32", in_c[d]) for d in range(len(dims))]
     spec += [("OFFSET", "int32", offset)]
     local = target.elementwise_local
-    return [Kernel("strided_copy", dict(LOCAL=local, rank=len(dims)), spec, [src, dst],
-                   writes=[1], groups=grid_1d(total, local), local_size=(local, 1, 1),
+    per_word = 32 // bits
+    return [Kernel("strided_copy", dict(LOCAL=local, rank=len(dims), bits=bits), spec,
+                   [buffer_view(src), buffer_view(dst)], writes=[1],
+                   groups=grid_1d(-(-total // per_word), local), local_size=(local, 1, 1),
                    nodes=node.sources)]
 
 
 @register("vkc.Copy")
 def lower_copy(node, target):
-    """A graph output that is a constant or an input, in a dtype elementwise kernels don't take."""
+    """A graph output that is a constant or an input, copied as it is (any dtype but float32,
+    which an elementwise kernel copies)."""
     x, out = node.inputs[0], node.outputs[0]
     return strided_copy(node, target, x, out, contiguous_strides(x.shape))
 

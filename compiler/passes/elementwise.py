@@ -1,6 +1,9 @@
 """Elementwise ops become `vkc.Elementwise` nodes holding an expression tree; chains of them
-fuse into one kernel when the intermediate has no other reader."""
+fuse into one kernel when the intermediate has no other reader and both compute in the same
+dtype (a kernel computes in one dtype, see typed_expr.py)."""
 from __future__ import annotations
+
+import numpy as np
 
 from .. import expr as E
 from ..errors import CompileError
@@ -24,7 +27,7 @@ def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
             raise CompileError(f"Clip '{node.name}': min/max come from the computation "
                                f"('{v.name}'); vkc needs them constant.")
         else:
-            bounds.append(float(v.data.reshape(-1)[0]))
+            bounds.append(v.data.reshape(-1)[0].item())  # exact: an int64 bound stays an int
     return bounds[0], bounds[1]
 
 
@@ -36,14 +39,15 @@ def to_elementwise(graph: Graph) -> Graph:
             lo, hi = _clip_bounds(node)
             tree, operands = ("clip", ("in", 0), lo, hi), [node.inputs[0]]
         elif node.op_type in E.ONNX_UNARY:
-            attrs = [("const", float(node.attrs.get(name, default)))
+            # ONNX float attributes are float32, for every dtype the op computes on.
+            attrs = [("const", float(np.float32(node.attrs.get(name, default))))
                      for name, default in E.ONNX_ATTRS.get(node.op_type, ())]
             tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0), *attrs), [node.inputs[0]]
         else:
             leaves, operands = [], []
             for v in node.inputs:
                 if v.is_constant and v.size == 1:  # scalars become literals in the kernel
-                    leaves.append(("const", float(v.data.reshape(-1)[0])))
+                    leaves.append(("const", v.data.reshape(-1)[0].item()))
                 else:  # the same value twice (x * x) is one operand
                     same = [i for i, o in enumerate(operands) if o is v]
                     leaves.append(("in", same[0] if same else len(operands)))
@@ -74,6 +78,7 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
                 if (prod is None or prod.op_type != "vkc.Elementwise"
                         or not graph.used_only_by(v, consumer) or v.alias_of is not None
                         or tuple(v.shape) != tuple(consumer.outputs[0].shape)
+                        or v.dtype != consumer.outputs[0].dtype
                         or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
                     continue
                 merge_into(consumer, k, prod)

@@ -25,6 +25,8 @@ def fuse_epilogues(graph: Graph) -> Graph:
             ew = out.consumers[0]
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(out.shape):
                 break
+            if any(np.dtype(v.dtype) != np.float32 for v in [*ew.inputs, *ew.outputs]):
+                break  # epilogues read their operands as float32 (a Pow's exponent may not be)
             others = [v for v in ew.inputs if v is not out]
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break

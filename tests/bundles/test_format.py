@@ -44,7 +44,7 @@ def expect(data, check, *fragments):
 
 def test_round_trip_bytes(sample, manifest, modules, weights):
     bundle = read_bundle(sample)
-    assert bundle.version == (1, 0)
+    assert bundle.version == (1, 1)
     assert_same(bundle, manifest, modules, weights)
     assert [s.kind for s in bundle.sections] == [MANIFEST, SPIRV, SPIRV, WEIGHTS]
     assert isinstance(bundle.weights, memoryview) and bundle.weights.readonly
@@ -122,7 +122,8 @@ def test_writer_accepts_buffers(manifest, modules, weights):
 
 
 def test_dtype_itemsize():
-    assert DTYPE_ITEMSIZE == {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1}
+    assert DTYPE_ITEMSIZE == {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1,
+                              "float64": 8, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # format 1.1
 
 
 # ---- the writer refuses what a reader would ----------------------------------------------------
@@ -169,7 +170,7 @@ def test_check_magic(sample):
 def test_check_newer_major_refused(sample, raw):
     data = bytearray(sample)
     struct.pack_into("<HH", data, 8, 2, 3)
-    expect(bytes(raw.reseal(data)), "version", "format version 2.3", "supports 1.0")
+    expect(bytes(raw.reseal(data)), "version", "format version 2.3", "supports 1.1")
 
 
 @pytest.mark.parametrize("version", [(1, 0), (1, 7), (1, 65535), (0, 9)])

@@ -11,7 +11,7 @@ import pytest
 
 import c_reader
 from bundles import BundleError, SectionKind, read_bundle, write_bundle
-from bundles.spirv import Module, device_requirements
+from bundles.spirv import Module, capability_features, device_requirements
 
 pytestmark = pytest.mark.skipif(not shutil.which("glslc"), reason="glslc is not installed")
 
@@ -224,6 +224,11 @@ def test_device_requirements(raw, tmp_path):
     req = device_requirements(read_bundle(bundle_bytes(raw, module, manifest)))
     assert req["vulkan_api"] == "1.1.0" and req["vulkan_api_version"] == (1 << 22) | (1 << 12)
     assert req["features"] == ["VkPhysicalDeviceFeatures.shaderInt64"]
+    assert capability_features([module]) == ["shaderInt64"]  # requirements.features' names
+    # requirements.features (format 1.1) adds what the capabilities do not imply
+    manifest["requirements"]["features"] = ["shaderInt64", "shaderFloat64"]
+    assert device_requirements(read_bundle(bundle_bytes(raw, module, manifest)))["features"] == \
+        ["VkPhysicalDeviceFeatures.shaderInt64", "shaderFloat64"]
     assert req["spirv_capabilities"] == ["Shader", "Int64"] and req["spirv_version"] == "1.3"
     assert req["limits"]["maxComputeWorkGroupSize"] == [64, 1, 1]
     assert req["limits"]["maxPerStageDescriptorStorageBuffers"] == 2

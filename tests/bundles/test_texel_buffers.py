@@ -103,7 +103,7 @@ def test_view_must_cover_whole_texels(lavapipe_bundle):
 
 
 def test_older_bundles_have_no_texel_keys():
-    """A bundle for any other profile keeps the 1.0 manifest: no texel_buffers, no requirement."""
+    """A bundle for any other profile has no texel_buffers and no texel requirement."""
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "r",
                               [helper.make_tensor_value_info("x", 1, [4, 4])],
                               [helper.make_tensor_value_info("y", 1, [4, 4])])

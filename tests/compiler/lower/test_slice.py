@@ -49,6 +49,22 @@ def test_slice_int64_data():
     check_against_onnxruntime(model)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.float16], ids=lambda d: np.dtype(d).name)
+def test_slice_packed_reversed(dtype):
+    """A negative step over 8/16-bit elements: each output word gathers from several input words."""
+    model = single_op_model("Slice", {"x": [5, 7]}, input_dtypes={"x": dtype}, output_dtypes=[dtype],
+                            initializers={"s": np.array([4, 6], np.int64), "e": np.array([0, -100], np.int64),
+                                          "a": np.array([0, 1], np.int64), "st": np.array([-1, -2], np.int64)})
+    check_against_onnxruntime(model, exact=True)
+
+
+def test_split_int8():
+    model = single_op_model("Split", {"x": [3, 11]}, {"axis": 1}, input_dtypes={"x": np.int8},
+                            initializers={"split": np.array([3, 5, 3], np.int64)},
+                            outputs=("a", "b", "c"), output_dtypes=[np.int8] * 3)
+    check_against_onnxruntime(model, exact=True)
+
+
 @pytest.mark.parametrize("shape,axis,split", [
     pytest.param([6, 4], 0, None, id="equal-axis0"),
     pytest.param([2, 9, 3], 1, [2, 3, 4], id="variable-axis1"),

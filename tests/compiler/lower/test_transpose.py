@@ -32,6 +32,25 @@ def test_transpose_integer(dtype):
     check_against_onnxruntime(model)
 
 
+PACKED = [np.int8, np.uint8, np.int16, np.uint16, np.float16, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", PACKED, ids=lambda d: np.dtype(d).name)
+def test_transpose_packed(dtype):
+    """8/16-bit elements move packed, a whole output word per invocation; 105 elements leave a
+    partial last word."""
+    model = single_op_model("Transpose", {"x": [3, 5, 7]}, {"perm": [2, 0, 1]},
+                            input_dtypes={"x": dtype}, output_dtypes=[dtype])
+    check_against_onnxruntime(model, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.bool_, np.float16], ids=lambda d: np.dtype(d).name)
+def test_expand_packed(dtype):
+    model = single_op_model("Expand", {"x": [3, 1]}, input_dtypes={"x": dtype}, output_dtypes=[dtype],
+                            initializers={"shape": np.array([2, 3, 5], np.int64)})
+    check_against_onnxruntime(model, exact=True)
+
+
 @pytest.mark.parametrize("shape,target", [
     pytest.param([3, 1], [3, 4], id="column"),
     pytest.param([1, 4], [3, 4], id="row"),

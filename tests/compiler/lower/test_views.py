@@ -35,6 +35,18 @@ def test_dropout_inference():
     check_against_onnxruntime(single_op_model("Dropout", {"x": [2, 16]}))
 
 
+def test_dropout_mask_output():
+    """The mask of inference Dropout is a constant all-true bool tensor, copied out packed."""
+    model = single_op_model("Dropout", {"x": [3, 7]}, outputs=("y", "mask"),
+                            output_dtypes=[np.float32, np.bool_])
+    check_against_onnxruntime(model)
+
+
+def test_identity_int8_input_as_output():
+    model = single_op_model("Identity", {"x": [5, 3]}, input_dtypes={"x": np.int8}, output_dtypes=[np.int8])
+    check_against_onnxruntime(model, exact=True)
+
+
 def test_dropout_with_ratio_input():
     model = single_op_model("Dropout", {"x": [2, 16]}, initializers={"ratio": np.array(0.3, np.float32)})
     check_against_onnxruntime(model)
