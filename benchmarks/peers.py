@@ -243,6 +243,12 @@ class NcnnVulkan(Peer):
         missing = [b for b in blobs_in + blobs_out if b not in text]
         if missing:
             raise PeerError(f"ncnn model lacks blobs {missing}")
+        # ncnn runs a layer without a Vulkan kernel on the CPU, silently (its MatMul has none):
+        # such a run is not a Vulkan figure.
+        layer_types = {line.split()[0] for line in param.read_text().splitlines()[2:] if line.split()}
+        on_cpu = sorted(t for t in layer_types if t != "Input" and not ncnn.create_layer(t).support_vulkan)
+        if on_cpu:
+            raise PeerError(f"ncnn has no Vulkan kernel for {', '.join(on_cpu)} and would run it on the CPU")
 
         net = ncnn.Net()
         net.opt.use_vulkan_compute = True

@@ -49,8 +49,9 @@ def test_light_model(name):
                                   "shufflenet", "vgg19", "zfnet512"])
 def test_other_light_models_on_the_host_profile(name):
     """The rest of the wheel's light models, compiled for the local device's profile (on
-    lavapipe, register tiles: several times faster than `generic` there). AlexNet, ZFNet and VGG
-    have classifier weights over 128 MiB, split into column blocks at compile time."""
+    lavapipe: texel-buffer kernels and Winograd, several times faster than `generic` there).
+    AlexNet, ZFNet and VGG have classifier weights over 128 MiB, split into column blocks at
+    compile time."""
     path = light_model_path(name)
     if not os.path.exists(path):
         pytest.skip(f"{path} is not in this onnx wheel (onnx {onnx.__version__})")
