@@ -86,6 +86,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     texel = target.matmul == "texel" and _texel_fits(target, a, b)
     if texel:
         a, strides = _rows_last(a, M, K, batch0, strides)
+        b, strides = _padded_columns(b, K, N, b_mode, strides)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
     spec += [(name, "int32", strides[name]) for name in
              ("SA_B0", "SA_B1", "SA_M", "SA_K", "SB_B0", "SB_B1", "SC_B0", "SC_B1", "SC_M", "SC_N")]
@@ -167,6 +168,18 @@ def _rows_last(a, M: int, K: int, batch0: int, strides: dict):
     return relaid, dict(strides, SA_M=1, SA_K=M)
 
 
+def _padded_columns(b, K: int, N: int, b_mode: str, strides: dict):
+    """Constant B (weights) whose N is not a multiple of 4 stored with zero columns up to one,
+    so the kernel fetches it four columns a texel (a 10-class classifier: 3 fetches a row, not 10)."""
+    if not (b.is_constant and b_mode == "strided" and N % 4 and b.size == K * N
+            and strides["SB_N"] == 1 and strides["SB_K"] == N
+            and strides["SB_B0"] == 0 and strides["SB_B1"] == 0):
+        return b, strides
+    padded = np.zeros((K, -(-N // 4) * 4), np.float32)
+    padded[:, :N] = b.data.reshape(K, N)
+    return Value(b.name + "/padded", b.dtype, padded.shape, data=padded), dict(strides, SB_K=padded.shape[1])
+
+
 def _texel_fits(target, a, b) -> bool:
     """Texel buffers address at most maxTexelBufferElements texels; bigger operands take the
     storage-buffer kernel."""
@@ -199,9 +212,11 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts=(1, 1)
         a_mode = "scalar"
     b_vec = 4 if b_mode == "strided" and (_vec4_load(strides, "SB_N", "SB_K", N, ("SB_B0", "SB_B1"))
                                           or _padded_rows(strides, K, N, batch_counts, b_size)) else 1
-    tn = target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols
     lx = target.cpu_lanes
     cols = -(-N // b_vec)
+    # No more column registers than the lanes have columns for (a narrow GEMM such as a
+    # 10-class classifier would fetch clamped duplicates).
+    tn = min(target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols, -(-cols // lx))
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
     params = dict(TM=tm, TN=tn, LX=lx, A_MODE=a_mode, B_VEC=b_vec, b_mode=b_mode)
     texels = {0: "r32f" if a_mode == "scalar" else "rgba32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
