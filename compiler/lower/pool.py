@@ -38,11 +38,12 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
             ("PAD_K", "int32", pk), ("PAD_B", "int32", pb), ("PAD_R", "int32", pr)]
     bindings = [x, out] + ([indices] if indices is not None else [])
     local = target.elementwise_local
+    texel = target.matmul == "texel" and x.size <= target.max_texel_elements
     params = dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad),
-                  indices=indices is not None, storage_order=bool(storage_order))
+                  indices=indices is not None, storage_order=bool(storage_order), TEXEL=texel)
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=total * prod(kernel))]
+                   flops=total * prod(kernel), texel_buffers={0: "r32f"} if texel else {})]
 
 
 def _windowed(node, target, mode):

@@ -1,4 +1,5 @@
-"""MaxPool, AveragePool, GlobalAveragePool against onnxruntime."""
+"""MaxPool, AveragePool, GlobalAveragePool against onnxruntime, on the generic profile (storage
+buffers) and the lavapipe profile (input through a texel buffer)."""
 
 import numpy as np
 import pytest
@@ -26,26 +27,33 @@ POOL_CASES = [
 ]
 
 
+TARGETS = pytest.mark.parametrize("target", ["generic", "lavapipe"])
+
+
+@TARGETS
 @pytest.mark.parametrize("attrs,shape", POOL_CASES)
-def test_maxpool(attrs, shape):
-    check_against_onnxruntime(single_op_model("MaxPool", {"x": shape}, attrs))
+def test_maxpool(attrs, shape, target):
+    check_against_onnxruntime(single_op_model("MaxPool", {"x": shape}, attrs), target=target)
 
 
-def test_maxpool_all_negative_padded():
+@TARGETS
+def test_maxpool_all_negative_padded(target):
     """Padding must act as -inf for MaxPool, never as 0."""
     model = single_op_model("MaxPool", {"x": [1, 2, 5, 5]}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
     feeds = {"x": -np.abs(random_feeds(model, seed=7)["x"]) - 1.0}
-    check_against_onnxruntime(model, feeds=feeds)
+    check_against_onnxruntime(model, feeds=feeds, target=target)
 
 
+@TARGETS
 @pytest.mark.parametrize("count_include_pad", [0, 1], ids=["exclude-pad", "include-pad"])
 @pytest.mark.parametrize("attrs,shape", POOL_CASES)
-def test_averagepool(attrs, shape, count_include_pad):
+def test_averagepool(attrs, shape, count_include_pad, target):
     attrs = dict(attrs, count_include_pad=count_include_pad)
-    check_against_onnxruntime(single_op_model("AveragePool", {"x": shape}, attrs))
+    check_against_onnxruntime(single_op_model("AveragePool", {"x": shape}, attrs), target=target)
 
 
 @pytest.mark.parametrize("shape", [[1, 8, 7, 7], [2, 3, 5, 9], [1, 16, 1, 1], [1, 2048, 7, 7], [1, 1000, 13, 13]],
                          ids=["8x7x7", "batch2-5x9", "1x1", "resnet50-head", "squeezenet-head"])
-def test_global_average_pool(shape):
-    check_against_onnxruntime(single_op_model("GlobalAveragePool", {"x": shape}))
+@TARGETS
+def test_global_average_pool(shape, target):
+    check_against_onnxruntime(single_op_model("GlobalAveragePool", {"x": shape}), target=target)
