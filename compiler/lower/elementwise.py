@@ -44,13 +44,16 @@ def lower_elementwise(node, target):
         return _lower_typed(node, target)
     dims, modes, spec, index = _indexing(operands, out)
     tree = node.attrs["expr"]
-    leaf = lambda t: f"IN{t[1]}[{index[t[1]]}]"
+    leaf = lambda t: f"LOAD{t[1]}({index[t[1]]})"
     local = target.elementwise_local
-    params = dict(LOCAL=local, n_inputs=len(operands), rank=len(dims),
+    # Texel profiles fetch the operands through texel buffers (see matmul_texel.comp.j2).
+    texel = target.matmul == "texel" and all(v.size <= target.max_texel_elements for v in operands)
+    params = dict(LOCAL=local, n_inputs=len(operands), rank=len(dims), TEXEL=texel,
                   strided="strided" in modes, expr=E.render(tree, leaf))
     return [Kernel("elementwise", params, spec, [*operands, out], writes=[len(operands)],
                    groups=grid_1d(out.size, local), local_size=(local, 1, 1),
-                   nodes=node.sources, flops=out.size * E.count_ops(tree))]
+                   nodes=node.sources, flops=out.size * E.count_ops(tree),
+                   texel_buffers={j: "r32f" for j in range(len(operands))} if texel else {})]
 
 
 def _lower_typed(node, target):

@@ -1,4 +1,6 @@
-"""Binary elementwise ops with numpy broadcasting, and the unary activations."""
+"""Binary elementwise ops with numpy broadcasting, and the unary activations (generic profile;
+the broadcasting cases and the fused chain also on the lavapipe profile, whose kernels fetch
+operands through texel buffers)."""
 
 import numpy as np
 import pytest
@@ -29,14 +31,15 @@ def _safe_denominator(x: np.ndarray) -> np.ndarray:
     return (sign * (0.5 + np.abs(x) % 1.5)).astype(np.float32)
 
 
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
 @pytest.mark.parametrize("a_shape,b_shape", BROADCAST_CASES)
 @pytest.mark.parametrize("op", OPS)
-def test_binary(op, a_shape, b_shape):
+def test_binary(op, a_shape, b_shape, target):
     model = single_op_model(op, {"a": a_shape, "b": b_shape})
     feeds = random_feeds(model, seed=1)
     if op == "Div":
         feeds["b"] = _safe_denominator(feeds["b"])
-    check_against_onnxruntime(model, feeds=feeds)
+    check_against_onnxruntime(model, feeds=feeds, target=target)
 
 
 @pytest.mark.parametrize("b_shape", [[], [3, 1, 1], [4, 5], [2, 3, 4, 5]],
@@ -108,7 +111,8 @@ def test_clip_bounds_as_graph_inputs_are_rejected_clearly():
     assert "clip_rt" in str(info.value), str(info.value)
 
 
-def test_elementwise_chain():
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_elementwise_chain(target):
     """Add -> Mul(const) -> Sigmoid -> Sub -> Relu: a chain the fusion pass may merge."""
     g = GraphBuilder("chain", seed=5)
     a = g.input("a", [2, 8, 5, 5])
@@ -118,7 +122,7 @@ def test_elementwise_chain():
     x = g.node("Sigmoid", [x])
     x = g.node("Sub", [x, a])
     g.node("Relu", [x], out="y")
-    check_against_onnxruntime(g.build(["y"]))
+    check_against_onnxruntime(g.build(["y"]), target=target)
 
 
 def test_elementwise_diamond_two_outputs():
