@@ -116,13 +116,13 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
             *[g for g in geometry if g[0] not in row], *ep_spec]
     local = target.elementwise_local
     invocations = total // ow * -(-ow // tw)
-    texel = target.matmul == "texel" and max(x.size, w.size) <= target.max_texel_elements
-    return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel,
+    texel = target.matmul == "texel" and max(v.size for v in [x, w, *operands]) <= target.max_texel_elements
+    return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel, EP_TEXEL=texel,
                                            n_epilogue=len(operands), epilogue_expr=expr, **row),
                   spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops),
-                  texel_buffers={0: "r32f", 1: "r32f"} if texel else {})
+                  texel_buffers={b: "r32f" for b in (0, 1, *range(3, 3 + len(operands)))} if texel else {})
 
 
 # Winograd F(m x m, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per (m+2)^2
@@ -202,12 +202,13 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
                                          **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
     expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    ep_texel = all(v.size <= target.max_texel_elements for v in operands)
     last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
-                                          epilogue_expr=expr, **matrices),
+                                          epilogue_expr=expr, EP_TEXEL=ep_texel, **matrices),
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
                    ("OW", "int32", ow), *tile_spec, *ep_spec],
                   [m, out, *operands], writes=[1], groups=grid_1d(n * cout * tiles, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=n * cout * tiles * (4 * alpha * alpha * mo + mo * mo * ep_ops),
-                  texel_buffers={0: "r32f"})
+                  texel_buffers={0: "r32f", **({2 + j: "r32f" for j in range(len(operands))} if ep_texel else {})})
     return [first, *gemm, last]

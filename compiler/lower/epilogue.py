@@ -23,7 +23,7 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
         if t[0] == "acc":
             return "acc_v"
         j = t[1]
-        return f"EP{j}[e0 * EP{j}_SB + e1 * EP{j}_SM + e2 * EP{j}_SN]"
+        return f"EP{j}_AT(e0 * EP{j}_SB + e1 * EP{j}_SM + e2 * EP{j}_SN)"
 
     return E.render(tree, leaf), operands, spec, E.count_ops(tree)
 

@@ -97,6 +97,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if texel:
         template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode,
                                                         (batch0, batch1), b.size)
+        params["EP_TEXEL"] = all(v.size <= target.max_texel_elements for v in operands)
+        if params["EP_TEXEL"]:
+            extra["texel_buffers"] = {**extra["texel_buffers"], **{3 + j: "r32f" for j in range(len(operands))}}
         split, depth = 1, K
     elif target.matmul in ("register", "texel") or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
@@ -218,7 +221,11 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts=(1, 1)
     # 10-class classifier would fetch clamped duplicates).
     tn = min(target.cpu_cols if b_vec == 4 else 4 * target.cpu_cols, -(-cols // lx))
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
-    params = dict(TM=tm, TN=tn, LX=lx, A_MODE=a_mode, B_VEC=b_vec, b_mode=b_mode)
+    # Whole vec4 stores where C's rows are contiguous, aligned and a multiple of 4 long.
+    vec_store = b_vec == 4 and N % 4 == 0 and strides["SC_N"] == 1 and all(
+        strides[s] % 4 == 0 for s in ("SC_M", "SC_B0", "SC_B1"))
+    params = dict(TM=tm, TN=tn, LX=lx, A_MODE=a_mode, B_VEC=b_vec, VEC_STORE=vec_store,
+                  b_mode=b_mode)
     texels = {0: "r32f" if a_mode == "scalar" else "rgba32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
     return "matmul_texel", params, groups, dict(local_size=(lx, 1, 1), texel_buffers=texels)
 
