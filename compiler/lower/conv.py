@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..ir import Value
 from .epilogue import build_epilogue, channel_view
 from .matmul import tiled_matmul
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register, require_float32, texel_reads
 
 
 def conv_geometry(node, in_spatial, out_spatial, kernel):
@@ -116,7 +116,7 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
             *[g for g in geometry if g[0] not in row], *ep_spec]
     local = target.elementwise_local
     invocations = total // ow * -(-ow // tw)
-    texel = target.matmul == "texel" and max(v.size for v in [x, w, *operands]) <= target.max_texel_elements
+    texel = texel_reads(target, x, w, *operands)
     return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel, EP_TEXEL=texel,
                                            n_epilogue=len(operands), epilogue_expr=expr, **row),
                   spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
@@ -202,7 +202,7 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
                                          **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
     expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
-    ep_texel = all(v.size <= target.max_texel_elements for v in operands)
+    ep_texel = texel_reads(target, *operands)
     last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
                                           epilogue_expr=expr, EP_TEXEL=ep_texel, **matrices),
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),

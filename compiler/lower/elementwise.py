@@ -12,7 +12,7 @@ from .. import expr as E
 from ..dtypes import scalar_type
 from ..shapes import broadcast_strides, collapse_dims
 from ..typed_expr import TypedRenderer, Unsupported
-from .registry import Kernel, buffer_view, grid_1d, register, unsupported_dtype
+from .registry import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
 
 
 def _indexing(operands, out):
@@ -46,8 +46,7 @@ def lower_elementwise(node, target):
     tree = node.attrs["expr"]
     leaf = lambda t: f"LOAD{t[1]}({index[t[1]]})"
     local = target.elementwise_local
-    # Texel profiles fetch the operands through texel buffers (see matmul_texel.comp.j2).
-    texel = target.matmul == "texel" and all(v.size <= target.max_texel_elements for v in operands)
+    texel = texel_reads(target, *operands)
     params = dict(LOCAL=local, n_inputs=len(operands), rank=len(dims), TEXEL=texel,
                   strided="strided" in modes, expr=E.render(tree, leaf))
     return [Kernel("elementwise", params, spec, [*operands, out], writes=[len(operands)],

@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from .epilogue import build_epilogue
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register, require_float32, texel_reads
 
 
 def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> bool:
@@ -83,9 +83,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     batches = batch0 * batch1
     problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
     target = target.for_problem(problem)
-    texel = target.matmul == "texel" and _texel_fits(target, a, b)
+    texel = texel_reads(target, a, b)
     if texel:
-        a, strides = _rows_last(a, M, K, batch0, strides)
+        a, strides = _rows_last(a, M, K, strides)
         b, strides = _padded_columns(b, K, N, b_mode, strides)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
     spec += [(name, "int32", strides[name]) for name in
@@ -97,7 +97,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if texel:
         template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode,
                                                         (batch0, batch1), b.size)
-        params["EP_TEXEL"] = all(v.size <= target.max_texel_elements for v in operands)
+        params["EP_TEXEL"] = texel_reads(target, *operands)
         if params["EP_TEXEL"]:
             extra["texel_buffers"] = {**extra["texel_buffers"], **{3 + j: "r32f" for j in range(len(operands))}}
         split, depth = 1, K
@@ -156,7 +156,7 @@ def _tiled_params(target, M, N, K, strides, b_mode, batches):
     return tiles, groups, extra
 
 
-def _rows_last(a, M: int, K: int, batch0: int, strides: dict):
+def _rows_last(a, M: int, K: int, strides: dict):
     """Constant A (convolution weights) stored [groups][K][M] instead of [groups][M][K], so that
     one rgba32f texel holds four rows at one K step and the K loop walks the convolution window
     in its natural order."""
@@ -183,12 +183,6 @@ def _padded_columns(b, K: int, N: int, b_mode: str, strides: dict):
     return Value(b.name + "/padded", b.dtype, padded.shape, data=padded), dict(strides, SB_K=padded.shape[1])
 
 
-def _texel_fits(target, a, b) -> bool:
-    """Texel buffers address at most maxTexelBufferElements texels; bigger operands take the
-    storage-buffer kernel."""
-    return max(a.size, b.size) <= target.max_texel_elements
-
-
 def _padded_rows(strides, K, N, batch_counts, b_size) -> bool:
     """B rows whose stride is a whole number of texels and covers the last, partial texel of
     every row, inside B's allocation (im2col's padded rows): rgba32f fetches need no N % 4."""
@@ -199,7 +193,7 @@ def _padded_rows(strides, K, N, batch_counts, b_size) -> bool:
     return last + -(-N // 4) * 4 <= b_size
 
 
-def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts=(1, 1), b_size=0):
+def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_size):
     """templates/matmul_texel.comp.j2: register tiles fetching A and B through texel buffers
     (lavapipe). rgba32f fetches where the operand is contiguous along the fetched dim and every
     other stride keeps the vec4s aligned, r32f fetches otherwise."""

@@ -7,7 +7,7 @@ import numpy as np
 from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register, require_float32, texel_reads
 
 
 def _pad3(values, fill):
@@ -38,7 +38,7 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
             ("PAD_K", "int32", pk), ("PAD_B", "int32", pb), ("PAD_R", "int32", pr)]
     bindings = [x, out] + ([indices] if indices is not None else [])
     local = target.elementwise_local
-    texel = target.matmul == "texel" and x.size <= target.max_texel_elements
+    texel = texel_reads(target, x)
     params = dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad),
                   indices=indices is not None, storage_order=bool(storage_order), TEXEL=texel)
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),

@@ -91,6 +91,13 @@ def unsupported_dtype(node: Node, v: Value, what: str) -> CompileError:
                         f"tensor '{v.name}' at run time; {DTYPE_PHRASE} that in this version.")
 
 
+def texel_reads(target, *values) -> bool:
+    """Whether a kernel reads these operands through uniform texel buffers: on texel profiles
+    (lavapipe, where a texel fetch is a gather and a storage-buffer load with a per-lane address
+    a loop over the lanes), while each fits the device's maxTexelBufferElements."""
+    return target.matmul == "texel" and all(v.size <= target.max_texel_elements for v in values)
+
+
 def require_float32(node: Node, values) -> None:
     """For kernels that compute on float32 only (all but elementwise and data movement)."""
     for v in values:
