@@ -4,15 +4,14 @@ Needs no peer beyond onnxruntime: ncnn / IREE (the `bench` extra) are not instal
 """
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from bench_run import REPO, run_benchmark
+
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.append(str(REPO / "tests"))
 
@@ -20,14 +19,10 @@ sys.path.append(str(REPO / "tests"))
 def test_bench_sections(tmp_path):
     """MLP, one GEMM and two conv layers, vkc (two targets) vs onnxruntime: tables last, JSON figures."""
     out = tmp_path / "bench.json"
-    env = {**os.environ, "COLUMNS": "220"}
-    env.pop("VKC_VALIDATION", None)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench.py"), "--models", "mlp", "--peers", "ort",
-         "--targets", "host,generic", "--gemm", "--gemm-sizes", "128", "--convs", "--conv-models", "mobilenet_v2",
-         "--conv-limit", "2", "--repeat", "3", "--warmup", "1", "--budget-s", "5", "--profile", "--json", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
-    log = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    proc, log = run_benchmark(
+        "bench.py", "--models", "mlp", "--peers", "ort", "--targets", "host,generic", "--gemm", "--gemm-sizes",
+        "128", "--convs", "--conv-models", "mobilenet_v2", "--conv-limit", "2", "--repeat", "3", "--warmup", "1",
+        "--budget-s", "5", "--profile", "--json", str(out), columns=220, timeout=900)
     assert proc.returncode == 0, log
     lines = proc.stdout.rstrip().splitlines()
     first = next((i for i, ln in enumerate(lines) if "Models on" in ln), None)

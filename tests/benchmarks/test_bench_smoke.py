@@ -1,23 +1,14 @@
 """Smoke test of benchmarks/bench_models.py: the MLP, 2 timed runs, in a subprocess."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from bench_run import run_benchmark
 
 
 def test_bench_models_mlp(tmp_path):
     out = tmp_path / "bench.json"
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("VKC_VALIDATION", None)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_models.py"), "--models", "mlp", "--repeat", "2",
-         "--warmup", "1", "--json", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    log = f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    proc, log = run_benchmark("bench_models.py", "--models", "mlp", "--repeat", "2", "--warmup", "1",
+                              "--json", str(out))
     assert proc.returncode == 0, log
     lines = proc.stdout.rstrip().splitlines()
     title = next((i for i, line in enumerate(lines) if "vkc on" in line and "median ms" in line), None)
