@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 import reprlib
 
+from .dtypes import DTYPES
+
 MANIFEST_VERSION = 1
 
-DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1,
-                  # format 1.1
-                  "float64": 8, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}
+DTYPE_ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items()}
 
 # Formats of texel-buffer bindings (modules[].texel_buffers) and the bytes of one texel.
 TEXEL_BYTES = {"r32f": 4, "rgba32f": 16}

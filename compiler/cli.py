@@ -133,7 +133,7 @@ def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 
     from .errors import CompileError
     from .frontend import to_ir
-    from .lower import is_supported
+    from .ops import is_supported
     from .passes import fold_constants
 
     proto = onnx.load(str(model), load_external_data=False)

@@ -9,8 +9,9 @@ import onnx
 from .assemble import assemble
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, to_ir
-from .lower import lower_graph, unsupported_ops
+from .lower import lower_graph
 from .memory import plan_memory
+from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
 from .targets import Target, get_target
 

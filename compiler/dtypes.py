@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bundles.dtypes import DTYPES
+
 from .expr import float_literal
 
 INT64_EXTENSION = "GL_EXT_shader_explicit_arithmetic_types_int64"
@@ -89,12 +91,8 @@ class ScalarType:
         return f"{x}{suffix}"
 
 
-_TYPES = [ScalarType("float32", "float", "float", 32), ScalarType("float16", "float", "float", 16),
-          ScalarType("float64", "double", "float", 64),
-          ScalarType("int8", "int", "int", 8), ScalarType("uint8", "uint", "uint", 8),
-          ScalarType("int16", "int", "int", 16), ScalarType("uint16", "uint", "uint", 16),
-          ScalarType("int32", "int", "int", 32), ScalarType("uint32", "uint", "uint", 32),
-          ScalarType("int64", "int64_t", "int", 64), ScalarType("uint64", "uint64_t", "uint", 64)]
+# Every dtype of the shared table (bundles/dtypes.py) that kernels compute on.
+_TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values() if d.glsl]
 TYPES = {t.name: t for t in _TYPES}
 
 

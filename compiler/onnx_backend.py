@@ -28,19 +28,9 @@ from onnx.backend.test.runner import BackendIsNotSupposedToImplementIt
 
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import MAX_OPSET
+from .ops import constant_inputs, is_supported, unsupported_ops
 
-# Input slots that must be compile-time constants, per op (indices into node.input).
-STATIC_INPUTS = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
-    "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "Slice": (1, 2, 3, 4),
-    "Pad": (1, 2, 3), "Resize": (1, 2, 3), "Upsample": (1,), "Clip": (1, 2),
-    "ReduceMean": (1,), "ReduceSum": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
-    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSumExp": (1,),
-    "ReduceSumSquare": (1,), "ReduceLogSum": (1,),
-    "BatchNormalization": (1, 2, 3, 4), "Dropout": (1, 2), "TopK": (1,), "OneHot": (1,),
-    "Range": (0, 1, 2),
-}
-# The dtype CompileErrors of lowering (registry.require_float32 and unsupported_dtype,
+# The dtype CompileErrors of lowering (registry.check_dtypes and unsupported_dtype,
 # transpose.element_words).
 _DTYPE_PHRASES = ("vkc's kernels do not compute", "data-movement kernels handle 32- and 64-bit")
 
@@ -80,7 +70,7 @@ def static_input_names(model: onnx.ModelProto) -> list[str]:
     inits = {t.name for t in model.graph.initializer}
     inputs = [i.name for i in model.graph.input if i.name not in inits]
     producer = {o: n for n in model.graph.node for o in n.output}
-    todo = [n.input[k] for n in model.graph.node for k in STATIC_INPUTS.get(n.op_type, ())
+    todo = [n.input[k] for n in model.graph.node for k in constant_inputs(n.op_type)
             if k < len(n.input) and n.input[k]]
     seen = set()
     while todo:
@@ -184,7 +174,6 @@ class VkcBackend(Backend):
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
         from .frontend import to_ir
-        from .lower import unsupported_ops
         from .passes import fold_constants
 
         try:
@@ -246,8 +235,6 @@ def _reject_unsupported_ops(model: onnx.ModelProto) -> None:
     """Unsupported ops and non-tensor values (sequences, optionals, maps) skip the case before
     anything compiles. Ops whose inputs are frozen later (Shape feeding Reshape, ...) may still
     fold, so only ops with no rule at all count here."""
-    from .lower import is_supported
-
     for vi in [*model.graph.input, *model.graph.output]:
         kind = vi.type.WhichOneof("value")
         if kind != "tensor_type":

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
+from bundles.dtypes import DTYPES
 from bundles.manifest import TEXEL_BYTES, texel_formats
 from bundles.spirv import Module as SpirvModule
 
@@ -24,9 +25,7 @@ from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
 from .memory import Buffer
 from .pipelines import Pipelines, cache_file
 
-NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "int64": np.int64,
-                "uint8": np.uint8, "int8": np.int8, "bool": np.bool_, "float64": np.float64,
-                "int16": np.int16, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64}
+NUMPY_DTYPES = {name: d.numpy for name, d in DTYPES.items()}
 STAGING_ALIGN = 256
 UPLOAD_CHUNK = 64 << 20  # weights go to the device through a staging buffer of at most this size
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN

@@ -1,19 +1,17 @@
-"""Lowering: IR nodes -> Kernels. Importing this package registers every op family."""
+"""Lowering: IR nodes -> Kernels. Every module of this package is an op family whose rules
+register themselves (compiler.registry); importing the package imports them all, so a new family
+needs no list to join."""
 from __future__ import annotations
 
-from ..errors import UnsupportedOpsError
-from . import (concat, conv, conv_transpose, elementwise, gather, lrn,  # noqa: F401 - registers rules
-               matmul, pad, pool, reduce, resize, slice, softmax, transpose)
-from .registry import Kernel, find_rule, is_supported, registered_ops
+import importlib
+import pkgutil
 
+from ..errors import CompileError, UnsupportedOpsError
+from ..registry import check_dtypes, find_rule
+from .registry import Kernel
 
-def unsupported_ops(graph) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for node in graph.nodes:
-        if not is_supported(node.op_type, node.domain, graph.opset):
-            key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-            found.setdefault(key, []).append(node.name)
-    return found
+for _info in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_info.name}")
 
 
 def lower_graph(graph, target) -> list[Kernel]:
@@ -22,5 +20,9 @@ def lower_graph(graph, target) -> list[Kernel]:
         rule = find_rule(node.op_type, node.domain, graph.opset)
         if rule is None:
             raise UnsupportedOpsError({node.op_type: [node.name]})
-        kernels.extend(rule(node, target))
+        if rule.lower is None:
+            raise CompileError(f"{node.op_type} '{node.name}' reached lowering, but {rule.module} "
+                               f"should have {rule.handled_by or 'removed it'} (a vkc bug).")
+        check_dtypes(rule, node)
+        kernels.extend(rule.lower(node, target))
     return kernels

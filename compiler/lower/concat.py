@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register
 
 
 @register("Concat")
 def lower_concat(node, target):
     out = node.outputs[0]
-    require_float32(node, [*node.inputs, out])
     axis = node.attrs["axis"] % len(out.shape)
     outer, inner = prod(out.shape[:axis]), prod(out.shape[axis + 1:])
     local = target.elementwise_local

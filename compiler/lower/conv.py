@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..ir import Value
 from .epilogue import build_epilogue, channel_view
 from .matmul import tiled_matmul
-from .registry import Kernel, grid_1d, register, require_float32, texel_reads
+from .registry import Kernel, grid_1d, register, texel_reads
 
 
 def conv_geometry(node, in_spatial, out_spatial, kernel):
@@ -38,11 +38,10 @@ def _as_2d(shape):
     return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
 
 
-@register("Conv")
+@register("Conv", limits="3-D convolution")
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
-    require_float32(node, [x, w, bias, out])
     if len(x.shape) not in (3, 4):
         raise CompileError(f"Conv '{node.name}' is {len(x.shape) - 2}-D; vkc runs 1-D and 2-D "
                            "convolutions.")

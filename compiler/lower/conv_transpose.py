@@ -3,7 +3,7 @@ on templates/conv_transpose.comp.j2."""
 from __future__ import annotations
 
 from ..errors import CompileError
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register
 
 
 def transpose_pads(node, in_spatial, out_spatial, kernel, strides, dilations) -> list[int]:
@@ -26,11 +26,10 @@ def _pad3(values, fill):
     return [fill] * (3 - len(values)) + list(values)
 
 
-@register("ConvTranspose")
+@register("ConvTranspose", limits="4-D and higher spatial ranks")
 def lower_conv_transpose(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
-    require_float32(node, [x, w, bias, out])
     nd = len(x.shape) - 2
     if not 1 <= nd <= 3:
         raise CompileError(f"ConvTranspose '{node.name}' is {nd}-D; vkc runs 1-D to 3-D.")

@@ -37,7 +37,7 @@ def _indexing(operands, out):
     return dims, modes, spec, index
 
 
-@register("vkc.Elementwise")
+@register("vkc.Elementwise", dtypes=None)
 def lower_elementwise(node, target):
     out, operands = node.outputs[0], node.inputs
     if any(np.dtype(v.dtype) != np.float32 for v in [*operands, out]):

@@ -7,10 +7,10 @@ import numpy as np
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
 from .registry import Kernel, grid_1d, register
-from .transpose import element_words, strided_copy
+from .transpose import MOVES, element_words, strided_copy
 
 
-@register("Gather")
+@register("Gather", dtypes=None, dtypes_doc=MOVES + "; indices int32, int64")
 def lower_gather(node, target):
     x, idx, out = node.inputs[0], node.inputs[1], node.outputs[0]
     axis = node.attrs.get("axis", 0) % len(x.shape)

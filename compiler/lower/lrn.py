@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register
 
 
 @register("LRN")
 def lower_lrn(node, target):
     x, out = node.inputs[0], node.outputs[0]
-    require_float32(node, [x, out])
     if len(x.shape) < 3:
         raise CompileError(f"LRN '{node.name}' needs an [N, C, ...] input, got {list(x.shape)}.")
     size = int(node.attrs["size"])

@@ -8,7 +8,7 @@ from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from .epilogue import build_epilogue
-from .registry import Kernel, grid_1d, register, require_float32, texel_reads
+from .registry import Kernel, grid_1d, register, texel_reads
 
 
 def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> bool:
@@ -244,7 +244,6 @@ def _register_params(target, M, N, batches, strides, b_mode):
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
-    require_float32(node, [a, b, c, out])
     trans_a, trans_b = node.attrs.get("transA", 0), node.attrs.get("transB", 0)
     if trans_b and b.is_constant:
         # PyTorch's Linear exports W as [N, K] with transB=1. Stored as [K, N] instead, the
@@ -268,11 +267,10 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul")
+@register("MatMul", limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
     out = node.outputs[0]
-    require_float32(node, [a, b, out])
     a_shape = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)
     b_shape = tuple(b.shape) + (1,) if len(b.shape) == 1 else tuple(b.shape)
     M, K = a_shape[-2:]

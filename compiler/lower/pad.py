@@ -6,9 +6,10 @@ import numpy as np
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
 from .registry import Kernel, constant_input, grid_1d, register
-from .transpose import element_words
+from .transpose import MOVES, element_words
 
 MODES = ("constant", "reflect", "edge", "wrap")
+PAD_LIMIT = "pads or constant_value computed at run time"
 
 
 def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kernel]:
@@ -53,14 +54,15 @@ def _mode(node) -> str:
     return mode
 
 
-@register("Pad", since=1)
+@register("Pad", since=1, dtypes=None, dtypes_doc=MOVES, limits=PAD_LIMIT)
 def lower_pad_v1(node, target):
     pads = list(node.attrs.get("pads", node.attrs.get("paddings", [])))
     return pad_kernel(node, target, node.inputs[0], node.outputs[0], pads[:len(pads) // 2],
                       _mode(node), node.attrs.get("value", 0.0))
 
 
-@register("Pad", since=11)
+@register("Pad", since=11, dtypes=None, dtypes_doc=MOVES, constant_inputs=(1, 2, 3),
+          limits=PAD_LIMIT)
 def lower_pad(node, target):
     x = node.inputs[0]
     rank = len(x.shape)
@@ -75,7 +77,8 @@ def lower_pad(node, target):
     return pad_kernel(node, target, x, node.outputs[0], begins, _mode(node), value)
 
 
-@register("Tile", since=6)
+@register("Tile", since=6, dtypes=None, dtypes_doc=MOVES, constant_inputs=(1,),
+          limits="repeats computed at run time")
 def lower_tile(node, target):
     """out[c] = x[c mod len]: a wrap pad at the end of every axis."""
     return pad_kernel(node, target, node.inputs[0], node.outputs[0],

@@ -7,7 +7,9 @@ import numpy as np
 from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
-from .registry import Kernel, grid_1d, register, require_float32, texel_reads
+from .registry import Kernel, grid_1d, register, texel_reads
+
+SPATIAL_LIMIT = "4-D and higher spatial ranks"
 
 
 def _pad3(values, fill):
@@ -18,7 +20,6 @@ def _pad3(values, fill):
 def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_include_pad=False,
           indices=None, storage_order=0):
     x, out = node.inputs[0], node.outputs[0]
-    require_float32(node, [x, out])
     nd = len(x.shape) - 2
     if not 1 <= nd <= 3:
         raise CompileError(f"{node.op_type} '{node.name}' pools {nd}-D windows; vkc pools 1-D, "
@@ -63,12 +64,12 @@ def _windowed(node, target, mode):
                  node.attrs.get("storage_order", 0))
 
 
-@register("MaxPool")
+@register("MaxPool", dtypes_doc="float32; Indices int64", limits=SPATIAL_LIMIT)
 def lower_maxpool(node, target):
     return _windowed(node, target, "max")
 
 
-@register("AveragePool")
+@register("AveragePool", limits=SPATIAL_LIMIT)
 def lower_averagepool(node, target):
     return _windowed(node, target, "avg")
 
@@ -79,11 +80,11 @@ def _global(node, target, mode):
     return _pool(node, target, mode, spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
 
 
-@register("GlobalAveragePool")
+@register("GlobalAveragePool", limits=SPATIAL_LIMIT)
 def lower_global_average_pool(node, target):
     return _global(node, target, "avg")
 
 
-@register("GlobalMaxPool")
+@register("GlobalMaxPool", limits=SPATIAL_LIMIT)
 def lower_global_max_pool(node, target):
     return _global(node, target, "max")

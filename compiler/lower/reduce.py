@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides
-from .registry import Kernel, constant_input, grid_1d, register, require_float32
+from .registry import Kernel, constant_input, grid_1d, register
 from .transpose import strided_copy
 
 OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
@@ -12,6 +12,7 @@ OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin"
        "ReduceLogSum": "logsum", "ReduceLogSumExp": "logsumexp"}
 # The opset from which each op takes its axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
+REDUCE_LIMIT = "axes computed at run time; empty outputs"
 
 
 def _merge(dims):
@@ -36,7 +37,6 @@ def _axes(node, opset_axes_input: bool):
 
 def _reduce(node, target, axes_as_input: bool):
     x, out = node.inputs[0], node.outputs[0]
-    require_float32(node, [x, out])
     rank = len(x.shape)
     axes = _axes(node, axes_as_input)
     if not axes:
@@ -67,11 +67,12 @@ def _reduce(node, target, axes_as_input: bool):
 
 
 def _register(op_type: str) -> None:
-    @register(op_type, since=1)
+    @register(op_type, since=1, limits=REDUCE_LIMIT)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
-    @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18))
+    @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
+              limits=REDUCE_LIMIT)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 

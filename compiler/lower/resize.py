@@ -10,7 +10,11 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register, require_float32
+from .registry import Kernel, grid_1d, register
+
+RESIZE_LIMIT = ("more than two resized axes, or two that are not adjacent; roi, scales and sizes "
+                "computed at run time")
+UPSAMPLE_LIMIT = "cubic mode; scales computed at run time"
 
 TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
               "asymmetric", "tf_crop_and_resize")
@@ -71,7 +75,6 @@ def _filter(mode: str, scale: float, antialias: bool) -> tuple[int, int, float]:
 def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=None,
                   cubic_a=-0.75, exclude_outside=False, extrapolation=0.0, antialias=False):
     x, out = node.inputs[0], node.outputs[0]
-    require_float32(node, [x, out])
     rank = len(x.shape)
     roi = roi if roi is not None else [0.0] * rank + [1.0] * rank
     identity = [x.shape[a] == out.shape[a] and scales[a] == 1.0
@@ -153,22 +156,22 @@ def _legacy(node, target, scales):
                          scales=[float(np.float32(s)) for s in scales])
 
 
-@register("Upsample", since=7)
+@register("Upsample", since=7, limits=UPSAMPLE_LIMIT)
 def lower_upsample_v7(node, target):
     return _legacy(node, target, node.attrs["scales"])
 
 
-@register("Upsample", since=9)
+@register("Upsample", since=9, constant_inputs=(1,), limits=UPSAMPLE_LIMIT)
 def lower_upsample(node, target):
     return _legacy(node, target, _const(node, 1))
 
 
-@register("Resize", since=10)
+@register("Resize", since=10, constant_inputs=(1,), limits=RESIZE_LIMIT)
 def lower_resize_v10(node, target):
     return _legacy(node, target, _const(node, 1))
 
 
-@register("Resize", since=11)
+@register("Resize", since=11, constant_inputs=(1, 2, 3), limits=RESIZE_LIMIT)
 def lower_resize(node, target):
     transform = _text(node, "coordinate_transformation_mode", "half_pixel")
     if transform not in TRANSFORMS:

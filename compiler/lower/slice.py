@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides
-from .transpose import strided_copy
+from .transpose import COPIES, strided_copy
 from .registry import constant_input, register
+
+SLICE_LIMIT = "starts, ends, axes, steps computed at run time"
 
 
 def _constant_ints(node, index: int, what: str):
@@ -30,13 +32,14 @@ def _slice(node, target, starts, ends, axes, steps):
     return strided_copy(node, target, x, out, strides, offset)
 
 
-@register("Slice", since=1)
+@register("Slice", since=1, dtypes=None, dtypes_doc=COPIES, limits=SLICE_LIMIT)
 def lower_slice_v1(node, target):
     a = node.attrs
     return _slice(node, target, list(a["starts"]), list(a["ends"]), a.get("axes"), None)
 
 
-@register("Slice", since=10)
+@register("Slice", since=10, dtypes=None, dtypes_doc=COPIES, constant_inputs=(1, 2, 3, 4),
+          limits=SLICE_LIMIT)
 def lower_slice(node, target):
     starts = _constant_ints(node, 1, "starts")
     ends = _constant_ints(node, 2, "ends")
@@ -44,7 +47,8 @@ def lower_slice(node, target):
                   _constant_ints(node, 4, "steps"))
 
 
-@register("Split")
+@register("Split", dtypes=None, dtypes_doc=COPIES, constant_inputs=(1,),
+          limits="split sizes computed at run time")
 def lower_split(node, target):
     """Each output is the next block along the axis; its shape (from shape inference) already
     says how long, whichever of the split attribute, input or num_outputs set it."""

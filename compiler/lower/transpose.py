@@ -8,6 +8,11 @@ from ..errors import CompileError
 from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod
 from .registry import Kernel, buffer_view, grid_1d, register
 
+# The dtypes the data-movement kernels take, as docs/SUPPORT.md states them: strided copies move
+# any element bit for bit, gathers and pads 32- and 64-bit ones (element_words).
+COPIES = "any (8- to 64-bit elements)"
+MOVES = "float32, int32, int64 (any 32- or 64-bit type)"
+
 
 def element_words(node, values) -> int:
     """32-bit words per element of tensors a data-movement kernel copies bit for bit."""
@@ -45,7 +50,7 @@ def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[K
                    nodes=node.sources)]
 
 
-@register("vkc.Copy")
+@register("vkc.Copy", dtypes=None)
 def lower_copy(node, target):
     """A graph output that is a constant or an input, copied as it is (any dtype but float32,
     which an elementwise kernel copies)."""
@@ -53,7 +58,7 @@ def lower_copy(node, target):
     return strided_copy(node, target, x, out, contiguous_strides(x.shape))
 
 
-@register("Transpose")
+@register("Transpose", dtypes=None, dtypes_doc=COPIES)
 def lower_transpose(node, target):
     x, out = node.inputs[0], node.outputs[0]
     rank = len(x.shape)
@@ -62,7 +67,8 @@ def lower_transpose(node, target):
     return strided_copy(node, target, x, out, [in_strides[p] for p in perm])
 
 
-@register("Expand", since=8)
+@register("Expand", since=8, dtypes=None, dtypes_doc=COPIES, constant_inputs=(1,),
+          limits="shape computed at run time")
 def lower_expand(node, target):
     x, out = node.inputs[0], node.outputs[0]
     strides = broadcast_strides(x.shape, out.shape)

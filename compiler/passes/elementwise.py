@@ -4,16 +4,50 @@ dtype (a kernel computes in one dtype, see typed_expr.py)."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from .. import expr as E
 from ..errors import CompileError
+from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
+from ..registry import declare
+from ..typed_expr import FLOAT64_OPS, INTEGER_OPS
 
 ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | set(E.ONNX_VARIADIC) | {"Clip"}
 # Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
 # their operand twice (Elu, PRelu, HardSwish) repeat its text, so a long chain would grow
 # exponentially.
 MAX_EXPR_CHARS = 4000
+
+
+def _dtypes_doc(op: str) -> str:
+    """The dtypes vkc computes an elementwise op on: those ONNX allows (its first input's type
+    constraint) that the expression renderer takes (float32 and float16 take every op)."""
+    name = (E.ONNX_BINARY.get(op) or E.ONNX_UNARY.get(op) or E.ONNX_VARIADIC.get(op)
+            or op.lower())
+    vkc = {"float", "float16"}  # ONNX's names: float is float32, double float64
+    if name in FLOAT64_OPS:
+        vkc.add("double")
+    if name in INTEGER_OPS:
+        vkc |= {f"{u}int{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+    schema = onnx.defs.get_schema(op, max_inclusive_version=MAX_OPSET)
+    allowed = {t[len("tensor("):-1] for t in schema.type_constraints[0].allowed_type_strs}
+    have = vkc & allowed
+    names = [n for n in ("float", "float16", "double") if n in have]
+    for u in ("int", "uint"):
+        ints = [f"{u}{b}" for b in (8, 16, 32, 64) if f"{u}{b}" in have]
+        names += [f"{u}8-64"] if len(ints) == 4 else ints
+    text = ", ".join("float64" if n == "double" else "float32" if n == "float" else n for n in names)
+    return text + ("; any numeric exponent" if op == "Pow" else "")
+
+
+_LIMITS = {"Clip": "min and max computed at run time",
+           "Pow": "float64 base with a floating-point exponent tensor or a fractional constant"}
+for _op in sorted(ELEMENTWISE_OPS):
+    # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
+    declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
+            dtypes_doc=_dtypes_doc(_op), constant_inputs=(1, 2) if _op == "Clip" else (),
+            limits=_LIMITS.get(_op, "-"))
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:

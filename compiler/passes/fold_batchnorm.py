@@ -6,6 +6,11 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph, Node, Value
+from ..registry import FLOAT32, declare
+
+declare("BatchNormalization", handled_by="folded into Conv/Gemm, else fused elementwise",
+        module=__name__, dtypes=FLOAT32, constant_inputs=(1, 2, 3, 4),
+        limits="training_mode=1; statistics computed at run time")
 
 
 def _scale_shift(bn: Node) -> tuple[np.ndarray, np.ndarray]:

@@ -11,11 +11,18 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph
+from ..registry import declare
 from .onnx_node import evaluate, infer_output_types
 
 # Folding these would bake one random draw into the bundle.
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                     "Multinomial", "Bernoulli"}
+
+
+declare("Constant", handled_by="folded at compile time", module=__name__)
+for _op in ("Shape", "Size"):
+    declare(_op, handled_by="folded at compile time", module=__name__, dtypes_doc="-",
+            limits="an int64 graph output (folded values are not copied out yet)")
 
 
 def fold_constants(graph: Graph) -> Graph:

@@ -6,8 +6,15 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph, Node
+from ..registry import FLOAT32, declare
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
+for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"):
+    declare(_op, handled_by="view (no kernel)", module=__name__,
+            constant_inputs=(1,) if _op in ("Reshape", "Squeeze", "Unsqueeze") else (),
+            limits="shape or axes computed at run time")
+declare("Dropout", handled_by="view (no kernel)", module=__name__, dtypes=FLOAT32,
+        constant_inputs=(1, 2), limits="training_mode=1 with ratio > 0")
 
 
 def make_views(graph: Graph) -> Graph:

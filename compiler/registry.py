@@ -1,0 +1,128 @@
+"""The op registry: what vkc does with each ONNX op, declared where the op is handled.
+
+An op's module declares it once, next to the code that handles it:
+
+- `@register("LRN", dtypes=FLOAT32, limits=...)` on a lowering rule (compiler/lower/<family>.py):
+  the rule turns a node into Kernels;
+- `declare("Reshape", handled_by="view (no kernel)", ...)` in a pass that removes the op before
+  lowering (views, folds, fused elementwise chains).
+
+A declaration carries everything the rest of the compiler asks about an op: the opset its rule
+starts at, the run-time dtypes its kernel computes (checked here, before the rule runs, so rules
+never test dtypes themselves), the inputs that must be compile-time constants (the ONNX backend
+freezes those), and what is not supported (docs/SUPPORT.md). `compiler.ops` imports every module
+that declares, so nothing is listed by hand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from .errors import CompileError
+from .ir import Node, Value
+
+FLOAT32 = ("float32",)
+# The phrase of every error for a dtype a kernel does not compute (onnx_backend counts those
+# cases as skipped, not failed).
+DTYPE_PHRASE = "vkc's kernels do not compute"
+
+
+@dataclass(frozen=True)
+class OpRule:
+    op_type: str
+    since: int                              # the op's since-version this rule handles from
+    lower: Callable | None                  # Node, Target -> [Kernel]; None: a pass handles it
+    module: str                             # the module that declared it
+    handled_by: str = ""                    # for ops a pass handles: how ("view (no kernel)", ...)
+    # Run-time dtypes the kernel computes on, checked on every input that is not a constant input
+    # and on the first output; None: the rule (or the pass) checks what it takes itself.
+    dtypes: tuple[str, ...] | None = FLOAT32
+    dtypes_doc: str = ""                    # how docs/SUPPORT.md describes them, when not `dtypes`
+    constant_inputs: tuple[int, ...] = ()   # input slots that must be compile-time constants
+    limits: str = "-"                       # what is not supported, for docs/SUPPORT.md
+
+    @property
+    def dtypes_text(self) -> str:
+        return self.dtypes_doc or (", ".join(self.dtypes) if self.dtypes else "any")
+
+
+_RULES: dict[str, dict[int, OpRule]] = {}
+
+
+def _add(rule: OpRule) -> None:
+    versions = _RULES.setdefault(rule.op_type, {})
+    if rule.since in versions:
+        raise RuntimeError(f"{rule.op_type} since opset {rule.since} is declared twice "
+                           f"({versions[rule.since].module} and {rule.module}).")
+    versions[rule.since] = rule
+
+
+def register(op_type: str, since: int = 1, *, dtypes: tuple[str, ...] | None = FLOAT32,
+             dtypes_doc: str = "", constant_inputs: tuple[int, ...] = (), limits: str = "-"):
+    """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` from opset `since` on."""
+    def wrap(fn):
+        _add(OpRule(op_type, since, fn, fn.__module__, dtypes=dtypes, dtypes_doc=dtypes_doc,
+                    constant_inputs=constant_inputs, limits=limits))
+        return fn
+    return wrap
+
+
+def declare(op_type: str, *, handled_by: str, module: str, dtypes: tuple[str, ...] | None = None,
+            dtypes_doc: str = "", constant_inputs: tuple[int, ...] = (), limits: str = "-") -> None:
+    """An op a pass removes before lowering (it never reaches a lowering rule)."""
+    _add(OpRule(op_type, 1, None, module, handled_by=handled_by, dtypes=dtypes,
+                dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits))
+
+
+def registered_ops() -> dict[str, list[int]]:
+    """Every declared op (kernel rules, pass-handled and internal `vkc.` ops) -> its versions."""
+    return {op: sorted(v) for op, v in _RULES.items()}
+
+
+def find_rule(op_type: str, domain: str, opset: int) -> OpRule | None:
+    """The declaration that applies to `op_type` at `opset`: onnx.defs gives the op's
+    since_version there, and the newest declaration at or below it applies."""
+    versions = _RULES.get(op_type)
+    if not versions:
+        return None
+    if op_type.startswith("vkc."):
+        return versions[max(versions)]
+    if domain not in ("", "ai.onnx"):
+        return None
+    try:
+        since = onnx.defs.get_schema(op_type, max_inclusive_version=opset).since_version
+    except onnx.defs.SchemaError:
+        since = opset
+    usable = [v for v in versions if v <= since]
+    return versions[max(usable)] if usable else None
+
+
+def is_supported(op_type: str, domain: str, opset: int) -> bool:
+    return find_rule(op_type, domain, opset) is not None
+
+
+def constant_inputs(op_type: str) -> tuple[int, ...]:
+    """Input slots of `op_type` that must be compile-time constants, under any of its rules."""
+    return tuple(sorted({i for r in _RULES.get(op_type, {}).values() for i in r.constant_inputs}))
+
+
+def unsupported_dtype(node: Node, v: Value, what: str) -> CompileError:
+    return CompileError(f"{node.op_type} '{node.name}' computes {what} on {np.dtype(v.dtype).name} "
+                        f"tensor '{v.name}' at run time; {DTYPE_PHRASE} that in this version.")
+
+
+def check_dtypes(rule: OpRule, node: Node) -> None:
+    """Refuse a node whose tensors have a dtype its kernel does not compute."""
+    if rule.dtypes is None:
+        return
+    n_own = node.attrs.get("n_op_inputs", len(node.inputs))
+    values = [node.inputs[i] for i in range(n_own) if i not in rule.constant_inputs]
+    for v in [*values, node.outputs[0]]:
+        if v is not None and np.dtype(v.dtype).name not in rule.dtypes:
+            dtype = np.dtype(v.dtype).name
+            raise CompileError(f"{node.op_type} '{node.name}' computes on {dtype} tensor '{v.name}' "
+                               f"at run time; {DTYPE_PHRASE} {node.op_type} on {dtype} in this "
+                               f"version ({', '.join(rule.dtypes)} only).")
