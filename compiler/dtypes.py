@@ -42,6 +42,28 @@ class ScalarType:
         return "uint" if self.packed else self.glsl
 
     @property
+    def vec4(self) -> str | None:
+        """The GLSL 4-vector a buffer of this dtype is read and written as, four elements at a
+        time; None for the packed 8/16-bit types (four float16 are two uint words), whose kernels
+        must not take vec4 paths."""
+        if self.packed:
+            return None
+        return {"float": "vec4", "double": "dvec4", "int": "ivec4", "uint": "uvec4",
+                "int64_t": "i64vec4", "uint64_t": "u64vec4"}[self.glsl]
+
+    def texel_format(self, per_texel: int) -> str | None:
+        """The uniform-texel-buffer format holding `per_texel` (1 or 4) elements of this dtype in
+        one texel, None where no kernel reads this dtype through texel buffers yet (kernels then
+        take their storage-buffer path). bundles/manifest.py TEXEL_BYTES lists the formats."""
+        return _TEXEL_FORMATS.get((self.name, per_texel))
+
+    @property
+    def accumulator(self) -> "ScalarType":
+        """The type sums and products of this dtype accumulate in: float16 in float32 (see
+        DESIGN.md, Dtypes), every other dtype in itself."""
+        return TYPES["float32"] if self.name == "float16" else self
+
+    @property
     def int64(self) -> bool:
         return self.glsl in ("int64_t", "uint64_t")
 
@@ -94,8 +116,26 @@ class ScalarType:
 # Every dtype of the shared table (bundles/dtypes.py) that kernels compute on.
 _TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values() if d.glsl]
 TYPES = {t.name: t for t in _TYPES}
+_TEXEL_FORMATS = {("float32", 1): "r32f", ("float32", 4): "rgba32f"}
 
 
 def scalar_type(dtype) -> ScalarType | None:
     """The ScalarType of a numpy dtype, None for one kernels do not compute on (bool, ...)."""
     return TYPES.get(np.dtype(dtype).name)
+
+
+def kernel_types(v) -> dict:
+    """The template parameters of a kernel computing on IR value v's dtype: T, the data's
+    ScalarType (buffers are T.storage, loaded values T.glsl, four at a time T.vec4), and ACC,
+    the ScalarType its sums and products accumulate in."""
+    t = scalar_type(v.dtype)
+    if t is None:
+        raise ValueError(f"no kernel computes on {np.dtype(v.dtype).name} tensor '{v.name}'")
+    return dict(T=t, ACC=t.accumulator)
+
+
+def texel_format(dtype, per_texel: int = 1) -> str | None:
+    """The texel-buffer format holding `per_texel` (1 or 4) elements of `dtype` a texel ("r32f",
+    "rgba32f" for float32); None where kernels read that dtype through storage buffers only."""
+    t = scalar_type(dtype)
+    return t.texel_format(per_texel) if t else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from .epilogue import build_epilogue, channel_view
@@ -77,8 +78,10 @@ def lower_conv(node, target):
     if pointwise and not (target.matmul == "texel" and (oh * ow) % 4):
         return tiled_matmul(node, target, b=x, strides=dict(strides_mm, SB_K=ih * iw, SB_N=1), **common)
     np_ = -(-oh * ow // 4) * 4
-    col_bytes = n * group * K * np_ * 4
-    if target.matmul == "texel" and col_bytes <= target.im2col_max_bytes:
+    col_bytes = n * group * K * np_ * np.dtype(x.dtype).itemsize
+    # im2col reads X one element a texel; the GEMM reads its output four.
+    if (target.matmul == "texel" and texel_format(x.dtype, 4)
+            and col_bytes <= target.im2col_max_bytes):
         return _explicit_im2col(node, target, x, out, geometry, n, group, K, (oh, ow), np_,
                                 dict(common, strides=dict(strides_mm, SB_B0=group * K * np_,
                                                           SB_B1=K * np_, SB_K=np_, SB_N=1)))
@@ -91,13 +94,14 @@ def _explicit_im2col(node, target, x, out, geometry, n, group, K, out_hw, np_, g
     """On texel profiles: im2col written out once (rows padded to whole rgba32f texels), then the
     plain GEMM, which fetches B four pixels a texel instead of one (implicit GEMM's fetches)."""
     (oh, ow), local = out_hw, target.elementwise_local
-    col = Value(f"{out.name}/im2col", np.dtype(np.float32), (n * group, K, np_))
+    col = Value(f"{out.name}/im2col", x.dtype, (n * group, K, np_))
     rows = n * group * K
-    first = Kernel("im2col", dict(LOCAL=local),
+    first = Kernel("im2col", dict(LOCAL=local, **kernel_types(x)),
                    [("ROWS", "int32", rows), ("K", "int32", K), ("NP", "int32", np_),
                     ("OH", "int32", oh), ("OW", "int32", ow), *geometry],
                    [x, col], writes=[1], groups=grid_1d(rows * np_ // 4, local),
-                   local_size=(local, 1, 1), nodes=node.sources, texel_buffers={0: "r32f"})
+                   local_size=(local, 1, 1), nodes=node.sources,
+                   texel_buffers={0: texel_format(x.dtype)})
     return [first, *tiled_matmul(node, target, b=col, **gemm_args)]
 
 
@@ -115,13 +119,17 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
             *[g for g in geometry if g[0] not in row], *ep_spec]
     local = target.elementwise_local
     invocations = total // ow * -(-ow // tw)
-    texel = texel_reads(target, x, w, *operands)
+    bindings = [x, w, out, *operands]
+    read = (0, 1, *range(3, len(bindings)))
+    texel = (all(texel_format(bindings[b].dtype) for b in read)
+             and texel_reads(target, x, w, *operands))
     return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel, EP_TEXEL=texel,
-                                           n_epilogue=len(operands), epilogue_expr=expr, **row),
-                  spec, [x, w, out, *operands], writes=[2], groups=grid_1d(invocations, local),
+                                           n_epilogue=len(operands), epilogue_expr=expr, **row,
+                                           **kernel_types(out)),
+                  spec, bindings, writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops),
-                  texel_buffers={b: "r32f" for b in (0, 1, *range(3, 3 + len(operands)))} if texel else {})
+                  texel_buffers={b: texel_format(bindings[b].dtype) for b in read} if texel else {})
 
 
 # Winograd F(m x m, 3x3) (Lavin & Gray, 2015): Y = A^T [ (G g G^T) * (B^T d B) ] A per (m+2)^2
@@ -144,22 +152,24 @@ def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> boo
     """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
     for the batched GEMMs to pay for the two transforms, on profiles that enable it, whose
     transformed tensors stay within the scratch budget (im2col_max_bytes)."""
+    # The transforms and the GEMMs between them read their inputs through texel buffers.
     if not (target.winograd in WINOGRAD and target.matmul == "texel" and len(x.shape) == 4
+            and texel_format(x.dtype, 1) and texel_format(x.dtype, 4)
             and w.is_constant and group == 1 and tuple(kernel) == (3, 3)
             and list(strides) == [1, 1] and list(dils) == [1, 1]):
         return False
     (n, cout, oh, ow), cin, mo = out.shape, w.shape[1], target.winograd
     tiles = -(-(-(-oh // mo) * -(-ow // mo)) // 4) * 4
-    scratch = 4 * n * (mo + 2) ** 2 * tiles * max(cin, cout)
+    scratch = np.dtype(out.dtype).itemsize * n * (mo + 2) ** 2 * tiles * max(cin, cout)
     return min(cin, cout) >= target.winograd_min_channels and scratch <= target.im2col_max_bytes
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:
     """U[xi][co][ci] = (G g G^T)[xi // alpha][xi % alpha] for each 3x3 filter g = w[co][ci]
-    (alpha = m + 2), in float64 before the one rounding to float32."""
+    (alpha = m + 2), in float64 before the one rounding to w's dtype."""
     g = np.array(WINOGRAD[m]["G"])
     u = np.einsum("ai,ocij,bj->aboc", g, w.astype(np.float64), g)
-    return np.ascontiguousarray(u.reshape((m + 2) ** 2, w.shape[0], w.shape[1]).astype(np.float32))
+    return np.ascontiguousarray(u.reshape((m + 2) ** 2, w.shape[0], w.shape[1]).astype(w.dtype))
 
 
 def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail, own):
@@ -170,24 +180,26 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
     th, tw = -(-oh // mo), -(-ow // mo)
     tiles = th * tw
     tp = -(-tiles // 4) * 4   # GEMM columns: whole rgba32f texels
-    f32 = np.dtype(np.float32)
+    dt = np.dtype(out.dtype)   # U, V and M: the transformed tensors
     # The GEMMs put their longer side on the SIMD lanes: U[xi] (cout x cin) x V[xi] (cin x
     # tiles) when there are more tiles than output channels, else V[xi]^T x U[xi]^T.
     transposed = tp < cout
     u = winograd_weights(w.data, mo)
     if transposed:
         u = np.ascontiguousarray(u.transpose(0, 2, 1))
-    u = Value(f"{w.name}/winograd_u", f32, u.shape, data=u)
-    v = Value(f"{out.name}/winograd_v", f32, (n, xis, cin, tp))
-    m = Value(f"{out.name}/winograd_m", f32, (n, xis, tp, cout) if transposed else (n, xis, cout, tp))
+    u = Value(f"{w.name}/winograd_u", dt, u.shape, data=u)
+    v = Value(f"{out.name}/winograd_v", dt, (n, xis, cin, tp))
+    m = Value(f"{out.name}/winograd_m", dt,
+              (n, xis, tp, cout) if transposed else (n, xis, cout, tp))
     local = target.elementwise_local
     tile_spec = [("T", "int32", tiles), ("TP", "int32", tp), ("TW", "int32", tw)]
     matrices = dict(M_OUT=mo, ALPHA=alpha, BT=WINOGRAD[mo]["BT"], AT=WINOGRAD[mo]["AT"])
-    first = Kernel("winograd_input", dict(LOCAL=local, **matrices),
+    first = Kernel("winograd_input", dict(LOCAL=local, **matrices, **kernel_types(v)),
                    [("BATCH", "int32", n), ("C", "int32", cin), ("IH", "int32", ih), ("IW", "int32", iw),
                     ("PAD_H", "int32", begins[0]), ("PAD_W", "int32", begins[1]), *tile_spec],
                    [x, v], writes=[1], groups=grid_1d(n * cin * tp, local), local_size=(local, 1, 1),
-                   nodes=node.sources, flops=n * cin * tp * 4 * alpha ** 3, texel_buffers={0: "r32f"})
+                   nodes=node.sources, flops=n * cin * tp * 4 * alpha ** 3,
+                   texel_buffers={0: texel_format(x.dtype)})
     c_strides = dict(SC_B0=xis * cout * tp, SC_B1=cout * tp, SC_M=cout if transposed else tp, SC_N=1)
     if transposed:
         gemm = tiled_matmul(node, target, a=v, b=u, c=m, M=tp, N=cout, K=cin, batch0=n, batch1=xis,
@@ -201,13 +213,16 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
                                          **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
     expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
-    ep_texel = texel_reads(target, *operands)
+    ep_texel = all(texel_format(e.dtype) for e in operands) and texel_reads(target, *operands)
     last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
-                                          epilogue_expr=expr, EP_TEXEL=ep_texel, **matrices),
+                                          epilogue_expr=expr, EP_TEXEL=ep_texel, **matrices,
+                                          **kernel_types(out)),
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
                    ("OW", "int32", ow), *tile_spec, *ep_spec],
                   [m, out, *operands], writes=[1], groups=grid_1d(n * cout * tiles, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=n * cout * tiles * (4 * alpha * alpha * mo + mo * mo * ep_ops),
-                  texel_buffers={0: "r32f", **({2 + j: "r32f" for j in range(len(operands))} if ep_texel else {})})
+                  texel_buffers={0: texel_format(m.dtype),
+                                 **({2 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
+                                    if ep_texel else {})})
     return [first, *gemm, last]

@@ -2,6 +2,7 @@
 on templates/conv_transpose.comp.j2."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
 from ..errors import CompileError
 from .registry import Kernel, grid_1d, register
 
@@ -56,6 +57,7 @@ def lower_conv_transpose(node, target):
     taps = 1
     for k in kernel:
         taps *= k
-    return [Kernel("conv_transpose", dict(LOCAL=local, bias=bias is not None), spec, bindings,
+    params = dict(LOCAL=local, bias=bias is not None, **kernel_types(out))
+    return [Kernel("conv_transpose", params, spec, bindings,
                    writes=[2], groups=grid_1d(out.size, local), local_size=(local, 1, 1),
                    nodes=node.sources, flops=2 * x.size * (c_out // group) * taps)]

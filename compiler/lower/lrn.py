@@ -1,6 +1,7 @@
 """LRN (AlexNet, GoogLeNet v1): normalization across neighbouring channels."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import prod
 from .registry import Kernel, grid_1d, register
@@ -19,6 +20,6 @@ def lower_lrn(node, target):
             ("BETA", "float32", float(node.attrs.get("beta", 0.75))),
             ("BIAS", "float32", float(node.attrs.get("bias", 1.0)))]
     local = target.elementwise_local
-    return [Kernel("lrn", dict(LOCAL=local), spec, [x, out], writes=[1],
+    return [Kernel("lrn", dict(LOCAL=local, **kernel_types(out)), spec, [x, out], writes=[1],
                    groups=grid_1d(x.size, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=x.size * (2 * size + 4))]

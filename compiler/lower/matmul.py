@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
@@ -37,8 +38,9 @@ def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int,
     return tile_m, tile_n, reg_m, reg_n
 
 
-def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
-    """Tile sizes and load modes for templates/matmul_tiled.comp.j2."""
+def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool) -> dict:
+    """Tile sizes and load modes for templates/matmul_tiled.comp.j2; vec4=False (a dtype with no
+    4-vector storage type) keeps both operands on scalar loads."""
     tile_m, tile_n, tm, tn = choose_tile(target, M, N, K, batches)
     bk = target.tile_k
     wg_m, wg_n = tile_m // tm, tile_n // tn
@@ -47,7 +49,8 @@ def tiled_params(target, M, N, K, strides, b_mode, batches=1) -> dict:
         raise CompileError(f"target '{target.name}': a {bm}x{bn}x{bk} tile cannot be shared evenly "
                            f"by {threads} invocations; choose tile and register sizes that divide.")
     a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
-    vec_ok = lambda extent: (extent * bk // 4) % threads == 0  # noqa: E731 - whole vec4s per thread
+    # Whole vec4s per thread, for dtypes with a 4-vector storage type.
+    vec_ok = lambda extent: vec4 and (extent * bk // 4) % threads == 0  # noqa: E731
     if _vec4_load(strides, "SA_K", "SA_M", K, a_batch) and vec_ok(bm):
         a_load = "k4"
     elif _vec4_load(strides, "SA_M", "SA_K", M, a_batch) and vec_ok(bm):
@@ -81,9 +84,13 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     else:
         expr, operands, ep_spec, ep_ops = "acc_v", [], [], 0
     batches = batch0 * batch1
+    types = kernel_types(c)
+    vec4 = types["T"].vec4 is not None
     problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
     target = target.for_problem(problem)
-    texel = texel_reads(target, a, b)
+    # matmul_texel fetches one and four elements a texel.
+    texel = (bool(texel_format(c.dtype, 1) and texel_format(c.dtype, 4))
+             and texel_reads(target, a, b))
     if texel:
         a, strides = _rows_last(a, M, K, strides)
         b, strides = _padded_columns(b, K, N, b_mode, strides)
@@ -96,31 +103,36 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if texel:
         template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode,
-                                                        (batch0, batch1), b.size)
-        params["EP_TEXEL"] = texel_reads(target, *operands)
+                                                        (batch0, batch1), b.size, c.dtype)
+        params["EP_TEXEL"] = (all(texel_format(e.dtype) for e in operands)
+                              and texel_reads(target, *operands))
         if params["EP_TEXEL"]:
-            extra["texel_buffers"] = {**extra["texel_buffers"], **{3 + j: "r32f" for j in range(len(operands))}}
+            formats = {3 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
+            extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
     elif target.matmul in ("register", "texel") or M <= 8:
-        template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode)
+        template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
+                                                           vec4)
         # The register kernel walks convolution windows channel by channel: no split there.
         split, depth = (1, K) if target.matmul != "tiled" or b_mode == "im2col" else \
             _split_k(target, groups, K, 16)
     else:
         template = "matmul_tiled"
-        params, groups, extra = _tiled_params(target, M, N, K, strides, b_mode, batches)
+        params, groups, extra = _tiled_params(target, M, N, K, strides, b_mode, batches, vec4,
+                                              types)
         split, depth = _split_k(target, groups, K, params["BK"])
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    params.update(coords=coords, split_k=split > 1)
+    params.update(coords=coords, split_k=split > 1, **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), **common)]
     # Split-K: slices of K write partial sums; a second pass adds them and applies the epilogue.
-    partial = Value(f"{c.name}/split_k_partials", np.dtype(np.float32), (batches * split * M * N,))
+    partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
+                    (batches * split * M * N,))
     first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v"),
                    spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
                    groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
@@ -130,7 +142,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                    ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
     reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
     second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
-                                          epilogue_expr=expr),
+                                          epilogue_expr=expr, **types),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
                     groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
                     flops=total * (split + ep_ops), problem=problem)
@@ -148,11 +160,13 @@ def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
     return -(-K // depth), depth
 
 
-def _tiled_params(target, M, N, K, strides, b_mode, batches):
-    tiles = tiled_params(target, M, N, K, strides, b_mode, batches)
+def _tiled_params(target, M, N, K, strides, b_mode, batches, vec4, types):
+    tiles = tiled_params(target, M, N, K, strides, b_mode, batches, vec4)
     groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batches)
+    # Shared memory holds a BK-deep slice of A's and B's tiles in the accumulator type.
+    acc_bytes = types["ACC"].bits // 8
     extra = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1),
-                 shared_memory_bytes=4 * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
+                 shared_memory_bytes=acc_bytes * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
     return tiles, groups, extra
 
 
@@ -178,7 +192,7 @@ def _padded_columns(b, K: int, N: int, b_mode: str, strides: dict):
             and strides["SB_N"] == 1 and strides["SB_K"] == N
             and strides["SB_B0"] == 0 and strides["SB_B1"] == 0):
         return b, strides
-    padded = np.zeros((K, -(-N // 4) * 4), np.float32)
+    padded = np.zeros((K, -(-N // 4) * 4), b.dtype)
     padded[:, :N] = b.data.reshape(K, N)
     return Value(b.name + "/padded", b.dtype, padded.shape, data=padded), dict(strides, SB_K=padded.shape[1])
 
@@ -193,7 +207,7 @@ def _padded_rows(strides, K, N, batch_counts, b_size) -> bool:
     return last + -(-N // 4) * 4 <= b_size
 
 
-def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_size):
+def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_size, dtype):
     """templates/matmul_texel.comp.j2: register tiles fetching A and B through texel buffers
     (lavapipe). rgba32f fetches where the operand is contiguous along the fetched dim and every
     other stride keeps the vec4s aligned, r32f fetches otherwise."""
@@ -220,15 +234,15 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_siz
         strides[s] % 4 == 0 for s in ("SC_M", "SC_B0", "SC_B1"))
     params = dict(TM=tm, TN=tn, LX=lx, A_MODE=a_mode, B_VEC=b_vec, VEC_STORE=vec_store,
                   b_mode=b_mode)
-    texels = {0: "r32f" if a_mode == "scalar" else "rgba32f", 1: "rgba32f" if b_vec == 4 else "r32f"}
+    texels = {0: texel_format(dtype, 1 if a_mode == "scalar" else 4), 1: texel_format(dtype, b_vec)}
     return "matmul_texel", params, groups, dict(local_size=(lx, 1, 1), texel_buffers=texels)
 
 
-def _register_params(target, M, N, batches, strides, b_mode):
+def _register_params(target, M, N, batches, strides, b_mode, vec4):
     """templates/matmul_register.comp.j2: wide register tiles on a CPU; on a GPU (a few rows)
     one vec4 of columns per invocation, 64 invocations a workgroup."""
-    # vec4 loads of B need four consecutive, 16-byte aligned columns.
-    vec = 4 if (b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
+    # vec4 loads of B need a 4-vector storage type and four consecutive, aligned columns.
+    vec = 4 if (vec4 and b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
                 all(strides[s] % 4 == 0 for s in ("SB_K", "SB_B0", "SB_B1"))) else 1
     cpu = target.matmul == "register"
     tm = min(target.cpu_rows, M)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
@@ -39,12 +40,14 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
             ("PAD_K", "int32", pk), ("PAD_B", "int32", pb), ("PAD_R", "int32", pr)]
     bindings = [x, out] + ([indices] if indices is not None else [])
     local = target.elementwise_local
-    texel = texel_reads(target, x)
+    fmt = texel_format(x.dtype)
+    texel = fmt is not None and texel_reads(target, x)
     params = dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad),
-                  indices=indices is not None, storage_order=bool(storage_order), TEXEL=texel)
+                  indices=indices is not None, storage_order=bool(storage_order), TEXEL=texel,
+                  **kernel_types(out))
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=total * prod(kernel), texel_buffers={0: "r32f"} if texel else {})]
+                   flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {})]
 
 
 def _windowed(node, target, mode):

@@ -2,6 +2,7 @@
 ReduceLogSum and ReduceLogSumExp over any set of axes, on templates/reduce.comp.j2."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides
 from .registry import Kernel, constant_input, grid_1d, register
@@ -60,7 +61,8 @@ def _reduce(node, target, axes_as_input: bool):
     spec += [(f"R{d}", "int32", s) for d, (s, _) in enumerate(red)]
     spec += [(f"RS{d}", "int32", st) for d, (_, st) in enumerate(red)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red))
+    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red),
+                  **kernel_types(out))
     return [Kernel("reduce", params, spec, [x, out], writes=[1],
                    groups=grid_1d(out.size, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=x.size)]

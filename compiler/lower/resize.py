@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import prod
 from .registry import Kernel, grid_1d, register
@@ -111,7 +112,8 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
     local = target.elementwise_local
     params = dict(LOCAL=local, mode=mode, nearest_mode=nearest_mode,
                   exclude_outside=bool(exclude_outside), extrapolate=extrapolate,
-                  antialias=bool(antialias), taps_h=n_taps["H"], taps_w=n_taps["W"])
+                  antialias=bool(antialias), taps_h=n_taps["H"], taps_w=n_taps["W"],
+                  **kernel_types(out))
     return [Kernel("resize", params, spec, [x, out], writes=[1], groups=grid_1d(out.size, local),
                    local_size=(local, 1, 1), nodes=node.sources,
                    flops=2 * n_taps["H"] * n_taps["W"] * out.size)]

@@ -1,6 +1,7 @@
 """Softmax (and LogSoftmax) along one axis; before opset 13 over all axes from `axis` on."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
 from ..shapes import prod
 from .registry import Kernel, grid_1d, register
 
@@ -16,7 +17,8 @@ def _softmax(node, target, log: bool, coerce_2d: bool):
     rows = x.size // length
     local = min(64, target.elementwise_local)
     spec = [("ROWS", "int32", rows), ("L", "int32", length), ("INNER", "int32", inner)]
-    return [Kernel("softmax", dict(LOCAL=local, log=log), spec, [x, out], writes=[1],
+    params = dict(LOCAL=local, log=log, **kernel_types(out))
+    return [Kernel("softmax", params, spec, [x, out], writes=[1],
                    groups=grid_1d(rows, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=5 * x.size)]
 
