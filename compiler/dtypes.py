@@ -15,9 +15,18 @@ import numpy as np
 
 from bundles.dtypes import DTYPES
 
-from .expr import float_literal
-
 INT64_EXTENSION = "GL_EXT_shader_explicit_arithmetic_types_int64"
+
+
+def float_literal(x: float) -> str:
+    """A GLSL literal that rounds to exactly the float32 value."""
+    x = np.float32(x)
+    if np.isinf(x):
+        return "uintBitsToFloat(0x7f800000u)" if x > 0 else "uintBitsToFloat(0xff800000u)"
+    if np.isnan(x):
+        return "uintBitsToFloat(0x7fc00000u)"
+    text = f"{float(x):.9g}"
+    return text if any(c in text for c in ".e") else text + ".0"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,19 @@
-"""Elementwise expressions: small trees fused passes build and templates render as GLSL.
+"""Elementwise expressions: small trees fused passes build, and the one renderer that turns a
+tree into GLSL computing on any dtype (float32 included).
 
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
 ("const", x) a literal (a Python int or float, exact: integer constants stay ints), or
-(op, *children) with op in UNARY / BINARY / "clip". An op's attributes (LeakyRelu's alpha, ...)
-are ("const", x) children after its operand. This module renders float32 trees; typed_expr.py
-renders trees computing on other dtypes.
+(op, *children) with op an entry of elementwise_ops.OPS; ("clip", x, lo, hi) carries its bounds as
+numbers (None: no bound). An op's attributes (LeakyRelu's alpha, ...) are ("const", x) children
+after its operand.
+
+One tree computes in one dtype, its output's: fusion joins only chains of one dtype (see
+passes/elementwise.py), so the only operand of another dtype is a Pow exponent (ONNX's Pow
+returns its base's type whatever the exponent's). Every op's result is brought back into the
+dtype (8/16-bit integers wrap, float16 computes in float32 and rounds), so a fused chain computes
+exactly what the ops one by one would. Integer semantics are ONNX's (C's): + - * wrap around
+modulo 2^bits, division truncates toward zero (and gives 0 for a zero divisor, which ONNX leaves
+undefined).
 
 Templates splice the rendered expression into one statement, so there are no local variables: an
 op that reads its operand twice (x < 0 ? a * x : x) repeats the operand's text. The fusion pass
@@ -12,67 +21,127 @@ bounds how large that can grow (`render_size`).
 """
 from __future__ import annotations
 
+import string
+
 import numpy as np
 
-BINARY = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "div": "({0} / {1})",
-          "max": "max({0}, {1})", "min": "min({0}, {1})",
-          "prelu": "({0} < 0.0 ? {1} * {0} : {0})"}
-# exp(x) - 1 without cancelling near 0 (a Taylor polynomial below |x| = 0.125, error < 3e-7).
-_EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0} * 0.041666668)))"
-          " : exp({0}) - 1.0)")
-# Ops of one operand; more children are constant attributes ({1}, {2}).
-UNARY = {"relu": "max({0}, 0.0)", "sigmoid": "(1.0 / (1.0 + exp(-{0})))", "neg": "(-{0})",
-         "abs": "abs({0})", "exp": "exp({0})", "log": "log({0})", "sqrt": "sqrt({0})",
-         "reciprocal": "(1.0 / {0})", "floor": "floor({0})", "ceil": "ceil({0})",
-         "round": "roundEven({0})", "sign": "sign({0})",
-         # tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)); below |x| = 0.125 that form cancels, so
-         # an odd Taylor polynomial (error under 1e-9 there) takes over. GLSL's tanh is only
-         # specified through the cancelling exp() quotient.
-         "tanh": "(abs({0}) < 0.125 ? {0} * (1.0 + {0} * {0} * (-0.33333334 + {0} * {0} * "
-                 "(0.13333334 - 0.053968254 * {0} * {0}))) : "
-                 "sign({0}) * (1.0 - 2.0 / (exp(2.0 * abs({0})) + 1.0)))",
-         "hardswish": "({0} * clamp({0} * 0.16666667 + 0.5, 0.0, 1.0))",
-         "softsign": "({0} / (1.0 + abs({0})))",
-         # log(1 + exp(x)) without overflow for large x
-         "softplus": "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
-         "hardsigmoid": "clamp({1} * {0} + {2}, 0.0, 1.0)",
-         "elu": "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
-         "selu": "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",
-         "thresholded_relu": "({0} > {1} ? {0} : 0.0)"}
-
-ONNX_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "PRelu": "prelu",
-               "Pow": "pow"}
-ONNX_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Neg": "neg", "Abs": "abs", "Exp": "exp",
-              "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Floor": "floor",
-              "Ceil": "ceil", "Round": "round", "Sign": "sign", "Tanh": "tanh",
-              "HardSwish": "hardswish", "Softsign": "softsign", "Softplus": "softplus",
-              "HardSigmoid": "hardsigmoid", "LeakyRelu": "prelu", "Elu": "elu", "Selu": "selu",
-              "ThresholdedRelu": "thresholded_relu"}
-ONNX_VARIADIC = {"Sum": "add", "Max": "max", "Min": "min", "Mean": "add"}
-# Attributes of unary ops, in the order the tree carries them, with ONNX's defaults.
-ONNX_ATTRS = {"HardSigmoid": (("alpha", 0.2), ("beta", 0.5)), "LeakyRelu": (("alpha", 0.01),),
-              "Elu": (("alpha", 1.0),),
-              "Selu": (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
-              "ThresholdedRelu": (("alpha", 1.0),)}
-
-
-def float_literal(x: float) -> str:
-    """A GLSL literal that rounds to exactly the float32 value."""
-    x = np.float32(x)
-    if np.isinf(x):
-        return "uintBitsToFloat(0x7f800000u)" if x > 0 else "uintBitsToFloat(0xff800000u)"
-    if np.isnan(x):
-        return "uintBitsToFloat(0x7fc00000u)"
-    text = f"{float(x):.9g}"
-    return text if any(c in text for c in ".e") else text + ".0"
-
+from .dtypes import TYPES, ScalarType, float_literal
+from .elementwise_ops import OPS, SPECIAL
 
 NAN = float_literal(float("nan"))
+FLOAT32 = TYPES["float32"]
+
+
+class Unsupported(ValueError):
+    """The tree uses an op the dtype does not take; the lowering turns it into a CompileError."""
+
+
+def _kind(t: ScalarType) -> str:
+    """Which of an op's texts computes in `t` (elementwise_ops.KINDS)."""
+    return "double" if t.glsl == "double" else t.kind
+
+
+def _unsigned(t: ScalarType) -> str:
+    return {"int": "uint", "int64_t": "uint64_t"}.get(t.glsl, t.glsl)
+
+
+class Renderer:
+    """GLSL for trees computing in `out`'s type, over operands of the types `operands` (all of
+    `out`'s type when not given). Helper functions the text calls (integer division, integer
+    powers) collect in `helpers`; `int64` says whether the text needs 64-bit integers."""
+
+    def __init__(self, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None):
+        self.t, self.operands = out, operands
+        self.helpers: dict[str, str] = {}
+        self.int64 = out.int64 or any(o.int64 for o in operands or ())
+
+    def render(self, tree, leaf) -> str:
+        """GLSL for `tree`; `leaf(tree)` renders ("in", j) and ("acc",) leaves."""
+        op, t = tree[0], self.t
+        if op in ("in", "acc"):
+            return leaf(tree)
+        if op == "const":
+            return t.literal(tree[1])
+        text = OPS[op].text(_kind(t))
+        if text is None:
+            raise Unsupported(op)
+        if op == "clip":
+            x = self.render(tree[1], leaf)
+            if tree[2] is not None:
+                x = f"max({x}, {t.literal(tree[2])})"
+            if tree[3] is not None:
+                x = f"min({x}, {t.literal(tree[3])})"
+            return x
+        if op == "pow":
+            return t.wrap(self._pow(tree[1], tree[2], leaf))
+        assert text is not SPECIAL, op
+        children = [self.render(c, leaf) for c in tree[1:]]
+        text = string.Formatter().vformat(text, children, _Names(self))
+        return text if OPS[op].exact else t.wrap(text)
+
+    # ---- Pow: the exponent may have its own dtype -------------------------------------------
+
+    def _pow(self, base, exponent, leaf) -> str:
+        t = self.t
+        x = self.render(base, leaf)
+        if exponent[0] == "const":
+            e = float(exponent[1])
+            if t.glsl == "float":
+                return pow_text(x, None, e)
+            if not e.is_integer():
+                if t.glsl == "double":
+                    raise Unsupported("pow with a fractional exponent")
+                return f"{t.glsl}(pow(float({x}), {float_literal(e)}))"
+            ei = _int_type("int" if abs(e) < 2**31 else "int64_t")
+            kind = "fpowi" if t.kind == "float" else "ipow"
+            return f"{self.helper(kind, ei)}({x}, {ei.literal(int(e))})"
+        et = self.operands[exponent[1]] if exponent[0] == "in" and self.operands else t
+        y = self.render(exponent, leaf)
+        if et.kind != "float":  # an integer exponent: repeated squaring, exact where pow() is not
+            return f"{self.helper('ipow' if t.kind != 'float' else 'fpowi', et)}({x}, {y})"
+        if t.glsl == "double":
+            raise Unsupported("pow with a floating-point exponent tensor")
+        if t.glsl == "float":
+            return pow_text(x, f"float({y})" if et.glsl == "double" else y, None)
+        # An integer base and a float exponent: ONNX runtimes compute in floating point and
+        # truncate; an integral exponent goes the exact integer way.
+        i = "int64_t" if t.int64 else "int"
+        return (f"(floor({y}) == {y} ? {self.helper('ipow', _int_type(i))}({x}, {i}({y})) : "
+                f"{t.glsl}(pow(float({x}), float({y}))))")
+
+    def helper(self, kind: str, e: ScalarType | None = None) -> str:
+        """The name of helper `kind` (HELPERS) on the compute type (and exponent type `e`),
+        adding its text to `helpers` on first use."""
+        t = self.t
+        e = e or t
+        name = f"{kind}_{t.glsl}_{e.glsl}"
+        if name not in self.helpers:
+            self.helpers[name] = HELPERS[kind].format(
+                name=name, T=t.glsl, E=e.glsl, U=_unsigned(e), UT=_unsigned(t))
+            self.int64 = self.int64 or "64" in name
+        return name
+
+
+class _Names:
+    """The named fields of an op's text: {z}, {one} and helper names (elementwise_ops.py)."""
+
+    def __init__(self, renderer: Renderer):
+        self.r = renderer
+
+    def __getitem__(self, key: str) -> str:
+        if key in ("z", "one"):
+            return self.r.t.literal(0 if key == "z" else 1)
+        return self.r.helper(key)
+
+
+def _int_type(glsl: str) -> ScalarType:
+    return ScalarType(glsl, glsl, "int", 64 if "64" in glsl else 32)
 
 
 def pow_text(x: str, y: str, exponent: float | None) -> str:
-    """x ** y as ONNX (numpy) defines it. GLSL's pow() is undefined for x < 0 and for x = 0 with
-    y <= 0, so the sign and the zero cases are handled here; small integer exponents multiply."""
+    """x ** y in float as ONNX (numpy) defines it. GLSL's pow() is undefined for x < 0 and for
+    x = 0 with y <= 0, so the sign and the zero cases are handled here; small integer exponents
+    multiply."""
     if exponent is not None:
         e = float(np.float32(exponent))
         simple = {0.0: "1.0", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
@@ -91,23 +160,8 @@ def pow_text(x: str, y: str, exponent: float | None) -> str:
 
 
 def render(tree, leaf) -> str:
-    """GLSL for `tree`; `leaf(tree)` renders ("in", j) and ("acc",) leaves."""
-    op = tree[0]
-    if op in ("in", "acc"):
-        return leaf(tree)
-    if op == "const":
-        return float_literal(tree[1])
-    if op == "clip":
-        x = render(tree[1], leaf)
-        if tree[2] is not None:
-            x = f"max({x}, {float_literal(tree[2])})"
-        if tree[3] is not None:
-            x = f"min({x}, {float_literal(tree[3])})"
-        return x
-    children = [render(c, leaf) for c in tree[1:]]
-    if op == "pow":
-        return pow_text(*children, tree[2][1] if tree[2][0] == "const" else None)
-    return (UNARY.get(op) or BINARY[op]).format(*children)
+    """GLSL for a float32 tree over float32 operands (Renderer's default types)."""
+    return Renderer().render(tree, leaf)
 
 
 def render_size(tree) -> int:
@@ -132,3 +186,41 @@ def count_ops(tree) -> int:
         return 0
     children = tree[1:2] if tree[0] == "clip" else tree[1:]
     return 1 + sum(count_ops(c) for c in children)
+
+
+HELPERS = {
+    # Truncating division through magnitudes, defined for every operand pair: the most negative
+    # value divided by -1 wraps around (as in C on two's complement), and x / 0 is 0 (as numpy
+    # gives; SPIR-V leaves integer division by zero undefined).
+    "idiv": """{T} {name}({T} a, {T} b) {{
+    if (b == {T}(0)) return {T}(0);
+    const {UT} q = (a < {T}(0) ? {UT}(0) - {UT}(a) : {UT}(a)) / (b < {T}(0) ? {UT}(0) - {UT}(b) : {UT}(b));
+    return (a < {T}(0)) != (b < {T}(0)) ? {T}(0) - {T}(q) : {T}(q);
+}}""",
+    "udiv": """{T} {name}({T} a, {T} b) {{
+    return b == {T}(0) ? {T}(0) : a / b;
+}}""",
+    # x ** e in wraparound integers; a negative exponent gives 1 / x ** |e| truncated toward zero.
+    "ipow": """{T} {name}({T} x, {E} e) {{
+    const bool negative = e < {E}(0);
+    {U} n = negative ? {U}(0) - {U}(e) : {U}(e);
+    if (negative) return x == {T}(1) ? {T}(1) : x == {T}(0) - {T}(1) ? ((n & {U}(1)) != {U}(0) ? x : {T}(1)) : {T}(0);
+    {T} r = {T}(1);
+    for (; n != {U}(0); n >>= 1) {{
+        if ((n & {U}(1)) != {U}(0)) r *= x;
+        x *= x;
+    }}
+    return r;
+}}""",
+    # x ** e for an integer e by repeated squaring (pow() is only approximately exact on integers).
+    "fpowi": """{T} {name}({T} x, {E} e) {{
+    const bool negative = e < {E}(0);
+    {U} n = negative ? {U}(0) - {U}(e) : {U}(e);
+    {T} r = {T}(1);
+    for (; n != {U}(0); n >>= 1) {{
+        if ((n & {U}(1)) != {U}(0)) r *= x;
+        x *= x;
+    }}
+    return negative ? {T}(1) / r : r;
+}}""",
+}

@@ -1,7 +1,7 @@
 """Fused elementwise expressions (`vkc.Elementwise`, built by passes/elementwise.py).
 
-float32 expressions render straight into `elementwise`; every other dtype goes through
-`elementwise_typed`, which computes in the output's dtype (typed_expr.py) and writes packed
+float32 expressions render into `elementwise`; every other dtype goes through
+`elementwise_typed`, which computes in the output's dtype (expr.Renderer) and writes packed
 8/16-bit outputs a whole 32-bit word per invocation.
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ import numpy as np
 from .. import expr as E
 from ..dtypes import scalar_type
 from ..shapes import broadcast_strides, collapse_dims
-from ..typed_expr import TypedRenderer, Unsupported
 from .registry import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
 
 
@@ -65,10 +64,10 @@ def _lower_typed(node, target):
         types.append(t)
     *in_types, t = types
     tree = node.attrs["expr"]
-    renderer = TypedRenderer(t, in_types)
+    renderer = E.Renderer(t, in_types)
     try:
         expr = renderer.render(tree, lambda leaf: f"x{leaf[1]}")
-    except Unsupported as exc:
+    except E.Unsupported as exc:
         raise unsupported_dtype(node, out, str(exc)) from None
     dims, modes, spec, index = _indexing(operands, out)
     local = target.elementwise_local

@@ -1,19 +1,21 @@
 """Elementwise ops become `vkc.Elementwise` nodes holding an expression tree; chains of them
 fuse into one kernel when the intermediate has no other reader and both compute in the same
-dtype (a kernel computes in one dtype, see typed_expr.py)."""
+dtype (a kernel computes in one dtype, see expr.py). Which ONNX ops are elementwise, and as which
+tree op, is elementwise_ops.py's table."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 
 from .. import expr as E
+from ..elementwise_ops import (FLOAT64_OPS, INTEGER_OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY,
+                              ONNX_VARIADIC)
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
 from ..registry import declare
-from ..typed_expr import FLOAT64_OPS, INTEGER_OPS
 
-ELEMENTWISE_OPS = set(E.ONNX_BINARY) | set(E.ONNX_UNARY) | set(E.ONNX_VARIADIC) | {"Clip"}
+ELEMENTWISE_OPS = set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | {"Clip"}
 # Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
 # their operand twice (Elu, PRelu, HardSwish) repeat its text, so a long chain would grow
 # exponentially.
@@ -23,8 +25,7 @@ MAX_EXPR_CHARS = 4000
 def _dtypes_doc(op: str) -> str:
     """The dtypes vkc computes an elementwise op on: those ONNX allows (its first input's type
     constraint) that the expression renderer takes (float32 and float16 take every op)."""
-    name = (E.ONNX_BINARY.get(op) or E.ONNX_UNARY.get(op) or E.ONNX_VARIADIC.get(op)
-            or op.lower())
+    name = ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op) or op.lower()
     vkc = {"float", "float16"}  # ONNX's names: float is float32, double float64
     if name in FLOAT64_OPS:
         vkc.add("double")
@@ -72,11 +73,11 @@ def to_elementwise(graph: Graph) -> Graph:
         if node.op_type == "Clip":
             lo, hi = _clip_bounds(node)
             tree, operands = ("clip", ("in", 0), lo, hi), [node.inputs[0]]
-        elif node.op_type in E.ONNX_UNARY:
+        elif node.op_type in ONNX_UNARY:
             # ONNX float attributes are float32, for every dtype the op computes on.
             attrs = [("const", float(np.float32(node.attrs.get(name, default))))
-                     for name, default in E.ONNX_ATTRS.get(node.op_type, ())]
-            tree, operands = (E.ONNX_UNARY[node.op_type], ("in", 0), *attrs), [node.inputs[0]]
+                     for name, default in ONNX_ATTRS.get(node.op_type, ())]
+            tree, operands = (ONNX_UNARY[node.op_type], ("in", 0), *attrs), [node.inputs[0]]
         else:
             leaves, operands = [], []
             for v in node.inputs:
@@ -87,14 +88,14 @@ def to_elementwise(graph: Graph) -> Graph:
                     leaves.append(("in", same[0] if same else len(operands)))
                     if not same:
                         operands.append(v)
-            if node.op_type in E.ONNX_VARIADIC:  # Sum(a, b, c) = add(add(a, b), c)
+            if node.op_type in ONNX_VARIADIC:  # Sum(a, b, c) = add(add(a, b), c)
                 tree = leaves[0]
                 for leaf in leaves[1:]:
-                    tree = (E.ONNX_VARIADIC[node.op_type], tree, leaf)
+                    tree = (ONNX_VARIADIC[node.op_type], tree, leaf)
                 if node.op_type == "Mean":
                     tree = ("div", tree, ("const", float(len(leaves))))
             else:
-                tree = (E.ONNX_BINARY[node.op_type], *leaves)
+                tree = (ONNX_BINARY[node.op_type], *leaves)
         node.op_type, node.attrs, node.inputs = "vkc.Elementwise", {"expr": tree}, operands
     graph.relink()
     return graph

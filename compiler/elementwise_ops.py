@@ -1,0 +1,120 @@
+"""The elementwise ops of the expression language (expr.py), each defined once: its tree name,
+the ONNX ops it stands for, and its GLSL text per compute type. The dtypes an op takes follow from
+the texts it has: float32 and float16 (which computes in float32) take `float`, float64 `double`,
+signed integers `int`, unsigned ones `uint`. Adding an op is adding one entry here.
+
+A text is a str.format template: {0} is the first operand, {1}, {2} the next operands or
+attribute constants, {z} and {one} zero and one of the compute type, and a helper's name
+({idiv}, {udiv}: expr.HELPERS) calls that helper on the compute type. SPECIAL marks an op whose
+text the renderer builds itself (Clip's bounds are numbers, not children; Pow's text depends on
+its exponent). Texts are spliced into one statement, so an op that reads an operand twice
+repeats its text (the fusion pass bounds the growth).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SPECIAL = "<built by expr.Renderer>"
+KINDS = ("float", "double", "int", "uint")
+
+
+@dataclass(frozen=True)
+class ElementwiseOp:
+    name: str                    # the op in trees: (name, *operands, *attribute constants)
+    float: str                   # GLSL computing in float (float32; float16 rounds afterwards)
+    double: str | None = None    # ... in double (float64); None: float64 does not take the op
+    int: str | None = None       # ... in int / int64_t (signed integers of every width)
+    uint: str | None = None      # ... in uint / uint64_t
+    # ONNX ops computing this op -> the attributes (name, ONNX default) their tree carries as
+    # constants after their one input; ops without attributes take `inputs` tensors as operands.
+    onnx: dict = field(default_factory=dict)
+    inputs: int = 1
+    variadic: tuple[str, ...] = ()   # ONNX ops folding this op over any number of inputs
+    exact: bool = False              # the result is one of the operands: nothing to wrap or round
+
+    def text(self, kind: str) -> str | None:
+        """The text for a compute kind ("float", "double", "int", "uint"), None if it has none."""
+        return getattr(self, kind)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(k for k in KINDS if self.text(k) is not None)
+
+
+def texts(text: str, *kinds: str, **overrides: str) -> dict:
+    """`text` for float and for each of `kinds`, then per-kind `overrides`."""
+    return {"float": text, **{k: text for k in kinds}, **overrides}
+
+
+ALL = ("double", "int", "uint")
+# exp(x) - 1 without cancelling near 0 (a Taylor polynomial below |x| = 0.125, error < 3e-7).
+_EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0} * 0.041666668)))"
+          " : exp({0}) - 1.0)")
+
+_OPS = [
+    # Arithmetic: + - * wrap around on integers; integer division truncates toward zero.
+    ElementwiseOp("add", **texts("({0} + {1})", *ALL), onnx={"Add": ()}, inputs=2,
+                  variadic=("Sum", "Mean")),
+    ElementwiseOp("sub", **texts("({0} - {1})", *ALL), onnx={"Sub": ()}, inputs=2),
+    ElementwiseOp("mul", **texts("({0} * {1})", *ALL), onnx={"Mul": ()}, inputs=2),
+    ElementwiseOp("div", **texts("({0} / {1})", "double", int="{idiv}({0}, {1})",
+                                 uint="{udiv}({0}, {1})"), onnx={"Div": ()}, inputs=2),
+    ElementwiseOp("pow", **texts(SPECIAL, *ALL), onnx={"Pow": ()}, inputs=2),
+    ElementwiseOp("max", **texts("max({0}, {1})", *ALL), variadic=("Max",), exact=True),
+    ElementwiseOp("min", **texts("min({0}, {1})", *ALL), variadic=("Min",), exact=True),
+    ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True),  # Clip: passes/elementwise.py
+    ElementwiseOp("neg", **texts("(-{0})", "double", "int", uint="({z} - {0})"), onnx={"Neg": ()}),
+    ElementwiseOp("abs", **texts("abs({0})", "double", "int", uint="{0}"), onnx={"Abs": ()}),
+    ElementwiseOp("sign", **texts("sign({0})", "double", "int", uint="min({0}, {one})"),
+                  onnx={"Sign": ()}, exact=True),
+    ElementwiseOp("relu", **texts("max({0}, {z})", "double", "int", uint="{0}"),
+                  onnx={"Relu": ()}, exact=True),
+    ElementwiseOp("prelu", **texts("({0} < {z} ? {1} * {0} : {0})", "double", "int", uint="{0}"),
+                  onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
+    # Floating point only (GLSL has no double exp, log or pow).
+    ElementwiseOp("sqrt", **texts("sqrt({0})", "double"), onnx={"Sqrt": ()}),
+    ElementwiseOp("reciprocal", **texts("({one} / {0})", "double"), onnx={"Reciprocal": ()}),
+    ElementwiseOp("floor", **texts("floor({0})", "double"), onnx={"Floor": ()}),
+    ElementwiseOp("ceil", **texts("ceil({0})", "double"), onnx={"Ceil": ()}),
+    ElementwiseOp("round", **texts("roundEven({0})", "double"), onnx={"Round": ()}),
+    ElementwiseOp("softsign", **texts("({0} / ({one} + abs({0})))", "double"),
+                  onnx={"Softsign": ()}),
+    ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
+                  onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
+    ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()}),
+    ElementwiseOp("exp", "exp({0})", onnx={"Exp": ()}),
+    ElementwiseOp("log", "log({0})", onnx={"Log": ()}),
+    # tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)); below |x| = 0.125 that form cancels, so an odd
+    # Taylor polynomial (error under 1e-9 there) takes over. GLSL's tanh is only specified
+    # through the cancelling exp() quotient.
+    ElementwiseOp("tanh", "(abs({0}) < 0.125 ? {0} * (1.0 + {0} * {0} * (-0.33333334 + {0} * {0} * "
+                          "(0.13333334 - 0.053968254 * {0} * {0}))) : "
+                          "sign({0}) * (1.0 - 2.0 / (exp(2.0 * abs({0})) + 1.0)))",
+                  onnx={"Tanh": ()}),
+    ElementwiseOp("hardswish", "({0} * clamp({0} * 0.16666667 + 0.5, 0.0, 1.0))",
+                  onnx={"HardSwish": ()}),
+    # log(1 + exp(x)) without overflow for large x
+    ElementwiseOp("softplus", "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
+                  onnx={"Softplus": ()}),
+    ElementwiseOp("hardsigmoid", "clamp({1} * {0} + {2}, 0.0, 1.0)",
+                  onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))}),
+    ElementwiseOp("elu", "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
+                  onnx={"Elu": (("alpha", 1.0),)}),
+    ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",
+                  onnx={"Selu": (("alpha", 1.67326319217681884765625),
+                                 ("gamma", 1.05070102214813232421875))}),
+]
+OPS = {op.name: op for op in _OPS}
+assert len(OPS) == len(_OPS), "an elementwise op is defined twice"
+
+# ONNX op -> tree op: ops of one input (their attributes become constant children), of two
+# inputs, and of any number folded left to right (Mean then divides by the count).
+ONNX_UNARY = {onnx: op.name for op in _OPS for onnx, attrs in op.onnx.items()
+              if attrs or op.inputs == 1}
+ONNX_BINARY = {onnx: op.name for op in _OPS for onnx in op.onnx if onnx not in ONNX_UNARY}
+ONNX_VARIADIC = {onnx: op.name for op in _OPS for onnx in op.variadic}
+ONNX_ATTRS = {onnx: attrs for op in _OPS for onnx, attrs in op.onnx.items() if attrs}
+
+# Tree ops each dtype family takes (support_table.py lists them per ONNX op).
+FLOAT64_OPS = {op.name for op in _OPS if op.double is not None}
+INTEGER_OPS = {op.name for op in _OPS if op.int is not None and op.uint is not None}
