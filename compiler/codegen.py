@@ -13,7 +13,7 @@ import jinja2
 from templates import TEMPLATE_DIR
 
 from .errors import CompileError
-from .lower.registry import Kernel
+from .lower.kernel import Kernel
 
 TARGET_ENV = "vulkan1.1"
 

@@ -8,7 +8,7 @@ import pkgutil
 
 from ..errors import CompileError, UnsupportedOpsError
 from ..registry import check_dtypes, find_rule
-from .registry import Kernel
+from .kernel import Kernel
 
 for _info in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_info.name}")

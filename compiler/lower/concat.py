@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register
+from .kernel import Kernel, grid_1d, register
 
 
 @register("Concat")

@@ -7,9 +7,9 @@ import numpy as np
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
-from .epilogue import build_epilogue, channel_view
+from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
-from .registry import Kernel, grid_1d, register, texel_reads
+from .kernel import Kernel, grid_1d, register, texel_reads
 
 
 def conv_geometry(node, in_spatial, out_spatial, kernel):

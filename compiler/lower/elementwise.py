@@ -11,7 +11,7 @@ import numpy as np
 from .. import expr as E
 from ..dtypes import scalar_type
 from ..shapes import broadcast_strides, collapse_dims
-from .registry import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
+from .kernel import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
 
 
 def _indexing(operands, out):

@@ -6,8 +6,8 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .registry import Kernel, grid_1d, register
-from .transpose import MOVES, element_words, strided_copy
+from .kernel import Kernel, grid_1d, register
+from .strided_copy import MOVES, element_words, strided_copy
 
 
 @register("Gather", dtypes=None, dtypes_doc=MOVES + "; indices int32, int64")

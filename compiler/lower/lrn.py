@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register
+from .kernel import Kernel, grid_1d, register
 
 
 @register("LRN")

@@ -8,8 +8,8 @@ from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
-from .epilogue import build_epilogue
-from .registry import Kernel, grid_1d, register, texel_reads
+from .store_expression import build_epilogue
+from .kernel import Kernel, grid_1d, register, texel_reads
 
 
 def _vec4_load(strides, contiguous: str, other: str, extent: int, batch=()) -> bool:

@@ -5,8 +5,8 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .registry import Kernel, constant_input, grid_1d, register
-from .transpose import MOVES, element_words
+from .kernel import Kernel, constant_input, grid_1d, register
+from .strided_copy import MOVES, element_words
 
 MODES = ("constant", "reflect", "edge", "wrap")
 PAD_LIMIT = "pads or constant_value computed at run time"

@@ -8,7 +8,7 @@ from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
-from .registry import Kernel, grid_1d, register, texel_reads
+from .kernel import Kernel, grid_1d, register, texel_reads
 
 SPATIAL_LIMIT = "4-D and higher spatial ranks"
 

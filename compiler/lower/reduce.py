@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides
-from .registry import Kernel, constant_input, grid_1d, register
-from .transpose import strided_copy
+from .kernel import Kernel, constant_input, grid_1d, register
+from .strided_copy import strided_copy
 
 OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
        "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsquare",

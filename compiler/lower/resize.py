@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register
+from .kernel import Kernel, grid_1d, register
 
 RESIZE_LIMIT = ("more than two resized axes, or two that are not adjacent; roi, scales and sizes "
                 "computed at run time")

@@ -1,10 +1,10 @@
-"""Slice and Split: strided copies out of the input (transpose.strided_copy)."""
+"""Slice and Split: strided copies out of the input (strided_copy.py)."""
 from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides
-from .transpose import COPIES, strided_copy
-from .registry import constant_input, register
+from .strided_copy import COPIES, strided_copy
+from .kernel import constant_input, register
 
 SLICE_LIMIT = "starts, ends, axes, steps computed at run time"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..dtypes import kernel_types
 from ..shapes import prod
-from .registry import Kernel, grid_1d, register
+from .kernel import Kernel, grid_1d, register
 
 
 def _softmax(node, target, log: bool, coerce_2d: bool):

@@ -1,6 +1,6 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
 from .elementwise import fuse_elementwise_chains, to_elementwise
-from .epilogue import fuse_epilogues
+from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .outputs import materialize_outputs, remove_dead_nodes

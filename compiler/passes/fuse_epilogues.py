@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import expr as E
-from ..epilogue import epilogue_strides
+from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node
 
 ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}

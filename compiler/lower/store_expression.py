@@ -3,7 +3,7 @@ whatever the epilogue-fusion pass attached to the node."""
 from __future__ import annotations
 
 from .. import expr as E
-from ..epilogue import epilogue_strides
+from ..epilogue_operands import epilogue_strides
 from ..ir import Node, Value
 
 
