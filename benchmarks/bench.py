@@ -99,9 +99,9 @@ class System:
 
 def vkc_system(target: str, primary: bool, device) -> System:
     from compiler import compile_model
-    from compiler.targets import get_target
+    from compiler.host import resolve_target
 
-    resolved = get_target(target).name
+    resolved = resolve_target(target).name
     sysinfo = {"target": target, "resolved": resolved}
 
     def prepare(proto, workdir):

@@ -17,6 +17,7 @@ is consistent; a bundle's code is trusted as much as its producer.
 """
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
 
@@ -230,7 +231,6 @@ class Module:
 
 
 def _spec_bits(entries: list) -> dict[int, int]:
-    import struct
     fmt = {"int32": "<i", "uint32": "<I", "float32": "<f"}
     return {e["id"]: struct.unpack("<I", struct.pack(fmt[e["type"]], e["value"]))[0] for e in entries}
 

@@ -9,9 +9,25 @@ from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
+import onnx
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from bundles import BundleError, read_bundle
+from bundles.spirv import CAPABILITIES, Module, device_requirements
+# The commands that run a bundle (run, bench, verify, devices) use the runtime directly; the
+# compiler proper reaches a device only through compiler/host.py.
+from runtime_min import VkcRuntimeError, list_devices, load
+
+from .compile import compile_model
+from .errors import CompileError
+from .frontend import to_ir
+from .ops import is_supported
+from .package_android import PackageError, package_android
+from .passes import fold_constants
+from .tune import tune as run_tuner
+from .tuning_cache import tuning_path
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="vkc: compile ONNX models into Vulkan compute bundles (.vkb) and run them.")
@@ -42,9 +58,6 @@ def _mib(n: int) -> str:
 
 
 def _compile(model: Path, input_shape, target: str) -> bytes:
-    from .compile import compile_model
-    from .errors import CompileError
-
     try:
         return compile_model(model, input_shapes=_parse_shapes(input_shape), target=target)
     except (CompileError, ValueError) as exc:
@@ -52,9 +65,6 @@ def _compile(model: Path, input_shape, target: str) -> bytes:
 
 
 def _load(bundle, device):
-    from bundles import BundleError
-    from runtime_min import VkcRuntimeError, load
-
     try:
         return load(bundle, device=device)
     except (BundleError, VkcRuntimeError) as exc:
@@ -98,8 +108,6 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         target = "host"
     data = _compile(model, input_shape, target)
     output.write_bytes(data)
-    from bundles import read_bundle
-
     m = read_bundle(data).manifest
     console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: "
                   f"{len(m['dispatches'])} dispatches, {len(m['modules'])} SPIR-V modules, "
@@ -113,14 +121,11 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
          device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, help="Profiled runs per candidate.")):
     """Time candidate tile sizes of every matmul/conv on the local device; keep the fastest in the
     tuning cache that `--target host` compiles read."""
-    from .errors import CompileError
-    from .tune import tune as run_tuner, tuning_path
-
     try:
         choice = run_tuner(model, target=target, device=_device_arg(device),
                            input_shapes=_parse_shapes(input_shape), repeat=repeat,
                            log=lambda line: console.print(line, highlight=False))
-    except CompileError as exc:
+    except (CompileError, ValueError) as exc:
         _fail(str(exc))
     console.print(f"tuned {len(choice)} matmul problems; stored in {tuning_path()}")
 
@@ -129,13 +134,6 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
           input_shape: Optional[List[str]] = ShapeOpt):
     """List every op of a model with its opset and whether vkc supports it (no code generation)."""
-    import onnx
-
-    from .errors import CompileError
-    from .frontend import to_ir
-    from .ops import is_supported
-    from .passes import fold_constants
-
     proto = onnx.load(str(model), load_external_data=False)
     try:
         graph = to_ir(proto, _parse_shapes(input_shape))
@@ -175,8 +173,6 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             as_json: bool = typer.Option(False, "--json", help="Print the manifest and computed facts (sections, "
                                          "checksums verified, device requirements) as JSON.")):
     """Show a bundle's inputs, outputs, kernels, schedule and memory plan."""
-    from bundles import BundleError, read_bundle
-
     if as_json:
         _inspect_json(bundle)
         return
@@ -222,9 +218,6 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
 
 def _inspect_json(path: Path) -> None:
     """`inspect --json`: {"manifest": ..., "facts": ...}, or {"error": {"check", "detail"}} and exit 1."""
-    from bundles import BundleError, read_bundle
-    from bundles.spirv import CAPABILITIES, Module, device_requirements
-
     try:
         b = read_bundle(path)
     except BundleError as exc:
@@ -263,9 +256,6 @@ def package(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help
             no_gradle_edit: bool = typer.Option(False, "--no-gradle-edit",
                                                 help="Print the Gradle setting instead of adding it.")):
     """Ship a bundle in an Android app: uncompressed asset + device requirements JSON + Gradle noCompress."""
-    from bundles import BundleError
-    from bundles.android import PackageError, package_android
-
     try:
         r = package_android(bundle, android, page_size=page_size, name=name, edit_gradle=not no_gradle_edit)
     except (BundleError, PackageError, OSError) as exc:
@@ -330,7 +320,7 @@ def _profile_table(records, title: str) -> Table:
 
 def _profile_chart(path: Path, records, manifest: dict, title: str) -> None:
     """PNG: per-dispatch GPU time (slowest first) beside the arena's memory plan over the schedule."""
-    import matplotlib
+    import matplotlib  # lazy: an optional dependency, only --chart needs it
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
@@ -416,7 +406,7 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
            device: Optional[str] = DeviceOpt, seed: int = typer.Option(0, help="Seed for random inputs."),
            tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted.")):
     """Compile, run on Vulkan with random inputs and compare every output with onnxruntime."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # lazy: an optional dependency (the test extra), only verify needs it
 
     start = time.perf_counter()
     data = _compile(model, input_shape, target)
@@ -446,8 +436,6 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 @app.command()
 def devices():
     """List the Vulkan devices and the limits bundles care about."""
-    from runtime_min import VkcRuntimeError, list_devices
-
     try:
         found = list_devices()
     except VkcRuntimeError as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jinja2
 
+from bundles.cache import cache_dir
 from templates import TEMPLATE_DIR
 
 from .errors import CompileError
@@ -33,12 +34,9 @@ def render(kernel: Kernel) -> str:
     return template.render(spec=spec, **kernel.params)
 
 
-def _cache_dir() -> Path | None:
-    if os.environ.get("VKC_CACHE_DIR") == "off":
-        return None
-    base = os.environ.get("VKC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vkc")
-    return Path(base) / "spirv"
+def _spirv_cache() -> Path | None:
+    base = cache_dir()
+    return base / "spirv" if base else None
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +54,7 @@ def compile_glsl(source: str, name: str = "kernel") -> bytes:
     """SPIR-V for a GLSL compute shader; memoized in-process and on disk by source hash."""
     path_and_version = glslc()
     key = hashlib.sha256((path_and_version + TARGET_ENV + source).encode()).hexdigest()
-    cache = _cache_dir()
+    cache = _spirv_cache()
     cached = cache / f"{key}.spv" if cache else None
     if cached and cached.exists():
         return cached.read_bytes()

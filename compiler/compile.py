@@ -9,11 +9,12 @@ import onnx
 from .assemble import assemble
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, to_ir
+from .host import resolve_target
 from .lower import lower_graph
 from .memory import plan_memory
 from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
-from .targets import Target, get_target
+from .targets import Target
 
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
@@ -37,7 +38,7 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic") -> tuple
         if v.shape is None:
             raise CompileError(f"tensor '{v.name}' has no static shape after shape inference; "
                                "pin the model's inputs with --input-shape.")
-    tgt = get_target(target)
+    tgt = resolve_target(target)
     kernels = lower_graph(graph, tgt)
     plan = plan_memory(kernels, graph.inputs, graph.outputs)
     digest = hashlib.sha256(proto.SerializeToString()).hexdigest()

@@ -104,12 +104,6 @@ class Graph:
             seen.setdefault(id(v), v)
         return list(seen.values())
 
-    def replace_uses(self, old: Value, new: Value) -> None:
-        """Make every reader of `old` (nodes and graph outputs) read `new` instead."""
-        for node in self.nodes:
-            node.inputs = [new if v is old else v for v in node.inputs]
-        self.outputs = [new if v is old else v for v in self.outputs]
-
     def is_output(self, v: Value) -> bool:
         return any(v is o for o in self.outputs)
 

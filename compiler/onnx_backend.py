@@ -26,12 +26,16 @@ from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep
 from onnx.backend.test.runner import BackendIsNotSupposedToImplementIt
 
+from runtime_min import load
+
+from .compile import compile_model
 from .errors import CompileError, UnsupportedOpsError
-from .frontend import MAX_OPSET
+from .frontend import MAX_OPSET, load_model, to_ir
 from .ops import constant_inputs, is_supported, unsupported_ops
+from .passes import fold_constants
 
 # The dtype CompileErrors of lowering (registry.check_dtypes and unsupported_dtype,
-# transpose.element_words).
+# strided_copy.element_words).
 _DTYPE_PHRASES = ("vkc's kernels do not compute", "data-movement kernels handle 32- and 64-bit")
 
 
@@ -100,8 +104,6 @@ def _not_supported(exc: CompileError) -> bool:
 
 
 def _compile(model: onnx.ModelProto, target: str) -> bytes:
-    from .compile import compile_model
-
     try:
         return compile_model(model, target=target)
     except CompileError as exc:
@@ -129,8 +131,6 @@ class VkcBackendRep(BackendRep):
             self._load(_compile(model, target), b"")
 
     def _load(self, bundle: bytes, key: bytes) -> None:
-        from runtime_min import load
-
         self.close()
         self.bundle = bundle
         self._runtime = load(bundle, device=self.device, validation=self.validation)
@@ -173,9 +173,6 @@ class VkcBackend(Backend):
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
-        from .frontend import to_ir
-        from .passes import fold_constants
-
         try:
             return not unsupported_ops(fold_constants(to_ir(normalize_opset(model))))
         except CompileError:
@@ -185,8 +182,6 @@ class VkcBackend(Backend):
     def prepare(cls, model: onnx.ModelProto | str | bytes, device: str | None = None,
                 **kwargs: Any) -> VkcBackendRep:
         """Compile `model`. kwargs: target (a vkc profile name), validation (the Khronos layer)."""
-        from .frontend import load_model
-
         model = normalize_opset(load_model(model))
         _reject_unsupported_ops(model)
         return VkcBackendRep(model, _vulkan_device(device), target=kwargs.get("target", "generic"),

@@ -1,7 +1,8 @@
-"""Device profiles: what kernels may use and how big their tiles are.
+"""Device profiles: what kernels may use and how big their tiles are. Pure data: no device access.
 
 `generic` fits any Vulkan 1.1 compute device (16 KiB shared memory, 256 invocations), so a bundle
-compiled for it runs everywhere. `host` reads the limits of the local device.
+compiled for it runs everywhere. The `host` profile, read from the local device, is built by
+compiler/host.py on top of one of these.
 """
 from __future__ import annotations
 
@@ -25,10 +26,16 @@ class Target:
     # Workgroups that keep the device busy: a matmul with fewer tiles than this gets smaller
     # tiles (down to 32x32) so that small batch-1 layers still spread over every core.
     min_workgroups: int = 16
-    # "tiled" (shared-memory tiles, for GPUs) or "register" (no shared memory, for CPUs such as
-    # lavapipe, where barriers cost more than shared memory saves).
+    # The profiles use "tiled" (shared-memory tiles, for GPUs) or "texel" (register tiles, no
+    # shared memory, A and B fetched through uniform texel buffers: for CPUs such as lavapipe, where
+    # barriers cost more than shared memory saves and a texel fetch is one gather). Both fall back
+    # to templates/matmul_register.comp.j2 (cpu_rows rows and one vec4 of columns per invocation,
+    # 64 invocations) in lower/matmul.py: "tiled" for matmuls of at most 8 rows, "texel" for
+    # operands over max_texel_elements. lower/matmul.py also takes "register" (that kernel with
+    # cpu_cols and cpu_lanes, what lavapipe used before "texel"); no profile sets it now.
     matmul: str = "tiled"
-    # Register matmul: rows per invocation, vec4 columns per invocation, invocations per group.
+    # Texel (and "register") matmul: rows per invocation, vec4 columns per invocation,
+    # invocations per workgroup.
     cpu_rows: int = 8
     cpu_cols: int = 2
     cpu_lanes: int = 16
@@ -43,7 +50,8 @@ class Target:
     # Winograd does not take, so that the GEMM fetches B four pixels at a time.
     im2col_max_bytes: int = 0
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
-    # ...)) pairs, applied to matmuls of that problem (see compiler/tune.py).
+    # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
+    # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).
     tuned: tuple = ()
 
     def for_problem(self, key: str) -> "Target":
@@ -65,31 +73,14 @@ TARGETS = {
 }
 
 
-def get_target(name: "str | Target", device=None) -> Target:
+def get_target(name: "str | Target") -> Target:
+    """A named profile (a Target is returned as is). `host` needs the device: compiler.host."""
     if isinstance(name, Target):
         return name
     if name == "host":
-        return host_target(device)
+        raise ValueError("target 'host' reads the local device; resolve it with "
+                         "compiler.host.resolve_target (compile_model and `vkc` do).")
     if name not in TARGETS:
         raise ValueError(f"unknown target '{name}'; choose one of {sorted(TARGETS) + ['host']}.")
     return TARGETS[name]
 
-
-def host_target(device=None) -> Target:
-    """The limits of the device the runtime would pick (`device`, else VKC_DEVICE, else the best
-    present), on top of the profile its vendor matches, with the tile choices `vkc tune` stored
-    for that device."""
-    from runtime_min import choose_device  # only `--target host` touches a device
-
-    dev = choose_device(device)
-    name = dev.name.lower()
-    base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
-        else TARGETS["generic"]
-    from .tune import load_tuning
-
-    return replace(base, name=f"host:{dev.name}",
-                   max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory_bytes),
-                   max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
-                   subgroup_size=dev.subgroup_size or base.subgroup_size,
-                   max_texel_elements=dev.max_texel_buffer_elements,
-                   tuned=load_tuning(dev.name))

@@ -8,7 +8,8 @@
 
 Imports only the standard library, numpy, `bundles` and (lazily, on first use) `vulkan`.
 Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos validation layer),
-VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=1 (robust buffer access).
+VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=0 (robust buffer
+access is on by default; 0/off/false turns it off where load() is not given robust=).
 Threads: runs of one model are serialized; models share their device and run side by side.
 """
 from .device import DeviceInfo, choose_device, clear_validation_messages, list_devices, validation_messages

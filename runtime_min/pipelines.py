@@ -2,8 +2,8 @@
 persisted VkPipelineCache that makes a second load of the same bundle on the same driver fast.
 
 Pipeline cache file: `<cache_dir>/pipelines/<deviceUUID>-<driverUUID>.bin`, where cache_dir is the
-`cache_dir=` argument, else $VKC_CACHE_DIR, else $XDG_CACHE_HOME/vkc or ~/.cache/vkc (the compiler
-keeps SPIR-V in the sibling folder spirv/). The file is a 24-byte header (magic b"VKCPIPE1", u64
+`cache_dir=` argument, else the folder `bundles.cache.cache_dir()` names ($VKC_CACHE_DIR, else
+$XDG_CACHE_HOME/vkc or ~/.cache/vkc; the compiler keeps SPIR-V in the sibling folder spirv/). The file is a 24-byte header (magic b"VKCPIPE1", u64
 payload size, u32 CRC-32 of the payload, u32 zero) and the driver's cache data. A missing, short,
 corrupt or foreign file (checksum, or the driver's own header naming another vendor, device or cache
 UUID) is a cache miss, never an error, and a cache that cannot be written is skipped."""
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bundles.cache import cache_dir as configured_cache_dir
 from bundles.manifest import texel_formats
 
 from .device import Device, new
@@ -39,9 +40,8 @@ def cache_file(info, cache_dir=None, pipeline_cache=True):
         return None
     if pipeline_cache not in (True, None):
         return Path(pipeline_cache)  # an explicit file
-    base = cache_dir if cache_dir is not None else os.environ.get("VKC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vkc")
-    if str(base).lower() == "off":
+    base = cache_dir if cache_dir is not None else configured_cache_dir()
+    if base is None or str(base).lower() == "off":
         return None
     key = f"{info.device_uuid}-{info.driver_uuid}" if info.device_uuid else info.cache_header.hex()
     return Path(base) / "pipelines" / f"{key}.bin"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from compiler.compile import compile_with_kernels
-from compiler.targets import get_target
+from compiler.host import resolve_target
 from compiler.tune import CANDIDATES, tune
 from harness import check_against_onnxruntime
 from onnx_builders import small_cnn
@@ -19,7 +19,7 @@ def test_tune_stores_one_choice_per_problem_and_host_compiles_use_it(tmp_path, m
     _, kernels = compile_with_kernels(model, target="host")
     problems = {k.problem for k in kernels if k.problem}
     assert problems and set(choice) == problems
-    base = get_target("host")
+    base = resolve_target("host")
     assert all(fields in CANDIDATES[base.matmul] for fields in choice.values())
     stored = json.loads((tmp_path / "tuning.json").read_text())
     assert list(stored) == [base.name.removeprefix("host:")]

@@ -10,7 +10,8 @@
   block, balanced braces, at most one `androidResources { }` inside it; otherwise nothing is
   written and the snippet is returned for the user to paste.
 
-Standard library only (plus this package's reader and writer).
+Standard library plus the bundle reader and writer (`bundles`): packaging is the `vkc package`
+command's business, not the file format's.
 """
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .format import SectionKind, read_bundle, write_bundle
-from .spirv import device_requirements
+from bundles import SectionKind, device_requirements, read_bundle, write_bundle
 
 PAGE_SIZES = (4096, 16384)
 REQUIREMENTS_FORMAT = "vkc-device-requirements"

@@ -4,8 +4,12 @@ import textwrap
 
 import pytest
 
+from typer.testing import CliRunner
+
 from bundles import BundleError, read_bundle, write_bundle
-from bundles.android import PackageError, ensure_no_compress, find_app_module, package_android
+from compiler.cli import app
+from compiler.package_android import PackageError, ensure_no_compress, find_app_module, package_android
+from sample_bundle import MODULES, make_manifest, make_weights
 
 KTS = textwrap.dedent("""\
     plugins {
@@ -67,9 +71,14 @@ UNSAFE = {
 
 
 @pytest.fixture
-def bundle_file(tmp_path, raw, manifest, weights):
+def manifest():
+    return make_manifest()
+
+
+@pytest.fixture
+def bundle_file(tmp_path, manifest):
     path = tmp_path / "model.vkb"
-    path.write_bytes(write_bundle(manifest, list(raw.MODULES), weights))
+    path.write_bytes(write_bundle(manifest, list(MODULES), make_weights()))
     return path
 
 
@@ -201,10 +210,6 @@ def test_ensure_no_compress_directly(tmp_path):
 
 
 def test_cli_package_and_inspect_json(tmp_path, bundle_file):
-    from typer.testing import CliRunner
-
-    from compiler.cli import app
-
     make_app(tmp_path / "cli", "build.gradle.kts", KTS)
     runner = CliRunner()
     out = runner.invoke(app, ["package", str(bundle_file), "--android", str(tmp_path / "cli"), "--page-size", "16384"])
