@@ -1,0 +1,87 @@
+"""LayerNormalization (opset 17) against onnxruntime: axes, broadcast Scale and B, optional Mean
+and InvStdDev outputs, long rows, a large mean offset (the two-pass variance), both targets."""
+
+import numpy as np
+import pytest
+
+from harness import check_against_onnxruntime, random_feeds
+from onnx_builders import _fill_output_shapes, single_op_model
+
+from compiler import compile_model
+from compiler.errors import CompileError
+
+TARGETS = ["generic", "lavapipe"]
+
+
+def layernorm_model(x_shape, axis=-1, *, scale_shape=None, bias=True, epsilon=None, outputs=("y",),
+                    **attrs):
+    """A one-node LayerNormalization at opset 17 with Scale and B as graph inputs (random at
+    run time, never constants); both default to the full normalized shape X.shape[axis:]."""
+    norm = list(x_shape[axis:])
+    scale_shape = norm if scale_shape is None else scale_shape
+    shapes = {"x": x_shape, "scale": scale_shape}
+    if bias:
+        shapes["bias"] = scale_shape
+    attrs = dict(attrs, axis=axis)
+    if epsilon is not None:
+        attrs["epsilon"] = epsilon
+    model = single_op_model("LayerNormalization", shapes, attrs, outputs=outputs)
+    model.opset_import[0].version = 17
+    return _fill_output_shapes(model)
+
+
+CASES = [
+    pytest.param([2, 16, 768], -1, {}, id="transformer-d768"),
+    pytest.param([2, 3, 5, 7], 1, {}, id="4d-axis1"),
+    pytest.param([2, 3, 5, 7], -2, {}, id="4d-axis-2"),
+    pytest.param([2, 3, 5, 7], 0, {}, id="4d-axis0-one-row"),
+    pytest.param([2, 16, 768], -1, {"bias": False}, id="no-bias"),
+    pytest.param([2, 16, 768], -1, {"epsilon": 1e-12}, id="epsilon-1e-12"),
+    pytest.param([4, 4096], -1, {}, id="long-row-d4096"),
+    pytest.param([3, 5], -1, {}, id="short-row-d5"),
+    pytest.param([4, 6, 10], 1, {"scale_shape": [10]}, id="scale-broadcast-suffix"),
+    pytest.param([4, 6, 10], 1, {"scale_shape": [6, 1]}, id="scale-broadcast-inner"),
+    pytest.param([2, 3, 4, 5], 1, {"scale_shape": [4, 1]}, id="scale-broadcast-middle"),
+    pytest.param([2, 3, 4, 5], 1, {"scale_shape": [1]}, id="scale-broadcast-scalar"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_shape,axis,kw", CASES)
+def test_layernorm(x_shape, axis, kw, target):
+    check_against_onnxruntime(layernorm_model(x_shape, axis, **kw), target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_layernorm_scale_broadcast_d(target):
+    """A scale and bias of shape [D] (as transformers store them) over a [..., D] input."""
+    check_against_onnxruntime(layernorm_model([2, 16, 768], -1, scale_shape=[768]), target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_layernorm_mean_and_inv_std_outputs(target):
+    model = layernorm_model([2, 3, 5, 7], 2, outputs=("y", "mean", "inv_std"))
+    result = check_against_onnxruntime(model, target=target)
+    assert result["outputs"]["mean"].shape == (2, 3, 1, 1)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_layernorm_large_mean_offset(target):
+    """Rows around 100 with unit spread: E[x^2] - E[x]^2 would lose most digits in float32;
+    the kernel's two passes (mean, then the variance of x - mean) keep them."""
+    model = layernorm_model([2, 16, 768], -1, outputs=("y", "mean", "inv_std"))
+    feeds = random_feeds(model, seed=3)
+    feeds["x"] = (feeds["x"] + 100.0).astype(np.float32)
+    check_against_onnxruntime(model, feeds=feeds, target=target)
+
+
+def test_layernorm_many_rows_use_the_y_grid():
+    """More rows than the 65535 x-limit of workgroups: rows continue along y."""
+    model = layernorm_model([70000, 4], -1)
+    check_against_onnxruntime(model, target="generic")
+
+
+def test_layernorm_stash_type_is_refused():
+    model = layernorm_model([2, 8], -1, stash_type=0)
+    with pytest.raises(CompileError, match="stash_type 0"):
+        compile_model(model)
