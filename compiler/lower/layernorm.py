@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .registry import Kernel, grid_1d, register, texel_reads
+from .kernel import Kernel, grid_1d, register, texel_reads
 
 LIMITS = "stash_type other than 1 (the statistics are computed in float32 only)"
 
