@@ -30,9 +30,18 @@ FLOAT32 = ("float32",)
 DTYPE_PHRASE = "vkc's kernels do not compute"
 
 
+ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def op_key(op_type: str, domain: str = "") -> str:
+    """How the registry names an op: "Conv" for ONNX's own, "com.microsoft.Attention" for
+    another domain's (vkc's internal ops are "vkc.Elementwise", ...)."""
+    return op_type if domain in ONNX_DOMAINS else f"{domain}.{op_type}"
+
+
 @dataclass(frozen=True)
 class OpRule:
-    op_type: str
+    op_type: str                            # the registry's key (op_key): domain-qualified
     since: int                              # the op's since-version this rule handles from
     lower: Callable | None                  # Node, Target -> [Kernel]; None: a pass handles it
     module: str                             # the module that declared it
@@ -60,20 +69,23 @@ def _add(rule: OpRule) -> None:
     versions[rule.since] = rule
 
 
-def register(op_type: str, since: int = 1, *, dtypes: tuple[str, ...] | None = FLOAT32,
-             dtypes_doc: str = "", constant_inputs: tuple[int, ...] = (), limits: str = "-"):
-    """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` from opset `since` on."""
+def register(op_type: str, since: int = 1, *, domain: str = "",
+             dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
+             constant_inputs: tuple[int, ...] = (), limits: str = "-"):
+    """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
+    `since` on."""
     def wrap(fn):
-        _add(OpRule(op_type, since, fn, fn.__module__, dtypes=dtypes, dtypes_doc=dtypes_doc,
-                    constant_inputs=constant_inputs, limits=limits))
+        _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
+                    dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits))
         return fn
     return wrap
 
 
-def declare(op_type: str, *, handled_by: str, module: str, dtypes: tuple[str, ...] | None = None,
-            dtypes_doc: str = "", constant_inputs: tuple[int, ...] = (), limits: str = "-") -> None:
+def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
+            dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
+            constant_inputs: tuple[int, ...] = (), limits: str = "-") -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
-    _add(OpRule(op_type, 1, None, module, handled_by=handled_by, dtypes=dtypes,
+    _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits))
 
 
@@ -85,13 +97,11 @@ def registered_ops() -> dict[str, list[int]]:
 def find_rule(op_type: str, domain: str, opset: int) -> OpRule | None:
     """The declaration that applies to `op_type` at `opset`: onnx.defs gives the op's
     since_version there, and the newest declaration at or below it applies."""
-    versions = _RULES.get(op_type)
+    versions = _RULES.get(op_key(op_type, domain))
     if not versions:
         return None
-    if op_type.startswith("vkc."):
-        return versions[max(versions)]
-    if domain not in ("", "ai.onnx"):
-        return None
+    if domain not in ONNX_DOMAINS or op_type.startswith("vkc."):
+        return versions[max(versions)]  # other domains' ops have one version here
     try:
         since = onnx.defs.get_schema(op_type, max_inclusive_version=opset).since_version
     except onnx.defs.SchemaError:
@@ -104,9 +114,10 @@ def is_supported(op_type: str, domain: str, opset: int) -> bool:
     return find_rule(op_type, domain, opset) is not None
 
 
-def constant_inputs(op_type: str) -> tuple[int, ...]:
+def constant_inputs(op_type: str, domain: str = "") -> tuple[int, ...]:
     """Input slots of `op_type` that must be compile-time constants, under any of its rules."""
-    return tuple(sorted({i for r in _RULES.get(op_type, {}).values() for i in r.constant_inputs}))
+    rules = _RULES.get(op_key(op_type, domain), {}).values()
+    return tuple(sorted({i for r in rules for i in r.constant_inputs}))
 
 
 def unsupported_dtype(node: Node, v: Value, what: str) -> CompileError:

@@ -30,6 +30,8 @@ def _handled_by(op: str) -> str:
 def _opsets(op: str) -> str:
     """The opsets (within vkc's range) whose version of the op vkc compiles, and the versions
     that have their own lowering rule."""
+    if "." in op:  # another domain's op (com.microsoft's contrib ops): ONNX opsets do not apply
+        return f"`{op.rsplit('.', 1)[0]}` domain"
     first_schema = MAX_OPSET
     for v in range(1, MAX_OPSET + 1):
         try:

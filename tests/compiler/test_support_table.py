@@ -20,7 +20,7 @@ def test_declarations_name_onnx_ops_and_their_inputs():
     """Every declared op is an ONNX op within vkc's opsets, and its constant inputs are slots the
     op has in the newest version its rules cover (a typo would silently declare nothing)."""
     for op in registered_ops():
-        if op.startswith("vkc."):
+        if "." in op:  # vkc's internal ops and other domains' (com.microsoft) have no ONNX schema
             continue
         schema = onnx.defs.get_schema(op, max_inclusive_version=MAX_OPSET)
         assert find_rule(op, "", MAX_OPSET) is not None, f"{op}: no declaration covers opset {MAX_OPSET}"
