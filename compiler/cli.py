@@ -20,12 +20,10 @@ from bundles.spirv import CAPABILITIES, Module, device_requirements
 # compiler proper reaches a device only through compiler/host.py.
 from runtime_min import VkcRuntimeError, list_devices, load
 
+from .check import check_model
 from .compile import compile_model
 from .errors import CompileError
-from .frontend import to_ir
-from .ops import is_supported
 from .package_android import PackageError, package_android
-from .passes import fold_constants
 from .tune import tune as run_tuner
 from .tuning_cache import tuning_path
 
@@ -132,38 +130,37 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 
 @app.command()
 def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
-          input_shape: Optional[List[str]] = ShapeOpt):
-    """List every op of a model with its opset and whether vkc supports it (no code generation)."""
+          input_shape: Optional[List[str]] = ShapeOpt,
+          target: str = typer.Option("generic", "--target", help="The profile to check against "
+                                     "(as `vkc compile --target`).")):
+    """Every op of a model: folded, supported, or not (and why), as `vkc compile` would decide,
+    without generating code."""
     proto = onnx.load(str(model), load_external_data=False)
     try:
-        graph = to_ir(proto, _parse_shapes(input_shape))
-        opset = graph.opset
-        ops: dict[tuple[str, str], list[str]] = {}
-        for node in graph.nodes:
-            ops.setdefault((node.domain, node.op_type), []).append(node.name)
-        remaining = {(n.domain, n.op_type) for n in fold_constants(graph).nodes}
+        report = check_model(proto, _parse_shapes(input_shape), target)
     except CompileError as exc:
         _fail(str(exc))
-    table = Table(title=f"{model.name}: opset {opset}, {len(proto.graph.node)} nodes")
+    table = Table(title=f"{model.name}: opset {report.opset}, {len(proto.graph.node)} nodes")
     for col in ("op", "since", "nodes", "supported"):
         table.add_column(col)
-    missing = []
-    for (domain, op), names in sorted(ops.items(), key=lambda kv: kv[0][1]):
-        try:
-            since = str(onnx.defs.get_schema(op, max_inclusive_version=opset, domain=domain).since_version)
-        except Exception:  # noqa: BLE001 - a custom op has no schema
-            since = "?"
-        if (domain, op) not in remaining:
+    problems = []
+    for v in report.ops:
+        if not v.supported:
+            verdict = "[red]no[/] (no kernel)"
+            problems.append(f"{v.op}: {', '.join(v.nodes)}")
+        elif v.refused:
+            verdict = f"[red]no[/] ({len(v.refused)} of {len(v.nodes)} nodes)"
+            problems += [f"{name}: {why}" for name, why in v.refused.items()]
+        elif len(v.folded) == len(v.nodes):
             verdict = "[green]folded[/] (computed from constants at compile time)"
-        elif is_supported(op, domain, opset):
-            verdict = "[green]yes[/]"
         else:
-            verdict = "[red]no[/]"
-            missing.append(f"{op}: {', '.join(names)}")
-        table.add_row(f"{domain + '.' if domain else ''}{op}", since, str(len(names)), verdict)
+            verdict = "[green]yes[/]" + (f" ({len(v.folded)} folded)" if v.folded else "")
+        table.add_row(v.op, v.since, str(len(v.nodes)), verdict)
     console.print(table)
-    if missing:
-        console.print("[red]unsupported:[/]\n  " + "\n  ".join(missing), highlight=False)
+    if report.error:
+        problems.append(report.error)
+    if problems:
+        console.print("[red]unsupported:[/]\n  " + "\n  ".join(problems), highlight=False)
         raise typer.Exit(1)
     console.print("[green]every op is supported.[/]")
 

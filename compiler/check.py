@@ -1,0 +1,99 @@
+"""`vkc check`: what `vkc compile` would do with every node of a model, without generating code.
+
+It runs the compiler's own front half: the frontend, constant folding, the passes and each node's
+lowering rule (dtypes, ranks, attributes: everything a rule checks), and stops before templates
+are rendered. So a model `vkc check` calls supported compiles, and a node it refuses carries the
+compiler's own reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from .errors import CompileError
+from .frontend import to_ir
+from .host import resolve_target
+from .ops import find_rule, unsupported_ops
+from .passes import fold_constants, run_passes
+from .registry import check_dtypes, op_key
+
+
+@dataclass
+class OpVerdict:
+    op: str                  # registry key: "Conv", "com.microsoft.Attention"
+    since: str               # the op's since-version at the model's opset ("?" without a schema)
+    nodes: list[str]
+    folded: list[str] = field(default_factory=list)      # computed at compile time
+    refused: dict[str, str] = field(default_factory=dict)  # node -> the compiler's reason
+    supported: bool = True   # some declaration covers the op at this opset
+
+    @property
+    def ok(self) -> bool:
+        return self.supported and not self.refused
+
+
+@dataclass
+class CheckReport:
+    opset: int
+    ops: list[OpVerdict]
+    error: str = ""          # a whole-model problem (a pass refused the graph, a dynamic shape)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(v.ok for v in self.ops)
+
+
+def _since(op_type: str, domain: str, opset: int) -> str:
+    try:
+        return str(onnx.defs.get_schema(op_type, max_inclusive_version=opset,
+                                        domain=domain).since_version)
+    except onnx.defs.SchemaError:
+        return "?"
+
+
+def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic") -> CheckReport:
+    """Every op of the model with what compiling it would do. Errors of the model as a whole
+    (the frontend's: opset, shapes) raise CompileError, as compile_model does."""
+    graph = to_ir(proto, input_shapes)
+    verdicts: dict[str, OpVerdict] = {}
+    owner: dict[str, OpVerdict] = {}
+    for node in graph.nodes:
+        key = op_key(node.op_type, node.domain)
+        if key not in verdicts:
+            verdicts[key] = OpVerdict(key, _since(node.op_type, node.domain, graph.opset), [],
+                                      supported=find_rule(node.op_type, node.domain,
+                                                          graph.opset) is not None)
+        verdicts[key].nodes.append(node.name)
+        owner[node.name] = verdicts[key]
+    graph = fold_constants(graph)
+    remaining = {name for n in graph.nodes for name in n.sources}
+    for name, verdict in owner.items():
+        if name not in remaining:
+            verdict.folded.append(name)
+    report = CheckReport(graph.opset, sorted(verdicts.values(), key=lambda v: v.op))
+    if unsupported_ops(graph):
+        return report  # the compiler stops here too, naming them all
+    try:
+        graph = run_passes(graph)
+        unknown = [v.name for v in graph.values() if v.shape is None]
+        if unknown:
+            raise CompileError(f"tensor '{unknown[0]}' has no static shape after shape inference; "
+                               "pin the model's inputs with --input-shape.")
+        tgt = resolve_target(target)
+    except CompileError as exc:
+        report.error = str(exc)
+        return report
+    for node in graph.nodes:
+        rule = find_rule(node.op_type, node.domain, graph.opset)
+        try:
+            if rule is None or rule.lower is None:
+                raise CompileError(f"{node.op_type} '{node.name}' has no kernel after the passes "
+                                   "(a vkc bug).")
+            check_dtypes(rule, node)
+            rule.lower(node, tgt)
+        except CompileError as exc:
+            for name in node.sources:
+                if name in owner:
+                    owner[name].refused[name] = str(exc)
+    return report
