@@ -145,14 +145,14 @@ def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
         table.add_column(col)
     problems = []
     for v in report.ops:
-        if not v.supported:
+        if v.all_folded:
+            verdict = "[green]folded[/] (computed from constants at compile time)"
+        elif not v.supported:
             verdict = "[red]no[/] (no kernel)"
-            problems.append(f"{v.op}: {', '.join(v.nodes)}")
+            problems.append(f"{v.op}: {', '.join(n for n in v.nodes if n not in v.folded)}")
         elif v.refused:
             verdict = f"[red]no[/] ({len(v.refused)} of {len(v.nodes)} nodes)"
-            problems += [f"{name}: {why}" for name, why in v.refused.items()]
-        elif len(v.folded) == len(v.nodes):
-            verdict = "[green]folded[/] (computed from constants at compile time)"
+            problems += [why for why in dict.fromkeys(v.refused.values()) if why not in problems]
         else:
             verdict = "[green]yes[/]" + (f" ({len(v.folded)} folded)" if v.folded else "")
         table.add_row(v.op, v.since, str(len(v.nodes)), verdict)

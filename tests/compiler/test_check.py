@@ -90,3 +90,19 @@ def test_check_reports_folded_and_supported_nodes():
     by_op = {v.op: v for v in report.ops}
     assert report.ok
     assert by_op["Shape"].folded == ["shape"] and not by_op["Relu"].folded
+
+
+def test_an_op_without_a_kernel_is_fine_when_every_node_of_it_folds():
+    """ConstantOfShape has no kernel; fed by a constant shape it folds, and the model compiles."""
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    shape = helper.make_tensor("shape", onnx.TensorProto.INT64, [2], [2, 3])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill",
+                              value=helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [0.5])),
+             helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [shape]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    report = check_model(model)
+    (fill,) = [v for v in report.ops if v.op == "ConstantOfShape"]
+    assert not fill.supported and fill.all_folded and report.ok
+    compile_model(model)
