@@ -1,17 +1,28 @@
-"""The memory planner on real lowered graphs: tensors alive at the same dispatch never share
-bytes, views share their source's offset, and the arena meets the lower bound."""
+"""The memory planner, checked from outside: tensors alive at the same dispatch never share
+bytes, offsets are aligned, the arena holds every tensor, and the reported figures are right.
+
+Two independent sources of lifetimes, neither of them compiler/memory.py's:
+- real models: the schedule as the bundle records it (manifest dispatches, bindings = tensor
+  ids, inputs and outputs); which manifest tensors are views of one another comes from the IR
+  (Value.alias_of), since the manifest cannot tell a view from a tensor that reuses dead bytes;
+- random programs: kernels and Values generated with a seeded RNG, whose lifetimes the
+  generator records as it builds them; a brute-force pairwise check judges plan_memory's plan.
+"""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from bundles import read_bundle
+from compiler.compile import compile_with_kernels
 from compiler.frontend import to_ir
-from compiler.lower import lower_graph
-from compiler.memory import ALIGNMENT, align, plan_memory
+from compiler.ir import Value
+from compiler.lower.kernel import Kernel
+from compiler.memory import ALIGNMENT, plan_memory
 from compiler.passes import fold_constants, run_passes
-from compiler.targets import get_target
 from onnx_builders import light_model, mlp, mobilenetv2_block, small_cnn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
@@ -21,39 +32,213 @@ MODELS = {"mlp": lambda: mlp(64, 128, 10), "small_cnn": small_cnn, "mobilenetv2_
           "resnet18": lambda: resnet18(resolution=64), "light_squeezenet": lambda: light_model("squeezenet")}
 
 
-def _lifetimes(graph, kernels):
-    first, last = {}, {}
-    for v in graph.inputs:
-        first[id(v)] = -1
-    for step, k in enumerate(kernels):
-        for i, v in enumerate(k.bindings):
-            r = v.root()
-            if r.is_constant:
-                continue
-            if i in k.writes:
-                first.setdefault(id(r), step)
-            last[id(r)] = max(last.get(id(r), step), step)
-    for v in graph.outputs:
-        last[id(v.root())] = len(kernels)
-    return first, last
+def _allocation(nbytes: int, alignment: int) -> int:
+    """The bytes a tensor owns (bundles/FORMAT.md: at least 4, padded to the alignment)."""
+    return -(-max(nbytes, 4) // alignment) * alignment
 
 
+def _overlapping_pairs(items):
+    """(a, b) for every two items (key, (first, last), (start, end)) alive at one dispatch whose
+    byte ranges meet. Brute force over all pairs."""
+    bad = []
+    for i, (a, (fa, la), (sa, ea)) in enumerate(items):
+        for b, (fb, lb), (sb, eb) in items[i + 1:]:
+            if fa <= lb and fb <= la and sa < eb and sb < ea:
+                bad.append((a, b))
+    return bad
+
+
+def _peak(items) -> int:
+    """The most bytes alive at any one dispatch: no plan can use less."""
+    steps = {s for _, (f, last), _ in items for s in (f, last)}
+    return max((sum(e - s for _, (f, last), (s, e) in items if f <= step <= last) for step in steps), default=0)
+
+
+# ---- real models: the bundle's own record ---------------------------------------------------------
+
+def _groups_from_bundle(model, target):
+    """{root name: {"first", "last", "offset", "end", "members"}} for the arena tensors of the
+    compiled bundle, a group being a tensor and its views; plus the manifest."""
+    bundle, kernels = compile_with_kernels(model, target=target)
+    manifest = read_bundle(bundle).manifest
+    tensors, dispatches = manifest["tensors"], manifest["dispatches"]
+    assert len(dispatches) == len(kernels)
+    n = len(dispatches)
+
+    # Which tensor each manifest id stands for, and its root, from the IR: a dispatch's bindings
+    # are its Kernel's Values in order; the inputs and outputs no dispatch binds (a Reshape at
+    # the end) are looked up by name in the graph the compiler builds.
+    root_of: dict[int, str] = {}
+    for d, k in zip(dispatches, kernels):
+        assert len(d["bindings"]) == len(k.bindings)
+        for tid, v in zip(d["bindings"], k.bindings):
+            assert tensors[tid]["name"] == v.name
+            assert root_of.setdefault(tid, v.root().name) == v.root().name, v.name
+    graph = run_passes(fold_constants(to_ir(model)))
+    by_name = {v.name: v for v in graph.values()}
+    for io in manifest["inputs"] + manifest["outputs"]:
+        root_of.setdefault(io["tensor"], by_name[tensors[io["tensor"]]["name"]].root().name)
+
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for step, d in enumerate(dispatches):
+        for tid in d["bindings"]:
+            first.setdefault(tid, step)
+            last[tid] = step
+    for io in manifest["inputs"]:
+        first[io["tensor"]] = -1  # written by the copy-in before the first dispatch
+        last.setdefault(io["tensor"], -1)
+    for io in manifest["outputs"]:
+        first.setdefault(io["tensor"], n)
+        last[io["tensor"]] = n  # read by the copy-out after the last one
+
+    alignment = manifest["memory"]["alignment"]
+    groups: dict[str, dict] = {}
+    for tid, t in enumerate(tensors):
+        if t["memory"] != "arena":
+            continue
+        assert tid in first, f"arena tensor {t['name']!r} is bound by no dispatch and is no input or output"
+        g = groups.setdefault(root_of[tid], {"first": first[tid], "last": last[tid], "offset": t["offset"],
+                                             "end": 0, "members": []})
+        # Views share their source's offset; a view and its source are one allocation.
+        assert t["offset"] == g["offset"], (t["name"], root_of[tid])
+        g["first"], g["last"] = min(g["first"], first[tid]), max(g["last"], last[tid])
+        g["end"] = max(g["end"], t["offset"] + _allocation(t["nbytes"], alignment))
+        g["members"].append(tid)
+
+    # A tensor first touched by a dispatch is written there: the dispatch writes a member.
+    for name, g in groups.items():
+        if g["first"] >= 0 and g["first"] < n:
+            k, d = kernels[g["first"]], dispatches[g["first"]]
+            assert any(d["bindings"][i] in g["members"] for i in k.writes), \
+                f"{name!r} is first touched by dispatch {g['first']}, which only reads it"
+    return groups, manifest
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
 @pytest.mark.parametrize("name", MODELS)
-def test_plan_never_overlaps_live_tensors_and_meets_the_bound(name):
-    graph = run_passes(fold_constants(to_ir(MODELS[name]())))
-    kernels = lower_graph(graph, get_target("generic"))
-    plan = plan_memory(kernels, graph.inputs, graph.outputs)
-    first, last = _lifetimes(graph, kernels)
-    roots = {id(v.root()): v.root() for k in kernels for v in k.bindings if not v.root().is_constant}
-    spans = {r: (plan.offsets[r], plan.offsets[r] + align(max(v.nbytes, 4))) for r, v in roots.items()}
-    assert all(off % ALIGNMENT == 0 for off, _ in spans.values())
-    assert max(end for _, end in spans.values()) == plan.arena_bytes
-    ids = list(spans)
-    for i, a in enumerate(ids):
-        for b in ids[i + 1:]:
-            alive_together = first[a] <= last[b] and first[b] <= last[a]
-            bytes_overlap = spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
-            assert not (alive_together and bytes_overlap), (roots[a].name, roots[b].name)
-    assert plan.lower_bound_bytes <= plan.arena_bytes <= plan.intermediates_sum_bytes
-    # Greedy by size reaches the bound on these graphs (measured; a regression shows here).
-    assert plan.arena_bytes == plan.lower_bound_bytes
+def test_bundle_plan_never_overlaps_live_tensors_and_meets_the_bound(name, target):
+    groups, manifest = _groups_from_bundle(MODELS[name](), target)
+    mem = manifest["memory"]
+    assert mem["alignment"] == ALIGNMENT
+    items = [(root, (g["first"], g["last"]), (g["offset"], g["end"])) for root, g in groups.items()]
+    assert len(items) >= 3
+    for root, _, (start, end) in items:
+        assert start % mem["alignment"] == 0, (root, start)
+        assert end <= mem["arena_bytes"], (root, end, mem["arena_bytes"])
+    assert not _overlapping_pairs(items)
+    peak = _peak(items)
+    assert mem["lower_bound_bytes"] == peak
+    assert mem["intermediates_sum_bytes"] == sum(e - s for _, _, (s, e) in items)
+    assert peak <= mem["arena_bytes"] <= mem["intermediates_sum_bytes"]
+    # Greedy by size reaches the bound on these graphs for the generic profile (measured; a
+    # regression shows here). On lavapipe's (im2col and Winograd buffers) it does not everywhere:
+    # small_cnn 425984 vs 360448 bytes (+18%), light_squeezenet 4647936 vs 4485376 (+3.6%).
+    if target == "generic":
+        assert mem["arena_bytes"] == peak
+    else:
+        assert mem["arena_bytes"] <= 1.25 * peak
+
+
+# ---- random programs ---------------------------------------------------------------------------
+
+DTYPES = [np.float32, np.float16, np.int8, np.uint8, np.int32, np.int64]
+
+
+def _random_program(rng):
+    """Kernels over random Values: random sizes and dtypes (odd byte counts too), reads of any
+    earlier value in any order, views (chains of them too) of inputs and intermediates, a
+    constant, outputs that may be inputs or views. Returns (kernels, inputs, outputs, truth)
+    where truth maps id(root) -> (root, first dispatch alive, last dispatch alive) as the
+    generator saw it: inputs from -1, outputs to len(kernels)."""
+    counter = iter(range(10**6))
+
+    def new(kind: str) -> Value:
+        n = int(np.exp(rng.uniform(0, np.log(40000))))
+        return Value(f"{kind}{next(counter)}", np.dtype(DTYPES[rng.integers(len(DTYPES))]), (n,))
+
+    const = Value("w", np.dtype(np.float32), (64,), data=np.zeros(64, np.float32))
+    inputs = [new("in") for _ in range(rng.integers(1, 4))]
+    truth = {id(v): [v, -1, -1] for v in inputs}
+    readable = list(inputs)
+    kernels = []
+    steps = int(rng.integers(1, 40))
+    for step in range(steps):
+        if rng.random() < 0.3:  # a view (Reshape-like) of something readable
+            src = readable[rng.integers(len(readable))]
+            size = int(rng.integers(1, src.size + 1)) if rng.random() < 0.5 else src.size
+            readable.append(Value(f"view{next(counter)}", src.dtype, (size,), alias_of=src))
+        reads = [readable[i] for i in rng.choice(len(readable), size=min(len(readable), int(rng.integers(1, 4))),
+                                                 replace=False)]
+        if rng.random() < 0.3:
+            reads.append(const)
+        out = new("t")
+        at = int(rng.integers(len(reads) + 1))
+        bindings = reads[:at] + [out] + reads[at:]
+        kernels.append(Kernel("random", {}, [], bindings, [at], (1, 1, 1), (1, 1, 1)))
+        for v in reads:
+            if not v.root().is_constant:
+                truth[id(v.root())][2] = step
+        truth[id(out)] = [out, step, step]
+        readable.append(out)
+    outputs = [readable[i] for i in rng.choice(len(readable), size=min(len(readable), int(rng.integers(1, 3))),
+                                               replace=False)]
+    for v in outputs:
+        truth[id(v.root())][2] = steps
+    return kernels, inputs, outputs, truth
+
+
+def _check_plan(plan, truth) -> list[str]:
+    """Everything wrong with a plan, judged by brute force against the generator's lifetimes."""
+    problems = []
+    if set(plan.offsets) != set(truth):
+        problems.append(f"planned {len(plan.offsets)} tensors, expected {len(truth)}")
+        return problems
+    items = []
+    for rid, (v, first, last) in truth.items():
+        start = plan.offsets[rid]
+        if start % ALIGNMENT:
+            problems.append(f"{v.name} at {start}, not a multiple of {ALIGNMENT}")
+        items.append((v.name, (first, last), (start, start + _allocation(v.nbytes, ALIGNMENT))))
+    problems += [f"{a} and {b} are alive together and share bytes" for a, b in _overlapping_pairs(items)]
+    end = max(e for _, _, (_, e) in items)
+    if plan.arena_bytes != end:
+        problems.append(f"arena_bytes {plan.arena_bytes} != the last tensor's end {end}")
+    peak = _peak(items)
+    if plan.lower_bound_bytes != peak:
+        problems.append(f"lower_bound_bytes {plan.lower_bound_bytes} != the peak of live bytes {peak}")
+    if not peak <= plan.arena_bytes:
+        problems.append(f"arena_bytes {plan.arena_bytes} below the peak of live bytes {peak}")
+    total = sum(e - s for _, _, (s, e) in items)
+    if plan.intermediates_sum_bytes != total:
+        problems.append(f"intermediates_sum_bytes {plan.intermediates_sum_bytes} != {total}")
+    return problems
+
+
+def test_random_programs_never_overlap_live_tensors():
+    rng = np.random.default_rng(20261203)
+    checked_pairs = 0
+    for case in range(300):
+        kernels, inputs, outputs, truth = _random_program(rng)
+        plan = plan_memory(kernels, inputs, outputs)
+        problems = _check_plan(plan, truth)
+        assert not problems, f"random program {case}:\n  " + "\n  ".join(problems)
+        lives = [(f, last) for _, f, last in truth.values()]
+        checked_pairs += sum(a[0] <= b[1] and b[0] <= a[1] for i, a in enumerate(lives) for b in lives[i + 1:])
+    assert checked_pairs > 1000  # the programs do keep many tensors alive together
+
+
+def test_the_random_check_catches_a_broken_plan():
+    """The checker itself: plans that put live tensors on one another, misalign, or misreport
+    the arena are rejected."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(7)
+    kernels, inputs, outputs, truth = _random_program(rng)
+    while len(truth) < 4:
+        kernels, inputs, outputs, truth = _random_program(rng)
+    plan = plan_memory(kernels, inputs, outputs)
+    assert not _check_plan(plan, truth)
+    assert _check_plan(replace(plan, offsets={r: 0 for r in plan.offsets}), truth)
+    assert _check_plan(replace(plan, offsets={r: o + 4 for r, o in plan.offsets.items()}), truth)
+    assert _check_plan(replace(plan, arena_bytes=plan.arena_bytes + ALIGNMENT), truth)
