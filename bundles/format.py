@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 
 from . import spirv as _spirv
+from .hazards import check_barriers
 from .manifest import BundleError, _is_int, validate_manifest
 
 MAGIC = b"VKCBNDL\0"
@@ -296,10 +297,12 @@ def _parse(base: memoryview, mapping) -> Bundle:
     validate_manifest(manifest, module_count=len(spirv_sections), weights_bytes=weights_bytes)
     views = [base[s.offset:s.end] for s in spirv_sections]
     try:
-        _spirv.check_interface(manifest, views)
+        parsed = _spirv.check_interface(manifest, views)
     finally:
         for view in views:
             view.release()
+    # Barrier flags are checked, not trusted: derived from the bindings' ranges and SPIR-V writes.
+    check_barriers(manifest, [m.written_bindings() for m in parsed])
     # Only now hand out views: nothing below can fail, so no view outlives a failed read.
     spirv = [base[s.offset:s.end] for s in spirv_sections]
     weights = base[weights_section.offset:weights_section.end] if weights_section else base[0:0]

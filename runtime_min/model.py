@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
+from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats
 from bundles.spirv import Module as SpirvModule
 
@@ -247,8 +248,10 @@ class Model:
     def _binding(self, t):
         """(buffer, offset, range) of a tensor bound as a storage buffer."""
         buf = self._arena if t["memory"] == "arena" else self._weights
-        # An empty tensor is never read; bind a harmless 4 bytes, as a zero range is invalid.
-        return (buf, t["offset"], t["nbytes"]) if t["nbytes"] else (buf, 0, 4)
+        # Exactly the range the reader's barrier check used (an empty tensor: 4 harmless bytes at 0,
+        # as a zero range is invalid).
+        start, end = bound_range(t)
+        return buf, start, end - start
 
     def _check_ranges(self, m):
         """Every range recorded below lies inside its buffer and within the device's limits (the bundle
