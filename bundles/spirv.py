@@ -10,6 +10,8 @@ Two levels, so that a reader never hands the driver a module that disagrees with
   local size (literal, or resolved through each kernel's specialization) equals `local_size`; the
   shared memory it declares fits `shared_memory_bytes`; every specialized constant is 32 bits; the
   SPIR-V version is one that `requirements.vulkan_api` guarantees.
+- `Module.written_bindings`: the bindings a module may write (storage buffers not decorated
+  NonWritable), which the barrier rule (`hazards.py`) takes from the SPIR-V, never from the manifest.
 
 This is not `spirv-val`: a structurally sound module with a consistent interface can still hold
 wrong code. The reader's promise is that every index, range and interface the runtime hands Vulkan

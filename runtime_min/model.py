@@ -571,7 +571,8 @@ def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache
     """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
 
     device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
-        virtual, CPU). validation: the Khronos validation layer (else $VKC_VALIDATION).
+        virtual, CPU). validation: the Khronos validation layer, with synchronization validation
+        (else $VKC_VALIDATION).
     cache_dir / pipeline_cache: where the pipeline cache lives (see runtime_min.pipelines);
         pipeline_cache=False or "off", or $VKC_CACHE_DIR=off, turns it off; a path names the file.
     robust, timeout_s: see Model."""
