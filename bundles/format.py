@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 
 from . import spirv as _spirv
+from .hazards import check_barriers
 from .manifest import BundleError, _is_int, validate_manifest
 
 MAGIC = b"VKCBNDL\0"
@@ -119,9 +120,10 @@ def _assemble(sections: list[tuple[int, int, bytes]], version=VERSION, flags: in
 
 
 def write_bundle(manifest: dict, spirv_modules: list[bytes], weights: bytes, *,
-                 weights_alignment: int = MIN_WEIGHTS_ALIGNMENT) -> bytes:
+                 weights_alignment: int = MIN_WEIGHTS_ALIGNMENT, barriers: bool = True) -> bytes:
     """Serialize a bundle. Raises ValueError (BundleError for manifest rules) on anything a
-    reader would reject, so every bundle written here reads back."""
+    reader would reject, so every bundle written here reads back. barriers=False skips only the
+    barrier check (FORMAT.md, "Barriers"): for tests that need a racy schedule the reader refuses."""
     if not _is_int(weights_alignment) or weights_alignment < MIN_WEIGHTS_ALIGNMENT or not _is_pow2(weights_alignment):
         raise ValueError(f"weights_alignment = {weights_alignment!r} must be a power of two >= "
                          f"{MIN_WEIGHTS_ALIGNMENT} (4096, or 16384 for 16 KiB-page Android devices)")
@@ -133,7 +135,9 @@ def write_bundle(manifest: dict, spirv_modules: list[bytes], weights: bytes, *,
         _spirv.check_structure(module, f"spirv_modules[{i}]")
     weights = memoryview(weights).cast("B") if not isinstance(weights, bytes) else weights
     validate_manifest(manifest, module_count=len(modules), weights_bytes=len(weights))
-    _spirv.check_interface(manifest, modules)
+    parsed = _spirv.check_interface(manifest, modules)
+    if barriers:
+        check_barriers(manifest, [m.written_bindings() for m in parsed])
     text = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     sections = [(SectionKind.MANIFEST, MANIFEST_ALIGNMENT, text)]
     sections += [(SectionKind.SPIRV, SPIRV_ALIGNMENT, m) for m in modules]
@@ -296,10 +300,12 @@ def _parse(base: memoryview, mapping) -> Bundle:
     validate_manifest(manifest, module_count=len(spirv_sections), weights_bytes=weights_bytes)
     views = [base[s.offset:s.end] for s in spirv_sections]
     try:
-        _spirv.check_interface(manifest, views)
+        parsed = _spirv.check_interface(manifest, views)
     finally:
         for view in views:
             view.release()
+    # Barrier flags are checked, not trusted: derived from the bindings' ranges and SPIR-V writes.
+    check_barriers(manifest, [m.written_bindings() for m in parsed])
     # Only now hand out views: nothing below can fail, so no view outlives a failed read.
     spirv = [base[s.offset:s.end] for s in spirv_sections]
     weights = base[weights_section.offset:weights_section.end] if weights_section else base[0:0]

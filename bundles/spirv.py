@@ -10,6 +10,8 @@ Two levels, so that a reader never hands the driver a module that disagrees with
   local size (literal, or resolved through each kernel's specialization) equals `local_size`; the
   shared memory it declares fits `shared_memory_bytes`; every specialized constant is 32 bits; the
   SPIR-V version is one that `requirements.vulkan_api` guarantees.
+- `Module.written_bindings`: the bindings a module may write (storage buffers not decorated
+  NonWritable), which the barrier rule (`hazards.py`) takes from the SPIR-V, never from the manifest.
 
 This is not `spirv-val`: a structurally sound module with a consistent interface can still hold
 wrong code. The reader's promise is that every index, range and interface the runtime hands Vulkan
@@ -38,9 +40,11 @@ OP_TYPE_ARRAY, OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER = 28, 29, 
 OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE, DIM_BUFFER = 25, 27, 5
 OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE = 43, 44, 48, 49
 OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP, OP_VARIABLE, OP_DECORATE = 50, 51, 52, 59, 71
+OP_MEMBER_DECORATE = 72
 GL_COMPUTE = 5
 MODE_LOCAL_SIZE, MODE_LOCAL_SIZE_ID = 17, 38
 DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_BUILTIN, DEC_BINDING, DEC_SET = 1, 2, 3, 11, 33, 34
+DEC_NON_WRITABLE = 24
 BUILTIN_WORKGROUP_SIZE = 25
 SC_UNIFORM_CONSTANT, SC_UNIFORM, SC_WORKGROUP, SC_PUSH_CONSTANT, SC_ATOMIC_COUNTER = 0, 2, 4, 9, 10
 SC_IMAGE, SC_STORAGE_BUFFER = 11, 12
@@ -141,6 +145,7 @@ class Module:
         self.entry_points: list[tuple[int, int, str]] = []     # (model, function id, name)
         self.modes: dict[int, list[tuple[str, list[int]]]] = {}  # function id -> [("literal"|"id", xyz)]
         self.decorations: dict[int, dict[int, list[int]]] = {}   # id -> {decoration: operands}
+        self.member_decorations: dict[int, dict[int, set[int]]] = {}  # struct id -> {member: {decoration}}
         self.defs: dict[int, tuple[int, list[int]]] = {}         # result id -> (opcode, operands after it)
         self.variables: list[tuple[int, int, int]] = []          # (pointer type id, id, storage class)
         i, n = HEADER_WORDS, len(words)
@@ -160,6 +165,8 @@ class Module:
                 self.modes.setdefault(ops[0], []).append((kind, list(ops[2:5])))
             elif op == OP_DECORATE and len(ops) >= 2:
                 self.decorations.setdefault(ops[0], {})[ops[1]] = list(ops[2:])
+            elif op == OP_MEMBER_DECORATE and len(ops) >= 3:
+                self.member_decorations.setdefault(ops[0], {}).setdefault(ops[1], set()).add(ops[2])
             elif op in (OP_TYPE_BOOL, OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_VECTOR, OP_TYPE_MATRIX, OP_TYPE_ARRAY,
                         OP_TYPE_RUNTIME_ARRAY, OP_TYPE_STRUCT, OP_TYPE_POINTER, OP_TYPE_IMAGE,
                         OP_TYPE_SAMPLED_IMAGE) and ops:
@@ -228,6 +235,32 @@ class Module:
     def pointee(self, pointer_type: int) -> int | None:
         op, operands = self.defs.get(pointer_type, (None, []))
         return operands[1] if op == OP_TYPE_POINTER and len(operands) >= 2 else None
+
+    def written_bindings(self) -> set[int]:
+        """The set-0 bindings a dispatch of this module may write (FORMAT.md, "Barriers"): every
+        storage buffer, unless its variable is decorated NonWritable or every member of its block is
+        (GLSL `readonly`). Texel buffers (and anything else in UniformConstant) are read-only. A
+        binding declared by several variables is written if any of them is writable."""
+        written = set()
+        for ptype, vid, storage in self.variables:
+            if storage not in (SC_STORAGE_BUFFER, SC_UNIFORM):
+                continue
+            decs = self.decorations.get(vid, {})
+            if decs.get(DEC_SET, [None])[:1] != [0] or not decs.get(DEC_BINDING):
+                continue
+            target = self.pointee(ptype)
+            op, members = self.defs.get(target, (None, []))
+            block = self.decorations.get(target, {}) if target is not None else {}
+            if op != OP_TYPE_STRUCT or not (DEC_BLOCK in block or DEC_BUFFER_BLOCK in block):
+                continue  # not a buffer: check_interface refuses it
+            if storage == SC_UNIFORM and DEC_BUFFER_BLOCK not in block:
+                continue  # a uniform block is read-only (check_interface refuses it anyway)
+            by_member = self.member_decorations.get(target, {})
+            readonly = DEC_NON_WRITABLE in decs or (
+                bool(members) and all(DEC_NON_WRITABLE in by_member.get(i, ()) for i in range(len(members))))
+            if not readonly:
+                written.add(decs[DEC_BINDING][0])
+        return written
 
 
 def _spec_bits(entries: list) -> dict[int, int]:

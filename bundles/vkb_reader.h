@@ -22,6 +22,11 @@
  * What it does NOT check: the manifest (JSON) and its cross-references (tensor ranges, bindings,
  * dispatch counts, module interfaces). A loader must parse and check those as FORMAT.md says
  * (bundles/manifest.py is the reference) before creating any Vulkan object from them.
+ * That includes the barrier rule (FORMAT.md, "Barriers"; bundles/hazards.py is the reference):
+ * the manifest's `barrier` flags must not be trusted. From each dispatch's bound byte ranges and
+ * the bindings its SPIR-V may write (storage buffers not decorated NonWritable), a loader derives
+ * where a barrier is required and refuses a schedule whose flags miss one, or the bundle's
+ * dispatches may race on the arena.
  *
  * Pointers keep the alignment of `data`: sections are aligned relative to the start of the file
  * (SPIR-V to 16 bytes, weights to 4096 or 16384), so when `data` is page-aligned (mmap) the

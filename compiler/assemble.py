@@ -63,7 +63,7 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
 
     modules, module_index, spirv_blobs = [], {}, []
     pipelines, pipeline_index = [], {}
-    dispatches, accesses, texels = [], [], 0
+    dispatches, texels = [], 0
     for k in kernels:
         spirv = compile_glsl(render(k), module_name(k))
         digest = hashlib.sha256(spirv).hexdigest()
@@ -85,17 +85,12 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
         binding_ids = [table.id_of(v) for v in k.bindings]
         texels = max([texels] + [table.entries[binding_ids[b]]["nbytes"] // TEXEL_BYTES[f]
                                  for b, f in k.texel_buffers.items()])
-        reads, writes = [], []
-        for i, t in enumerate(binding_ids):
-            e = table.entries[t]
-            if e["memory"] == "arena":
-                (writes if i in k.writes else reads).append((e["offset"], e["offset"] + e["nbytes"]))
-        accesses.append((reads, writes))
         dispatches.append({"kernel": pipeline_index[key], "bindings": binding_ids,
                            "groups": list(k.groups), "barrier": False, "nodes": list(k.nodes),
                            "flops": int(k.flops),
                            "bytes": int(sum(table.entries[t]["nbytes"] for t in binding_ids))})
-    for d, barrier in zip(dispatches, place_barriers(accesses)):
+    scheduled = {"tensors": table.entries, "kernels": pipelines, "modules": modules, "dispatches": dispatches}
+    for d, barrier in zip(dispatches, place_barriers(scheduled, spirv_blobs)):
         d["barrier"] = barrier
 
     requirements = {

@@ -159,7 +159,8 @@ def _fields(ffi, struct) -> dict:
 
 class Instance:
     """A VkInstance, with VK_EXT_debug_utils when available (names for tools like RenderDoc) and the
-    validation layer with a message collector when asked."""
+    validation layer with a message collector when asked; validation includes synchronization
+    validation (VkValidationFeaturesEXT), so a missing barrier is reported as a SYNC-HAZARD."""
 
     def __init__(self, validation: bool):
         self.vk = vk = import_vulkan()
@@ -182,6 +183,8 @@ class Instance:
             have_exts.add(DEBUG_UTILS)  # the layer provides it
         self.debug_utils = DEBUG_UTILS in have_exts
         exts = [DEBUG_UTILS] if self.debug_utils else []
+        if validation:
+            exts.append("VK_EXT_validation_features")  # the layer provides it; VkValidationFeaturesEXT's extension
         name = ffi.new("char[]", b"vkc runtime_min")
         app = new(ffi, "VkApplicationInfo", sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO,
                   pApplicationName=name, pEngineName=name, apiVersion=self.api)
@@ -189,8 +192,17 @@ class Instance:
         ext_arr, ext_keep = cstrings(ffi, exts)
         # Chained into the create info too, so messages from vkCreate/DestroyInstance are caught.
         dbg = _messenger_info(vk) if validation else ffi.NULL
+        # With validation, synchronization validation too: the default checks ignore barriers, and a
+        # schedule missing one must show up as a SYNC-HAZARD message. Chain: features -> messenger
+        # (the messenger info keeps a NULL pNext, as vkCreateDebugUtilsMessengerEXT gets it below).
+        sync, sync_feature = ffi.NULL, None
+        if validation:
+            sync_feature = ffi.new("VkValidationFeatureEnableEXT[1]",
+                                   [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+            sync = new(ffi, "VkValidationFeaturesEXT", sType=vk.VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                       pNext=dbg, enabledValidationFeatureCount=1, pEnabledValidationFeatures=sync_feature)
         info = new(ffi, "VkInstanceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-                   pNext=dbg, pApplicationInfo=app, enabledLayerCount=len(layers),
+                   pNext=sync if validation else dbg, pApplicationInfo=app, enabledLayerCount=len(layers),
                    ppEnabledLayerNames=layer_arr, enabledExtensionCount=len(exts),
                    ppEnabledExtensionNames=ext_arr)
         with step("creating a Vulkan instance"):
@@ -206,7 +218,7 @@ class Instance:
         except BaseException:
             self.cleanup.release()
             raise
-        self._keep = (name, app, layer_keep, ext_keep, dbg)
+        self._keep = (name, app, layer_keep, ext_keep, dbg, sync, sync_feature)
 
     def physical_devices(self):
         with step("enumerating Vulkan devices"):

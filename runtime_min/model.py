@@ -17,6 +17,7 @@ import numpy as np
 
 from bundles import BundleError, read_bundle
 from bundles.dtypes import DTYPES
+from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats
 from bundles.spirv import Module as SpirvModule
 
@@ -246,8 +247,10 @@ class Model:
     def _binding(self, t):
         """(buffer, offset, range) of a tensor bound as a storage buffer."""
         buf = self._arena if t["memory"] == "arena" else self._weights
-        # An empty tensor is never read; bind a harmless 4 bytes, as a zero range is invalid.
-        return (buf, t["offset"], t["nbytes"]) if t["nbytes"] else (buf, 0, 4)
+        # Exactly the range the reader's barrier check used (an empty tensor: 4 harmless bytes at 0,
+        # as a zero range is invalid).
+        start, end = bound_range(t)
+        return buf, start, end - start
 
     def _check_ranges(self, m):
         """Every range recorded below lies inside its buffer and within the device's limits (the bundle
@@ -567,7 +570,8 @@ def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache
     """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
 
     device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
-        virtual, CPU). validation: the Khronos validation layer (else $VKC_VALIDATION).
+        virtual, CPU). validation: the Khronos validation layer, with synchronization validation
+        (else $VKC_VALIDATION).
     cache_dir / pipeline_cache: where the pipeline cache lives (see runtime_min.pipelines);
         pipeline_cache=False or "off", or $VKC_CACHE_DIR=off, turns it off; a path names the file.
     robust, timeout_s: see Model."""

@@ -479,3 +479,46 @@ def test_c_reader_refuses_newer_major(bases, c_checker):
     struct.pack_into("<HH", buf, 8, 1, 7)  # a newer minor of the same major loads
     assert c_reader.run(exe, [seal(buf, bases[0])])[0].startswith("ACCEPT")
     assert read_bundle(seal(buf, bases[0])).version == (1, 7)
+
+
+# ---- the race the fuzzer found: accepted schedules must be race-free --------------------------
+
+def _sealed_manifest(base: Base, m: dict) -> bytes:
+    sections = [(1, 8, json.dumps(m).encode())] + [(2, 16, mod) for mod in base.modules]
+    return assemble(sections + [(3, base.weights_alignment, base.weights)])
+
+
+def test_cleared_barrier_is_refused(bases, c_checker):
+    """A needed barrier flag cleared and the bundle re-sealed: the Python reader refuses it naming
+    the check; the C reader (container checks only) accepts it, as FORMAT.md says a native reader must
+    apply the barrier rule itself."""
+    base = bases[0]
+    m = copy.deepcopy(base.manifest)
+    needed = [i for i, d in enumerate(m["dispatches"]) if d["barrier"]]
+    assert needed, "the base bundle has a barrier"
+    m["dispatches"][needed[0]]["barrier"] = False
+    data = _sealed_manifest(base, m)
+    with pytest.raises(BundleError) as e:
+        read_bundle(data)
+    assert e.value.check == "barriers" and f"dispatches[{needed[0]}].barrier must be true" in e.value.detail
+    exe, _ = c_checker
+    assert c_reader.c_verdict(c_reader.run(exe, [data])[0]).startswith("ACCEPT")
+
+
+def test_offsets_edited_into_a_race_are_refused(bases):
+    """Fuzz case 2418's family: arena offsets edited so that a later dispatch writes bytes an earlier
+    one reads, with no barrier between them (the edit that ran with a WRITE-AFTER-READ hazard)."""
+    base = bases[0]
+    m = copy.deepcopy(base.manifest)
+    for d in m["dispatches"]:
+        d["barrier"] = False
+    tensors = m["tensors"]
+    first, last = m["dispatches"][0], m["dispatches"][-1]
+    read = next(t for t in first["bindings"] if tensors[t]["memory"] == "arena")
+    written = last["bindings"][-1]
+    assert tensors[written]["nbytes"] <= m["memory"]["arena_bytes"] - tensors[read]["offset"]
+    tensors[written]["offset"] = tensors[read]["offset"]
+    with pytest.raises(BundleError) as e:
+        read_bundle(_sealed_manifest(base, m))
+    assert e.value.check == "barriers"
+    assert f"dispatch {len(m['dispatches']) - 1} binding" in e.value.detail
