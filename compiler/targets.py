@@ -31,11 +31,10 @@ class Target:
     # barriers cost more than shared memory saves and a texel fetch is one gather). Both fall back
     # to templates/matmul_register.comp.j2 (cpu_rows rows and one vec4 of columns per invocation,
     # 64 invocations) in lower/matmul.py: "tiled" for matmuls of at most 8 rows, "texel" for
-    # operands over max_texel_elements. lower/matmul.py also takes "register" (that kernel with
-    # cpu_cols and cpu_lanes, what lavapipe used before "texel"); no profile sets it now.
+    # operands over max_texel_elements.
     matmul: str = "tiled"
-    # Texel (and "register") matmul: rows per invocation, vec4 columns per invocation,
-    # invocations per workgroup.
+    # Texel matmul: rows per invocation, vec4 columns per invocation, invocations per workgroup
+    # (the register fallback takes cpu_rows only).
     cpu_rows: int = 8
     cpu_cols: int = 2
     cpu_lanes: int = 16

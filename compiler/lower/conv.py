@@ -1,5 +1,7 @@
-"""Conv: depthwise template for one input channel per group, plain GEMM for 1x1 stride-1
-layers, implicit GEMM (im2col on the fly, never materialized) for everything else."""
+"""Conv: the depthwise template for one input channel per group, a plain GEMM for 1x1 stride-1
+layers, and for everything else implicit GEMM (im2col on the fly) on GPU profiles; texel profiles
+(lavapipe) run 3x3 stride-1 layers as Winograd F(m x m, 3x3) and write im2col out for the rest,
+so that the GEMM fetches four pixels a texel."""
 from __future__ import annotations
 
 import numpy as np

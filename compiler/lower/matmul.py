@@ -75,8 +75,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
                  fused=True) -> list[Kernel]:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
-    register tiles (CPUs, and a few rows on GPUs); on a GPU a matmul with too few tiles also
-    splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
+    texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
+    operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
     (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself)."""
     if fused:
         expr, operands, ep_spec, ep_ops = build_epilogue(
@@ -110,11 +110,11 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             formats = {3 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
-    elif target.matmul in ("register", "texel") or M <= 8:
+    elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
         # The register kernel walks convolution windows channel by channel: no split there.
-        split, depth = (1, K) if target.matmul != "tiled" or b_mode == "im2col" else \
+        split, depth = (1, K) if target.matmul == "texel" or b_mode == "im2col" else \
             _split_k(target, groups, K, 16)
     else:
         template = "matmul_tiled"
@@ -239,15 +239,13 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_siz
 
 
 def _register_params(target, M, N, batches, strides, b_mode, vec4):
-    """templates/matmul_register.comp.j2: wide register tiles on a CPU; on a GPU (a few rows)
-    one vec4 of columns per invocation, 64 invocations a workgroup."""
+    """templates/matmul_register.comp.j2 (matmuls of a few rows, and on texel profiles operands
+    over the texel limit): up to cpu_rows rows and one vec4 of columns per invocation, 64
+    invocations a workgroup."""
     # vec4 loads of B need a 4-vector storage type and four consecutive, aligned columns.
     vec = 4 if (vec4 and b_mode == "strided" and strides["SB_N"] == 1 and N % 4 == 0 and
                 all(strides[s] % 4 == 0 for s in ("SB_K", "SB_B0", "SB_B1"))) else 1
-    cpu = target.matmul == "register"
-    tm = min(target.cpu_rows, M)
-    tn = (target.cpu_cols if vec == 4 else 2 * target.cpu_cols) if cpu else 1
-    lx = target.cpu_lanes if cpu else 64
+    tm, tn, lx = min(target.cpu_rows, M), 1, 64
     cols = -(-N // vec)
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
     params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode)

@@ -15,9 +15,8 @@ from compiler.targets import TARGETS as PROFILES
 # Named profiles, plus the NVIDIA profile without its small-problem tile shrinking, so the
 # 128x128 tiles with 8x8 registers run here too.
 TARGETS = ["generic", "nvidia", "lavapipe", "mobile",
-           # lavapipe's texel-buffer kernel, and the storage-buffer register kernel it replaced
-           # (still used where an operand has more texels than the device can address).
-           replace(PROFILES["lavapipe"], name="lavapipe-register", matmul="register"),
+           # lavapipe's texel-buffer kernel, and the storage-buffer register kernel it falls back
+           # to where an operand has more texels than the device can address.
            replace(PROFILES["lavapipe"], name="lavapipe-texel-limit", max_texel_elements=4000),
            replace(PROFILES["lavapipe"], name="lavapipe-wide", cpu_rows=4, cpu_cols=4, cpu_lanes=16),
            replace(PROFILES["nvidia"], name="nvidia-full-tiles", min_workgroups=1),
