@@ -1,7 +1,8 @@
 """Conv: the depthwise template for one input channel per group, a plain GEMM for 1x1 stride-1
-layers, and for everything else implicit GEMM (im2col on the fly) on GPU profiles; texel profiles
-(lavapipe) run 3x3 stride-1 layers as Winograd F(m x m, 3x3) and write im2col out for the rest,
-so that the GEMM fetches four pixels a texel."""
+layers, and for the other 1-D and 2-D layers implicit GEMM (im2col on the fly) on GPU profiles;
+texel profiles (lavapipe) run 3x3 stride-1 layers as Winograd F(m x m, 3x3) and write im2col out
+for the rest, so that the GEMM fetches four pixels a texel. 3-D layers (video models) run on a
+direct kernel."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,13 +42,15 @@ def _as_2d(shape):
     return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
 
 
-@register("Conv", limits="3-D convolution")
+@register("Conv", limits="convolution over 4 or more spatial dims")
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
+    if len(x.shape) == 5:
+        return [_conv3d(node, target, x, w, bias, out)]
     if len(x.shape) not in (3, 4):
-        raise CompileError(f"Conv '{node.name}' is {len(x.shape) - 2}-D; vkc runs 1-D and 2-D "
-                           "convolutions.")
+        raise CompileError(f"Conv '{node.name}' is {len(x.shape) - 2}-D; vkc runs 1-D, 2-D and "
+                           "3-D convolutions.")
     n, cin, ih, iw = _as_2d(x.shape)
     cout, cin_g, kh, kw = _as_2d(w.shape)
     _, _, oh, ow = _as_2d(out.shape)
@@ -131,6 +134,41 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
                   spec, bindings, writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=total * (2 * sizes["KH"] * sizes["KW"] + ep_ops),
+                  texel_buffers={b: texel_format(bindings[b].dtype) for b in read} if texel else {})
+
+
+def _conv3d(node, target, x, w, bias, out):
+    """3-D convolution, direct: each invocation computes COT output channels of one output voxel,
+    reading each input value once for all of them (video models' few 3-D layers; their 2-D
+    layers keep the GEMM paths)."""
+    n, cin, *in_dhw = x.shape
+    cout, cin_g, *k_dhw = w.shape
+    out_dhw = out.shape[2:]
+    group = node.attrs.get("group", 1)
+    strides, dils, begins, _ = conv_geometry(node, in_dhw, out_dhw, k_dhw)
+    cout_g = cout // group
+    cot = next(c for c in (4, 2, 1) if cout_g % c == 0)
+    own = (channel_view(bias, len(out.shape)),) if bias is not None else ()
+    tail = ("add", ("acc",), ("in", 0)) if bias is not None else ("acc",)
+    expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    voxels = int(np.prod(out_dhw))
+    total = n * (cout // cot) * voxels
+    spec = [("TOTAL", "int32", total), ("C_IN", "int32", cin), ("C_IN_G", "int32", cin_g),
+            ("C_OUT", "int32", cout), ("C_OUT_G", "int32", cout_g)]
+    for axis, name in enumerate("DHW"):
+        spec += [(f"I{name}", "int32", in_dhw[axis]), (f"O{name}", "int32", out_dhw[axis]),
+                 (f"K{name}", "int32", k_dhw[axis]), (f"STRIDE_{name}", "int32", strides[axis]),
+                 (f"PAD_{name}", "int32", begins[axis]), (f"DIL_{name}", "int32", dils[axis])]
+    bindings = [x, w, out, *operands]
+    read = (0, 1, *range(3, len(bindings)))
+    texel = (all(texel_format(bindings[b].dtype) for b in read)
+             and texel_reads(target, x, w, *operands))
+    local = target.elementwise_local
+    return Kernel("conv3d", dict(LOCAL=local, COT=cot, TEXEL=texel, EP_TEXEL=texel,
+                                 n_epilogue=len(operands), epilogue_expr=expr, **kernel_types(out)),
+                  spec + ep_spec, bindings, writes=[2], groups=grid_1d(total, local),
+                  local_size=(local, 1, 1), nodes=node.sources,
+                  flops=n * cout * voxels * (2 * cin_g * int(np.prod(k_dhw)) + ep_ops),
                   texel_buffers={b: texel_format(bindings[b].dtype) for b in read} if texel else {})
 
 

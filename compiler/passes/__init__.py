@@ -1,4 +1,5 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
+from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
 from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
@@ -7,8 +8,8 @@ from .outputs import materialize_outputs, remove_dead_nodes
 from .split_large_weights import split_large_weights
 from .views import make_views
 
-PIPELINE = [make_views, fold_batchnorm, split_large_weights, to_elementwise, remove_dead_nodes,
-            fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
+PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, to_elementwise,
+            remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
 
 
 def run_passes(graph):

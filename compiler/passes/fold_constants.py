@@ -1,9 +1,9 @@
 """Constant folding and static shapes.
 
 Walks the graph once in order: a node whose inputs are all constants (or that only reads static
-shapes) is evaluated with onnx's reference evaluator and disappears; a node whose output shape
-shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
-now-constant inputs visible.
+shapes) is evaluated with onnx's reference evaluator and disappears (one the evaluator fails on
+stays, for a kernel to compute); a node whose output shape shape inference could not fix (a
+Reshape fed by a folded shape subgraph) is re-inferred with its now-constant inputs visible.
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Random
 
 
 declare("Constant", handled_by="folded at compile time", module=__name__)
+declare("Range", handled_by="folded at compile time", module=__name__, dtypes_doc="-",
+        constant_inputs=(0, 1, 2),
+        limits="start, limit or delta computed at run time (the output's length would be too)")
 for _op in ("Shape", "Size"):
     declare(_op, handled_by="folded at compile time", module=__name__, dtypes_doc="-",
             limits="an int64 graph output (folded values are not copied out yet)")
@@ -39,12 +42,21 @@ def fold_constants(graph: Graph) -> Graph:
                 and all(v.is_constant for v in present):
             try:
                 results = evaluate(node, graph.opset)
-            except Exception as exc:  # noqa: BLE001 - the evaluator raises many types
-                raise CompileError(f"folding constant node '{node.name}' ({node.op_type}) "
-                                   f"failed: {exc}") from exc
-            for v, data in zip(node.outputs, results):
-                _set_constant(v, data)
-            continue
+            except Exception:  # noqa: BLE001, S110 - the evaluator raises many types
+                # The reference evaluator has gaps and bugs of its own: a node it cannot compute
+                # stays in the graph and runs on the device like any other, or, when no kernel
+                # computes it, is reported by name with the other unsupported ops.
+                pass
+            else:
+                for v, data in zip(node.outputs, results):
+                    _set_constant(v, data)
+                continue
+        if node.op_type == "Range":  # no kernel computes it: folding is its only way
+            computed = ", ".join(repr(v.name) for v in present if not v.is_constant)
+            raise CompileError(f"Range '{node.name}': start, limit and delta must be constants "
+                               + (f"but {computed} come from the computation; the output's length "
+                                  "would be known only at run time, and vkc compiles static shapes."
+                                  if computed else "that onnx's reference evaluator can fold."))
         if any(v.shape is None or v.dtype is None for v in node.outputs):
             try:
                 types = infer_output_types(node, graph.opset)

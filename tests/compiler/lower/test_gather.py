@@ -35,3 +35,14 @@ def test_gather_int64_data():
     model = single_op_model("Gather", {"x": [4, 3]}, {"axis": 1}, input_dtypes={"x": np.int64},
                             output_dtypes=[np.int64], initializers={"i": np.array([2, 0], np.int64)})
     check_against_onnxruntime(model)
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_gather_embedding_table_runtime_ids(target):
+    """A [vocab, hidden] float32 table looked up with [B, S] int64 token ids given at run time;
+    negative ids count from the end of the vocabulary, as ONNX says."""
+    table = (np.random.default_rng(7).standard_normal([1000, 64]) * 0.02).astype(np.float32)
+    model = single_op_model("Gather", {"ids": [2, 16]}, {"axis": 0}, input_dtypes={"ids": np.int64},
+                            initializers={"table": table}, node_inputs=["table", "ids"])
+    ids = np.random.default_rng(8).integers(-1000, 1000, [2, 16]).astype(np.int64)
+    check_against_onnxruntime(model, feeds={"ids": ids}, target=target)

@@ -1,0 +1,133 @@
+"""Constant folding: BERT's embedding subgraph (position and token-type id buffers sliced,
+expanded and gathered) folds; a node the reference evaluator cannot compute runs on the device,
+or is reported by name when no kernel computes it; Range folds, or is refused clearly."""
+
+import importlib
+
+import numpy as np
+import onnx
+import pytest
+
+from harness import check_against_onnxruntime, run_bundle, run_onnxruntime
+from onnx_builders import GraphBuilder
+
+from compiler import compile_model
+from compiler.errors import CompileError, UnsupportedOpsError
+
+# The module (compiler.passes re-exports a function of the same name).
+fold_module = importlib.import_module("compiler.passes.fold_constants")
+
+
+def bert_embeddings(seq=64, hidden=32, seed=12):
+    """HF BertEmbeddings as exported: the [1, 512] position_ids and token_type_ids buffers are
+    sliced to the sequence length, the token types gathered by position (torch.gather, i.e.
+    GatherElements over an axis of 512) and expanded to the batch."""
+    g = GraphBuilder("bert_embeddings", seed=seed)
+    ids = g.input("input_ids", [2, seq], np.int64)
+    shape = g.node("Shape", [ids])
+    length = g.node("Unsqueeze", [g.node("Gather", [shape, g.const("one", np.array(1, np.int64))],
+                                         axis=0), g.const("axes", np.array([0], np.int64))])
+    positions = g.const("position_ids", np.arange(512, dtype=np.int64)[None])
+    types = g.const("token_type_ids", g.rng.integers(0, 2, [1, 512]).astype(np.int64))
+    pos = g.node("Slice", [positions, g.const("zero", np.array([0], np.int64)), length,
+                           g.const("axis1", np.array([1], np.int64))])
+    types = g.node("Expand", [types, g.const("batch1", np.array([1, 1], np.int64))])
+    types = g.node("GatherElements", [types, pos], axis=1)
+    types = g.node("Expand", [types, shape])
+
+    def table(name, rows):
+        return g.const(name, (g.rng.standard_normal([rows, hidden]) * 0.02).astype(np.float32))
+
+    words = g.node("Gather", [table("word_embeddings", 1000), ids])
+    summed = g.node("Add", [words, g.node("Gather", [table("token_type_embeddings", 2), types])])
+    g.node("Add", [summed, g.node("Gather", [table("position_embeddings", 512), pos])],
+           out="embeddings")
+    return g.build(["embeddings"])
+
+
+def test_bert_embeddings_fold_and_match():
+    model = bert_embeddings()
+    ids = np.random.default_rng(1).integers(0, 1000, [2, 64])
+    result = check_against_onnxruntime(model, feeds={"input_ids": ids})
+    ran = " ".join(str(d["nodes"]) for d in result["manifest"]["dispatches"])
+    for folded in ("/gatherelements", "/slice", "/expand"):
+        assert folded not in ran, f"{folded} was not folded: {ran}"
+
+
+def test_gather_elements_folds_over_long_axes():
+    """onnx.reference's GatherElements fails past 64 entries along the axis (np.choose)."""
+    data = np.random.default_rng(2).standard_normal([3, 300]).astype(np.float32)
+    idx = np.random.default_rng(3).integers(-300, 300, [3, 40])
+    g = GraphBuilder("ge", seed=0)
+    x = g.input("x", [3, 40])
+    gathered = g.node("GatherElements", [g.const("data", data), g.const("idx", idx)], axis=1)
+    g.node("Add", [x, gathered], out="y")
+    model = g.build(["y"])
+    check_against_onnxruntime(model)
+
+
+def _refusing_evaluator(op_type):
+    real = fold_module.evaluate
+
+    def evaluate(node, opset):
+        if node.op_type == op_type:
+            raise ValueError("the reference evaluator cannot compute this")
+        return real(node, opset)
+    return evaluate
+
+
+def test_unfoldable_node_runs_on_the_device(monkeypatch):
+    monkeypatch.setattr(fold_module, "evaluate", _refusing_evaluator("GatherElements"))
+    model = bert_embeddings(seq=16, seed=13)
+    ids = np.random.default_rng(4).integers(-1000, 1000, [2, 16])
+    bundle = compile_model(model)   # not compile_cached: the folded bundle must not be reused
+    got, _ = run_bundle(bundle, {"input_ids": ids})
+    want = run_onnxruntime(model, {"input_ids": ids})["embeddings"]
+    np.testing.assert_allclose(got["embeddings"], want, rtol=1e-5, atol=1e-6)
+    from bundles import read_bundle
+    ran = " ".join(str(d["nodes"]) for d in read_bundle(bundle).manifest["dispatches"])
+    assert "/gatherelements" in ran
+
+
+def test_unfoldable_node_without_kernel_is_reported_by_name(monkeypatch):
+    monkeypatch.setattr(fold_module, "evaluate", _refusing_evaluator("Det"))
+    g = GraphBuilder("det", seed=0)
+    x = g.input("x", [])
+    det = g.node("Det", [g.const("m", np.eye(3, dtype=np.float32) * 2)], name="the_det")
+    g.node("Add", [x, det], out="y")
+    with pytest.raises(UnsupportedOpsError, match="Det: the_det"):
+        compile_model(g.build(["y"]))
+
+
+def range_model(constant: bool):
+    g = GraphBuilder("range", seed=0)
+    x = g.input("x", [7])
+    if constant:
+        start, limit = g.const("start", np.array(2.0, np.float32)), g.const("limit", np.array(9.0, np.float32))
+    else:
+        start, limit = g.input("start", []), g.input("limit", [])
+    steps = g.node("Range", [start, limit, g.const("delta", np.array(1.0, np.float32))], name="steps")
+    g.node("Mul", [x, steps], out="y")
+    return g.build(["y"])
+
+
+def test_constant_range_folds():
+    result = check_against_onnxruntime(range_model(constant=True))
+    assert "steps" not in " ".join(str(d["nodes"]) for d in result["manifest"]["dispatches"])
+
+
+def test_runtime_range_is_refused_clearly():
+    with pytest.raises(CompileError, match="Range 'steps'.*'start', 'limit' come from the computation"):
+        compile_model(range_model(constant=False))
+
+
+def test_vkc_check_says_range_folds(tmp_path):
+    from typer.testing import CliRunner
+
+    from compiler.cli import app
+
+    path = tmp_path / "m.onnx"
+    onnx.save(range_model(constant=True), path)
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "Range" in result.output and "folded" in result.output
