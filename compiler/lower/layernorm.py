@@ -1,5 +1,8 @@
 """LayerNormalization (opset 17): normalize over the dims [axis, rank) of X, then scale and shift;
-optionally also output the Mean and InvStdDev of every row. On templates/layernorm.comp.j2.
+optionally also output the Mean and InvStdDev of every row. On templates/layernorm.comp.j2, which
+also serves com.microsoft's SkipLayerNormalization and SkipSimplifiedLayerNormalization (a residual
+sum normalized in the same kernel, RMS normalization) and the vkc.LayerNorm nodes that
+passes/fuse_layernorm.py makes of older exporters' op chains.
 
 Rows (the dims before `axis`) are independent; each is D = prod(X.shape[axis:]) contiguous
 elements. Transformer rows are long (D = 64..4096) and few, so one workgroup reduces one row
@@ -7,6 +10,9 @@ cooperatively (see the template) instead of one invocation walking a whole row.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
 from .kernel import Kernel, grid_1d, register, texel_reads
@@ -37,7 +43,7 @@ def _broadcast_terms(node, v, norm_shape, what):
     shape = list(v.shape)
     if len(shape) > len(norm_shape) or any(
             s not in (1, n) for s, n in zip(shape[::-1], norm_shape[::-1])):
-        raise CompileError(f"LayerNormalization '{node.name}': {what} '{v.name}' of shape {shape} "
+        raise CompileError(f"{node.op_type} '{node.name}': {what} '{v.name}' of shape {shape} "
                            f"does not broadcast to the normalized shape {list(norm_shape)} "
                            f"(X's dims from axis on).")
     shape = [1] * (len(norm_shape) - len(shape)) + shape
@@ -63,51 +69,129 @@ def _local_size(d: int, target) -> int:
     return local
 
 
-@register("LayerNormalization", since=17, limits=LIMITS)
-def lower_layernorm(node, target):
-    x, y = node.inputs[0], node.outputs[0]
-    scale, bias = node.input(1), node.input(2)
+
+def _present(v):
+    """An optional input or output the node uses: absent ones are None or named ""."""
+    return v if v is not None and v.name else None
+
+
+def _skip_broadcast(node, x, skip) -> bool:
+    """Whether the residual `skip` repeats over X's leading dims (a [S, D] position table added
+    to a [B, S, D] input): its shape, leading 1s dropped, must be a suffix of X's shape."""
+    shape = list(skip.shape)
+    while shape and shape[0] == 1 and len(shape) > 1:
+        shape.pop(0)
+    if len(shape) > len(x.shape) or list(x.shape[len(x.shape) - len(shape):]) != shape:
+        raise CompileError(f"{node.op_type} '{node.name}': the residual input '{skip.name}' of "
+                           f"shape {list(skip.shape)} is not '{x.name}' {list(x.shape)} nor "
+                           "repeated over its leading dims.")
+    return skip.size != x.size
+
+
+def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias=None,
+                      skip=None, prebias=None, outputs=(), simplified: bool = False):
+    """The kernel behind every normalization node: Y = (S - mean) * inv_std * scale + bias over
+    the dims [axis, rank), where S is x, or x + skip (+ prebias) for a fused residual sum.
+    simplified: RMS normalization (mean 0, inv_std = 1 / sqrt(mean(S^2) + eps)).
+    outputs: (Y, Mean, InvStdDev, the sum S), the last three optional (None or unnamed)."""
     rank = len(x.shape)
-    axis = node.attrs.get("axis", -1)
     if not -rank <= axis < rank:
-        raise CompileError(f"LayerNormalization '{node.name}': axis {axis} is out of range for "
+        raise CompileError(f"{node.op_type} '{node.name}': axis {axis} is out of range for "
                            f"the rank-{rank} input '{x.name}'.")
     axis %= rank
-    stash = node.attrs.get("stash_type", 1)
-    if stash != 1:
-        raise CompileError(f"LayerNormalization '{node.name}': stash_type {stash} is not "
-                           "supported; vkc computes the statistics in float32 (stash_type 1) only.")
     if x.size == 0:
-        raise CompileError(f"LayerNormalization '{node.name}' has an empty input "
+        raise CompileError(f"{node.op_type} '{node.name}' has an empty input "
                            f"{list(x.shape)}; vkc does not run empty tensors.")
-    # Optional outputs: absent (or named "") when the node does not ask for them.
-    stats = [v if v is not None and v.name else None for v in node.outputs[1:3]]
-    stats += [None] * (2 - len(stats))
-    mean_out, inv_out = stats
+    y, mean_out, inv_out, sum_out = (list(map(_present, outputs)) + [None] * 4)[:4]
+    if simplified and mean_out is not None:
+        raise CompileError(f"{node.op_type} '{node.name}' asks for the Mean output "
+                           f"'{mean_out.name}', which RMS normalization does not compute.")
+    if sum_out is not None and skip is None:
+        raise CompileError(f"{node.op_type} '{node.name}' asks for the residual sum output "
+                           f"'{sum_out.name}' without a residual input.")
 
     norm_shape = x.shape[axis:]
     d = prod(norm_shape)
     rows = x.size // d
-    scale_terms = _broadcast_terms(node, scale, norm_shape, "Scale")
-    bias_terms = _broadcast_terms(node, bias, norm_shape, "B") if bias is not None else []
+    operands = [("S", scale, "Scale")]
+    operands += [("B", bias, "B")] if bias is not None else []
+    operands += [("P", prebias, "the residual bias")] if prebias is not None else []
+    terms = {prefix: _broadcast_terms(node, v, norm_shape, what) for prefix, v, what in operands}
+    skip_broadcast = skip is not None and _skip_broadcast(node, x, skip)
 
     local = _local_size(d, target)
-    spec = [("ROWS", "int32", rows), ("D", "int32", d),
-            ("EPS", "float32", float(node.attrs.get("epsilon", 1e-5)))]
-    for prefix, terms in (("S", scale_terms), ("B", bias_terms)):
-        for i, (div, mod, stride) in enumerate(terms):
+    spec = [("ROWS", "int32", rows), ("D", "int32", d), ("EPS", "float32", float(epsilon))]
+    spec += [("SKIP_SIZE", "int32", skip.size)] if skip_broadcast else []
+    for prefix, prefix_terms in terms.items():
+        for i, (div, mod, stride) in enumerate(prefix_terms):
             spec += [(f"{prefix}DIV{i}", "int32", div), (f"{prefix}STR{i}", "int32", stride)]
             spec += [(f"{prefix}MOD{i}", "int32", mod)] if mod else []
 
-    inputs = [x, scale] + ([bias] if bias is not None else [])
-    outputs = [y] + [v for v in (mean_out, inv_out) if v is not None]
-    texel = texel_reads(target, *inputs)
-    params = dict(LOCAL=local, TEXEL=texel, n_inputs=len(inputs), has_bias=bias is not None,
+    # Bindings: the inputs, then the outputs, each named as in the template.
+    ins = [("X", x), ("SKIP", skip), ("PREBIAS", prebias), ("SCALE", scale), ("BIAS", bias)]
+    ins = [(name, v) for name, v in ins if v is not None]
+    outs = [("Y", y), ("MEAN", mean_out), ("INV_STD", inv_out), ("SUM", sum_out)]
+    outs = [(name, v) for name, v in outs if v is not None]
+    texel = texel_reads(target, *(v for _, v in ins))
+    mods = {prefix: [bool(m) for _, m, _ in t] for prefix, t in terms.items()}
+    params = dict(LOCAL=local, TEXEL=texel, inputs=[n for n, _ in ins],
+                  outputs=[n for n, _ in outs], simplified=simplified,
+                  has_skip=skip is not None, skip_broadcast=skip_broadcast,
+                  has_prebias=prebias is not None, has_bias=bias is not None,
                   has_mean=mean_out is not None, has_inv=inv_out is not None,
-                  scale_mods=[bool(m) for _, m, _ in scale_terms],
-                  bias_mods=[bool(m) for _, m, _ in bias_terms])
-    return [Kernel("layernorm", params, spec, inputs + outputs,
-                   writes=list(range(len(inputs), len(inputs) + len(outputs))),
+                  has_sum=sum_out is not None, scale_mods=mods["S"],
+                  bias_mods=mods.get("B", []), prebias_mods=mods.get("P", []), **kernel_types(y))
+    bindings = [v for _, v in ins] + [v for _, v in outs]
+    return [Kernel("layernorm", params, spec, bindings,
+                   writes=list(range(len(ins), len(bindings))),
                    groups=grid_1d(rows, 1), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=8 * x.size, shared_memory_bytes=4 * local,
-                   texel_buffers={j: "r32f" for j in range(len(inputs))} if texel else {})]
+                   flops=(8 + (skip is not None) + (prebias is not None)) * x.size,
+                   shared_memory_bytes=np.dtype(kernel_types(y)["ACC"].name).itemsize * local,
+                   texel_buffers={j: texel_format(v.dtype) for j, (_, v) in enumerate(ins)}
+                   if texel else {})]
+
+
+@register("LayerNormalization", since=17, limits=LIMITS)
+def lower_layernorm(node, target):
+    stash = node.attrs.get("stash_type", 1)
+    if stash != 1:
+        raise CompileError(f"LayerNormalization '{node.name}': stash_type {stash} is not "
+                           "supported; vkc computes the statistics in float32 (stash_type 1) only.")
+    return layernorm_kernels(node, target, x=node.inputs[0], scale=node.input(1),
+                             bias=node.input(2), axis=node.attrs.get("axis", -1),
+                             epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs)
+
+
+# com.microsoft's fused transformer normalizations (what onnxruntime's transformer optimizer
+# writes): the residual sum input + skip (+ bias) normalized over the last dim.
+SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its leading dims"
+
+
+@register("SkipLayerNormalization", domain="com.microsoft", limits=SKIP_LIMITS)
+def lower_skip_layernorm(node, target):
+    return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
+                             scale=node.input(2), bias=node.input(3), prebias=node.input(4),
+                             axis=-1, epsilon=node.attrs.get("epsilon", 1e-12),
+                             outputs=node.outputs)
+
+
+@register("SkipSimplifiedLayerNormalization", domain="com.microsoft",
+          limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)")
+def lower_skip_simplified_layernorm(node, target):
+    return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
+                             scale=node.input(2), prebias=node.input(3), axis=-1,
+                             epsilon=node.attrs.get("epsilon", 1e-12), outputs=node.outputs,
+                             simplified=True)
+
+
+@register("vkc.LayerNorm")
+def lower_fused_layernorm(node, target):
+    """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
+    attribute `outputs` names what each output is, among Y, MEAN, INV_STD and SUM (the residual
+    sum X + skip); `simplified` 1 for RMS normalization."""
+    role = dict(zip(node.attrs["outputs"], node.outputs))
+    return layernorm_kernels(node, target, x=node.inputs[0], skip=node.input(1),
+                             scale=node.input(2), bias=node.input(3), axis=node.attrs["axis"],
+                             epsilon=node.attrs["epsilon"],
+                             outputs=[role.get(r) for r in ("Y", "MEAN", "INV_STD", "SUM")],
+                             simplified=bool(node.attrs["simplified"]))

@@ -25,7 +25,10 @@ def one_node_model(node: Node, opset: int, constants_as_initializers: bool) -> o
     graph = helper.make_graph([proto], "one_node", graph_inputs,
                               [helper.make_tensor_value_info(v.name, 0, None) for v in node.outputs],
                               initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    opsets = [helper.make_opsetid("", opset)]
+    if node.domain not in ("", "ai.onnx"):  # a contrib op (com.microsoft, version 1)
+        opsets.append(helper.make_opsetid(node.domain, 1))
+    return helper.make_model(graph, opset_imports=opsets)
 
 
 def _gather_elements(node: Node, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:

@@ -2,10 +2,11 @@
 and InvStdDev outputs, long rows, a large mean offset (the two-pass variance), both targets."""
 
 import numpy as np
+import onnx
 import pytest
 
 from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import _fill_output_shapes, single_op_model
+from onnx_builders import _fill_output_shapes, single_op_model, tensor_info
 
 from compiler import compile_model
 from compiler.errors import CompileError
@@ -84,4 +85,65 @@ def test_layernorm_many_rows_use_the_y_grid():
 def test_layernorm_stash_type_is_refused():
     model = layernorm_model([2, 8], -1, stash_type=0)
     with pytest.raises(CompileError, match="stash_type 0"):
+        compile_model(model)
+
+
+# com.microsoft's transformer normalizations (onnxruntime's transformer optimizer writes them):
+# input + skip (+ bias) normalized over the last dim, optionally writing that sum out.
+def skip_layernorm_model(x_shape, *, skip_shape=None, beta=True, bias=False, simplified=False,
+                         outputs=("y",), epsilon=None):
+    d = x_shape[-1]
+    op = "SkipSimplifiedLayerNormalization" if simplified else "SkipLayerNormalization"
+    shapes = {"x": x_shape, "skip": skip_shape or x_shape, "gamma": [d]}
+    names = ["x", "skip", "gamma"]
+    if beta and not simplified:
+        shapes["beta"], names = [d], names + ["beta"]
+    if bias:
+        shapes["bias"] = [d]
+        names += ([""] if not beta and not simplified else []) + ["bias"]
+    # output slots: output, mean, inv_std_var, input_skip_bias_sum ("" skips one); contrib
+    # ops have no ONNX shape inference, so the graph outputs carry their shapes
+    rows = list(x_shape[:-1]) + [1]
+    node = onnx.helper.make_node(op, names, list(outputs), domain="com.microsoft",
+                                 **({} if epsilon is None else {"epsilon": epsilon}))
+    graph = onnx.helper.make_graph(
+        [node], op, [tensor_info(n, s) for n, s in shapes.items()],
+        [tensor_info(o, rows if o in ("mean", "inv_std") else x_shape) for o in outputs if o])
+    return onnx.helper.make_model(graph, ir_version=8, opset_imports=[
+        onnx.helper.make_opsetid("", 17), onnx.helper.make_opsetid("com.microsoft", 1)])
+
+
+SKIP_CASES = [
+    pytest.param([2, 16, 768], {}, id="bert-base-row"),
+    pytest.param([2, 8, 64], {"beta": False}, id="no-beta"),
+    pytest.param([2, 8, 64], {"bias": True}, id="bias"),
+    pytest.param([2, 8, 64], {"beta": False, "bias": True}, id="bias-no-beta"),
+    pytest.param([2, 8, 64], {"epsilon": 1e-5}, id="epsilon"),
+    pytest.param([2, 8, 64], {"skip_shape": [1, 8, 64]}, id="skip-broadcast-batch"),
+    pytest.param([2, 8, 64], {"skip_shape": [8, 64]}, id="skip-2d"),
+    pytest.param([2, 8, 64], {"outputs": ("y", "", "", "sum"), "bias": True}, id="sum-output"),
+    pytest.param([2, 8, 64], {"outputs": ("y", "mean", "inv_std", "sum"), "bias": True},
+                 id="all-outputs"),
+    pytest.param([2, 8, 64], {"simplified": True}, id="rms"),
+    pytest.param([2, 8, 64], {"simplified": True, "bias": True, "outputs": ("y", "", "", "sum")},
+                 id="rms-bias-sum-output"),
+    pytest.param([2, 8, 4096], {"simplified": True}, id="rms-long-row"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_shape,kw", SKIP_CASES)
+def test_skip_layernorm(x_shape, kw, target):
+    check_against_onnxruntime(skip_layernorm_model(x_shape, **kw), target=target)
+
+
+def test_skip_simplified_layernorm_refuses_the_mean_output():
+    model = skip_layernorm_model([2, 8, 64], simplified=True, outputs=("y", "mean"))
+    with pytest.raises(CompileError, match="Mean output 'mean'"):
+        compile_model(model)
+
+
+def test_skip_layernorm_refuses_a_skip_it_cannot_index():
+    model = skip_layernorm_model([2, 8, 64], skip_shape=[2, 1, 64])
+    with pytest.raises(CompileError, match="residual input 'skip' of shape \\[2, 1, 64\\]"):
         compile_model(model)

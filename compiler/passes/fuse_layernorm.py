@@ -1,0 +1,250 @@
+"""Layer normalization as one kernel: recognise the op chains older exporters write for it
+(torch.onnx before opset 17, TF/keras converters) and fold a residual Add into the normalization.
+
+The chain, over the trailing dims of x (the reduced axes), with eps a constant scalar:
+
+    m = ReduceMean(x)            d = Sub(x, m)           (once, or once per use)
+    q = Pow(d, 2) | Mul(d, d)    v = ReduceMean(q)       s = Sqrt(Add(v, eps))
+    n = Div(d, s) | Mul(d, Reciprocal(s))
+    y = n [* scale] [+ bias]     (scale, bias constants broadcastable to the normalized dims)
+
+becomes one vkc.LayerNorm node (lower/layernorm.py); nothing but the chain may read its
+intermediates. Without the centering (d = x: q = x^2, n = x / s) it is RMS normalization, as T5
+and LLaMA exports write it, and fuses the same way.
+
+Not recognised, on purpose (each stays the unfused reduce/elementwise kernels, which compute the
+same): axes other than the trailing dims, keepdims 0, eps added after the Sqrt (a different
+function), the variance as E[x^2] - E[x]^2, x * rsqrt - mean * rsqrt (keras' batch-norm form),
+non-constant or non-scalar eps, dtypes other than float32. A scale or bias that is not a
+constant broadcastable to the normalized dims (per-row, broadcasting x up, computed) stays an
+elementwise kernel after the fused normalization.
+
+Then LN(a + b) -> one kernel reading a and b (b may repeat over a's leading dims, as a position
+table does). Where the sum has other readers (the residual stream of BERT and GPT-2 blocks feeds
+the next block too), the kernel also writes the sum out, like com.microsoft
+SkipLayerNormalization's input_skip_bias_sum, so no Add kernel runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+
+
+def fuse_layernorm(graph: Graph) -> Graph:
+    for node in list(graph.nodes):
+        if node in graph.nodes and _is(node, "ReduceMean"):  # the variance
+            _fuse_chain(graph, node)
+    for node in list(graph.nodes):
+        if node.op_type in ("vkc.LayerNorm", "LayerNormalization") and node.domain == "":
+            _fold_residual(graph, node)
+    for node in graph.nodes:  # com.microsoft ops have no ONNX shape inference
+        if node.op_type in ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"):
+            _type_skip_outputs(node)
+    return graph
+
+
+def _is(node: Node | None, op: str) -> bool:
+    return node is not None and node.op_type == op and node.domain in ("", "ai.onnx")
+
+
+def _scalar(v: Value | None) -> float | None:
+    """The value of a constant one-element tensor, else None."""
+    return float(v.data.reshape(-1)[0]) if v is not None and v.is_constant and v.size == 1 else None
+
+
+def _other(node: Node, v: Value) -> Value | None:
+    """The operand of binary `node` that is not v (None unless v is one of them)."""
+    a, b = node.inputs[0], node.inputs[1]
+    return b if a is v else a if b is v else None
+
+
+def _reduced_axes(node: Node, graph: Graph) -> list[int] | None:
+    """The axes ReduceMean `node` reduces (sorted, non-negative), None when unknown or when it
+    drops them (keepdims 0) or is a no-op."""
+    if node.attrs.get("keepdims", 1) != 1:
+        return None
+    rank = len(node.inputs[0].shape)
+    if "axes" in node.attrs:  # before opset 18
+        axes = node.attrs["axes"]
+    elif len(node.inputs) > 1 and node.inputs[1] is not None:
+        if not node.inputs[1].is_constant:
+            return None
+        axes = node.inputs[1].data.reshape(-1).tolist()
+    else:
+        axes = []
+    if not axes:
+        if node.attrs.get("noop_with_empty_axes", 0):
+            return None
+        axes = range(rank)
+    return sorted({int(a) % rank for a in axes})
+
+
+def _single_consumer(v: Value, op: str) -> Node | None:
+    """The one node reading v, when it is an `op` (the chain's next step)."""
+    return v.consumers[0] if len(v.consumers) == 1 and _is(v.consumers[0], op) else None
+
+
+def _internal(graph: Graph, v: Value, chain: list[Node]) -> bool:
+    """Whether only the chain reads v: no other node, no view read elsewhere, no graph output."""
+    return not any(graph.is_output(other) or any(c not in chain for c in other.consumers)
+                   for other in graph.values() if other is v or other.root() is v)
+
+
+def _affine_operand(v: Value | None, x: Value, axis: int) -> Value | None:
+    """A constant scale or bias broadcastable to x's normalized dims [axis, rank) without
+    broadcasting x up, reshaped to those dims (what the kernel indexes); else None."""
+    rank = len(x.shape)
+    if v is None or not v.is_constant or len(v.shape) > rank:
+        return None
+    shape = (1,) * (rank - len(v.shape)) + tuple(v.shape)
+    if any(s != 1 for s in shape[:axis]) or any(
+            s not in (1, n) for s, n in zip(shape[axis:], x.shape[axis:])):
+        return None
+    if tuple(v.shape) == tuple(shape[axis:]):
+        return v
+    data = np.ascontiguousarray(v.data.reshape(shape[axis:]))
+    return Value(f"{v.name}/vkc_rows", data.dtype, tuple(data.shape), data=data)
+
+
+def _centering(graph: Graph, d: Value, axes: list[int]):
+    """When d = Sub(x, ReduceMean(x)) over `axes`: (x, the mean and Sub nodes, every x - mean);
+    else None."""
+    sub = d.producer
+    if not _is(sub, "Sub") or not _is(sub.inputs[1].producer, "ReduceMean"):
+        return None
+    x, m = sub.inputs[0], sub.inputs[1].producer
+    if m.inputs[0] is not x or _reduced_axes(m, graph) != axes:
+        return None
+    subs = m.outputs[0].consumers
+    if not all(_is(s, "Sub") and s.inputs == [x, m.outputs[0]] for s in subs):
+        return None
+    return x, [m, *subs], [s.outputs[0] for s in subs]
+
+
+def _fuse_chain(graph: Graph, var_node: Node) -> None:
+    """Match the chain around its variance, ReduceMean(q) with q the square, centred (x - mean:
+    LayerNorm) or not (RMS normalization, as T5 and LLaMA exports write it)."""
+    sq = var_node.inputs[0].producer
+    if _is(sq, "Pow") and _scalar(sq.inputs[1]) == 2.0:
+        squared = [sq.inputs[0]]
+    elif _is(sq, "Mul"):
+        squared = list(sq.inputs)
+    else:
+        return
+    d = squared[0]
+    if d.shape is None or np.dtype(d.dtype) != np.float32:
+        return
+    axes = _reduced_axes(var_node, graph)
+    rank = len(d.shape)
+    if axes is None or axes != list(range(rank - len(axes), rank)):
+        return  # only trailing dims are rows of contiguous elements
+    centering = _centering(graph, d, axes)
+    if centering is not None:
+        x, head, diffs = centering
+    else:
+        x, head, diffs = d, [], [d]
+    if not all(v in diffs for v in squared):
+        return
+    add_eps = _single_consumer(var_node.outputs[0], "Add")
+    eps = _scalar(_other(add_eps, var_node.outputs[0])) if add_eps else None
+    sqrt = _single_consumer(add_eps.outputs[0], "Sqrt") if eps is not None else None
+    if sqrt is None:
+        return
+    std = sqrt.outputs[0]
+    # The normalization: Div(d, std), or Mul(d, Reciprocal(std)) in either order.
+    recip = _single_consumer(std, "Reciprocal")
+    if recip is not None:
+        inv = recip.outputs[0]
+        norm = _single_consumer(inv, "Mul")
+        if norm is None or _other(norm, inv) not in diffs:
+            return
+    else:
+        norm = _single_consumer(std, "Div")
+        if norm is None or norm.inputs[1] is not std or norm.inputs[0] not in diffs:
+            return
+    chain = [*head, sq, var_node, add_eps, sqrt, *([recip] if recip else []), norm]
+    if not all(_internal(graph, v, chain) for n in chain[:-1] for v in n.outputs):
+        return
+
+    axis = rank - len(axes)
+    y, affine = norm.outputs[0], {}
+    for op in ("Mul", "Add"):  # the scale, then the bias, where the chain goes on with them
+        step = _single_consumer(y, op)
+        if step is not None and _internal(graph, y, chain + [step]):
+            affine[op] = _affine_operand(_other(step, y), x, axis)
+            if affine[op] is not None:
+                chain.append(step)
+                y = step.outputs[0]
+    scale, bias = affine.get("Mul"), affine.get("Add")
+    if tuple(y.shape) != tuple(x.shape):
+        return
+    first = chain[0]
+    if scale is None:  # the kernel always scales
+        data = np.ones(x.shape[axis:], np.float32)
+        scale = Value(f"{first.name}/vkc_unit_scale", data.dtype, data.shape, data=data)
+
+    fused = Node("vkc.LayerNorm", f"{first.name}/vkc_layernorm", [x, None, scale, bias], [y],
+                 {"axis": axis, "epsilon": eps, "outputs": ("Y",),
+                  "simplified": int(centering is None)},
+                 sources=[s for n in graph.nodes if n in chain for s in n.sources])
+    graph.nodes[graph.nodes.index(first)] = fused  # x is ready there; y's readers come later
+    for n in chain[1:]:
+        graph.nodes.remove(n)
+    graph.relink()
+
+
+def _fold_residual(graph: Graph, ln: Node) -> None:
+    """LN(a + b), a of the sum's shape and b the same or repeated over a's leading dims ->
+    one normalization reading a and b; it writes the sum too when something else reads it."""
+    s = ln.inputs[0]
+    add = s.producer
+    if (not _is(add, "Add") or s.alias_of is not None or np.dtype(s.dtype) != np.float32
+            or (ln.op_type == "vkc.LayerNorm" and ln.inputs[1] is not None)):
+        return
+    a, b = add.inputs
+    if tuple(b.shape) == tuple(s.shape) and tuple(a.shape) != tuple(s.shape):
+        a, b = b, a
+    if tuple(a.shape) != tuple(s.shape) or not _repeats_over_leading_dims(b, s):
+        return
+    # The normalization moves up to the Add: its other inputs must be ready there.
+    position = graph.nodes.index(add)
+    if any(v is not None and v.producer is not None and graph.nodes.index(v.producer) > position
+           for v in ln.inputs[1:]):
+        return
+    if ln.op_type == "LayerNormalization":
+        if ln.attrs.get("stash_type", 1) != 1:
+            return  # lower/layernorm.py names the problem on the unfused node
+        roles = [(role, v) for role, v in zip(("Y", "MEAN", "INV_STD"), ln.outputs) if v.name]
+        ln.op_type = "vkc.LayerNorm"
+        ln.attrs = {"axis": ln.attrs.get("axis", -1) % len(s.shape),
+                    "epsilon": ln.attrs.get("epsilon", 1e-5), "simplified": 0,
+                    "outputs": tuple(role for role, _ in roles)}
+        ln.inputs = [s, None, ln.input(1), ln.input(2)]
+        ln.outputs = [v for _, v in roles]
+    if not graph.used_only_by(s, ln):
+        ln.outputs = ln.outputs + [s]
+        ln.attrs["outputs"] = ln.attrs["outputs"] + ("SUM",)
+    ln.inputs[0:2] = [a, b]
+    ln.sources = add.sources + ln.sources
+    graph.nodes.remove(ln)
+    graph.nodes[graph.nodes.index(add)] = ln
+    graph.relink()
+
+
+def _repeats_over_leading_dims(b: Value, s: Value) -> bool:
+    shape = list(b.shape)
+    while len(shape) > 1 and shape[0] == 1:
+        shape.pop(0)
+    return list(s.shape[len(s.shape) - len(shape):]) == shape
+
+
+def _type_skip_outputs(node: Node) -> None:
+    """Give the outputs of a com.microsoft Skip*LayerNormalization their dtype and shape (ONNX
+    shape inference leaves them untyped): output and sum are the input's, mean and inv_std_var
+    one per row."""
+    x = node.inputs[0]
+    for i, out in enumerate(node.outputs):
+        if out.shape is None:  # unnamed (absent) outputs too: every value needs a shape
+            out.dtype = x.dtype
+            out.shape = tuple(x.shape) if i in (0, 3) else tuple(x.shape[:-1]) + (1,)
