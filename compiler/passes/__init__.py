@@ -11,8 +11,9 @@ from .views import make_views
 
 # fuse_layernorm reads the ONNX ops of a normalization chain, so it runs before to_elementwise
 # turns them into expression nodes (and after make_views, so a Reshape is no chain step).
-PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, fuse_layernorm, to_elementwise,
-            remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
+PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, fuse_layernorm,
+            to_elementwise, remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues,
+            materialize_outputs]
 
 
 def run_passes(graph):
