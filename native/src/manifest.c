@@ -680,14 +680,15 @@ vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
             r.memory = t->memory;
             r.lo = t->offset;
             r.hi = t->offset + (t->nbytes > 4 ? t->nbytes : 4);
-            if (overlaps(writes, nw0, &r) || (!readonly && overlaps(reads, nr0, &r))) {
+            int after_write = overlaps(writes, nw0, &r);
+            if (after_write || (!readonly && overlaps(reads, nr0, &r))) {
                 free(reads);
                 free(writes);
                 return vkc__fail(err, VKC_ERR_BUNDLE, "barrier", "dispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
                                  "at binding %u, which an earlier dispatch since the last barrier %s, but its barrier "
                                  "is false", j, readonly ? "reads" : "writes", d->bindings[b],
                                  r.memory == MEM_ARENA ? "arena" : "weights", (unsigned long long)r.lo,
-                                 (unsigned long long)r.hi, b, overlaps(writes, nw0, &r) ? "wrote" : "read");
+                                 (unsigned long long)r.hi, b, after_write ? "wrote" : "read");
             }
             if (readonly) reads[nr++] = r;
             else writes[nw++] = r;
