@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define VKB_READER_IMPLEMENTATION
-#include "../../bundles/vkb_reader.h"
+#include "vkb_reader.h"  /* bundles/vkb_reader.h (-I../bundles; copied beside the sources for Android) */
 #include "internal.h"
 
 /* VK_KHR_cooperative_matrix's feature struct, declared here: Debian 12's headers (1.3.239) predate it. */
