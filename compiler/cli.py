@@ -251,10 +251,14 @@ def package(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help
                                                     "16384 bytes (16384 for 16 KiB-page devices); default: as compiled."),
             name: Optional[str] = typer.Option(None, "--name", help="Asset file name (default: the bundle's)."),
             no_gradle_edit: bool = typer.Option(False, "--no-gradle-edit",
-                                                help="Print the Gradle setting instead of adding it.")):
+                                                help="Print the Gradle setting instead of adding it."),
+            native: bool = typer.Option(False, "--native", help="Also copy the native runtime (C sources, JNI "
+                                        "layer, CMakeLists.txt, VkcModel.kt) into the app; prints the Gradle "
+                                        "externalNativeBuild block to add.")):
     """Ship a bundle in an Android app: uncompressed asset + device requirements JSON + Gradle noCompress."""
     try:
-        r = package_android(bundle, android, page_size=page_size, name=name, edit_gradle=not no_gradle_edit)
+        r = package_android(bundle, android, page_size=page_size, name=name, edit_gradle=not no_gradle_edit,
+                            native=native)
     except (BundleError, PackageError, OSError) as exc:
         _fail(str(exc))
     relaid = f", weights re-laid on {r.weights_alignment}-byte boundaries" if r.relaid else ""
@@ -271,6 +275,11 @@ def package(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help
         console.print(f"[yellow]did not edit {where}[/]: {g.reason}. Add this to it so the bundle stays "
                       "uncompressed (mmap-able) in the APK:", highlight=False)
         console.print(g.snippet.rstrip(), highlight=False, markup=False)
+    if r.native:
+        console.print(f"wrote the native runtime ({len(r.native)} files) under {r.module / 'src/main/cpp/vkc'} and "
+                      f"{r.module / 'src/main/java/dev/vkc/VkcModel.kt'}; add to the module's Gradle file:",
+                      highlight=False)
+        console.print(r.native_snippet.rstrip(), highlight=False, markup=False)
 
 
 @app.command()

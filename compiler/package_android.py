@@ -52,6 +52,8 @@ class PackageResult:
     relaid: bool
     gradle: GradleResult
     device: dict = field(default_factory=dict)
+    native: list = field(default_factory=list)   # files of the native runtime written (native=True)
+    native_snippet: str = ""                     # the Gradle lines that build them (never edited in)
 
 
 def snippet(kotlin: bool) -> str:
@@ -229,8 +231,36 @@ def find_app_module(app_dir: Path) -> Path:
                        "or src/main; pass the project root or the app module.")
 
 
+NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
+READER = Path(__file__).resolve().parents[1] / "bundles" / "vkb_reader.h"
+
+
+def native_snippet(kotlin: bool) -> str:
+    path = 'file("src/main/cpp/vkc/CMakeLists.txt")' if kotlin else "file('src/main/cpp/vkc/CMakeLists.txt')"
+    return f"android {{\n    externalNativeBuild {{\n        cmake {{\n            path = {path}\n        }}\n    }}\n}}\n"
+
+
+def copy_native(module: Path) -> list[Path]:
+    """The native runtime into the app module: C sources, vkb_reader.h, the JNI layer and its
+    CMakeLists.txt under src/main/cpp/vkc/, VkcModel.kt under src/main/java/dev/vkc/. The app's
+    Gradle file needs `externalNativeBuild` pointing at the CMakeLists.txt (native_snippet): that
+    block is printed, not edited in, as an app may already build native code its own way."""
+    cpp = module / "src" / "main" / "cpp" / "vkc"
+    files = [(NATIVE_DIR / "include" / "vkc.h", cpp / "include" / "vkc.h"), (READER, cpp / "src" / "vkb_reader.h"),
+             (NATIVE_DIR / "android" / "CMakeLists.txt", cpp / "CMakeLists.txt"),
+             (NATIVE_DIR / "android" / "vkc_jni.c", cpp / "vkc_jni.c"),
+             (NATIVE_DIR / "android" / "kotlin" / "dev" / "vkc" / "VkcModel.kt",
+              module / "src" / "main" / "java" / "dev" / "vkc" / "VkcModel.kt")]
+    files += [(src, cpp / "src" / src.name) for src in sorted((NATIVE_DIR / "src").glob("*.[ch]"))]
+    for src, dst in files:
+        if not src.is_file():
+            raise PackageError(f"the native runtime's file {src} is missing; package from a full vkc checkout")
+        _atomic_write(dst, src.read_bytes())
+    return [dst for _, dst in files]
+
+
 def package_android(bundle_path: Path | str, app_dir: Path | str, *, page_size: int | None = None,
-                    name: str | None = None, edit_gradle: bool = True) -> PackageResult:
+                    name: str | None = None, edit_gradle: bool = True, native: bool = False) -> PackageResult:
     """Validate the bundle, copy it into the app's assets (with weights aligned to `page_size`
     when asked: 4096, or 16384 for devices with 16 KiB pages), write its requirements JSON beside
     it and make Gradle store `.vkb` assets uncompressed. Raises BundleError for an invalid bundle,
@@ -273,5 +303,9 @@ def package_android(bundle_path: Path | str, app_dir: Path | str, *, page_size: 
     else:
         gradle = GradleResult(build_file, "manual", "asked not to edit (--no-gradle-edit)",
                               snippet(build_file is None or build_file.suffix == ".kts"))
-    return PackageResult(module, asset, req_path, len(data), weights.alignment if weights else 0, relaid,
-                         gradle, requirements)
+    result = PackageResult(module, asset, req_path, len(data), weights.alignment if weights else 0, relaid,
+                           gradle, requirements)
+    if native:
+        result.native = copy_native(module)
+        result.native_snippet = native_snippet(build_file is None or build_file.suffix == ".kts")
+    return result

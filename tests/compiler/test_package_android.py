@@ -235,3 +235,22 @@ def test_cli_package_and_inspect_json(tmp_path, bundle_file):
     bad.write_bytes(bundle_file.read_bytes()[:100])
     out = runner.invoke(app, ["inspect", str(bad), "--json"])
     assert out.exit_code == 1 and json.loads(out.output)["error"]["check"] == "file size"
+
+
+def test_native_runtime_copied(tmp_path, bundle_file):
+    """--native: the C runtime, vkb_reader.h, the JNI layer, its CMakeLists.txt and VkcModel.kt land in
+    the app; the Gradle file keeps only the noCompress edit and the externalNativeBuild block is returned."""
+    app = tmp_path / "NativeApp"
+    module = make_app(app, "build.gradle.kts", KTS)
+    result = package_android(bundle_file, app, native=True)
+    cpp = module / "src/main/cpp/vkc"
+    for rel in ("CMakeLists.txt", "vkc_jni.c", "include/vkc.h", "src/vkb_reader.h", "src/runtime.c", "src/json.c",
+                "src/manifest.c", "src/spirv.c", "src/internal.h"):
+        assert (cpp / rel).is_file() and cpp / rel in result.native, rel
+    assert (module / "src/main/java/dev/vkc/VkcModel.kt").is_file()
+    assert 'path = file("src/main/cpp/vkc/CMakeLists.txt")' in result.native_snippet
+    assert "externalNativeBuild" not in (module / "build.gradle.kts").read_text()
+    # the copied CMake file finds the sources beside it (the packaged layout)
+    assert "EXISTS ${CMAKE_CURRENT_LIST_DIR}/src/runtime.c" in (cpp / "CMakeLists.txt").read_text()
+    plain = package_android(bundle_file, make_app(tmp_path / "Plain", "build.gradle.kts", KTS))
+    assert plain.native == [] and not (plain.module / "src/main/cpp").exists()

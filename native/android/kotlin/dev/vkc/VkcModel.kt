@@ -1,0 +1,76 @@
+package dev.vkc
+
+import android.content.res.AssetManager
+import java.nio.ByteBuffer
+import java.nio.ByteOrder
+import java.nio.FloatBuffer
+
+/** A failed bundle check, device choice or Vulkan call; the message says which and why. */
+class VkcException(message: String) : RuntimeException(message)
+
+/**
+ * A vkc bundle loaded onto the device's GPU (through the native runtime, libvkc_jni.so).
+ *
+ *     VkcModel.load(assets, "model.vkb").use { m ->
+ *         val out = m.run(mapOf("input" to inputBuffer))   // direct ByteBuffers, native order
+ *     }
+ *
+ * The asset must be stored uncompressed (`vkc package --android` sets `noCompress += "vkb"`): it is
+ * read in place and nothing of it is kept after load. Runs of one model are serialized.
+ */
+class VkcModel private constructor(private var handle: Long) : AutoCloseable {
+    data class TensorSpec(val name: String, val dtype: Int, val shape: LongArray) {
+        val bytes: Int get() = (shape.fold(1L) { a, b -> a * b } * DTYPE_BYTES[dtype]).toInt()
+    }
+
+    val inputs: List<TensorSpec> = specs(false)
+    val outputs: List<TensorSpec> = specs(true)
+
+    private fun specs(out: Boolean) = (0 until nativeCount(handle, out)).map { i ->
+        val s = nativeSpec(handle, out, i)
+        TensorSpec(nativeName(handle, out, i), s[0].toInt(), s.copyOfRange(1, s.size))
+    }
+
+    /** Runs once; inputs by name (direct ByteBuffers of exactly the tensor's bytes). */
+    fun run(feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> {
+        val unknown = feeds.keys - inputs.map { it.name }.toSet()
+        require(unknown.isEmpty()) { "unknown inputs $unknown; the model takes ${inputs.map { it.name }}" }
+        val ins = inputs.map { feeds[it.name] ?: throw IllegalArgumentException("missing input ${it.name}") }
+        val outs = outputs.map { ByteBuffer.allocateDirect(it.bytes).order(ByteOrder.nativeOrder()) }
+        nativeRun(handle, ins.toTypedArray(), outs.toTypedArray())
+        return outputs.map { it.name }.zip(outs).toMap()
+    }
+
+    /** float32 convenience: each FloatBuffer is copied into a direct buffer. */
+    fun runFloats(feeds: Map<String, FloatBuffer>): Map<String, FloatBuffer> =
+        run(feeds.mapValues { (_, f) ->
+            ByteBuffer.allocateDirect(f.remaining() * 4).order(ByteOrder.nativeOrder()).also {
+                it.asFloatBuffer().put(f.duplicate())
+            }
+        }).mapValues { (_, b) -> b.asFloatBuffer() }
+
+    override fun close() {
+        if (handle != 0L) nativeClose(handle)
+        handle = 0L
+    }
+
+    companion object {
+        init { System.loadLibrary("vkc_jni") }
+
+        /** dtype codes, in vkc.h's order (vkc_dtype). */
+        val DTYPE_NAMES = listOf("float32", "float16", "int32", "int64", "uint8", "int8", "bool",
+                                 "float64", "int16", "uint16", "uint32", "uint64")
+        private val DTYPE_BYTES = intArrayOf(4, 2, 4, 8, 1, 1, 1, 8, 2, 2, 4, 8)
+
+        @JvmStatic fun load(assets: AssetManager, name: String) = VkcModel(nativeLoadAsset(assets, name))
+        @JvmStatic fun load(bundle: ByteBuffer) = VkcModel(nativeLoadBuffer(bundle))
+
+        @JvmStatic private external fun nativeLoadAsset(assets: AssetManager, name: String): Long
+        @JvmStatic private external fun nativeLoadBuffer(bundle: ByteBuffer): Long
+        @JvmStatic private external fun nativeCount(handle: Long, outputs: Boolean): Int
+        @JvmStatic private external fun nativeName(handle: Long, outputs: Boolean, index: Int): String
+        @JvmStatic private external fun nativeSpec(handle: Long, outputs: Boolean, index: Int): LongArray
+        @JvmStatic private external fun nativeRun(handle: Long, inputs: Array<ByteBuffer>, outputs: Array<ByteBuffer?>)
+        @JvmStatic private external fun nativeClose(handle: Long)
+    }
+}

@@ -1,0 +1,168 @@
+/* JNI layer of dev.vkc.VkcModel (VkcModel.kt): load a bundle from an uncompressed APK asset in place
+ * (AAsset_getBuffer: the weights go from the asset's mapping to the device, no copy in between),
+ * run it with direct ByteBuffers, close it. Errors become dev.vkc.VkcException with the runtime's
+ * message (which names the failed bundle check).
+ *
+ * Built by native/android/CMakeLists.txt with the NDK; on Linux with -DVKC_JNI_DESKTOP against the
+ * JDK's jni.h (tests/native), which leaves out the AssetManager entry point. */
+#include <jni.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef VKC_JNI_DESKTOP
+#include <android/asset_manager.h>
+#include <android/asset_manager_jni.h>
+#endif
+
+#include "vkc.h"
+
+typedef struct handle {
+    vkc_context *ctx;
+    vkc_model *model;
+} handle;
+
+static void throw_vkc(JNIEnv *env, const char *message) {
+    jclass cls = (*env)->FindClass(env, "dev/vkc/VkcException");
+    if (!cls) { (*env)->ExceptionClear(env); cls = (*env)->FindClass(env, "java/lang/RuntimeException"); }
+    if (cls) (*env)->ThrowNew(env, cls, message);
+}
+
+static jlong load_bytes(JNIEnv *env, const void *data, size_t size) {
+    handle *h = calloc(1, sizeof *h);
+    vkc_error e;
+    if (!h) { throw_vkc(env, "out of memory"); return 0; }
+    if (vkc_open(NULL, &h->ctx, &e) != VKC_OK || vkc_load(h->ctx, data, size, NULL, &h->model, &e) != VKC_OK) {
+        vkc_close(h->ctx);
+        free(h);
+        throw_vkc(env, e.message);
+        return 0;
+    }
+    return (jlong)(intptr_t)h;
+}
+
+#ifndef VKC_JNI_DESKTOP
+JNIEXPORT jlong JNICALL Java_dev_vkc_VkcModel_nativeLoadAsset(JNIEnv *env, jclass cls, jobject assets, jstring name) {
+    AAssetManager *mgr = AAssetManager_fromJava(env, assets);
+    const char *path = (*env)->GetStringUTFChars(env, name, NULL);
+    AAsset *asset = mgr && path ? AAssetManager_open(mgr, path, AASSET_MODE_BUFFER) : NULL;
+    const void *data;
+    jlong h = 0;
+    (void)cls;
+    if (!asset) {
+        throw_vkc(env, "cannot open the asset (is it in src/main/assets?)");
+    } else if (!(data = AAsset_getBuffer(asset))) {
+        throw_vkc(env, "cannot map the asset; store .vkb assets uncompressed (androidResources { noCompress += \"vkb\" })");
+    } else {
+        h = load_bytes(env, data, (size_t)AAsset_getLength64(asset));
+    }
+    if (asset) AAsset_close(asset);  /* the model keeps nothing of the asset */
+    if (path) (*env)->ReleaseStringUTFChars(env, name, path);
+    return h;
+}
+#endif
+
+JNIEXPORT jlong JNICALL Java_dev_vkc_VkcModel_nativeLoadBuffer(JNIEnv *env, jclass cls, jobject buffer) {
+    void *data = (*env)->GetDirectBufferAddress(env, buffer);
+    jlong size = (*env)->GetDirectBufferCapacity(env, buffer);
+    (void)cls;
+    if (!data || size < 0) { throw_vkc(env, "the bundle must be a direct ByteBuffer"); return 0; }
+    return load_bytes(env, data, (size_t)size);
+}
+
+static handle *get(JNIEnv *env, jlong ptr) {
+    if (!ptr) throw_vkc(env, "this model was closed");
+    return (handle *)(intptr_t)ptr;
+}
+
+JNIEXPORT jint JNICALL Java_dev_vkc_VkcModel_nativeCount(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs) {
+    handle *h = get(env, ptr);
+    (void)cls;
+    return h ? (jint)(outputs ? vkc_output_count(h->model) : vkc_input_count(h->model)) : 0;
+}
+
+static int info(JNIEnv *env, jlong ptr, jboolean outputs, jint i, vkc_tensor_info *t) {
+    handle *h = get(env, ptr);
+    if (!h) return 0;
+    if ((outputs ? vkc_output_info(h->model, (uint32_t)i, t) : vkc_input_info(h->model, (uint32_t)i, t)) != VKC_OK) {
+        throw_vkc(env, "no such input or output index");
+        return 0;
+    }
+    return 1;
+}
+
+JNIEXPORT jstring JNICALL Java_dev_vkc_VkcModel_nativeName(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs, jint i) {
+    vkc_tensor_info t;
+    (void)cls;
+    return info(env, ptr, outputs, i, &t) ? (*env)->NewStringUTF(env, t.name) : NULL;
+}
+
+/* dtype (vkc_dtype), then the shape */
+JNIEXPORT jlongArray JNICALL Java_dev_vkc_VkcModel_nativeSpec(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs, jint i) {
+    vkc_tensor_info t;
+    jlongArray out;
+    (void)cls;
+    if (!info(env, ptr, outputs, i, &t)) return NULL;
+    out = (*env)->NewLongArray(env, (jsize)t.rank + 1);
+    if (out) {
+        jlong dtype = t.dtype;
+        (*env)->SetLongArrayRegion(env, out, 0, 1, &dtype);
+        for (uint32_t k = 0; k < t.rank; k++) {
+            jlong d = t.shape[k];
+            (*env)->SetLongArrayRegion(env, out, (jsize)k + 1, 1, &d);
+        }
+    }
+    return out;
+}
+
+/* inputs/outputs: direct ByteBuffers in model order (an output may be null: skipped), each exactly
+ * the tensor's size, in native (little-endian) order. */
+JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, jlong ptr, jobjectArray inputs,
+                                                      jobjectArray outputs) {
+    handle *h = get(env, ptr);
+    const void *ins[256];
+    void *outs[256];
+    vkc_error e;
+    uint32_t n_in, n_out;
+    (void)cls;
+    if (!h) return;
+    n_in = vkc_input_count(h->model);
+    n_out = vkc_output_count(h->model);
+    if (n_in > 256 || n_out > 256 || (*env)->GetArrayLength(env, inputs) != (jsize)n_in ||
+        (*env)->GetArrayLength(env, outputs) != (jsize)n_out) {
+        throw_vkc(env, "run needs one buffer per input and one slot per output");
+        return;
+    }
+    for (uint32_t k = 0; k < n_in + n_out; k++) {
+        int is_out = k >= n_in;
+        uint32_t i = is_out ? k - n_in : k;
+        jobject b = (*env)->GetObjectArrayElement(env, is_out ? outputs : inputs, (jsize)i);
+        vkc_tensor_info t;
+        void *p;
+        if (is_out) vkc_output_info(h->model, i, &t);
+        else vkc_input_info(h->model, i, &t);
+        if (!b && is_out) { outs[i] = NULL; continue; }
+        p = b ? (*env)->GetDirectBufferAddress(env, b) : NULL;
+        if (!p || (*env)->GetDirectBufferCapacity(env, b) != (jlong)t.nbytes) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%s '%s' needs a direct ByteBuffer of exactly %zu bytes",
+                     is_out ? "output" : "input", t.name, t.nbytes);
+            throw_vkc(env, msg);
+            return;
+        }
+        if (is_out) outs[i] = p;
+        else ins[i] = p;
+        (*env)->DeleteLocalRef(env, b);
+    }
+    if (vkc_run(h->model, ins, outs, &e) != VKC_OK) throw_vkc(env, e.message);
+}
+
+JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeClose(JNIEnv *env, jclass cls, jlong ptr) {
+    handle *h = (handle *)(intptr_t)ptr;
+    (void)env;
+    (void)cls;
+    if (!h) return;
+    vkc_free(h->model);
+    vkc_close(h->ctx);
+    free(h);
+}

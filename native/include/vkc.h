@@ -1,0 +1,140 @@
+/* vkc.h: the native vkc runtime. Loads a `.vkb` bundle (bundles/FORMAT.md) from memory and replays it
+ * on a Vulkan device, as runtime_min does, for apps without Python (Android, C/C++ programs).
+ *
+ *     vkc_context *ctx;  vkc_model *m;  vkc_error e;
+ *     if (vkc_open(NULL, &ctx, &e)) { fprintf(stderr, "%s\n", e.message); return 1; }
+ *     if (vkc_load(ctx, data, size, NULL, &m, &e)) { ... e.check names the failed check ... }
+ *     const void *ins[1] = {x};  void *outs[1] = {y};
+ *     vkc_run(m, ins, outs, &e);                     // by index; vkc_run_named() by name
+ *     vkc_free(m);  vkc_close(ctx);
+ *
+ * `data` (an mmap of the file, or AAsset_getBuffer of an uncompressed asset) is only read during
+ * vkc_load: the weights go from it to the device once, and nothing of it is kept afterwards.
+ * Every offset, size, binding and dispatch of the bundle is checked (the same checks, by the same
+ * names, as the Python reader) before any Vulkan object is created.
+ *
+ * Threads: a model may be run from several threads; its runs are serialized by a lock. Distinct
+ * models run side by side (each has its own VkDevice unless the caller provides one).
+ */
+#ifndef VKC_H
+#define VKC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VKC_VERSION "0.1.0"
+
+typedef enum vkc_status {
+    VKC_OK = 0,
+    VKC_ERR_ARGUMENT,        /* a NULL pointer, an unknown input name, a wrong byte count */
+    VKC_ERR_BUNDLE,          /* the bundle failed a check; vkc_error.check names it ("section checksum",
+                              * "manifest json", "manifest", "spirv interface", "barrier", ...) */
+    VKC_ERR_NO_LOADER,       /* libvulkan could not be loaded */
+    VKC_ERR_NO_DEVICE,       /* no Vulkan device (or not the requested one) can run the bundle */
+    VKC_ERR_VULKAN,          /* a Vulkan call failed; the message names the step and the VkResult */
+    VKC_ERR_DEVICE_LOST,     /* the device was lost or a run timed out: load the model again */
+    VKC_ERR_OUT_OF_MEMORY    /* a host allocation failed */
+} vkc_status;
+
+typedef struct vkc_error {
+    vkc_status code;
+    char check[40];          /* for VKC_ERR_BUNDLE: the check's name (FORMAT.md); else "" */
+    char message[1024];      /* a full sentence: what failed, the values involved, what to do */
+} vkc_error;
+
+/* Element types, in bundles/dtypes.py order. */
+typedef enum vkc_dtype {
+    VKC_FLOAT32 = 0, VKC_FLOAT16, VKC_INT32, VKC_INT64, VKC_UINT8, VKC_INT8, VKC_BOOL,
+    VKC_FLOAT64, VKC_INT16, VKC_UINT16, VKC_UINT32, VKC_UINT64, VKC_DTYPE_COUNT
+} vkc_dtype;
+
+const char *vkc_dtype_name(vkc_dtype dtype);  /* "float32", ... (the manifest's and numpy's names) */
+size_t vkc_dtype_size(vkc_dtype dtype);       /* bytes per element (bool: 1) */
+
+typedef struct vkc_open_options {
+    /* Device choice: an index or a name substring; NULL means $VKC_DEVICE, else the best type
+     * that can run the bundle: discrete GPU, integrated, virtual, CPU (runtime_min's order). */
+    const char *device;
+    /* 1: the Khronos validation layer with synchronization validation and a debug messenger that
+     * prints to stderr and counts (vkc_validation_messages). 0: off. -1: $VKC_VALIDATION. */
+    int validation;
+    /* The caller's Vulkan objects, all optional. With `instance` (and its vkGetInstanceProcAddr),
+     * vkc uses that instance and does not destroy it. With `physical_device`, `device`, `queue`
+     * and `queue_family` too, models are loaded onto that device: vkc checks the physical
+     * device's features and limits but cannot see which features the caller enabled, so the
+     * caller must have enabled those the bundle needs (vkc_required_features) and must not use
+     * `queue` while a vkc_run is in flight. */
+    void *instance;                  /* VkInstance */
+    void *get_instance_proc_addr;    /* PFN_vkGetInstanceProcAddr; NULL: dlopen the loader */
+    void *physical_device;           /* VkPhysicalDevice */
+    void *device_handle;             /* VkDevice */
+    void *queue;                     /* VkQueue */
+    uint32_t queue_family;
+} vkc_open_options;
+
+typedef struct vkc_load_options {
+    int robust;            /* robustBufferAccess: 1 on, 0 off, -1 default ($VKC_ROBUST, else on) */
+    double timeout_s;      /* a run taking longer is an error (device lost); 0: 300 s */
+} vkc_load_options;
+
+typedef struct vkc_context vkc_context;
+typedef struct vkc_model vkc_model;
+
+typedef struct vkc_tensor_info {
+    const char *name;      /* the ONNX name */
+    vkc_dtype dtype;
+    uint32_t rank;
+    const int64_t *shape;
+    size_t nbytes;         /* what vkc_run reads (inputs) or writes (outputs) */
+} vkc_tensor_info;
+
+/* A Vulkan instance (or the caller's), the device list. opts may be NULL. */
+vkc_status vkc_open(const vkc_open_options *opts, vkc_context **out, vkc_error *err);
+void vkc_close(vkc_context *ctx);           /* after every model of it was freed */
+
+/* Check `data` (the whole .vkb file) and build the model on a device. opts may be NULL. */
+vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_load_options *opts,
+                    vkc_model **out, vkc_error *err);
+void vkc_free(vkc_model *model);
+
+/* Every check vkc_load applies to the bytes (container, manifest, module interfaces, barriers),
+ * and nothing else: no Vulkan. For tools and fuzzing. */
+vkc_status vkc_check(const void *data, size_t size, vkc_error *err);
+
+uint32_t vkc_input_count(const vkc_model *model);
+uint32_t vkc_output_count(const vkc_model *model);
+vkc_status vkc_input_info(const vkc_model *model, uint32_t index, vkc_tensor_info *out);
+vkc_status vkc_output_info(const vkc_model *model, uint32_t index, vkc_tensor_info *out);
+int vkc_input_index(const vkc_model *model, const char *name);   /* -1 when absent */
+int vkc_output_index(const vkc_model *model, const char *name);
+const char *vkc_device_name(const vkc_model *model);
+
+/* Run once. inputs[i] holds input i (vkc_input_info(i).nbytes bytes, little-endian, C order);
+ * outputs[i] receives output i (NULL: skip that output). */
+vkc_status vkc_run(vkc_model *model, const void *const *inputs, void *const *outputs, vkc_error *err);
+
+typedef struct vkc_buffer {
+    const char *name;
+    void *data;            /* for an input, only read */
+    size_t nbytes;         /* must equal the tensor's nbytes */
+} vkc_buffer;
+
+/* Run once with buffers by name: every input once; any subset of the outputs. */
+vkc_status vkc_run_named(vkc_model *model, const vkc_buffer *inputs, size_t n_inputs, vkc_buffer *outputs,
+                         size_t n_outputs, vkc_error *err);
+
+/* GPU time of the last run (timestamps around the whole command buffer), in ns; -1 when the queue
+ * has no timestamps. */
+double vkc_last_gpu_ns(vkc_model *model);
+
+/* Warnings and errors the validation layer reported through vkc's messenger (validation on). */
+uint32_t vkc_validation_messages(const vkc_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VKC_H */

@@ -1,0 +1,700 @@
+/* The manifest checks of bundles/manifest.py, in its order and with its field paths, then the
+ * module interface checks of bundles/spirv.py, then the barrier rule. Nothing here trusts a type
+ * or a bound: every index followed and every byte range bound is checked first. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_BYTES ((int64_t)0xFFFFFFFFFFFF)   /* 2^48 - 1 */
+#define MAX_DIM ((int64_t)0x7FFFFFFF)
+#define MAX_COUNT INT64_MAX
+#define MAX_LOCAL (1024 * 1024)
+#define MAX_BINDINGS 64
+#define MAX_GROUPS 65535
+#define FLT_MAX_D 3.4028234663852886e38
+
+static const char *const DTYPE_NAMES[VKC_DTYPE_COUNT] = {
+    "float32", "float16", "int32", "int64", "uint8", "int8", "bool",
+    "float64", "int16", "uint16", "uint32", "uint64"};
+static const size_t DTYPE_SIZES[VKC_DTYPE_COUNT] = {4, 2, 4, 8, 1, 1, 1, 8, 2, 2, 4, 8};
+
+const char *vkc_dtype_name(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? DTYPE_NAMES[d] : "?"; }
+size_t vkc_dtype_size(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? DTYPE_SIZES[d] : 0; }
+
+typedef struct ctx {
+    const jdoc *doc;
+    vkc_error *err;
+    char path[256];
+} ctx;
+
+/* A short rendering of a JSON value for messages (bounded, like the Python reader's reprlib). */
+static void show(const jnode *v, char *buf, size_t n) {
+    if (!v) { snprintf(buf, n, "<missing>"); return; }
+    switch (v->type) {
+    case J_NULL: snprintf(buf, n, "None"); break;
+    case J_TRUE: snprintf(buf, n, "True"); break;
+    case J_FALSE: snprintf(buf, n, "False"); break;
+    case J_INT:
+        if (v->big) snprintf(buf, n, "%s<huge integer>", v->i < 0 ? "-" : "");
+        else snprintf(buf, n, "%lld", (long long)v->i);
+        break;
+    case J_FLOAT: snprintf(buf, n, "%.17g", v->d); break;
+    case J_STRING: snprintf(buf, n, "'%.60s%s'", v->s, v->len > 60 ? "..." : ""); break;
+    case J_ARRAY: snprintf(buf, n, "[...] (%u entries)", v->len); break;
+    default: snprintf(buf, n, "{...} (%u keys)", v->len); break;
+    }
+}
+
+static vkc_status fail(ctx *c, const char *where, const jnode *v, const char *fmt, ...) {
+    char shown[96], why[512];
+    va_list ap;
+    show(v, shown, sizeof shown);
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s = %s %s", where, shown, why);
+}
+
+static vkc_status missing(ctx *c, const char *where) {
+    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s is missing", where);
+}
+
+#define TRY(x) do { vkc_status s_ = (x); if (s_ != VKC_OK) return s_; } while (0)
+
+static void join(char *out, size_t n, const char *path, const char *key) {
+    if (path[0]) snprintf(out, n, "%s.%s", path, key);
+    else snprintf(out, n, "%s", key);
+}
+
+static vkc_status field(ctx *c, const jnode *obj, const char *key, const char *path, const jnode **out) {
+    char where[300];
+    *out = vkc_json_get(c->doc, obj, key);
+    join(where, sizeof where, path, key);
+    return *out ? VKC_OK : missing(c, where);
+}
+
+static vkc_status as_int(ctx *c, const jnode *v, const char *where, int64_t lo, int64_t hi, int64_t *out) {
+    if (!v || v->type != J_INT) return fail(c, where, v, "must be an integer");
+    if (v->big || v->i < lo || v->i > hi)
+        return fail(c, where, v, "must be in %lld..=%lld", (long long)lo, (long long)hi);
+    if (out) *out = v->i;
+    return VKC_OK;
+}
+
+static vkc_status int_field(ctx *c, const jnode *obj, const char *key, const char *path, int64_t lo, int64_t hi,
+                            int64_t *out) {
+    const jnode *v;
+    char where[300];
+    TRY(field(c, obj, key, path, &v));
+    join(where, sizeof where, path, key);
+    return as_int(c, v, where, lo, hi, out);
+}
+
+static vkc_status index_of(ctx *c, const jnode *v, const char *where, uint32_t count, const char *what,
+                           uint32_t *out) {
+    if (!v || v->type != J_INT) return fail(c, where, v, "must be an integer");
+    if (v->big || v->i < 0 || v->i >= (int64_t)count)
+        return fail(c, where, v, "is not an index into %s (%u entries)", what, count);
+    *out = (uint32_t)v->i;
+    return VKC_OK;
+}
+
+static vkc_status as_str(ctx *c, const jnode *v, const char *where, int nonempty) {
+    if (!v || v->type != J_STRING) return fail(c, where, v, "must be a string");
+    if (nonempty && v->len == 0) return fail(c, where, v, "must not be empty");
+    return VKC_OK;
+}
+
+static vkc_status str_field(ctx *c, const jnode *obj, const char *key, const char *path, int nonempty,
+                            const jnode **out) {
+    const jnode *v;
+    char where[300];
+    TRY(field(c, obj, key, path, &v));
+    snprintf(where, sizeof where, "%s.%s", path, key);
+    TRY(as_str(c, v, where, nonempty));
+    if (out) *out = v;
+    return VKC_OK;
+}
+
+static vkc_status dict(ctx *c, const jnode *obj, const char *key, const char *path, const jnode **out) {
+    char where[300];
+    TRY(field(c, obj, key, path, out));
+    join(where, sizeof where, path, key);
+    if ((*out)->type != J_OBJECT) return fail(c, where, *out, "must be an object");
+    return VKC_OK;
+}
+
+static vkc_status list(ctx *c, const jnode *obj, const char *key, const char *path, int length, const jnode **out) {
+    char where[300];
+    TRY(field(c, obj, key, path, out));
+    join(where, sizeof where, path, key);
+    if ((*out)->type != J_ARRAY) return fail(c, where, *out, "must be a list");
+    if (length >= 0 && (*out)->len != (uint32_t)length)
+        return fail(c, where, *out, "must have exactly %d entries", length);
+    return VKC_OK;
+}
+
+static char *dup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+#define NOMEM(c) vkc__fail((c)->err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory reading the manifest")
+#define FIRST(c, n) vkc_json_child((c)->doc, (n))
+#define NEXT(c, n) vkc_json_next((c)->doc, (n))
+
+static int is_identifier(const char *s) {
+    if (!s[0] || (s[0] >= '0' && s[0] <= '9')) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+    return 1;
+}
+
+/* Strings of a list, copied (the list is already checked to be strings). */
+static vkc_status copy_strings(ctx *c, const jnode *lst, uint32_t *n, char ***out) {
+    const jnode *e;
+    uint32_t k = 0;
+    *n = lst->len;
+    *out = calloc(lst->len ? lst->len : 1, sizeof **out);
+    if (!*out) return NOMEM(c);
+    for (e = FIRST(c, lst); e; e = NEXT(c, e))
+        if (!((*out)[k++] = dup(e->s))) return NOMEM(c);
+    return VKC_OK;
+}
+
+static vkc_status check_description(ctx *c, const jnode *root, manifest *m) {
+    const jnode *model, *target, *req, *v, *e;
+    static const int64_t api_hi[3] = {127, 1023, 4095};
+    char where[300];
+    int64_t x;
+    uint32_t i;
+    TRY(dict(c, root, "model", "", &model));
+    TRY(str_field(c, model, "name", "model", 0, &v));
+    if (!(m->model_name = dup(v->s))) return NOMEM(c);
+    TRY(str_field(c, model, "producer", "model", 0, NULL));
+    TRY(str_field(c, model, "source_sha256", "model", 0, NULL));
+    TRY(int_field(c, model, "opset", "model", 0, MAX_DIM, NULL));
+    TRY(dict(c, root, "target", "", &target));
+    TRY(str_field(c, target, "name", "target", 0, NULL));
+
+    TRY(dict(c, root, "requirements", "", &req));
+    TRY(list(c, req, "vulkan_api", "requirements", 3, &v));
+    for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+        snprintf(where, sizeof where, "requirements.vulkan_api[%u]", i);
+        TRY(as_int(c, e, where, 0, api_hi[i], &x));
+        m->api[i] = (uint32_t)x;
+    }
+    TRY(list(c, req, "extensions", "requirements", -1, &v));
+    for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+        snprintf(where, sizeof where, "requirements.extensions[%u]", i);
+        TRY(as_str(c, e, where, 1));
+    }
+    TRY(copy_strings(c, v, &m->n_extensions, &m->extensions));
+    TRY(int_field(c, req, "max_shared_memory_bytes", "requirements", 0, MAX_BYTES, &x));
+    m->max_shared = (uint64_t)x;
+    TRY(int_field(c, req, "max_workgroup_invocations", "requirements", 1, MAX_LOCAL, &x));
+    m->max_invocations = (uint64_t)x;
+    TRY(list(c, req, "max_workgroup_size", "requirements", 3, &v));
+    for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+        snprintf(where, sizeof where, "requirements.max_workgroup_size[%u]", i);
+        TRY(as_int(c, e, where, 1, MAX_LOCAL, &x));
+        m->max_wg[i] = (uint64_t)x;
+    }
+    TRY(int_field(c, req, "max_storage_buffer_range", "requirements", 0, MAX_BYTES, &x));
+    m->max_storage_range = (uint64_t)x;
+    if ((v = vkc_json_get(c->doc, req, "features")) != NULL) {
+        const jnode *f;
+        TRY(list(c, req, "features", "requirements", -1, &v));
+        for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+            snprintf(where, sizeof where, "requirements.features[%u]", i);
+            TRY(as_str(c, e, where, 1));
+            if (!is_identifier(e->s))
+                return fail(c, where, e, "is not a feature name (a VkPhysicalDevice*Features field)");
+            for (f = FIRST(c, v); f != e; f = NEXT(c, f))
+                if (strcmp(f->s, e->s) == 0) return fail(c, where, e, "is listed twice");
+        }
+        TRY(copy_strings(c, v, &m->n_features, &m->features));
+    }
+    if (vkc_json_get(c->doc, req, "max_texel_buffer_elements")) {
+        TRY(int_field(c, req, "max_texel_buffer_elements", "requirements", 0, MAX_BYTES, &x));
+        m->max_texel_elements = (uint64_t)x;
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_memory(ctx *c, const jnode *root, uint64_t weights_bytes, manifest *m) {
+    const jnode *mem, *v;
+    int64_t x;
+    TRY(dict(c, root, "memory", "", &mem));
+    TRY(int_field(c, mem, "alignment", "memory", 4, 65536, &x));
+    if (x & (x - 1)) return fail(c, "memory.alignment", vkc_json_get(c->doc, mem, "alignment"), "must be a power of two");
+    m->alignment = (uint64_t)x;
+    TRY(int_field(c, mem, "arena_bytes", "memory", 0, MAX_BYTES, &x));
+    m->arena_bytes = (uint64_t)x;
+    TRY(int_field(c, mem, "weights_bytes", "memory", 0, MAX_BYTES, &x));
+    if ((uint64_t)x != weights_bytes) {
+        v = vkc_json_get(c->doc, mem, "weights_bytes");
+        return fail(c, "memory.weights_bytes", v, "but the WEIGHTS section is %llu bytes", (unsigned long long)weights_bytes);
+    }
+    m->weights_bytes = weights_bytes;
+    TRY(int_field(c, mem, "intermediates_sum_bytes", "memory", 0, MAX_BYTES, NULL));
+    TRY(int_field(c, mem, "lower_bound_bytes", "memory", 0, MAX_BYTES, NULL));
+    return VKC_OK;
+}
+
+/* `key` as a list of objects (the Python reader's _entries). */
+static vkc_status entries(ctx *c, const jnode *root, const char *key, const jnode **out) {
+    const jnode *e;
+    uint32_t i = 0;
+    char where[300];
+    TRY(list(c, root, key, "", -1, out));
+    for (e = FIRST(c, *out); e; e = NEXT(c, e), i++) {
+        snprintf(where, sizeof where, "%s[%u]", key, i);
+        if (e->type != J_OBJECT) return fail(c, where, e, "must be an object");
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
+    const jnode *ts, *t, *v, *e;
+    uint32_t i, k;
+    char path[64], where[300];
+    TRY(entries(c, root, "tensors", &ts));
+    m->n_tensors = ts->len;
+    if (!(m->tensors = calloc(ts->len ? ts->len : 1, sizeof *m->tensors))) return NOMEM(c);
+    for (i = 0, t = FIRST(c, ts); t; t = NEXT(c, t), i++) {
+        m_tensor *mt = &m->tensors[i];
+        const jnode *dt, *shape, *mem;
+        int dtype = -1;
+        int64_t count = 1, x, off, nbytes;
+        uint64_t size;
+        int zero = 0;
+        snprintf(path, sizeof path, "tensors[%u]", i);
+        TRY(str_field(c, t, "name", path, 0, &v));
+        if (!(mt->name = dup(v->s))) return NOMEM(c);
+        TRY(str_field(c, t, "dtype", path, 0, &dt));
+        for (k = 0; k < VKC_DTYPE_COUNT; k++)
+            if (strcmp(dt->s, DTYPE_NAMES[k]) == 0) dtype = (int)k;
+        snprintf(where, sizeof where, "%s.dtype", path);
+        if (dtype < 0)
+            return fail(c, where, dt, "is not one of float32, float16, int32, int64, uint8, int8, bool, float64, "
+                        "int16, uint16, uint32, uint64");
+        mt->dtype = (vkc_dtype)dtype;
+        TRY(list(c, t, "shape", path, -1, &shape));
+        snprintf(where, sizeof where, "%s.shape", path);
+        mt->rank = shape->len;
+        if (!(mt->shape = calloc(shape->len ? shape->len : 1, sizeof *mt->shape))) return NOMEM(c);
+        for (k = 0, e = FIRST(c, shape); e; e = NEXT(c, e), k++) {
+            char w2[320];
+            snprintf(w2, sizeof w2, "%s[%u]", where, k);
+            TRY(as_int(c, e, w2, 0, MAX_DIM, &x));
+            mt->shape[k] = x;
+            zero |= x == 0;
+        }
+        if (!zero)
+            for (k = 0; k < mt->rank; k++) {
+                count *= mt->shape[k];
+                if (count > MAX_BYTES) return fail(c, where, shape, "has more than %lld elements", (long long)MAX_BYTES);
+            }
+        else count = 0;
+        TRY(int_field(c, t, "nbytes", path, 0, MAX_BYTES, &nbytes));
+        if ((uint64_t)nbytes != (uint64_t)count * DTYPE_SIZES[dtype]) {
+            snprintf(where, sizeof where, "%s.nbytes", path);
+            return fail(c, where, vkc_json_get(c->doc, t, "nbytes"), "but the shape of %s is %llu bytes",
+                        DTYPE_NAMES[dtype], (unsigned long long)count * DTYPE_SIZES[dtype]);
+        }
+        mt->nbytes = (uint64_t)nbytes;
+        TRY(str_field(c, t, "memory", path, 0, &mem));
+        snprintf(where, sizeof where, "%s.memory", path);
+        if (strcmp(mem->s, "arena") == 0) mt->memory = MEM_ARENA;
+        else if (strcmp(mem->s, "weights") == 0) mt->memory = MEM_WEIGHTS;
+        else return fail(c, where, mem, "must be 'arena' or 'weights'");
+        TRY(int_field(c, t, "offset", path, 0, MAX_BYTES, &off));
+        snprintf(where, sizeof where, "%s.offset", path);
+        if ((uint64_t)off % m->alignment)
+            return fail(c, where, vkc_json_get(c->doc, t, "offset"), "is not a multiple of memory.alignment = %llu",
+                        (unsigned long long)m->alignment);
+        size = mt->memory == MEM_ARENA ? m->arena_bytes : m->weights_bytes;
+        if ((uint64_t)off + (uint64_t)nbytes > size)
+            return fail(c, where, vkc_json_get(c->doc, t, "offset"), "+ nbytes %lld = %llu runs past the end of %s "
+                        "(%llu bytes)", (long long)nbytes, (unsigned long long)(off + nbytes), mem->s,
+                        (unsigned long long)size);
+        mt->offset = (uint64_t)off;
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_io(ctx *c, const jnode *root, manifest *m) {
+    static const char *const keys[2] = {"inputs", "outputs"};
+    for (int which = 0; which < 2; which++) {
+        const jnode *lst, *io, *name, *o;
+        m_io *arr;
+        uint32_t i;
+        char path[64], where[300];
+        TRY(entries(c, root, keys[which], &lst));
+        if (!(arr = calloc(lst->len ? lst->len : 1, sizeof *arr))) return NOMEM(c);
+        if (which == 0) { m->inputs = arr; m->n_inputs = lst->len; }
+        else { m->outputs = arr; m->n_outputs = lst->len; }
+        for (i = 0, io = FIRST(c, lst); io; io = NEXT(c, io), i++) {
+            snprintf(path, sizeof path, "%s[%u]", keys[which], i);
+            TRY(str_field(c, io, "name", path, 1, &name));
+            for (o = FIRST(c, lst); o != io; o = NEXT(c, o))
+                if (strcmp(vkc_json_get(c->doc, o, "name")->s, name->s) == 0) {
+                    snprintf(where, sizeof where, "%s.name", path);
+                    return fail(c, where, name, "appears twice in %s", keys[which]);
+                }
+            if (!(arr[i].name = dup(name->s))) return NOMEM(c);
+            TRY(field(c, io, "tensor", path, &o));
+            snprintf(where, sizeof where, "%s.tensor", path);
+            TRY(index_of(c, o, where, m->n_tensors, "tensors", &arr[i].tensor));
+            if (m->tensors[arr[i].tensor].memory != MEM_ARENA)
+                return fail(c, where, o, "is a weights tensor; %s must be in the arena", keys[which]);
+        }
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_modules(ctx *c, const jnode *root, uint32_t module_count, manifest *m) {
+    const jnode *lst, *mod, *v, *e;
+    uint32_t i, k;
+    int64_t x;
+    char path[64], where[300];
+    TRY(entries(c, root, "modules", &lst));
+    if (lst->len != module_count)
+        return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "modules has %u entries but the bundle has %u SPIR-V "
+                         "sections", lst->len, module_count);
+    m->n_modules = lst->len;
+    if (!(m->modules = calloc(lst->len ? lst->len : 1, sizeof *m->modules))) return NOMEM(c);
+    for (i = 0, mod = FIRST(c, lst); mod; mod = NEXT(c, mod), i++) {
+        m_module *mm = &m->modules[i];
+        uint64_t prod = 1;
+        snprintf(path, sizeof path, "modules[%u]", i);
+        TRY(str_field(c, mod, "name", path, 0, &v));
+        if (!(mm->name = dup(v->s))) return NOMEM(c);
+        TRY(int_field(c, mod, "bindings", path, 1, MAX_BINDINGS, &x));
+        mm->bindings = (uint32_t)x;
+        TRY(list(c, mod, "local_size", path, 3, &v));
+        snprintf(where, sizeof where, "%s.local_size", path);
+        for (k = 0, e = FIRST(c, v); e; e = NEXT(c, e), k++) {
+            char w2[320];
+            snprintf(w2, sizeof w2, "%s[%u]", where, k);
+            TRY(as_int(c, e, w2, 1, MAX_LOCAL, &x));
+            mm->local[k] = (uint32_t)x;
+            prod *= (uint64_t)x;
+        }
+        if (prod > MAX_LOCAL) return fail(c, where, v, "has %llu invocations, more than %d", (unsigned long long)prod, MAX_LOCAL);
+        TRY(int_field(c, mod, "shared_memory_bytes", path, 0, MAX_BYTES, &x));
+        mm->shared = (uint64_t)x;
+        if (vkc_json_get(c->doc, mod, "texel_buffers")) {
+            const jnode *tb;
+            TRY(list(c, mod, "texel_buffers", path, -1, &v));
+            for (k = 0, tb = FIRST(c, v); tb; tb = NEXT(c, tb), k++) {
+                char tpath[320], w2[340];
+                const jnode *fmt;
+                snprintf(tpath, sizeof tpath, "%s.texel_buffers[%u]", path, k);
+                if (tb->type != J_OBJECT) return fail(c, tpath, tb, "must be an object with binding and format");
+                TRY(int_field(c, tb, "binding", tpath, 0, (int64_t)mm->bindings - 1, &x));
+                if (mm->texel[x]) {
+                    snprintf(w2, sizeof w2, "%s.binding", tpath);
+                    return fail(c, w2, vkc_json_get(c->doc, tb, "binding"), "is listed twice");
+                }
+                TRY(str_field(c, tb, "format", tpath, 0, &fmt));
+                snprintf(w2, sizeof w2, "%s.format", tpath);
+                if (strcmp(fmt->s, "r32f") == 0) mm->texel[x] = TEXEL_R32F;
+                else if (strcmp(fmt->s, "rgba32f") == 0) mm->texel[x] = TEXEL_RGBA32F;
+                else return fail(c, w2, fmt, "is not one of r32f, rgba32f");
+            }
+        }
+    }
+    return VKC_OK;
+}
+
+static uint32_t f32_bits(double d) {
+    float f = (float)d;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static vkc_status check_kernels(ctx *c, const jnode *root, manifest *m) {
+    const jnode *lst, *k, *v, *specs, *sp;
+    uint32_t i, j;
+    char path[64], where[300];
+    TRY(entries(c, root, "kernels", &lst));
+    m->n_kernels = lst->len;
+    if (!(m->kernels = calloc(lst->len ? lst->len : 1, sizeof *m->kernels))) return NOMEM(c);
+    for (i = 0, k = FIRST(c, lst); k; k = NEXT(c, k), i++) {
+        m_kernel *mk = &m->kernels[i];
+        snprintf(path, sizeof path, "kernels[%u]", i);
+        TRY(str_field(c, k, "name", path, 0, &v));
+        if (!(mk->name = dup(v->s))) return NOMEM(c);
+        TRY(field(c, k, "module", path, &v));
+        snprintf(where, sizeof where, "%s.module", path);
+        TRY(index_of(c, v, where, m->n_modules, "modules", &mk->module));
+        TRY(list(c, k, "specialization", path, -1, &specs));
+        mk->n_spec = specs->len;
+        if (!(mk->spec = calloc(specs->len ? specs->len : 1, sizeof *mk->spec))) return NOMEM(c);
+        for (j = 0, sp = FIRST(c, specs); sp; sp = NEXT(c, sp), j++) {
+            char spath[128], w2[300];
+            const jnode *type, *val;
+            int64_t id;
+            snprintf(spath, sizeof spath, "%s.specialization[%u]", path, j);
+            if (sp->type != J_OBJECT) return fail(c, spath, sp, "must be an object");
+            TRY(int_field(c, sp, "id", spath, 0, 65535, &id));
+            for (uint32_t q = 0; q < j; q++)
+                if (mk->spec[q].id == (uint32_t)id) {
+                    snprintf(w2, sizeof w2, "%s.id", spath);
+                    return fail(c, w2, vkc_json_get(c->doc, sp, "id"), "is used twice in this kernel");
+                }
+            mk->spec[j].id = (uint32_t)id;
+            TRY(str_field(c, sp, "type", spath, 0, &type));
+            snprintf(w2, sizeof w2, "%s.type", spath);
+            if (strcmp(type->s, "int32") && strcmp(type->s, "uint32") && strcmp(type->s, "float32"))
+                return fail(c, w2, type, "is not one of int32, uint32, float32");
+            TRY(field(c, sp, "value", spath, &val));
+            snprintf(w2, sizeof w2, "%s.value", spath);
+            if (strcmp(type->s, "int32") == 0) {
+                int64_t x;
+                TRY(as_int(c, val, w2, -2147483648LL, 2147483647LL, &x));
+                mk->spec[j].bits = (uint32_t)(int32_t)x;
+            } else if (strcmp(type->s, "uint32") == 0) {
+                int64_t x;
+                TRY(as_int(c, val, w2, 0, 4294967295LL, &x));
+                mk->spec[j].bits = (uint32_t)x;
+            } else {
+                double d;
+                if (val->type == J_INT) {
+                    if (val->big) return fail(c, w2, val, "does not fit in float32");
+                    d = (double)val->i;
+                    /* exact comparison of a big int with FLT_MAX: |i| < 2^63 < FLT_MAX; fine */
+                } else if (val->type == J_FLOAT) {
+                    d = val->d;
+                    if (!isfinite(d)) return fail(c, w2, val, "must be finite");
+                } else {
+                    return fail(c, w2, val, "must be a number");
+                }
+                if (fabs(d) > FLT_MAX_D) return fail(c, w2, val, "does not fit in float32");
+                mk->spec[j].bits = f32_bits(d);
+            }
+        }
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_dispatches(ctx *c, const jnode *root, manifest *m) {
+    const jnode *lst, *d, *v, *e;
+    uint32_t i, k;
+    int64_t x;
+    char path[64], where[300];
+    TRY(entries(c, root, "dispatches", &lst));
+    m->n_dispatches = lst->len;
+    if (!(m->dispatches = calloc(lst->len ? lst->len : 1, sizeof *m->dispatches))) return NOMEM(c);
+    for (i = 0, d = FIRST(c, lst); d; d = NEXT(c, d), i++) {
+        m_dispatch *md = &m->dispatches[i];
+        uint32_t want;
+        snprintf(path, sizeof path, "dispatches[%u]", i);
+        TRY(field(c, d, "kernel", path, &v));
+        snprintf(where, sizeof where, "%s.kernel", path);
+        TRY(index_of(c, v, where, m->n_kernels, "kernels", &md->kernel));
+        want = m->modules[m->kernels[md->kernel].module].bindings;
+        TRY(list(c, d, "bindings", path, -1, &v));
+        snprintf(where, sizeof where, "%s.bindings", path);
+        if (v->len != want)
+            return fail(c, where, v, "has %u entries but kernel %u's module has %u bindings", v->len, md->kernel, want);
+        md->n_bindings = want;
+        if (!(md->bindings = calloc(want, sizeof *md->bindings))) return NOMEM(c);
+        for (k = 0, e = FIRST(c, v); e; e = NEXT(c, e), k++) {
+            char w2[320];
+            snprintf(w2, sizeof w2, "%s[%u]", where, k);
+            TRY(index_of(c, e, w2, m->n_tensors, "tensors", &md->bindings[k]));
+        }
+        TRY(list(c, d, "groups", path, 3, &v));
+        snprintf(where, sizeof where, "%s.groups", path);
+        for (k = 0, e = FIRST(c, v); e; e = NEXT(c, e), k++) {
+            char w2[320];
+            snprintf(w2, sizeof w2, "%s[%u]", where, k);
+            TRY(as_int(c, e, w2, 1, MAX_GROUPS, &x));
+            md->groups[k] = (uint32_t)x;
+        }
+        TRY(field(c, d, "barrier", path, &v));
+        snprintf(where, sizeof where, "%s.barrier", path);
+        if (v->type != J_TRUE && v->type != J_FALSE) return fail(c, where, v, "must be true or false");
+        md->barrier = v->type == J_TRUE;
+        if ((v = vkc_json_get(c->doc, d, "nodes")) != NULL) {
+            TRY(list(c, d, "nodes", path, -1, &v));
+            for (k = 0, e = FIRST(c, v); e; e = NEXT(c, e), k++) {
+                char w2[320];
+                snprintf(w2, sizeof w2, "%s.nodes[%u]", path, k);
+                TRY(as_str(c, e, w2, 0));
+            }
+        }
+        if (vkc_json_get(c->doc, d, "flops")) TRY(int_field(c, d, "flops", path, 0, MAX_COUNT, NULL));
+        if (vkc_json_get(c->doc, d, "bytes")) TRY(int_field(c, d, "bytes", path, 0, MAX_COUNT, NULL));
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_requirements(ctx *c, const manifest *m) {
+    char where[64];
+    for (uint32_t i = 0; i < m->n_modules; i++) {
+        const m_module *mm = &m->modules[i];
+        uint64_t prod = (uint64_t)mm->local[0] * mm->local[1] * mm->local[2];
+        snprintf(where, sizeof where, "modules[%u].local_size", i);
+        if (prod > m->max_invocations)
+            return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s = [%u, %u, %u] has %llu invocations but "
+                             "requirements.max_workgroup_invocations = %llu", where, mm->local[0], mm->local[1],
+                             mm->local[2], (unsigned long long)prod, (unsigned long long)m->max_invocations);
+        for (int a = 0; a < 3; a++)
+            if (mm->local[a] > m->max_wg[a])
+                return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s = [%u, %u, %u] exceeds "
+                                 "requirements.max_workgroup_size = [%llu, %llu, %llu] on axis %c", where,
+                                 mm->local[0], mm->local[1], mm->local[2], (unsigned long long)m->max_wg[0],
+                                 (unsigned long long)m->max_wg[1], (unsigned long long)m->max_wg[2], "xyz"[a]);
+        if (mm->shared > m->max_shared)
+            return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "modules[%u].shared_memory_bytes = %llu exceeds "
+                             "requirements.max_shared_memory_bytes = %llu", i, (unsigned long long)mm->shared,
+                             (unsigned long long)m->max_shared);
+    }
+    for (uint32_t j = 0; j < m->n_dispatches; j++) {
+        const m_dispatch *d = &m->dispatches[j];
+        const m_module *mm = &m->modules[m->kernels[d->kernel].module];
+        for (uint32_t i = 0; i < d->n_bindings; i++) {
+            const m_tensor *t = &m->tensors[d->bindings[i]];
+            if (mm->texel[i]) {
+                uint64_t size = mm->texel[i] == TEXEL_R32F ? 4 : 16;
+                if (t->nbytes % size || t->nbytes / size > m->max_texel_elements)
+                    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "dispatches[%u].bindings[%u] = %u binds "
+                                     "tensor %u of %llu bytes as %s texels (%llu bytes each); it must be whole texels, "
+                                     "at most requirements.max_texel_buffer_elements = %llu", j, i, d->bindings[i],
+                                     d->bindings[i], (unsigned long long)t->nbytes, size == 4 ? "r32f" : "rgba32f",
+                                     (unsigned long long)size, (unsigned long long)m->max_texel_elements);
+            }
+            if (t->nbytes > m->max_storage_range)
+                return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "dispatches[%u].bindings[%u] = %u binds tensor %u "
+                                 "of %llu bytes but requirements.max_storage_buffer_range = %llu", j, i, d->bindings[i],
+                                 d->bindings[i], (unsigned long long)t->nbytes, (unsigned long long)m->max_storage_range);
+        }
+    }
+    return VKC_OK;
+}
+
+vkc_status vkc_spirv_interface(manifest *m, const uint8_t *const *modules, const size_t *sizes, vkc_error *err);
+
+vkc_status vkc_manifest_check(const uint8_t *json, size_t json_len, const uint8_t *const *modules,
+                              const size_t *module_sizes, uint32_t module_count, uint64_t weights_bytes,
+                              manifest *out, vkc_error *err) {
+    jdoc doc;
+    ctx c;
+    const jnode *root, *v;
+    vkc_status s;
+    memset(out, 0, sizeof *out);
+    TRY(vkc_json_parse((const char *)json, json_len, &doc, err));
+    c.doc = &doc;
+    c.err = err;
+    c.path[0] = '\0';
+    root = &doc.nodes[0];
+    v = vkc_json_get(&doc, root, "manifest_version");
+    if (!v) s = missing(&c, "manifest_version");
+    else if (v->type != J_INT || v->big || v->i != 1)
+        s = fail(&c, "manifest_version", v, "is not supported (this reader knows 1)");
+    else if ((s = check_description(&c, root, out)) == VKC_OK && (s = check_memory(&c, root, weights_bytes, out)) == VKC_OK &&
+             (s = check_tensors(&c, root, out)) == VKC_OK && (s = check_io(&c, root, out)) == VKC_OK &&
+             (s = check_modules(&c, root, module_count, out)) == VKC_OK && (s = check_kernels(&c, root, out)) == VKC_OK &&
+             (s = check_dispatches(&c, root, out)) == VKC_OK && (s = check_requirements(&c, out)) == VKC_OK)
+        s = VKC_OK;
+    vkc_json_free(&doc);
+    if (s == VKC_OK) s = vkc_spirv_interface(out, modules, module_sizes, err);
+    if (s == VKC_OK) s = vkc_check_barriers(out, err);
+    if (s != VKC_OK) vkc_manifest_free(out);
+    return s;
+}
+
+void vkc_manifest_free(manifest *m) {
+    uint32_t i;
+    free(m->model_name);
+    for (i = 0; i < m->n_extensions && m->extensions; i++) free(m->extensions[i]);
+    for (i = 0; i < m->n_features && m->features; i++) free(m->features[i]);
+    free(m->extensions);
+    free(m->features);
+    for (i = 0; i < m->n_tensors && m->tensors; i++) { free(m->tensors[i].name); free(m->tensors[i].shape); }
+    free(m->tensors);
+    for (i = 0; i < m->n_inputs && m->inputs; i++) free(m->inputs[i].name);
+    for (i = 0; i < m->n_outputs && m->outputs; i++) free(m->outputs[i].name);
+    free(m->inputs);
+    free(m->outputs);
+    for (i = 0; i < m->n_modules && m->modules; i++) {
+        free(m->modules[i].name);
+        free(m->modules[i].caps);
+        for (uint32_t k = 0; k < m->modules[i].n_exts; k++) free(m->modules[i].exts[k]);
+        free(m->modules[i].exts);
+    }
+    free(m->modules);
+    for (i = 0; i < m->n_kernels && m->kernels; i++) { free(m->kernels[i].name); free(m->kernels[i].spec); }
+    free(m->kernels);
+    for (i = 0; i < m->n_dispatches && m->dispatches; i++) free(m->dispatches[i].bindings);
+    free(m->dispatches);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- barriers ------------------------------------------------------------------------------- */
+
+typedef struct range { int memory; uint64_t lo, hi; } range;
+
+static int overlaps(const range *set, uint32_t n, const range *r) {
+    for (uint32_t i = 0; i < n; i++)
+        if (set[i].memory == r->memory && set[i].lo < r->hi && r->lo < set[i].hi) return 1;
+    return 0;
+}
+
+vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
+    /* Ranges read and written by the dispatches since the last barrier. A dispatch's own reads and
+     * writes may overlap (an in-place kernel); only earlier dispatches' accesses need a barrier. */
+    uint64_t total = 0;
+    range *reads, *writes;
+    uint32_t nr = 0, nw = 0;
+    for (uint32_t j = 0; j < m->n_dispatches; j++) total += m->dispatches[j].n_bindings;
+    reads = malloc((size_t)(total ? total : 1) * sizeof *reads);
+    writes = malloc((size_t)(total ? total : 1) * sizeof *writes);
+    if (!reads || !writes) {
+        free(reads);
+        free(writes);
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory checking barriers");
+    }
+    for (uint32_t j = 0; j < m->n_dispatches; j++) {
+        const m_dispatch *d = &m->dispatches[j];
+        const m_module *mm = &m->modules[m->kernels[d->kernel].module];
+        uint32_t nr0, nw0;
+        if (d->barrier) nr = nw = 0;
+        nr0 = nr;
+        nw0 = nw;
+        for (uint32_t b = 0; b < d->n_bindings; b++) {
+            const m_tensor *t = &m->tensors[d->bindings[b]];
+            range r;
+            int readonly = mm->readonly[b] || mm->texel[b];
+            r.memory = t->memory;
+            r.lo = t->offset;
+            r.hi = t->offset + (t->nbytes > 4 ? t->nbytes : 4);
+            int after_write = overlaps(writes, nw0, &r);
+            if (after_write || (!readonly && overlaps(reads, nr0, &r))) {
+                free(reads);
+                free(writes);
+                return vkc__fail(err, VKC_ERR_BUNDLE, "barrier", "dispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
+                                 "at binding %u, which an earlier dispatch since the last barrier %s, but its barrier "
+                                 "is false", j, readonly ? "reads" : "writes", d->bindings[b],
+                                 r.memory == MEM_ARENA ? "arena" : "weights", (unsigned long long)r.lo,
+                                 (unsigned long long)r.hi, b, after_write ? "wrote" : "read");
+            }
+            if (readonly) reads[nr++] = r;
+            else writes[nw++] = r;
+        }
+    }
+    free(reads);
+    free(writes);
+    return VKC_OK;
+}

@@ -1,0 +1,1276 @@
+/* The Vulkan side of the native runtime: loader, instance, device choice, memory, pipelines,
+ * descriptor sets, the recorded command buffer, and runs. Mirrors runtime_min (device.py, memory.py,
+ * pipelines.py, model.py); FORMAT.md "How a runtime replays it" is the contract.
+ *
+ * The loader is opened with dlopen (libvulkan.so.1, or libvulkan.so on Android) and every function
+ * comes from vkGetInstanceProcAddr / vkGetDeviceProcAddr: an app need not link libvulkan, a caller
+ * may hand in its own vkGetInstanceProcAddr (a layer, a custom loader), and device functions skip
+ * the loader's dispatch trampoline. */
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VKB_READER_IMPLEMENTATION
+#include "vkb_reader.h"  /* bundles/vkb_reader.h (-I../bundles; copied beside the sources for Android) */
+#include "internal.h"
+
+/* VK_KHR_cooperative_matrix's feature struct, declared here: Debian 12's headers (1.3.239) predate it. */
+typedef struct coopmat_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix;
+    VkBool32 cooperativeMatrixRobustBufferAccess;
+} coopmat_features;
+#define STYPE_COOPMAT_FEATURES ((VkStructureType)1000506000)
+
+#define STAGING_ALIGN 256u
+#define UPLOAD_CHUNK ((VkDeviceSize)64 << 20)
+#define NAN_BITS 0x7FC00000u
+
+vkc_status vkc__fail(vkc_error *err, vkc_status code, const char *check, const char *fmt, ...) {
+    if (err) {
+        va_list ap;
+        int n = 0;
+        err->code = code;
+        snprintf(err->check, sizeof err->check, "%s", check ? check : "");
+        if (code == VKC_ERR_BUNDLE && check && check[0])
+            n = snprintf(err->message, sizeof err->message, "bundle check '%s' failed: ", check);
+        if (n < 0 || (size_t)n >= sizeof err->message) n = 0;
+        va_start(ap, fmt);
+        vsnprintf(err->message + n, sizeof err->message - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static vkc_status ok(vkc_error *err) {
+    if (err) { err->code = VKC_OK; err->check[0] = err->message[0] = '\0'; }
+    return VKC_OK;
+}
+
+/* ---- checks without Vulkan ------------------------------------------------------------------ */
+
+vkc_status vkc_check_all(const void *data, size_t size, vkb_bundle *b, manifest *m, vkc_error *err) {
+    char msg[512];
+    vkb_status vs;
+    const uint8_t **mods;
+    size_t *sizes;
+    vkc_status s;
+    if (!data && size) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_load/vkc_check need the bundle's bytes");
+    vs = vkb_open(data, size, b, msg, sizeof msg);
+    if (vs != VKB_OK) {
+        const char *detail = strstr(msg, "failed: ");
+        return vkc__fail(err, VKC_ERR_BUNDLE, vkb_check_name(vs), "%s", detail ? detail + 8 : msg);
+    }
+    mods = calloc(b->module_count + 1, sizeof *mods);
+    sizes = calloc(b->module_count + 1, sizeof *sizes);
+    if (!mods || !sizes) {
+        free(mods);
+        free(sizes);
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    }
+    for (uint32_t i = 0; i < b->module_count; i++) vkb_module(b, i, &mods[i], &sizes[i]);
+    s = vkc_manifest_check(b->manifest, b->manifest_size, mods, sizes, b->module_count, b->weights_size, m, err);
+    free(mods);
+    free(sizes);
+    return s == VKC_OK ? ok(err) : s;
+}
+
+vkc_status vkc_check(const void *data, size_t size, vkc_error *err) {
+    vkb_bundle b;
+    manifest m;
+    vkc_status s = vkc_check_all(data, size, &b, &m, err);
+    if (s == VKC_OK) vkc_manifest_free(&m);
+    return s;
+}
+
+/* ---- function pointers ---------------------------------------------------------------------- */
+
+#define INSTANCE_FNS(X) X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
+    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceMemoryProperties) \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) \
+    X(vkGetDeviceProcAddr) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
+#define DEVICE_FNS(X) X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) \
+    X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) \
+    X(vkUnmapMemory) X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreateDescriptorSetLayout) \
+    X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) \
+    X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) \
+    X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCreateBufferView) X(vkDestroyBufferView) \
+    X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers) \
+    X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) \
+    X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdResetQueryPool) \
+    X(vkCmdWriteTimestamp) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults) \
+    X(vkCreateFence) X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences) X(vkQueueSubmit) X(vkDeviceWaitIdle)
+
+#define DECLARE(f) PFN_##f f;
+typedef struct ifns { INSTANCE_FNS(DECLARE) } ifns;
+typedef struct dfns { DEVICE_FNS(DECLARE) } dfns;
+
+typedef struct devinfo {
+    VkPhysicalDevice pdev;
+    uint32_t index;
+    VkPhysicalDeviceProperties props;
+    uint32_t api;                       /* min(device, instance) */
+    VkPhysicalDeviceMemoryProperties mem;
+    uint32_t queue_family, timestamp_bits, has_compute;
+    uint32_t subgroup_ops;              /* VkSubgroupFeatureFlags in compute, 0 when unknown */
+    uint64_t max_alloc;
+    VkExtensionProperties *exts;
+    uint32_t n_exts;
+    VkPhysicalDeviceFeatures2 f;        /* supported features, chained: */
+    VkPhysicalDeviceVulkan11Features f11;
+    VkPhysicalDeviceVulkan12Features f12;
+    VkPhysicalDeviceVulkan13Features f13;
+    coopmat_features fcm;
+    int has_cm;
+} devinfo;
+
+struct vkc_context {
+    void *lib;
+    PFN_vkGetInstanceProcAddr gipa;
+    VkInstance instance;
+    int own_instance;
+    uint32_t api;
+    ifns vk;
+    VkDebugUtilsMessengerEXT messenger;
+    uint32_t messages;
+    devinfo *devs;
+    uint32_t n_devs;
+    /* a caller's device */
+    VkPhysicalDevice user_pdev;
+    VkDevice user_device;
+    VkQueue user_queue;
+    uint32_t user_family;
+    char *device_choice;
+    int models;
+};
+
+typedef struct buffer {
+    VkBuffer handle;
+    VkDeviceMemory memory;
+    VkDeviceSize size;
+    uint8_t *mapped;
+} buffer;
+
+struct vkc_model {
+    vkc_context *ctx;
+    manifest m;
+    const devinfo *info;
+    VkDevice device;
+    int own_device;
+    VkQueue queue;
+    dfns vk;
+    buffer arena, weights, staging;
+    VkDeviceSize *stage_off;            /* per input, then per output */
+    VkDescriptorSetLayout *set_layouts;
+    VkPipelineLayout *layouts;
+    VkPipeline *pipelines;
+    VkDescriptorPool pool;
+    VkBufferView *views;
+    uint32_t n_views;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkQueryPool queries;
+    uint64_t timeout_ns;
+    int lost;
+    pthread_mutex_t lock;
+    char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+};
+
+static const char *vk_result_name(VkResult r) {
+    switch (r) {
+    case VK_SUCCESS: return "VK_SUCCESS";
+    case VK_TIMEOUT: return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    default: return "a VkResult";
+    }
+}
+
+static vkc_status vkfail(vkc_error *err, VkResult r, const char *what) {
+    const char *advice = r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? "choose a device with more memory or run a smaller model"
+                         : r == VK_ERROR_DEVICE_LOST ? "the driver lost the device; load the model again, and rerun "
+                                                      "with VKC_VALIDATION=1 to look for misuse"
+                         : "rerun with VKC_VALIDATION=1 to see what the driver objects to";
+    return vkc__fail(err, r == VK_ERROR_DEVICE_LOST ? VKC_ERR_DEVICE_LOST : VKC_ERR_VULKAN, "",
+                     "Vulkan failed while %s: %s (%d); %s.", what, vk_result_name(r), (int)r, advice);
+}
+
+#define VKTRY(call, what) do { VkResult r_ = (call); if (r_ != VK_SUCCESS) return vkfail(err, r_, what); } while (0)
+
+/* ---- instance ------------------------------------------------------------------------------- */
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    vkc_context *ctx = user;
+    int error = severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    (void)types;
+    if (!error && data->pMessageIdName && strcmp(data->pMessageIdName, "Loader Message") == 0) return VK_FALSE;
+    __atomic_add_fetch(&ctx->messages, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "vkc validation %s: %s\n", error ? "ERROR" : "WARNING", data->pMessage ? data->pMessage : "?");
+    return VK_FALSE;
+}
+
+static int env_on(const char *name, int dflt) {
+    const char *v = getenv(name);
+    if (!v || !v[0]) return dflt;
+    return !(strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
+}
+
+static int has_ext(const devinfo *d, const char *name) {
+    for (uint32_t i = 0; i < d->n_exts; i++)
+        if (strcmp(d->exts[i].extensionName, name) == 0) return 1;
+    return 0;
+}
+
+static vkc_status describe(vkc_context *ctx, VkPhysicalDevice pdev, uint32_t index, devinfo *d, vkc_error *err) {
+    uint32_t n = 0;
+    VkQueueFamilyProperties *fam;
+    memset(d, 0, sizeof *d);
+    d->pdev = pdev;
+    d->index = index;
+    ctx->vk.vkGetPhysicalDeviceProperties(pdev, &d->props);
+    d->api = d->props.apiVersion < ctx->api ? d->props.apiVersion : ctx->api;
+    ctx->vk.vkGetPhysicalDeviceMemoryProperties(pdev, &d->mem);
+    ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(pdev, &n, NULL);
+    fam = calloc(n ? n : 1, sizeof *fam);
+    if (!fam) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    ctx->vk.vkGetPhysicalDeviceQueueFamilyProperties(pdev, &n, fam);
+    for (uint32_t i = 0; i < n; i++)
+        if (fam[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+            d->has_compute = 1;
+            d->queue_family = i;
+            d->timestamp_bits = fam[i].timestampValidBits;
+            break;
+        }
+    free(fam);
+    VKTRY(ctx->vk.vkEnumerateDeviceExtensionProperties(pdev, NULL, &d->n_exts, NULL), "listing device extensions");
+    d->exts = calloc(d->n_exts ? d->n_exts : 1, sizeof *d->exts);
+    if (!d->exts) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    VKTRY(ctx->vk.vkEnumerateDeviceExtensionProperties(pdev, NULL, &d->n_exts, d->exts), "listing device extensions");
+    d->max_alloc = (uint64_t)1 << 31;
+    if (d->api >= VK_API_VERSION_1_1 && ctx->vk.vkGetPhysicalDeviceProperties2) {
+        VkPhysicalDeviceSubgroupProperties sub = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, NULL, 0, 0, 0, 0};
+        VkPhysicalDeviceMaintenance3Properties m3 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, &sub, 0, 0};
+        VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &m3, {0}};
+        ctx->vk.vkGetPhysicalDeviceProperties2(pdev, &p2);
+        if (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) d->subgroup_ops = sub.supportedOperations;
+        d->max_alloc = m3.maxMemoryAllocationSize;
+        /* features: core + 1.1/1.2/1.3 structs where the API has them, cooperative matrix if offered */
+        d->f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+        {
+            void *next = NULL;
+            d->has_cm = has_ext(d, "VK_KHR_cooperative_matrix");
+            if (d->has_cm) { d->fcm.sType = STYPE_COOPMAT_FEATURES; d->fcm.pNext = next; next = &d->fcm; }
+            if (d->api >= VK_API_VERSION_1_3) { d->f13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES; d->f13.pNext = next; next = &d->f13; }
+            if (d->api >= VK_API_VERSION_1_2) {
+                d->f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES; d->f12.pNext = next; next = &d->f12;
+                d->f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES; d->f11.pNext = next; next = &d->f11;
+            }
+            d->f.pNext = next;
+            ctx->vk.vkGetPhysicalDeviceFeatures2(pdev, &d->f);
+        }
+    }
+    return VKC_OK;
+}
+
+vkc_status vkc_open(const vkc_open_options *opts, vkc_context **out, vkc_error *err) {
+    vkc_open_options none;
+    vkc_context *ctx;
+    PFN_vkEnumerateInstanceVersion enum_version;
+    vkc_status s = VKC_OK;
+    int validation;
+    if (!out) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_open needs somewhere to put the context");
+    *out = NULL;
+    if (!opts) {
+        memset(&none, 0, sizeof none);
+        none.validation = -1;
+        opts = &none;
+    }
+    validation = opts->validation < 0 ? env_on("VKC_VALIDATION", 0) : opts->validation;
+    if (!(ctx = calloc(1, sizeof *ctx))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    if (opts->device && !(ctx->device_choice = strdup(opts->device))) { free(ctx); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
+    ctx->gipa = (PFN_vkGetInstanceProcAddr)opts->get_instance_proc_addr;
+    if (!ctx->gipa) {
+        static const char *const names[] = {"libvulkan.so.1", "libvulkan.so"};
+        for (size_t i = 0; i < 2 && !ctx->lib; i++) ctx->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (ctx->lib) *(void **)&ctx->gipa = dlsym(ctx->lib, "vkGetInstanceProcAddr");
+        if (!ctx->gipa) {
+            vkc_close(ctx);
+            return vkc__fail(err, VKC_ERR_NO_LOADER, "", "No Vulkan loader was found (libvulkan.so.1); install a "
+                             "Vulkan driver, e.g. `apt-get install mesa-vulkan-drivers libvulkan1` for the CPU "
+                             "implementation lavapipe, or your GPU vendor's driver.");
+        }
+    }
+    enum_version = (PFN_vkEnumerateInstanceVersion)ctx->gipa(NULL, "vkEnumerateInstanceVersion");
+    ctx->api = VK_API_VERSION_1_0;
+    if (enum_version) enum_version(&ctx->api);
+    if (ctx->api > VK_API_VERSION_1_3) ctx->api = VK_API_VERSION_1_3;
+    if (opts->instance) {
+        ctx->instance = (VkInstance)opts->instance;
+    } else {
+        VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "vkc native", 1, "vkc", 1, ctx->api};
+        const char *layer = "VK_LAYER_KHRONOS_validation", *ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+        VkValidationFeaturesEXT features = {VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT, NULL, 1, &sync, 0, NULL};
+        VkDebugUtilsMessengerCreateInfoEXT dbg = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT, &features, 0,
+            VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+            VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT, on_message, ctx};
+        VkInstanceCreateInfo info = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, validation ? &dbg : NULL, 0, &app,
+                                     validation ? 1u : 0u, &layer, validation ? 1u : 0u, &ext};
+        PFN_vkCreateInstance create = (PFN_vkCreateInstance)ctx->gipa(NULL, "vkCreateInstance");
+        VkResult r = create ? create(&info, NULL, &ctx->instance) : VK_ERROR_INITIALIZATION_FAILED;
+        if (r != VK_SUCCESS) {
+            vkc_close(ctx);
+            if (r == VK_ERROR_LAYER_NOT_PRESENT || r == VK_ERROR_EXTENSION_NOT_PRESENT)
+                return vkc__fail(err, VKC_ERR_VULKAN, "", "Validation was requested (VKC_VALIDATION=1) but "
+                                 "VK_LAYER_KHRONOS_validation is not installed; install it (`apt-get install "
+                                 "vulkan-validationlayers`) or turn validation off.");
+            return vkfail(err, r, "creating a Vulkan instance");
+        }
+        ctx->own_instance = 1;
+#define LOAD_I(f) ctx->vk.f = (PFN_##f)ctx->gipa(ctx->instance, #f);
+        INSTANCE_FNS(LOAD_I)
+        if (validation && ctx->vk.vkCreateDebugUtilsMessengerEXT) {
+            dbg.pNext = NULL;
+            ctx->vk.vkCreateDebugUtilsMessengerEXT(ctx->instance, &dbg, NULL, &ctx->messenger);
+        }
+    }
+    if (!ctx->vk.vkEnumeratePhysicalDevices) { INSTANCE_FNS(LOAD_I) }
+    {
+        uint32_t n = 0;
+        VkPhysicalDevice *pdevs;
+        VkResult r = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &n, NULL);
+        if (r != VK_SUCCESS) { vkc_close(ctx); return vkfail(err, r, "enumerating Vulkan devices"); }
+        pdevs = calloc(n ? n : 1, sizeof *pdevs);
+        ctx->devs = calloc(n ? n : 1, sizeof *ctx->devs);
+        if (!pdevs || !ctx->devs) { free(pdevs); vkc_close(ctx); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
+        r = ctx->vk.vkEnumeratePhysicalDevices(ctx->instance, &n, pdevs);
+        if (r != VK_SUCCESS && r != VK_INCOMPLETE) { free(pdevs); vkc_close(ctx); return vkfail(err, r, "enumerating Vulkan devices"); }
+        for (uint32_t i = 0; i < n && s == VKC_OK; i++) {
+            s = describe(ctx, pdevs[i], i, &ctx->devs[i], err);
+            ctx->n_devs = i + 1;
+        }
+        free(pdevs);
+        if (s != VKC_OK) { vkc_close(ctx); return s; }
+        if (!n) {
+            vkc_close(ctx);
+            return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "The Vulkan loader found no device; install a Vulkan driver, "
+                             "e.g. `apt-get install mesa-vulkan-drivers` for lavapipe, or your GPU vendor's driver.");
+        }
+    }
+    if (opts->device_handle) {
+        ctx->user_pdev = (VkPhysicalDevice)opts->physical_device;
+        ctx->user_device = (VkDevice)opts->device_handle;
+        ctx->user_queue = (VkQueue)opts->queue;
+        ctx->user_family = opts->queue_family;
+        if (!ctx->user_pdev || !ctx->user_queue) {
+            vkc_close(ctx);
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "A caller's VkDevice needs its VkPhysicalDevice and VkQueue too.");
+        }
+    }
+    *out = ctx;
+    return ok(err);
+}
+
+void vkc_close(vkc_context *ctx) {
+    if (!ctx) return;
+    for (uint32_t i = 0; i < ctx->n_devs; i++) free(ctx->devs[i].exts);
+    free(ctx->devs);
+    if (ctx->messenger && ctx->vk.vkDestroyDebugUtilsMessengerEXT)
+        ctx->vk.vkDestroyDebugUtilsMessengerEXT(ctx->instance, ctx->messenger, NULL);
+    if (ctx->own_instance && ctx->vk.vkDestroyInstance) ctx->vk.vkDestroyInstance(ctx->instance, NULL);
+    if (ctx->lib) dlclose(ctx->lib);
+    free(ctx->device_choice);
+    free(ctx);
+}
+
+uint32_t vkc_validation_messages(const vkc_context *ctx) {
+    return ctx ? __atomic_load_n(&ctx->messages, __ATOMIC_RELAXED) : 0;
+}
+
+/* ---- what a device lacks (runtime_min/device.py lacks + spirv_needs) ------------------------ */
+
+typedef struct feature { const char *name; int where; size_t offset; } feature;
+enum { F_CORE, F_11, F_12, F_13, F_CM };
+#define FC(n) {#n, F_CORE, offsetof(VkPhysicalDeviceFeatures, n)}
+#define F11(n) {#n, F_11, offsetof(VkPhysicalDeviceVulkan11Features, n)}
+#define F12(n) {#n, F_12, offsetof(VkPhysicalDeviceVulkan12Features, n)}
+#define F13(n) {#n, F_13, offsetof(VkPhysicalDeviceVulkan13Features, n)}
+static const feature FEATURES[] = {
+    FC(robustBufferAccess), FC(shaderFloat64), FC(shaderInt64), FC(shaderInt16),
+    F11(storageBuffer16BitAccess), F11(uniformAndStorageBuffer16BitAccess), F11(variablePointers),
+    F11(variablePointersStorageBuffer), F12(shaderFloat16), F12(shaderInt8), F12(storageBuffer8BitAccess),
+    F12(uniformAndStorageBuffer8BitAccess), F12(vulkanMemoryModel), F12(bufferDeviceAddress),
+    F12(shaderBufferInt64Atomics), F13(shaderIntegerDotProduct), F13(subgroupSizeControl),
+    {"cooperativeMatrix", F_CM, offsetof(coopmat_features, cooperativeMatrix)},
+};
+#define N_FEATURES (sizeof FEATURES / sizeof FEATURES[0])
+
+static VkBool32 *feature_slot(devinfo *d, const feature *f) {
+    uint8_t *base = f->where == F_CORE ? (uint8_t *)&d->f.features : f->where == F_11 ? (uint8_t *)&d->f11
+                    : f->where == F_12 ? (uint8_t *)&d->f12 : f->where == F_13 ? (uint8_t *)&d->f13 : (uint8_t *)&d->fcm;
+    return (VkBool32 *)(base + f->offset);
+}
+
+static int feature_index(const char *name) {
+    for (size_t i = 0; i < N_FEATURES; i++)
+        if (strcmp(FEATURES[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+static int feature_supported(const devinfo *d, int i) {
+    const feature *f = &FEATURES[i];
+    if (f->where == F_11 || f->where == F_12) { if (d->api < VK_API_VERSION_1_2) return 0; }
+    if (f->where == F_13 && d->api < VK_API_VERSION_1_3) return 0;
+    if (f->where == F_CM && !d->has_cm) return 0;
+    if (f->where != F_CORE && d->api < VK_API_VERSION_1_1) return 0;
+    return *feature_slot((devinfo *)d, f) != 0;
+}
+
+/* capability -> feature name, or "subgroup:<bit>", NULL for none; "?" unknown */
+static const char *capability_need(uint32_t cap, uint32_t *subgroup_bit) {
+    *subgroup_bit = 0;
+    switch (cap) {
+    case 0: case 1: case 46: return NULL;
+    case 9: return "shaderFloat16";
+    case 10: return "shaderFloat64";
+    case 11: return "shaderInt64";
+    case 12: return "shaderBufferInt64Atomics";
+    case 22: return "shaderInt16";
+    case 39: return "shaderInt8";
+    case 61: case 62: case 63: case 64: case 65: case 66: case 67: case 68:
+        *subgroup_bit = 1u << (cap - 61);  /* basic, vote, arithmetic, ballot, shuffle, relative, clustered, quad */
+        return "subgroup";
+    case 4433: return "storageBuffer16BitAccess";
+    case 4434: return "uniformAndStorageBuffer16BitAccess";
+    case 4441: return "variablePointersStorageBuffer";
+    case 4442: return "variablePointers";
+    case 4448: return "storageBuffer8BitAccess";
+    case 4449: return "uniformAndStorageBuffer8BitAccess";
+    case 5345: return "vulkanMemoryModel";
+    case 5347: return "bufferDeviceAddress";
+    case 5357: return "cooperativeMatrix";
+    case 6016: case 6017: case 6018: case 6019: return "shaderIntegerDotProduct";
+    case 6022: return "cooperativeMatrix";
+    default: return "?";
+    }
+}
+
+typedef struct spirv_ext { const char *spv; uint32_t core; const char *vk; } spirv_ext;
+static const spirv_ext SPIRV_EXTS[] = {
+    {"SPV_KHR_storage_buffer_storage_class", VK_API_VERSION_1_1, "VK_KHR_storage_buffer_storage_class"},
+    {"SPV_KHR_16bit_storage", VK_API_VERSION_1_1, "VK_KHR_16bit_storage"},
+    {"SPV_KHR_8bit_storage", VK_API_VERSION_1_2, "VK_KHR_8bit_storage"},
+    {"SPV_KHR_variable_pointers", VK_API_VERSION_1_1, "VK_KHR_variable_pointers"},
+    {"SPV_KHR_vulkan_memory_model", VK_API_VERSION_1_2, "VK_KHR_vulkan_memory_model"},
+    {"SPV_KHR_physical_storage_buffer", VK_API_VERSION_1_2, "VK_KHR_buffer_device_address"},
+    {"SPV_KHR_float_controls", VK_API_VERSION_1_2, "VK_KHR_shader_float_controls"},
+    {"SPV_KHR_non_semantic_info", VK_API_VERSION_1_3, "VK_KHR_shader_non_semantic_info"},
+    {"SPV_KHR_integer_dot_product", VK_API_VERSION_1_3, "VK_KHR_shader_integer_dot_product"},
+    {"SPV_KHR_cooperative_matrix", 0, "VK_KHR_cooperative_matrix"},
+    {"SPV_NV_cooperative_matrix", 0, "VK_NV_cooperative_matrix"},
+};
+
+typedef struct needs {
+    uint8_t feature[N_FEATURES];
+    const char *exts[64];
+    uint32_t n_exts;
+} needs;
+
+static void add_ext(needs *n, const char *e) {
+    for (uint32_t i = 0; i < n->n_exts; i++)
+        if (strcmp(n->exts[i], e) == 0) return;
+    if (n->n_exts < 64) n->exts[n->n_exts++] = e;
+}
+
+#define LACK(...) do { if (used < sizeof why) used += (size_t)snprintf(why + used, sizeof why - used, __VA_ARGS__); lacking = 1; } while (0)
+
+/* 0 when the device can run the bundle (filling `nd`), else 1 with a list of what it lacks. */
+static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *m, int robust, needs *nd, char *out, size_t outlen) {
+    char why[1024];
+    size_t used = 0;
+    int lacking = 0;
+    const VkPhysicalDeviceLimits *lim = &d->props.limits;
+    uint64_t align;
+    int texels = 0;
+    uint64_t io = 0, host_heap = 0, local_heap = 0;
+    memset(nd, 0, sizeof *nd);
+    why[0] = '\0';
+    (void)ctx;
+    if (!d->has_compute) LACK("a compute queue; ");
+    if (robust) {
+        if (!d->f.features.robustBufferAccess) LACK("feature robustBufferAccess (pass robust=0 for a trusted bundle); ");
+        nd->feature[feature_index("robustBufferAccess")] = 1;
+    }
+    if (VK_MAKE_API_VERSION(0, m->api[0], m->api[1], m->api[2]) > d->props.apiVersion)
+        LACK("Vulkan %u.%u.%u; ", m->api[0], m->api[1], m->api[2]);
+    for (uint32_t i = 0; i < m->n_extensions; i++) {
+        if (!has_ext(d, m->extensions[i])) LACK("extension %s; ", m->extensions[i]);
+        else add_ext(nd, m->extensions[i]);
+    }
+    if (m->max_shared > lim->maxComputeSharedMemorySize) LACK("%llu shared memory bytes; ", (unsigned long long)m->max_shared);
+    if (m->max_invocations > lim->maxComputeWorkGroupInvocations) LACK("%llu workgroup invocations; ", (unsigned long long)m->max_invocations);
+    if (m->max_storage_range > lim->maxStorageBufferRange) LACK("%llu storage buffer range bytes; ", (unsigned long long)m->max_storage_range);
+    if (m->max_texel_elements > lim->maxTexelBufferElements) LACK("%llu texel buffer elements; ", (unsigned long long)m->max_texel_elements);
+    for (int a = 0; a < 3; a++)
+        if (m->max_wg[a] > lim->maxComputeWorkGroupSize[a]) LACK("workgroup size %llu on axis %c; ", (unsigned long long)m->max_wg[a], "xyz"[a]);
+    for (uint32_t i = 0; i < m->n_features; i++) {
+        int f = feature_index(m->features[i]);
+        if (f < 0 || !feature_supported(d, f)) LACK("feature %s (requirements.features); ", m->features[i]);
+        else nd->feature[f] = 1;
+    }
+    for (uint32_t i = 0; i < m->n_modules; i++) {
+        const m_module *mm = &m->modules[i];
+        for (uint32_t c = 0; c < mm->n_caps; c++) {
+            uint32_t bit;
+            const char *need = capability_need(mm->caps[c], &bit);
+            if (!need) continue;
+            if (strcmp(need, "?") == 0) LACK("SPIR-V capability %u (module %u), which this runtime does not know; ", mm->caps[c], i);
+            else if (bit) { if (!(d->subgroup_ops & bit)) LACK("subgroup operations 0x%x in compute shaders (module %u); ", bit, i); }
+            else {
+                int f = feature_index(need);
+                if (f < 0 || !feature_supported(d, f)) LACK("feature %s (SPIR-V capability %u, module %u); ", need, mm->caps[c], i);
+                else nd->feature[f] = 1;
+            }
+        }
+        for (uint32_t e = 0; e < mm->n_exts; e++) {
+            const spirv_ext *x = NULL;
+            for (size_t k = 0; k < sizeof SPIRV_EXTS / sizeof SPIRV_EXTS[0]; k++)
+                if (strcmp(SPIRV_EXTS[k].spv, mm->exts[e]) == 0) x = &SPIRV_EXTS[k];
+            if (!x) LACK("SPIR-V extension %.80s (module %u), which this runtime does not know; ", mm->exts[e], i);
+            else if (x->core && d->props.apiVersion >= x->core) continue;
+            else if (has_ext(d, x->vk)) add_ext(nd, x->vk);
+            else LACK("extension %s (for %s, module %u); ", x->vk, x->spv, i);
+        }
+        if (mm->bindings > lim->maxPerStageDescriptorStorageBuffers || mm->bindings > lim->maxDescriptorSetStorageBuffers)
+            LACK("%u storage buffers in one kernel; ", mm->bindings);
+        for (uint32_t b = 0; b < mm->bindings; b++) texels |= mm->texel[b] != 0;
+    }
+    if (m->arena_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the arena; ", (unsigned long long)m->arena_bytes);
+    if (m->weights_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the weights; ", (unsigned long long)m->weights_bytes);
+    for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
+        if ((d->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && d->mem.memoryHeaps[i].size > local_heap)
+            local_heap = d->mem.memoryHeaps[i].size;
+    for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++)
+        if ((d->mem.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+            d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size > host_heap)
+            host_heap = d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size;
+    if (!local_heap && d->mem.memoryHeapCount) local_heap = d->mem.memoryHeaps[0].size;
+    if (m->arena_bytes + m->weights_bytes > local_heap) LACK("%llu bytes of device memory; ", (unsigned long long)(m->arena_bytes + m->weights_bytes));
+    for (uint32_t i = 0; i < m->n_inputs; i++) io += m->tensors[m->inputs[i].tensor].nbytes;
+    for (uint32_t i = 0; i < m->n_outputs; i++) io += m->tensors[m->outputs[i].tensor].nbytes;
+    if (io > host_heap) LACK("%llu bytes of host-visible memory for inputs and outputs; ", (unsigned long long)io);
+    align = lim->minStorageBufferOffsetAlignment;
+    if (texels && lim->minTexelBufferOffsetAlignment > align) align = lim->minTexelBufferOffsetAlignment;
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        if (align && m->tensors[i].offset % align) { LACK("tensor offsets aligned to %llu bytes; ", (unsigned long long)align); break; }
+    for (uint32_t i = 0; i < m->n_dispatches; i++) {
+        const m_dispatch *x = &m->dispatches[i];
+        if (x->groups[0] > lim->maxComputeWorkGroupCount[0] || x->groups[1] > lim->maxComputeWorkGroupCount[1] ||
+            x->groups[2] > lim->maxComputeWorkGroupCount[2]) { LACK("the workgroup counts of dispatch %u; ", i); break; }
+    }
+    if (used >= 2 && used < sizeof why) why[used - 2] = '\0';
+    snprintf(out, outlen, "%s", why);
+    return lacking;
+}
+
+static const char *type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+    }
+}
+
+static int type_rank(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static int contains_ci(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && (hay[i] | 32) == (needle[i] | 32)) i++;
+        if (i == n) return 1;
+    }
+    return n == 0;
+}
+
+/* The device to load onto: the requested one (index or name substring), else the best type that
+ * can run the bundle. */
+static vkc_status pick(vkc_context *ctx, const manifest *m, int robust, const devinfo **out, needs *nd, vkc_error *err) {
+    const char *choice = ctx->device_choice ? ctx->device_choice : getenv("VKC_DEVICE");
+    int order[64], n = 0, is_index = 0;
+    char problems[2048] = "", why[1024];
+    size_t used = 0;
+    if (choice && !choice[0]) choice = NULL;
+    if (choice) {
+        const char *p = choice;
+        while (*p == ' ') p++;
+        is_index = *p != '\0';
+        for (; *p; p++) if ((*p < '0' || *p > '9') && *p != ' ') is_index = 0;
+    }
+    for (uint32_t i = 0; i < ctx->n_devs && n < 64; i++) {
+        const devinfo *d = &ctx->devs[i];
+        if (ctx->user_pdev && d->pdev != ctx->user_pdev) continue;
+        if (choice && is_index && (uint32_t)atoi(choice) != i) continue;
+        if (choice && !is_index && !contains_ci(d->props.deviceName, choice)) continue;
+        order[n++] = (int)i;
+    }
+    if (!n)
+        return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "No Vulkan device matches %s%s%s (found %u); pass an index or a "
+                         "part of a device name (VKC_DEVICE).", choice ? "'" : "the caller's device", choice ? choice : "",
+                         choice ? "'" : "", ctx->n_devs);
+    for (int a = 1; a < n; a++)  /* stable insertion sort by type rank */
+        for (int b = a; b > 0 && type_rank(ctx->devs[order[b]].props.deviceType) < type_rank(ctx->devs[order[b - 1]].props.deviceType); b--) {
+            int t = order[b]; order[b] = order[b - 1]; order[b - 1] = t;
+        }
+    for (int k = 0; k < n; k++) {
+        const devinfo *d = &ctx->devs[order[k]];
+        if (!lacks(ctx, d, m, robust, nd, why, sizeof why)) { *out = d; return VKC_OK; }
+        if (used < sizeof problems)
+            used += (size_t)snprintf(problems + used, sizeof problems - used, "%sdevice %u: %s (%s) lacks: %s",
+                                     k ? " | " : "", d->index, d->props.deviceName, type_name(d->props.deviceType), why);
+    }
+    return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "%s can run this bundle: %s. Choose another device (VKC_DEVICE) or "
+                     "compile for a profile this device meets (`--target host`).",
+                     choice ? "The requested Vulkan device" : "No Vulkan device", problems);
+}
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+static vkc_status create_device(vkc_model *md, const needs *nd, vkc_error *err) {
+    vkc_context *ctx = md->ctx;
+    devinfo want = *md->info;  /* a copy of the supported chain, every feature then set to "wanted" */
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo q = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, md->info->queue_family, 1, &prio};
+    VkDeviceCreateInfo info = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &q, 0, NULL, nd->n_exts, nd->exts, NULL};
+    void *next = NULL;
+    memset(&want.f.features, 0, sizeof want.f.features);
+    memset((uint8_t *)&want.f11 + offsetof(VkPhysicalDeviceVulkan11Features, storageBuffer16BitAccess), 0,
+           sizeof want.f11 - offsetof(VkPhysicalDeviceVulkan11Features, storageBuffer16BitAccess));
+    memset((uint8_t *)&want.f12 + offsetof(VkPhysicalDeviceVulkan12Features, samplerMirrorClampToEdge), 0,
+           sizeof want.f12 - offsetof(VkPhysicalDeviceVulkan12Features, samplerMirrorClampToEdge));
+    memset((uint8_t *)&want.f13 + offsetof(VkPhysicalDeviceVulkan13Features, robustImageAccess), 0,
+           sizeof want.f13 - offsetof(VkPhysicalDeviceVulkan13Features, robustImageAccess));
+    want.fcm.cooperativeMatrix = want.fcm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+    for (size_t i = 0; i < N_FEATURES; i++)
+        if (nd->feature[i]) *feature_slot(&want, &FEATURES[i]) = VK_TRUE;
+    /* rebuild the chain inside `want` (the copy's pNext pointers point into the original) */
+    if (want.has_cm) { want.fcm.pNext = next; next = &want.fcm; }
+    if (want.api >= VK_API_VERSION_1_3) { want.f13.pNext = next; next = &want.f13; }
+    if (want.api >= VK_API_VERSION_1_2) { want.f12.pNext = next; next = &want.f12; want.f11.pNext = next; next = &want.f11; }
+    want.f.pNext = next;
+    if (want.api >= VK_API_VERSION_1_1) info.pNext = &want.f;
+    else info.pEnabledFeatures = &want.f.features;
+    VKTRY(ctx->vk.vkCreateDevice(md->info->pdev, &info, NULL, &md->device), "creating a logical device");
+    md->own_device = 1;
+    return VKC_OK;
+}
+
+static void load_device_fns(vkc_model *md) {
+    PFN_vkGetDeviceProcAddr gdpa = md->ctx->vk.vkGetDeviceProcAddr;
+#define LOAD_D(f) md->vk.f = (PFN_##f)gdpa(md->device, #f);
+    DEVICE_FNS(LOAD_D)
+}
+
+static int memory_type(const devinfo *d, uint32_t bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred) {
+    int fallback = -1;
+    for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = d->mem.memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & required) != required) continue;
+        if ((f & preferred) == preferred) return (int)i;
+        if (fallback < 0) fallback = (int)i;
+    }
+    return fallback;
+}
+
+/* host: host-visible + coherent (cached preferred), mapped. Else device-local, mapped when it happens
+ * to be host-visible and coherent (integrated GPUs, lavapipe), so the weights skip a staging copy. */
+static vkc_status make_buffer(vkc_model *md, buffer *b, VkDeviceSize size, VkBufferUsageFlags usage, int host,
+                              const char *what, vkc_error *err) {
+    VkMemoryRequirements req;
+    VkBufferCreateInfo info = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, NULL, 0, size < 4 ? 4 : size, usage,
+                               VK_SHARING_MODE_EXCLUSIVE, 0, NULL};
+    VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int type;
+    char step[96];
+    b->size = info.size;
+    snprintf(step, sizeof step, "creating the %s buffer (%llu bytes)", what, (unsigned long long)info.size);
+    VKTRY(md->vk.vkCreateBuffer(md->device, &info, NULL, &b->handle), step);
+    md->vk.vkGetBufferMemoryRequirements(md->device, b->handle, &req);
+    type = host ? memory_type(md->info, req.memoryTypeBits, coherent, VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+                : memory_type(md->info, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (type < 0)
+        return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "Device %s has no suitable memory type for the %s buffer; choose "
+                         "another device.", md->device_name, what);
+    {
+        VkMemoryAllocateInfo alloc = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, NULL, req.size, (uint32_t)type};
+        snprintf(step, sizeof step, "allocating %llu bytes for the %s buffer", (unsigned long long)req.size, what);
+        VKTRY(md->vk.vkAllocateMemory(md->device, &alloc, NULL, &b->memory), step);
+    }
+    VKTRY(md->vk.vkBindBufferMemory(md->device, b->handle, b->memory, 0), "binding buffer memory");
+    if (host || (md->info->mem.memoryTypes[type].propertyFlags & coherent) == coherent) {
+        void *p;
+        VKTRY(md->vk.vkMapMemory(md->device, b->memory, 0, VK_WHOLE_SIZE, 0, &p), "mapping a buffer");
+        b->mapped = p;
+    }
+    return VKC_OK;
+}
+
+static void free_buffer(vkc_model *md, buffer *b) {
+    if (b->mapped) md->vk.vkUnmapMemory(md->device, b->memory);
+    if (b->handle) md->vk.vkDestroyBuffer(md->device, b->handle, NULL);
+    if (b->memory) md->vk.vkFreeMemory(md->device, b->memory, NULL);
+    memset(b, 0, sizeof *b);
+}
+
+static void barrier(vkc_model *md, VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags sa,
+                    VkPipelineStageFlags dst, VkAccessFlags da) {
+    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER, NULL, sa, da};
+    md->vk.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static vkc_status submit_wait(vkc_model *md, VkCommandBuffer cmd, const char *what, vkc_error *err) {
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &cmd, 0, NULL};
+    VkResult r;
+    if (md->lost)
+        return vkc__fail(err, VKC_ERR_DEVICE_LOST, "", "This model cannot run any more: its device was lost or hung "
+                         "earlier; load it again.");
+    r = md->vk.vkQueueSubmit(md->queue, 1, &si, md->fence);
+    if (r != VK_SUCCESS) { if (r == VK_ERROR_DEVICE_LOST) md->lost = 1; return vkfail(err, r, what); }
+    r = md->vk.vkWaitForFences(md->device, 1, &md->fence, VK_TRUE, md->timeout_ns);
+    if (r == VK_TIMEOUT) {
+        md->lost = 2;
+        return vkc__fail(err, VKC_ERR_DEVICE_LOST, "", "%s did not finish within %.0f s on %s: the kernel hung, or the "
+                         "model is too slow for this device (raise timeout_s). Load the model again.", what,
+                         (double)md->timeout_ns / 1e9, md->device_name);
+    }
+    if (r != VK_SUCCESS) { md->lost = 1; return vkfail(err, r, what); }
+    VKTRY(md->vk.vkResetFences(md->device, 1, &md->fence), "resetting the fence");
+    return VKC_OK;
+}
+
+static vkc_status one_shot(vkc_model *md, const char *what, void (*record)(vkc_model *, VkCommandBuffer, void *),
+                           void *arg, vkc_error *err) {
+    VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, md->cmd_pool,
+                                      VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL,
+                                   VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT, NULL};
+    VkCommandBuffer cmd;
+    vkc_status s;
+    VkResult r;
+    VKTRY(md->vk.vkAllocateCommandBuffers(md->device, &ai, &cmd), "allocating a command buffer");
+    r = md->vk.vkBeginCommandBuffer(cmd, &bi);
+    if (r == VK_SUCCESS) {
+        record(md, cmd, arg);
+        r = md->vk.vkEndCommandBuffer(cmd);
+    }
+    s = r == VK_SUCCESS ? submit_wait(md, cmd, what, err) : vkfail(err, r, what);
+    md->vk.vkFreeCommandBuffers(md->device, md->cmd_pool, 1, &cmd);
+    return s;
+}
+
+static void rec_poison(vkc_model *md, VkCommandBuffer cmd, void *arg) {
+    (void)arg;
+    md->vk.vkCmdFillBuffer(cmd, md->arena.handle, 0, md->arena.size / 4 * 4, NAN_BITS);
+}
+
+typedef struct copy_job { VkBuffer src; VkDeviceSize dst_offset, n; } copy_job;
+
+static void rec_copy(vkc_model *md, VkCommandBuffer cmd, void *arg) {
+    copy_job *j = arg;
+    VkBufferCopy region = {0, j->dst_offset, j->n};
+    md->vk.vkCmdCopyBuffer(cmd, j->src, md->weights.handle, 1, &region);
+}
+
+static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, vkc_error *err) {
+    vkc_status s;
+    if (md->weights.mapped && n) memcpy(md->weights.mapped, weights, n);
+    s = one_shot(md, "poisoning the arena", rec_poison, NULL, err);
+    if (s != VKC_OK || md->weights.mapped || !n) return s;
+    {
+        buffer staging;
+        memset(&staging, 0, sizeof staging);
+        s = make_buffer(md, &staging, n < UPLOAD_CHUNK ? n : UPLOAD_CHUNK, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 1,
+                        "weights staging", err);
+        for (VkDeviceSize at = 0; s == VKC_OK && at < n; at += UPLOAD_CHUNK) {
+            copy_job j = {staging.handle, at, n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK};
+            memcpy(staging.mapped, weights + at, j.n);
+            s = one_shot(md, "uploading the weights", rec_copy, &j, err);
+        }
+        free_buffer(md, &staging);
+    }
+    return s;
+}
+
+static vkc_status build_pipelines(vkc_model *md, const vkb_bundle *b, vkc_error *err) {
+    manifest *m = &md->m;
+    VkShaderModule *shaders = calloc(m->n_modules + 1, sizeof *shaders);
+    vkc_status s = VKC_OK;
+    md->set_layouts = calloc(m->n_modules + 1, sizeof *md->set_layouts);
+    md->layouts = calloc(m->n_modules + 1, sizeof *md->layouts);
+    md->pipelines = calloc(m->n_kernels + 1, sizeof *md->pipelines);
+    if (!shaders || !md->set_layouts || !md->layouts || !md->pipelines) {
+        free(shaders);
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    }
+    for (uint32_t i = 0; i < m->n_modules && s == VKC_OK; i++) {
+        const uint8_t *code;
+        size_t size;
+        uint32_t *words;
+        VkDescriptorSetLayoutBinding binds[64];
+        VkResult r;
+        vkb_module(b, i, &code, &size);
+        words = malloc(size);  /* pCode must be 4-byte aligned; the caller's buffer may not be */
+        if (!words) { s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); break; }
+        memcpy(words, code, size);
+        {
+            VkShaderModuleCreateInfo si = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, NULL, 0, size, words};
+            r = md->vk.vkCreateShaderModule(md->device, &si, NULL, &shaders[i]);
+        }
+        free(words);
+        if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a shader module"); break; }
+        for (uint32_t k = 0; k < m->modules[i].bindings; k++) {
+            binds[k].binding = k;
+            binds[k].descriptorType = m->modules[i].texel[k] ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                             : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            binds[k].descriptorCount = 1;
+            binds[k].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+            binds[k].pImmutableSamplers = NULL;
+        }
+        {
+            VkDescriptorSetLayoutCreateInfo li = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, NULL, 0,
+                                                  m->modules[i].bindings, binds};
+            r = md->vk.vkCreateDescriptorSetLayout(md->device, &li, NULL, &md->set_layouts[i]);
+            if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a descriptor set layout"); break; }
+        }
+        {
+            VkPipelineLayoutCreateInfo pi = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1, &md->set_layouts[i], 0, NULL};
+            r = md->vk.vkCreatePipelineLayout(md->device, &pi, NULL, &md->layouts[i]);
+            if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a pipeline layout"); break; }
+        }
+    }
+    for (uint32_t k = 0; k < m->n_kernels && s == VKC_OK; k++) {
+        const m_kernel *kn = &m->kernels[k];
+        VkSpecializationMapEntry *entries = calloc(kn->n_spec + 1, sizeof *entries);
+        uint32_t *data = calloc(kn->n_spec + 1, sizeof *data);
+        VkResult r;
+        if (!entries || !data) { free(entries); free(data); s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); break; }
+        for (uint32_t e = 0; e < kn->n_spec; e++) {
+            entries[e].constantID = kn->spec[e].id;
+            entries[e].offset = 4 * e;
+            entries[e].size = 4;
+            data[e] = kn->spec[e].bits;
+        }
+        {
+            VkSpecializationInfo spec = {kn->n_spec, entries, 4 * (size_t)kn->n_spec, data};
+            VkComputePipelineCreateInfo ci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, NULL, 0,
+                {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0, VK_SHADER_STAGE_COMPUTE_BIT,
+                 shaders[kn->module], "main", &spec}, md->layouts[kn->module], VK_NULL_HANDLE, 0};
+            char step[160];
+            r = md->vk.vkCreateComputePipelines(md->device, VK_NULL_HANDLE, 1, &ci, NULL, &md->pipelines[k]);
+            snprintf(step, sizeof step, "building the pipeline of kernel %u (%.60s)", k, kn->name);
+            if (r != VK_SUCCESS) s = vkfail(err, r, step);
+        }
+        free(entries);
+        free(data);
+    }
+    for (uint32_t i = 0; i < m->n_modules; i++)
+        if (shaders[i]) md->vk.vkDestroyShaderModule(md->device, shaders[i], NULL);
+    free(shaders);
+    return s;
+}
+
+static void tensor_range(const vkc_model *md, const m_tensor *t, VkBuffer *buf, VkDeviceSize *off, VkDeviceSize *range) {
+    *buf = t->memory == MEM_ARENA ? md->arena.handle : md->weights.handle;
+    if (t->nbytes) { *off = t->offset; *range = t->nbytes; }
+    else { *off = 0; *range = 4; }  /* an empty tensor is never read; a zero range is invalid */
+}
+
+/* runtime_min's _check_ranges: every range against the buffers made and the device's limits. */
+static vkc_status check_ranges(vkc_model *md, vkc_error *err) {
+    const manifest *m = &md->m;
+    const VkPhysicalDeviceLimits *lim = &md->info->props.limits;
+    for (uint32_t i = 0; i < m->n_dispatches; i++) {
+        const m_dispatch *x = &m->dispatches[i];
+        const m_module *mm = &m->modules[m->kernels[x->kernel].module];
+        for (uint32_t b = 0; b < x->n_bindings; b++) {
+            VkBuffer buf;
+            VkDeviceSize off, rng, size;
+            tensor_range(md, &m->tensors[x->bindings[b]], &buf, &off, &rng);
+            size = m->tensors[x->bindings[b]].memory == MEM_ARENA ? md->arena.size : md->weights.size;
+            if ((mm->texel[b] && (rng / (mm->texel[b] == TEXEL_R32F ? 4 : 16) > lim->maxTexelBufferElements ||
+                                  off % lim->minTexelBufferOffsetAlignment)) ||
+                off + rng > size || rng > lim->maxStorageBufferRange || off % lim->minStorageBufferOffsetAlignment)
+                return vkc__fail(err, VKC_ERR_BUNDLE, "buffer ranges", "dispatch %u binding %u (tensor %u): bytes "
+                                 "%llu..%llu of a %llu-byte buffer exceed this device's limits", i, b, x->bindings[b],
+                                 (unsigned long long)off, (unsigned long long)(off + rng), (unsigned long long)size);
+        }
+    }
+    return VKC_OK;
+}
+
+static vkc_status descriptor_sets(vkc_model *md, VkDescriptorSet *sets, vkc_error *err) {
+    const manifest *m = &md->m;
+    uint32_t total = 0, n_texel = 0, n = 0;
+    VkDescriptorBufferInfo *infos;
+    VkWriteDescriptorSet *writes;
+    VkDescriptorSetLayout *layouts;
+    vkc_status s = VKC_OK;
+    if (!m->n_dispatches) return VKC_OK;
+    for (uint32_t i = 0; i < m->n_dispatches; i++) {
+        const m_module *mm = &m->modules[m->kernels[m->dispatches[i].kernel].module];
+        total += m->dispatches[i].n_bindings;
+        for (uint32_t b = 0; b < mm->bindings; b++) n_texel += mm->texel[b] != 0;
+    }
+    {
+        VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, total - n_texel ? total - n_texel : 1},
+                                         {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, n_texel ? n_texel : 1}};
+        VkDescriptorPoolCreateInfo pi = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, m->n_dispatches, 2, sizes};
+        VKTRY(md->vk.vkCreateDescriptorPool(md->device, &pi, NULL, &md->pool), "creating the descriptor pool");
+    }
+    layouts = calloc(m->n_dispatches, sizeof *layouts);
+    infos = calloc(total, sizeof *infos);
+    writes = calloc(total, sizeof *writes);
+    md->views = calloc(n_texel + 1, sizeof *md->views);
+    if (!layouts || !infos || !writes || !md->views) {
+        s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < m->n_dispatches; i++) layouts[i] = md->set_layouts[m->kernels[m->dispatches[i].kernel].module];
+    {
+        VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL, md->pool, m->n_dispatches, layouts};
+        VkResult r = md->vk.vkAllocateDescriptorSets(md->device, &ai, sets);
+        if (r != VK_SUCCESS) { s = vkfail(err, r, "allocating descriptor sets"); goto done; }
+    }
+    for (uint32_t i = 0; i < m->n_dispatches; i++) {
+        const m_dispatch *x = &m->dispatches[i];
+        const m_module *mm = &m->modules[m->kernels[x->kernel].module];
+        for (uint32_t b = 0; b < x->n_bindings; b++) {
+            VkWriteDescriptorSet *w = &writes[n];
+            VkBuffer buf;
+            VkDeviceSize off, rng;
+            tensor_range(md, &m->tensors[x->bindings[b]], &buf, &off, &rng);
+            w->sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+            w->dstSet = sets[i];
+            w->dstBinding = b;
+            w->descriptorCount = 1;
+            if (mm->texel[b]) {
+                /* one view per binding (runtime_min shares one per tensor and format; same bytes) */
+                VkBufferViewCreateInfo vi = {VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO, NULL, 0, buf,
+                    mm->texel[b] == TEXEL_R32F ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32G32B32A32_SFLOAT, off, rng};
+                VkResult r = md->vk.vkCreateBufferView(md->device, &vi, NULL, &md->views[md->n_views]);
+                if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a texel buffer view"); goto done; }
+                w->descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+                w->pTexelBufferView = &md->views[md->n_views++];
+            } else {
+                infos[n].buffer = buf;
+                infos[n].offset = off;
+                infos[n].range = rng;
+                w->descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+                w->pBufferInfo = &infos[n];
+            }
+            n++;
+        }
+    }
+    if (n) md->vk.vkUpdateDescriptorSets(md->device, n, writes, 0, NULL);
+done:
+    free(layouts);
+    free(infos);
+    free(writes);
+    return s;
+}
+
+/* FORMAT.md "How a runtime replays it", step 4, as runtime_min records it; plus two timestamps. */
+static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *err) {
+    const manifest *m = &md->m;
+    VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, md->cmd_pool,
+                                      VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
+    VkPipelineStageFlags transfer = VK_PIPELINE_STAGE_TRANSFER_BIT, compute = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+    VkAccessFlags shader_rw = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    VkCommandBuffer cmd;
+    VkBufferCopy *copies = calloc(m->n_inputs + m->n_outputs + 1, sizeof *copies);
+    uint32_t nc = 0;
+    int64_t bound = -1;
+    if (!copies) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    VKTRY(md->vk.vkAllocateCommandBuffers(md->device, &ai, &md->cmd), "allocating the command buffer");
+    cmd = md->cmd;
+    VKTRY(md->vk.vkBeginCommandBuffer(cmd, &bi), "beginning the command buffer");
+    if (md->queries) {
+        md->vk.vkCmdResetQueryPool(cmd, md->queries, 0, 2);
+        md->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, md->queries, 0);
+    }
+    for (uint32_t i = 0; i < m->n_inputs; i++) {
+        const m_tensor *t = &m->tensors[m->inputs[i].tensor];
+        if (t->nbytes) { copies[nc].srcOffset = md->stage_off[i]; copies[nc].dstOffset = t->offset; copies[nc++].size = t->nbytes; }
+    }
+    if (nc) md->vk.vkCmdCopyBuffer(cmd, md->staging.handle, md->arena.handle, nc, copies);
+    barrier(md, cmd, transfer, VK_ACCESS_TRANSFER_WRITE_BIT, compute, shader_rw);
+    for (uint32_t i = 0; i < m->n_dispatches; i++) {
+        const m_dispatch *x = &m->dispatches[i];
+        uint32_t mod = m->kernels[x->kernel].module;
+        if (i && x->barrier) barrier(md, cmd, compute, VK_ACCESS_SHADER_WRITE_BIT, compute, shader_rw);
+        if (bound != (int64_t)x->kernel) {
+            md->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, md->pipelines[x->kernel]);
+            bound = x->kernel;
+        }
+        md->vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, md->layouts[mod], 0, 1, &sets[i], 0, NULL);
+        md->vk.vkCmdDispatch(cmd, x->groups[0], x->groups[1], x->groups[2]);
+    }
+    barrier(md, cmd, compute, VK_ACCESS_SHADER_WRITE_BIT, transfer, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    nc = 0;
+    for (uint32_t i = 0; i < m->n_outputs; i++) {
+        const m_tensor *t = &m->tensors[m->outputs[i].tensor];
+        if (t->nbytes) { copies[nc].srcOffset = t->offset; copies[nc].dstOffset = md->stage_off[m->n_inputs + i]; copies[nc++].size = t->nbytes; }
+    }
+    if (nc) md->vk.vkCmdCopyBuffer(cmd, md->arena.handle, md->staging.handle, nc, copies);
+    barrier(md, cmd, transfer, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (md->queries) md->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, md->queries, 1);
+    free(copies);
+    VKTRY(md->vk.vkEndCommandBuffer(cmd), "recording the command buffer");
+    return VKC_OK;
+}
+
+static vkc_status build(vkc_model *md, const vkb_bundle *b, int robust, vkc_error *err) {
+    manifest *m = &md->m;
+    needs nd;
+    vkc_status s;
+    VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkDeviceSize staging = 0;
+    VkDescriptorSet *sets;
+    if ((s = pick(md->ctx, m, robust, &md->info, &nd, err)) != VKC_OK) return s;
+    snprintf(md->device_name, sizeof md->device_name, "%s", md->info->props.deviceName);
+    if (md->ctx->user_device) {
+        md->device = md->ctx->user_device;
+        if (md->ctx->user_family >= 1024)
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "The caller's queue family index is out of range.");
+    } else if ((s = create_device(md, &nd, err)) != VKC_OK) {
+        return s;
+    }
+    load_device_fns(md);
+    if (md->ctx->user_device) md->queue = md->ctx->user_queue;
+    else md->vk.vkGetDeviceQueue(md->device, md->info->queue_family, 0, &md->queue);
+    for (uint32_t i = 0; i < m->n_modules; i++)
+        for (uint32_t k = 0; k < m->modules[i].bindings; k++)
+            if (m->modules[i].texel[k]) usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+    if ((s = make_buffer(md, &md->arena, m->arena_bytes, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, "arena", err))) return s;
+    if ((s = make_buffer(md, &md->weights, m->weights_bytes, usage, 0, "weights", err))) return s;
+    md->stage_off = calloc(m->n_inputs + m->n_outputs + 1, sizeof *md->stage_off);
+    if (!md->stage_off) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    for (uint32_t i = 0; i < m->n_inputs + m->n_outputs; i++) {
+        const m_io *io = i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
+        md->stage_off[i] = staging;
+        staging += (m->tensors[io->tensor].nbytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+    }
+    if ((s = make_buffer(md, &md->staging, staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                         1, "staging", err))) return s;
+    {
+        VkCommandPoolCreateInfo pi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL, 0,
+                                      md->ctx->user_device ? md->ctx->user_family : md->info->queue_family};
+        VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
+        VKTRY(md->vk.vkCreateCommandPool(md->device, &pi, NULL, &md->cmd_pool), "creating the command pool");
+        VKTRY(md->vk.vkCreateFence(md->device, &fi, NULL, &md->fence), "creating the fence");
+    }
+    if (md->info->timestamp_bits) {
+        VkQueryPoolCreateInfo qi = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, 2, 0};
+        VKTRY(md->vk.vkCreateQueryPool(md->device, &qi, NULL, &md->queries), "creating the timestamp query pool");
+    }
+    if ((s = upload(md, b->weights, m->weights_bytes, err))) return s;
+    if ((s = build_pipelines(md, b, err))) return s;
+    if ((s = check_ranges(md, err))) return s;
+    sets = calloc(m->n_dispatches + 1, sizeof *sets);
+    if (!sets) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    s = descriptor_sets(md, sets, err);
+    if (s == VKC_OK) s = record(md, sets, err);
+    free(sets);
+    return s;
+}
+
+vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_load_options *opts, vkc_model **out,
+                    vkc_error *err) {
+    vkb_bundle b;
+    vkc_model *md;
+    vkc_status s;
+    int robust;
+    if (!ctx || !out) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_load needs a context and somewhere to put the model");
+    *out = NULL;
+    if (!(md = calloc(1, sizeof *md))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    /* every check before any Vulkan object */
+    if ((s = vkc_check_all(data, size, &b, &md->m, err)) != VKC_OK) { free(md); return s; }
+    md->ctx = ctx;
+    robust = !opts || opts->robust < 0 ? env_on("VKC_ROBUST", 1) : opts->robust;
+    md->timeout_ns = (uint64_t)((opts && opts->timeout_s > 0 ? opts->timeout_s : 300.0) * 1e9);
+    pthread_mutex_init(&md->lock, NULL);
+    s = build(md, &b, robust, err);
+    if (s != VKC_OK) {
+        vkc_error keep;
+        if (err) keep = *err;
+        vkc_free(md);
+        if (err) *err = keep;
+        return s;
+    }
+    ctx->models++;
+    *out = md;
+    return ok(err);
+}
+
+void vkc_free(vkc_model *md) {
+    if (!md) return;
+    if (md->device) {
+        if (md->lost != 2) {  /* a hung device may still run: destroying its objects is undefined */
+            if (md->vk.vkDeviceWaitIdle && md->own_device) md->vk.vkDeviceWaitIdle(md->device);
+            for (uint32_t i = 0; i < md->n_views; i++) md->vk.vkDestroyBufferView(md->device, md->views[i], NULL);
+            if (md->pool) md->vk.vkDestroyDescriptorPool(md->device, md->pool, NULL);
+            for (uint32_t k = 0; md->pipelines && k < md->m.n_kernels; k++)
+                if (md->pipelines[k]) md->vk.vkDestroyPipeline(md->device, md->pipelines[k], NULL);
+            for (uint32_t i = 0; md->layouts && i < md->m.n_modules; i++) {
+                if (md->layouts[i]) md->vk.vkDestroyPipelineLayout(md->device, md->layouts[i], NULL);
+                if (md->set_layouts[i]) md->vk.vkDestroyDescriptorSetLayout(md->device, md->set_layouts[i], NULL);
+            }
+            if (md->queries) md->vk.vkDestroyQueryPool(md->device, md->queries, NULL);
+            if (md->fence) md->vk.vkDestroyFence(md->device, md->fence, NULL);
+            if (md->cmd_pool) md->vk.vkDestroyCommandPool(md->device, md->cmd_pool, NULL);
+            free_buffer(md, &md->staging);
+            free_buffer(md, &md->weights);
+            free_buffer(md, &md->arena);
+            if (md->own_device) md->vk.vkDestroyDevice(md->device, NULL);
+        }
+        md->ctx->models--;
+        pthread_mutex_destroy(&md->lock);
+    }
+    free(md->views);
+    free(md->pipelines);
+    free(md->layouts);
+    free(md->set_layouts);
+    free(md->stage_off);
+    vkc_manifest_free(&md->m);
+    free(md);
+}
+
+/* ---- running -------------------------------------------------------------------------------- */
+
+uint32_t vkc_input_count(const vkc_model *md) { return md ? md->m.n_inputs : 0; }
+uint32_t vkc_output_count(const vkc_model *md) { return md ? md->m.n_outputs : 0; }
+const char *vkc_device_name(const vkc_model *md) { return md ? md->device_name : ""; }
+
+static vkc_status info_of(const vkc_model *md, const m_io *io, uint32_t n, uint32_t index, vkc_tensor_info *out) {
+    const m_tensor *t;
+    if (!md || !out || index >= n) return VKC_ERR_ARGUMENT;
+    t = &md->m.tensors[io[index].tensor];
+    out->name = io[index].name;
+    out->dtype = t->dtype;
+    out->rank = t->rank;
+    out->shape = t->shape;
+    out->nbytes = (size_t)t->nbytes;
+    return VKC_OK;
+}
+
+vkc_status vkc_input_info(const vkc_model *md, uint32_t i, vkc_tensor_info *out) {
+    return md ? info_of(md, md->m.inputs, md->m.n_inputs, i, out) : VKC_ERR_ARGUMENT;
+}
+vkc_status vkc_output_info(const vkc_model *md, uint32_t i, vkc_tensor_info *out) {
+    return md ? info_of(md, md->m.outputs, md->m.n_outputs, i, out) : VKC_ERR_ARGUMENT;
+}
+
+static int find(const m_io *io, uint32_t n, const char *name) {
+    if (!name) return -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(io[i].name, name) == 0) return (int)i;
+    return -1;
+}
+int vkc_input_index(const vkc_model *md, const char *name) { return md ? find(md->m.inputs, md->m.n_inputs, name) : -1; }
+int vkc_output_index(const vkc_model *md, const char *name) { return md ? find(md->m.outputs, md->m.n_outputs, name) : -1; }
+
+vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    const manifest *m;
+    vkc_status s;
+    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs a model");
+    m = &md->m;
+    if (m->n_inputs && !inputs) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs the model's %u inputs", m->n_inputs);
+    for (uint32_t i = 0; i < m->n_inputs; i++)
+        if (!inputs[i] && m->tensors[m->inputs[i].tensor].nbytes)
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input %u ('%s') is NULL", i, m->inputs[i].name);
+    pthread_mutex_lock(&md->lock);
+    for (uint32_t i = 0; i < m->n_inputs; i++)
+        memcpy(md->staging.mapped + md->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
+    s = submit_wait(md, md->cmd, "running the model", err);
+    if (s == VKC_OK && outputs)
+        for (uint32_t i = 0; i < m->n_outputs; i++)
+            if (outputs[i])
+                memcpy(outputs[i], md->staging.mapped + md->stage_off[m->n_inputs + i],
+                       (size_t)m->tensors[m->outputs[i].tensor].nbytes);
+    pthread_mutex_unlock(&md->lock);
+    return s == VKC_OK ? ok(err) : s;
+}
+
+vkc_status vkc_run_named(vkc_model *md, const vkc_buffer *inputs, size_t n_inputs, vkc_buffer *outputs, size_t n_outputs,
+                         vkc_error *err) {
+    const void *ins[256];
+    void *outs[256];
+    const manifest *m;
+    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run_named needs a model");
+    m = &md->m;
+    if (m->n_inputs > 256 || m->n_outputs > 256)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run_named handles at most 256 inputs and outputs; use vkc_run");
+    memset(ins, 0, sizeof ins);
+    memset(outs, 0, sizeof outs);
+    for (size_t i = 0; i < n_inputs; i++) {
+        int k = vkc_input_index(md, inputs[i].name);
+        if (k < 0) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "unknown input '%.100s'", inputs[i].name ? inputs[i].name : "(null)");
+        if (ins[k]) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input '%s' is given twice", m->inputs[k].name);
+        if (inputs[i].nbytes != m->tensors[m->inputs[k].tensor].nbytes)
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input '%s': expected %llu bytes, got %llu", m->inputs[k].name,
+                             (unsigned long long)m->tensors[m->inputs[k].tensor].nbytes, (unsigned long long)inputs[i].nbytes);
+        ins[k] = inputs[i].data ? inputs[i].data : (const void *)"";
+    }
+    for (uint32_t k = 0; k < m->n_inputs; k++)
+        if (!ins[k]) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "missing input '%s'", m->inputs[k].name);
+    for (size_t i = 0; i < n_outputs; i++) {
+        int k = vkc_output_index(md, outputs[i].name);
+        if (k < 0) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "unknown output '%.100s'", outputs[i].name ? outputs[i].name : "(null)");
+        if (outputs[i].nbytes != m->tensors[m->outputs[k].tensor].nbytes || !outputs[i].data)
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "output '%s': expected a buffer of %llu bytes, got %llu",
+                             m->outputs[k].name, (unsigned long long)m->tensors[m->outputs[k].tensor].nbytes,
+                             (unsigned long long)outputs[i].nbytes);
+        outs[k] = outputs[i].data;
+    }
+    return vkc_run(md, ins, outs, err);
+}
+
+double vkc_last_gpu_ns(vkc_model *md) {
+    uint64_t stamps[2];
+    if (!md || !md->queries) return -1;
+    if (md->vk.vkGetQueryPoolResults(md->device, md->queries, 0, 2, sizeof stamps, stamps, 8,
+                                     VK_QUERY_RESULT_64_BIT) != VK_SUCCESS) return -1;
+    {
+        uint64_t mask = md->info->timestamp_bits >= 64 ? ~0ull : ((1ull << md->info->timestamp_bits) - 1);
+        return (double)((stamps[1] - stamps[0]) & mask) * md->info->props.limits.timestampPeriod;
+    }
+}

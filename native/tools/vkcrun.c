@@ -1,0 +1,151 @@
+/* vkcrun: run a .vkb bundle with the native runtime.
+ *
+ *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D]
+ *
+ * Writes DIR/NAME.npy for every output. --bench N runs N more times (after 3 warm-up runs) and
+ * prints the median wall time of vkc_run and the median GPU time (timestamps around the command
+ * buffer) and their difference, the host overhead. VKC_VALIDATION=1: the validation layer with
+ * synchronization validation; any message makes the exit status 3.
+ * Exit status: 0 ok, 1 usage or I/O, 2 the runtime refused or failed (the message says why), 3 validation. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "npy.h"
+#include "vkc.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv) {
+    const char *model_path = NULL, *out_dir = NULL, *device = NULL;
+    const char *in_names[256], *in_files[256];
+    int n_in = 0, bench = 0, rc = 0;
+    vkc_open_options oo;
+    vkc_context *ctx = NULL;
+    vkc_model *model = NULL;
+    vkc_error e;
+    struct stat st;
+    void *data;
+    int fd;
+    npy_array arrays[256];
+    const void *ins[256];
+    void *outs[256];
+    memset(arrays, 0, sizeof arrays);
+    memset(outs, 0, sizeof outs);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--input") == 0 && i + 1 < argc && n_in < 256) {
+            char *eq = strchr(argv[++i], '=');
+            if (!eq) { fprintf(stderr, "vkcrun: --input takes NAME=FILE.npy\n"); return 1; }
+            *eq = '\0';
+            in_names[n_in] = argv[i];
+            in_files[n_in++] = eq + 1;
+        } else if (strcmp(argv[i], "--output-dir") == 0 && i + 1 < argc) out_dir = argv[++i];
+        else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) bench = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
+        else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
+        else {
+            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D]\n");
+            return 1;
+        }
+    }
+    if (!model_path) { fprintf(stderr, "vkcrun: no model given\n"); return 1; }
+    fd = open(model_path, O_RDONLY);
+    if (fd < 0 || fstat(fd, &st) != 0) { fprintf(stderr, "vkcrun: cannot open %s\n", model_path); return 1; }
+    data = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (data == MAP_FAILED) { fprintf(stderr, "vkcrun: cannot map %s\n", model_path); return 1; }
+    memset(&oo, 0, sizeof oo);
+    oo.validation = -1;
+    oo.device = device;
+    if (vkc_open(&oo, &ctx, &e) != VKC_OK) { fprintf(stderr, "vkcrun: %s\n", e.message); return 2; }
+    if (vkc_load(ctx, data, (size_t)st.st_size, NULL, &model, &e) != VKC_OK) {
+        fprintf(stderr, "vkcrun: %s\n", e.message);
+        rc = 2;
+        goto done;
+    }
+    munmap(data, (size_t)st.st_size);  /* the model keeps nothing of the file */
+    close(fd);
+    data = NULL;
+    for (uint32_t i = 0; i < vkc_input_count(model); i++) {
+        vkc_tensor_info t;
+        int found = -1;
+        char err[512];
+        vkc_input_info(model, i, &t);
+        for (int k = 0; k < n_in; k++) if (strcmp(in_names[k], t.name) == 0) found = k;
+        if (found < 0) { fprintf(stderr, "vkcrun: missing --input %s=FILE.npy\n", t.name); rc = 1; goto done; }
+        if (npy_read(in_files[found], &arrays[i], err, sizeof err)) { fprintf(stderr, "vkcrun: %s\n", err); rc = 1; goto done; }
+        if (arrays[i].dtype != t.dtype || arrays[i].nbytes != t.nbytes || arrays[i].rank != t.rank ||
+            memcmp(arrays[i].shape, t.shape, t.rank * sizeof *t.shape) != 0) {
+            fprintf(stderr, "vkcrun: input %s: expected %s with %u dims (%zu bytes), got %s (%zu bytes)\n", t.name,
+                    vkc_dtype_name(t.dtype), t.rank, t.nbytes, vkc_dtype_name(arrays[i].dtype), arrays[i].nbytes);
+            rc = 1;
+            goto done;
+        }
+        ins[i] = arrays[i].data;
+    }
+    for (int k = 0; k < n_in; k++)
+        if (vkc_input_index(model, in_names[k]) < 0) { fprintf(stderr, "vkcrun: the model has no input %s\n", in_names[k]); rc = 1; goto done; }
+    for (uint32_t i = 0; i < vkc_output_count(model); i++) {
+        vkc_tensor_info t;
+        vkc_output_info(model, i, &t);
+        outs[i] = malloc(t.nbytes ? t.nbytes : 1);
+    }
+    if (vkc_run(model, ins, outs, &e) != VKC_OK) { fprintf(stderr, "vkcrun: %s\n", e.message); rc = 2; goto done; }
+    if (bench > 0) {
+        double *wall = calloc((size_t)bench, sizeof *wall), *gpu = calloc((size_t)bench, sizeof *gpu);
+        for (int w = 0; w < 3 && rc == 0; w++) if (vkc_run(model, ins, outs, &e) != VKC_OK) rc = 2;
+        for (int b = 0; b < bench && rc == 0; b++) {
+            double t0 = now();
+            if (vkc_run(model, ins, outs, &e) != VKC_OK) { rc = 2; break; }
+            wall[b] = (now() - t0) * 1e3;
+            gpu[b] = vkc_last_gpu_ns(model) * 1e-6;
+        }
+        if (rc == 0) {
+            double mw = median(wall, bench), mg = median(gpu, bench);
+            printf("device: %s\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
+                   vkc_device_name(model), bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
+        } else {
+            fprintf(stderr, "vkcrun: %s\n", e.message);
+        }
+        free(wall);
+        free(gpu);
+    }
+    if (out_dir && rc == 0) {
+        for (uint32_t i = 0; i < vkc_output_count(model); i++) {
+            vkc_tensor_info t;
+            char path[4096];
+            vkc_output_info(model, i, &t);
+            snprintf(path, sizeof path, "%s/%s.npy", out_dir, t.name);
+            for (char *p = path + strlen(out_dir) + 1; *p; p++) if (*p == '/') *p = '_';
+            if (npy_write(path, t.dtype, t.rank, t.shape, outs[i], t.nbytes)) { fprintf(stderr, "vkcrun: cannot write %s\n", path); rc = 1; }
+        }
+    }
+done:
+    for (int i = 0; i < 256; i++) { free(arrays[i].data); free(outs[i]); }
+    vkc_free(model);
+    if (ctx && vkc_validation_messages(ctx)) {
+        fprintf(stderr, "vkcrun: the validation layer reported %u messages\n", vkc_validation_messages(ctx));
+        if (rc == 0) rc = 3;
+    }
+    vkc_close(ctx);
+    if (data) munmap(data, (size_t)st.st_size);
+    return rc;
+}
