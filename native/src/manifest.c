@@ -678,13 +678,15 @@ vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
             range r;
             int readonly = mm->readonly[b] || mm->texel[b];
             r.memory = t->memory;
-            r.lo = t->offset;
-            r.hi = t->offset + (t->nbytes > 4 ? t->nbytes : 4);
+            /* The bytes the runtime binds (bundles/hazards.py bound_range): an empty tensor binds
+             * the first 4 bytes of its buffer, as a zero-length range is invalid. */
+            r.lo = t->nbytes ? t->offset : 0;
+            r.hi = t->nbytes ? t->offset + t->nbytes : 4;
             int after_write = overlaps(writes, nw0, &r);
             if (after_write || (!readonly && overlaps(reads, nr0, &r))) {
                 free(reads);
                 free(writes);
-                return vkc__fail(err, VKC_ERR_BUNDLE, "barrier", "dispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
+                return vkc__fail(err, VKC_ERR_BUNDLE, "barriers", "dispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
                                  "at binding %u, which an earlier dispatch since the last barrier %s, but its barrier "
                                  "is false", j, readonly ? "reads" : "writes", d->bindings[b],
                                  r.memory == MEM_ARENA ? "arena" : "weights", (unsigned long long)r.lo,
