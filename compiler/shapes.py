@@ -53,3 +53,17 @@ def collapse_dims(out_shape, stride_lists) -> tuple[list[int], list[list[int]]]:
 
 def prod(xs) -> int:
     return int(np.prod(list(xs), dtype=np.int64))
+
+
+def merge_dims(dims) -> list[tuple[int, int]]:
+    """(size, stride) pairs with adjacent ones that walk memory as one flat dim merged (contiguous
+    runs, and runs of broadcast stride-0 dims) and size-1 dims dropped."""
+    merged: list[tuple[int, int]] = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = (merged[-1][0] * size, stride)
+        else:
+            merged.append((size, stride))
+    return merged

@@ -14,24 +14,10 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
-from ..shapes import contiguous_strides, prod
+from ..shapes import contiguous_strides, merge_dims, prod
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 LIMITS = "stash_type other than 1 (the statistics are computed in float32 only)"
-
-
-def _merge(dims):
-    """Merge adjacent (size, stride) dims that walk memory as one (contiguous runs, and runs of
-    broadcast stride-0 dims); drop size-1 dims."""
-    merged = []
-    for size, stride in dims:
-        if size == 1:
-            continue
-        if merged and merged[-1][1] == stride * size:
-            merged[-1] = (merged[-1][0] * size, stride)
-        else:
-            merged.append((size, stride))
-    return merged
 
 
 def _broadcast_terms(node, v, norm_shape, what):
@@ -48,7 +34,7 @@ def _broadcast_terms(node, v, norm_shape, what):
                            f"(X's dims from axis on).")
     shape = [1] * (len(norm_shape) - len(shape)) + shape
     strides = contiguous_strides(shape)
-    dims = _merge([(n, 0 if s == 1 else st) for n, s, st in zip(norm_shape, shape, strides)])
+    dims = merge_dims([(n, 0 if s == 1 else st) for n, s, st in zip(norm_shape, shape, strides)])
     terms, div = [], 1
     for i in range(len(dims) - 1, -1, -1):
         size, stride = dims[i]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..dtypes import kernel_types
 from ..errors import CompileError
-from ..shapes import contiguous_strides
+from ..shapes import contiguous_strides, merge_dims
 from .kernel import Kernel, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
@@ -14,19 +14,6 @@ OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin"
 # The opset from which each op takes its axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
 REDUCE_LIMIT = "axes computed at run time; empty outputs"
-
-
-def _merge(dims):
-    """Merge adjacent (size, stride) pairs that walk memory as one flat dim; drop size-1 dims."""
-    merged = []
-    for size, stride in dims:
-        if size == 1:
-            continue
-        if merged and merged[-1][1] == stride * size:
-            merged[-1] = (merged[-1][0] * size, stride)
-        else:
-            merged.append((size, stride))
-    return merged or [(1, 0)]
 
 
 def _axes(node, opset_axes_input: bool):
@@ -50,8 +37,8 @@ def _reduce(node, target, axes_as_input: bool):
                            "vkc does not run empty tensors.")
     # An empty reduced set leaves R = 0 and the output at the reduction's identity (0, -inf, ...).
     strides = contiguous_strides(x.shape)
-    kept = _merge([(x.shape[a], strides[a]) for a in range(rank) if a not in axes])
-    red = _merge([(x.shape[a], strides[a]) for a in range(rank) if a in axes])
+    kept = merge_dims([(x.shape[a], strides[a]) for a in range(rank) if a not in axes]) or [(1, 0)]
+    red = merge_dims([(x.shape[a], strides[a]) for a in range(rank) if a in axes]) or [(1, 0)]
     n_red = 1
     for size, _ in red:
         n_red *= size
