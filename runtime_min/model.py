@@ -84,7 +84,7 @@ class GpuTime(NamedTuple):
 
 class RunHandle:
     """A run in flight (Model.run_async): wait() (or result()) returns its outputs, as run() would."""
-    __slots__ = ("_model", "_slot", "_outputs", "_result", "_error")
+    __slots__ = ("_error", "_model", "_outputs", "_result", "_slot")
 
     def __init__(self, model, slot, outputs):
         self._model, self._slot, self._outputs, self._result, self._error = model, slot, outputs, None, None

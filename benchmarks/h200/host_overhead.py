@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def compiled(names, batches, target, out: Path):
     sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "models")]
-    from compiler.compile import compile_model
     import zoo
+
+    from compiler.compile import compile_model
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         for batch in batches:

@@ -1,16 +1,17 @@
 """The host side of a run: run_async with two runs in flight on one arena, caller-provided outputs,
 outputs that never alias the runtime's memory, GPU time, flat memory, and `vkc run`'s input errors.
 The validation layer (with synchronization validation) must stay silent throughout (conftest)."""
+import itertools
 import threading
 import tracemalloc
 
 import numpy as np
 import pytest
+from shaders import N, build, expected, random_inputs
+from test_runtime import check
 
 import runtime_min
 from runtime_min import load
-from shaders import N, build, expected, random_inputs
-from test_runtime import check
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def test_two_runs_in_flight_match_run(model):
     check(handles[2].result(), feeds[2])
     assert handles[0].wait() is handles[0].wait()  # waiting twice returns the same outputs
     prev = model.run_async(feeds[3])  # pipelined: one wait behind
-    for f, nxt in zip(feeds[3:], feeds[4:]):
+    for f, nxt in itertools.pairwise(feeds[3:]):
         h = model.run_async(nxt)
         check(prev.wait(), f)
         prev = h
