@@ -291,12 +291,23 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     """Run a bundle once and summarize its outputs."""
     model = _load(bundle, _device_arg(device))
     with model:
-        feeds = _random_feeds(model, seed)
+        given = {}  # every name checked before any file is read
         for spec in input or []:
             name, sep, path = spec.partition("=")
             if not sep:
                 _fail(f"--input '{spec}' is not NAME=file.npy.")
-            feeds[name] = np.load(path)
+            if name not in {i.name for i in model.inputs}:
+                _fail(f"--input '{spec}': the model has no input '{name}'; its inputs are: "
+                      f"{', '.join(f'{i.name} ({i})' for i in model.inputs)}.")
+            given[name] = Path(path)
+        feeds = _random_feeds(model, seed)
+        for name, path in given.items():
+            try:
+                feeds[name] = np.load(path, allow_pickle=False)
+            except FileNotFoundError:
+                _fail(f"--input {name}={path}: no such file.")
+            except (OSError, ValueError) as exc:
+                _fail(f"--input {name}={path}: not a .npy file numpy can read ({exc}).")
         try:
             outputs = model.run(feeds)
         except ValueError as exc:

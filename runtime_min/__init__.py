@@ -9,12 +9,14 @@
 Imports only the standard library, numpy, `bundles` and (lazily, on first use) `vulkan`.
 Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos validation layer),
 VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=0 (robust buffer
-access is on by default; 0/off/false turns it off where load() is not given robust=).
-Threads: runs of one model are serialized; models share their device and run side by side.
+access is on by default; 0/off/false turns it off where load() is not given robust=), VKC_TIMING=1
+(Model.gpu_time). Pipelining: h = model.run_async(feeds); ...; h.wait() -> outputs (two in flight).
+Threads: runs of one model are serialized (at most two in flight); models share their device and
+run side by side.
 """
 from .device import DeviceInfo, choose_device, clear_validation_messages, list_devices, validation_messages
 from .errors import DeviceLostError, VkcRuntimeError, resources
-from .model import DispatchTime, Model, TensorInfo, load
+from .model import DispatchTime, GpuTime, Model, RunHandle, TensorInfo, load
 
 __all__ = ["load", "Model", "list_devices", "choose_device", "VkcRuntimeError", "DeviceLostError", "DeviceInfo", "TensorInfo",
-           "DispatchTime", "validation_messages", "clear_validation_messages", "resources"]
+           "DispatchTime", "GpuTime", "RunHandle", "validation_messages", "clear_validation_messages", "resources"]

@@ -606,8 +606,11 @@ class Device:
         if self.lost:
             raise DeviceLostError(f"The Vulkan device {self.info.name} can run nothing any more ({self.lost}); "
                                   "load the model again.")
-        with self.queue_lock, step(what):
-            self.vk.vkQueueSubmit(self.queue, 1, submit_info, fence)
+        with self.queue_lock:  # the raw call: the package's wrapper costs more than a submit does
+            result = self.vk.lib.vkQueueSubmit(self.queue, 1, submit_info, fence)
+        if result:
+            with step(what):
+                raise self.vk.exception_codes.get(result, KeyError)(result)
 
     def mark_lost(self, why: str, hung: bool = False):
         """Nothing more runs here; new loads get a fresh device."""

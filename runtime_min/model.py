@@ -1,9 +1,13 @@
-"""The Model: upload weights once, record the schedule once into one command buffer, replay it per run().
+"""The Model: upload weights once, record the schedule once per I/O set, replay it per run().
 
-Threads: one Model may be run from several threads; its runs are serialized (one staging buffer, one
-command buffer, one lock), each waiting for the one before. Models share their device, and each
-has its own lock, so several models (or several loads of one bundle, for parallel runs of it) run
-side by side on one device."""
+Per run the host checks the feeds, writes them into mapped memory, submits a command buffer recorded
+at load, and reads the outputs from mapped memory. Two I/O sets let run_async() write run N+1's
+inputs while run N computes.
+
+Threads: one Model may be used from several threads; its lock serializes run_async(), wait() and
+profile() (at most two runs in flight; a handle may be waited for from any thread). Models share
+their device, each with its own lock, so several models (or several loads of one bundle) run side
+by side on one device."""
 from __future__ import annotations
 
 import atexit
@@ -70,6 +74,43 @@ class DispatchTime(NamedTuple):
         return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
+class GpuTime(NamedTuple):
+    """GPU seconds of one run (Model.gpu_time), from timestamps: the whole command buffer, and its parts."""
+    total: float
+    copy_in: float
+    kernels: float
+    copy_out: float
+
+
+class RunHandle:
+    """A run in flight (Model.run_async): wait() (or result()) returns its outputs, as run() would."""
+    __slots__ = ("_error", "_model", "_outputs", "_result", "_slot")
+
+    def __init__(self, model, slot, outputs):
+        self._model, self._slot, self._outputs, self._result, self._error = model, slot, outputs, None, None
+
+    def wait(self) -> dict:
+        if self._result is None:
+            with self._model._lock:
+                if self._error is not None:
+                    raise self._error
+                if self._result is None:
+                    self._model._usable()
+                    self._model._complete(self._slot)
+        return self._result
+
+    result = wait
+
+
+class _Slot:
+    """One I/O set: mapped input and output buffers, the command buffer that copies them in and out
+    around the schedule, its fence, timestamps, and the run using it until that run is waited for."""
+    pending = cmd = submit = None
+
+
+_NO_OUTPUTS = {}
+
+
 def _describe(arr) -> str:
     return f"{arr.dtype.name}[{', '.join(map(str, arr.shape))}]"
 
@@ -90,15 +131,19 @@ class Model:
         memory. Its cost was within noise on lavapipe (which bounds-checks storage buffers anyway)
         and nil on an H200 (MobileNetV2: 0.688 against 0.687 ms of GPU time); robust=False skips it.
     timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
+    timing: timestamps around each run's copies and dispatches, read back as gpu_time (off by default,
+        or VKC_TIMING=1). On lavapipe each timestamp waits for the work before it: 50 us more per run.
     """
 
     timeout_s = 300.0
 
     def __init__(self, source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True,
-                 robust=None, timeout_s=None):
+                 robust=None, timeout_s=None, timing=None):
         start = time.perf_counter()
+        self.timing = _env_flag("VKC_TIMING", timing, False)
         self._closed, self._dev, self._lock = True, None, threading.Lock()
-        self._profile_cmd = None
+        self._profile_cmd = self._stamp_pool = self._last = None
+        self._slots, self._next = [], 0
         if timeout_s is not None:
             self.timeout_s = float(timeout_s)
         bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
@@ -140,31 +185,45 @@ class Model:
             usage |= vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
         self._arena = Buffer(dev, m["memory"]["arena_bytes"], usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
         self._weights = Buffer(dev, m["memory"]["weights_bytes"], usage, "weights", c, map_if_visible=True)
-        # Staging: every input, then every output, each at a 256-byte aligned offset.
-        tensors = m["tensors"]
-        ins = [tensors[i["tensor"]] for i in m["inputs"]]
-        outs = [tensors[o["tensor"]] for o in m["outputs"]]
-        offsets, size = [], 0
-        for t in ins + outs:
-            offsets.append(size)
-            size += -(-t["nbytes"] // STAGING_ALIGN) * STAGING_ALIGN
-        self._staging = Buffer(dev, size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                               "staging", c, host=True)
-        views = [self._staging.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
-                 for o, t in zip(offsets, ins + outs)]
-        self._in_views, self._out_views = views[:len(ins)], views[len(ins):]
-        self._copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(offsets, ins) if t["nbytes"]],
-                        [(t["offset"], o, t["nbytes"]) for o, t in zip(offsets[len(ins):], outs) if t["nbytes"]])
+        # Each I/O set: the inputs in one buffer, the outputs in another, each at a 256-byte aligned
+        # offset; the command buffer copies them to and from their arena tensors. (Binding the I/O
+        # tensors straight from these buffers would skip the copies, but views and the memory plan's
+        # reuse make other tensors share their arena bytes, and the manifest does not say which.)
+        ins, outs = ([m["tensors"][x["tensor"]] for x in m[k]] for k in ("inputs", "outputs"))
+        place = lambda ts: np.cumsum([0] + [-(-t["nbytes"] // STAGING_ALIGN) * STAGING_ALIGN for t in ts]).tolist()
+        in_at, out_at = place(ins), place(outs)
+        self._copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(in_at, ins) if t["nbytes"]],
+                        [(t["offset"], o, t["nbytes"]) for o, t in zip(out_at, outs) if t["nbytes"]])
+        local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                   vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
+        # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in
+        # is device to device. Else (or VKC_IO_MEMORY=host) system memory, which the copy-in reads.
+        in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
+        # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
+        out_prefer = (cached | coherent, cached, coherent)
+        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
+                                     for o, t in zip(at, ts)]
+        for k in range(2):
+            slot = _Slot()
+            slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
+            slot.stamps_ptr = ffi.from_buffer(slot.stamps)
+            slot.inb = Buffer(dev, in_at[-1], vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer)
+            slot.outb = Buffer(dev, out_at[-1], vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, f"outputs {k}", c, True, out_prefer)
+            slot.in_views, slot.out_views = views(slot.inb, in_at, ins), views(slot.outb, out_at, outs)
+            self._slots.append(slot)
         with step("creating the command pool"):
             pool_info = new(ffi, "VkCommandPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                             queueFamilyIndex=dev.queue_family)
             self._pool = vk.vkCreateCommandPool(d, pool_info, None)
         c.push(vk.vkDestroyCommandPool, d, self._pool, None)
-        with step("creating the fence"):
-            fence_info = new(ffi, "VkFenceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO)
-            self._fence = vk.vkCreateFence(d, fence_info, None)
-        c.push(vk.vkDestroyFence, d, self._fence, None)
-        self._fences = ffi.new("VkFence[1]", [self._fence])
+        self._fence, self._fences = self._fence_pair()  # for one-shot work and profile()
+        if dev.info.timestamps and self.timing:  # 4 per I/O set: Model.gpu_time
+            info = new(ffi, "VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                       queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=8)
+            with step("creating the timestamp query pool"):
+                self._stamp_pool = vk.vkCreateQueryPool(d, info, None)
+            c.push(vk.vkDestroyQueryPool, d, self._stamp_pool, None)
         t0 = time.perf_counter()
         self._upload_weights(bundle.weights, m["memory"]["weights_bytes"])
         t1 = time.perf_counter()
@@ -175,9 +234,19 @@ class Model:
         self._texels = [texel_formats(m["modules"][k["module"]]) for k in m["kernels"]]
         self._check_ranges(m)
         self._sets = self._descriptor_sets(m)
-        self._cmd = self._command_buffer("run")
-        self._record(self._cmd, m, profile=False)
-        self._submit = self._submit_info(self._cmd)
+        for slot in self._slots:
+            slot.cmd = self._command_buffer(f"run {slot.index}")
+            self._record(slot.cmd, m, slot, profile=False)
+            slot.submit = self._submit_info(slot.cmd)
+        self._what = f"running the model on {dev.info.name}"
+
+    def _fence_pair(self):
+        vk, ffi, d = self._dev.vk, self._dev.ffi, self._dev.handle
+        with step("creating a fence"):
+            fence = vk.vkCreateFence(d, new(ffi, "VkFenceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO),
+                                     None)
+        self._cleanup.push(vk.vkDestroyFence, d, fence, None)
+        return fence, ffi.new("VkFence[1]", [fence])
 
     def _submit_info(self, cmd):
         vk, ffi = self._dev.vk, self._dev.ffi
@@ -238,6 +307,7 @@ class Model:
             for start in range(0, nbytes, UPLOAD_CHUNK):
                 n = min(UPLOAD_CHUNK, nbytes - start)
                 staging.bytes[:n] = src[start:start + n]
+                staging.flush()
                 region = self._dev.ffi.new("VkBufferCopy[1]", [(0, start, n)])
                 self._one_shot("weights upload", lambda cmd: vk.vkCmdCopyBuffer(cmd, staging.handle,
                                                                                 self._weights.handle, 1, region))
@@ -270,8 +340,8 @@ class Model:
                     problems.append(f"dispatch {i} binding {b} (tensor {t}): bytes {off}..{off + rng} of a "
                                     f"{buf.size}-byte buffer (device: range <= {info.max_storage_buffer_range}, "
                                     f"offset alignment {info.min_storage_buffer_offset_alignment})")
-        for src_size, dst_size, copies in ((self._staging.size, self._arena.size, self._copies[0]),
-                                           (self._arena.size, self._staging.size, self._copies[1])):
+        for src_size, dst_size, copies in ((self._slots[0].inb.size, self._arena.size, self._copies[0]),
+                                           (self._arena.size, self._slots[0].outb.size, self._copies[1])):
             problems += [f"copy of {n} bytes from {s} to {d}" for s, d, n in copies if s + n > src_size or
                          d + n > dst_size]
         if problems:
@@ -336,23 +406,31 @@ class Model:
         self._cleanup.push(vk.vkDestroyBufferView, dev.handle, view, None)
         return view
 
-    def _record(self, cmd, m, profile: bool):
-        """The whole schedule (FORMAT.md, 'How a runtime replays it'). The profiling variant writes a
-        timestamp before the first dispatch and after each, with a barrier between all dispatches so
-        each one's time is its own."""
+    def _record(self, cmd, m, slot, profile: bool):
+        """The whole schedule (FORMAT.md, 'How a runtime replays it') between the copies from and to
+        `slot`'s buffers. Timestamps (Model.gpu_time) before the copy-in, before the first dispatch,
+        after the last, after the copy-out. The profiling variant writes a timestamp before the first
+        dispatch and after each, with a barrier between all dispatches so each one's time is its own."""
         dev, vk, ffi = self._dev, self._dev.vk, self._dev.ffi
-        stg, arena = self._staging.handle, self._arena.handle
+        arena = self._arena.handle
         copy_in, copy_out = self._copies
         n = len(m["dispatches"])
-        if profile:
-            vk.vkCmdResetQueryPool(cmd, self._queries, 0, n + 1)
-        if copy_in:
-            vk.vkCmdCopyBuffer(cmd, stg, arena, len(copy_in), ffi.new("VkBufferCopy[]", copy_in))
+        pool, base = (self._queries, 0) if profile else (self._stamp_pool, 4 * slot.index)
+        stamp = lambda q: pool and vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, base + q)
+        if pool:
+            vk.vkCmdResetQueryPool(cmd, pool, base, n + 1 if profile else 4)
         transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
         shader_rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+        any_rw = shader_rw | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+        # Both I/O sets' command buffers use the one arena: order this run after everything submitted
+        # before it on the queue (the other set's run may still be computing) before writing to it.
+        self._barrier(cmd, transfer | compute, vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                      transfer | compute, any_rw)
+        profile or stamp(0)  # after the barrier: when the run before this one has finished, or now
+        if copy_in:
+            vk.vkCmdCopyBuffer(cmd, slot.inb.handle, arena, len(copy_in), ffi.new("VkBufferCopy[]", copy_in))
         self._barrier(cmd, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute, shader_rw)
-        if profile:
-            vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._queries, 0)
+        stamp(0 if profile else 1)
         bound = None
         for i, x in enumerate(m["dispatches"]):
             if i and (x.get("barrier") or profile):
@@ -367,28 +445,36 @@ class Model:
             vk.vkCmdDispatch(cmd, *x["groups"])
             dev.end_label(cmd)
             if profile:
-                vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self._queries, i + 1)
+                stamp(i + 1)
+        profile or stamp(2)
         self._barrier(cmd, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, transfer,
                       vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
         if copy_out:
-            vk.vkCmdCopyBuffer(cmd, arena, stg, len(copy_out), ffi.new("VkBufferCopy[]", copy_out))
-        # Make the copies visible to the host that reads staging after the fence.
+            vk.vkCmdCopyBuffer(cmd, arena, slot.outb.handle, len(copy_out), ffi.new("VkBufferCopy[]", copy_out))
+        # Make the copies visible to the host that reads the outputs after the fence.
         self._barrier(cmd, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, vk.VK_PIPELINE_STAGE_HOST_BIT,
                       vk.VK_ACCESS_HOST_READ_BIT)
+        profile or stamp(3)
         with step("recording the command buffer"):
             vk.vkEndCommandBuffer(cmd)
 
     # ---- running ------------------------------------------------------------------------------
 
     def _submit_and_wait(self, submit, what: str):
+        self._submit(submit, self._fence, f"{what} on {self._dev.info.name}")
+        self._wait(self._fences, what)
+
+    def _submit(self, submit, fence, what: str):
+        try:
+            self._dev.submit(submit, fence, what)
+        except DeviceLostError as e:
+            self._dev.mark_lost(str(e))
+            raise
+
+    def _wait(self, fences, what: str):
         dev = self._dev
         vk, d = dev.vk, dev.handle
-        try:
-            dev.submit(submit, self._fence, f"{what} on {dev.info.name}")
-            result = vk.lib.vkWaitForFences(d, 1, self._fences, vk.VK_TRUE, int(self.timeout_s * 1e9))
-        except DeviceLostError as e:
-            dev.mark_lost(str(e))
-            raise
+        result = vk.lib.vkWaitForFences(d, 1, fences, vk.VK_TRUE, int(self.timeout_s * 1e9))
         if result == vk.VK_TIMEOUT:
             why = f"{what} did not finish within {self.timeout_s:g} s"
             dev.mark_lost(why, hung=True)
@@ -402,7 +488,7 @@ class Model:
             raise DeviceLostError(f"The Vulkan device {dev.info.name} was lost while {what} ({name}): the driver "
                                   "crashed or reset it. Every model on it must be loaded again; rerun with "
                                   "VKC_VALIDATION=1 to look for misuse, or try another device.")
-        vk.vkResetFences(d, 1, self._fences)
+        vk.lib.vkResetFences(d, 1, fences)
 
     def _usable(self):
         if self._closed:
@@ -414,6 +500,14 @@ class Model:
     def _check_feeds(self, feeds) -> list:
         """The inputs as arrays of exactly the declared dtype and shape. Anything numpy can view as an
         array is accepted (lists too), but never cast: float64 for a float32 input is an error."""
+        try:  # the usual case, cheaply: exactly the inputs, as arrays of their dtype and shape
+            if len(feeds) == len(self.inputs):
+                arrays = [feeds[spec.name] for spec in self.inputs]
+                if all(type(a) is np.ndarray and a.dtype == spec.dtype and a.shape == spec.shape
+                       for a, spec in zip(arrays, self.inputs)):
+                    return arrays
+        except (KeyError, TypeError):
+            pass
         problems, arrays = [], []
         known = {i.name for i in self.inputs}
         listing = ", ".join(f"{i.name} ({i})" for i in self.inputs)
@@ -446,7 +540,7 @@ class Model:
 
     def _check_outputs(self, outputs) -> dict:
         if outputs is None:
-            return {}
+            return _NO_OUTPUTS
         specs, problems = {o.name: o for o in self.outputs}, []
         for name, a in outputs.items():
             spec = specs.get(name)
@@ -465,20 +559,57 @@ class Model:
     def run(self, feeds: dict, outputs: dict | None = None) -> dict:
         """Run the model once. Returns the outputs by ONNX name: the arrays given in `outputs` (written
         in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest."""
+        return self.run_async(feeds, outputs).wait()
+
+    def run_async(self, feeds: dict, outputs: dict | None = None) -> RunHandle:
+        """Start a run and return at once; its handle's wait() returns what run() would. The feeds are
+        copied before this returns. Two runs may be in flight (two I/O sets): writing the next run's
+        inputs overlaps this one's compute. A third run_async first waits for the oldest run (its
+        handle keeps its outputs)."""
         arrays, outs = self._check_feeds(feeds), self._check_outputs(outputs)
         with self._lock:
             self._usable()
-            for view, a in zip(self._in_views, arrays):
-                view[...] = a
-            self._submit_and_wait(self._submit[0], "running the model")
-            result = {}
-            for spec, view in zip(self.outputs, self._out_views):
-                if spec.name in outs:
-                    np.copyto(outs[spec.name], view)
-                    result[spec.name] = outs[spec.name]
-                else:
-                    result[spec.name] = view.copy()
-        return result
+            slot = self._slots[self._next]
+            if slot.pending is not None:
+                self._complete(slot)
+            for view, a in zip(slot.in_views, arrays):
+                np.copyto(view, a)
+            slot.inb.flush()
+            self._submit(slot.submit[0], slot.fence, self._what)
+            slot.pending = handle = RunHandle(self, slot, outs)
+            self._next ^= 1
+        return handle
+
+    def _complete(self, slot):
+        """Wait for the run in `slot` (the lock is held) and give its handle the outputs."""
+        handle, slot.pending = slot.pending, None
+        try:
+            self._wait(slot.fences, "running the model")
+        except BaseException as e:
+            handle._error = e
+            raise
+        slot.outb.flush(invalidate=1)
+        if self._stamp_pool is not None:
+            self._dev.vk.lib.vkGetQueryPoolResults(self._dev.handle, self._stamp_pool, 4 * slot.index, 4, 32,
+                                                   slot.stamps_ptr, 8, 1)  # VK_QUERY_RESULT_64_BIT
+            self._last = slot
+        result, outs = {}, handle._outputs
+        for spec, view in zip(self.outputs, slot.out_views):
+            out = outs.get(spec.name)
+            result[spec.name] = view.copy() if out is None else out
+            if out is not None:
+                np.copyto(out, view)
+        handle._result = result
+
+    @property
+    def gpu_time(self) -> GpuTime | None:
+        """GPU seconds of the run waited for last (timestamps around the command buffer's copy-in,
+        dispatches and copy-out); None before any run, without timing=True, or on a device without
+        timestamp queries."""
+        if self._last is None:
+            return None
+        t = (np.diff(self._last.stamps) & np.uint64(self._dev.timestamp_mask)) * self._dev.info.timestamp_period_ns
+        return GpuTime(float(t.sum()) * 1e-9, *(float(x) * 1e-9 for x in t))
 
     def bench(self, feeds: dict, warmup: int = 3, repeat: int = 20) -> list:
         """Wall-clock seconds of each of `repeat` run() calls, after `warmup` untimed ones."""
@@ -512,10 +643,14 @@ class Model:
                     self._queries = vk.vkCreateQueryPool(dev.handle, info, None)
                 self._cleanup.push(vk.vkDestroyQueryPool, dev.handle, self._queries, None)
                 cmd = self._command_buffer("profile")
-                self._record(cmd, m, profile=True)
+                self._record(cmd, m, self._slots[0], profile=True)
                 self._profile_cmd, self._profile_submit = cmd, self._submit_info(cmd)
-            for view, a in zip(self._in_views, arrays):
-                view[...] = a
+            for slot in self._slots:  # finish the runs in flight: the profile uses I/O set 0
+                if slot.pending is not None:
+                    self._complete(slot)
+            for view, a in zip(self._slots[0].in_views, arrays):
+                np.copyto(view, a)
+            self._slots[0].inb.flush()
             stamps = np.zeros(n + 1, dtype=np.uint64)
             samples = []
             for _ in range(max(1, int(repeat))):
@@ -539,8 +674,15 @@ class Model:
         with self._lock:
             if self._closed:
                 return
+            for slot in self._slots:  # runs in flight finish; their handles keep their outputs
+                if slot.pending is not None and not self._dev.lost:
+                    try:
+                        self._complete(slot)
+                    except Exception:
+                        pass
             self._closed = True
-            self._in_views = self._out_views = []
+            for slot in self._slots:
+                slot.in_views = slot.out_views = []
             if self._dev.hung:
                 self._cleanup.abandon()
             else:
@@ -566,7 +708,7 @@ class Model:
 
 
 def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True, robust=None,
-         timeout_s=None) -> Model:
+         timeout_s=None, timing=None) -> Model:
     """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
 
     device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
@@ -574,6 +716,6 @@ def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache
         (else $VKC_VALIDATION).
     cache_dir / pipeline_cache: where the pipeline cache lives (see runtime_min.pipelines);
         pipeline_cache=False or "off", or $VKC_CACHE_DIR=off, turns it off; a path names the file.
-    robust, timeout_s: see Model."""
+    robust, timeout_s, timing: see Model."""
     return Model(source, device, validation=validation, cache_dir=cache_dir, pipeline_cache=pipeline_cache,
-                 robust=robust, timeout_s=timeout_s)
+                 robust=robust, timeout_s=timeout_s, timing=timing)

@@ -396,9 +396,16 @@ def test_lost_device(bundle, monkeypatch):
         assert a._dev is b._dev
         check(a.run(feeds), feeds)
 
-        def lost(*args):
-            raise vulkan.VkErrorDeviceLost()
-        monkeypatch.setattr(vulkan, "vkQueueSubmit", lost)
+        class Lib:  # the raw vkQueueSubmit the runtime calls, answering as for a lost device
+            def __getattr__(self, name):
+                return (lambda *args: vulkan.VK_ERROR_DEVICE_LOST) if name == "vkQueueSubmit" else getattr(vulkan.lib, name)
+
+        class Vk:
+            lib = Lib()
+
+            def __getattr__(self, name):
+                return getattr(vulkan, name)
+        monkeypatch.setattr(a._dev, "vk", Vk())
         with pytest.raises(DeviceLostError, match=r"The Vulkan device was lost while running the model on .*"
                                                   r"VkErrorDeviceLost.*every model on it must be loaded again"):
             a.run(feeds)

@@ -38,9 +38,10 @@ def test_runs_and_matches_numpy(model):
     assert [(o.name, o.shape) for o in model.outputs] == [("y", (N,)), ("z", (N,))]
     assert model.device_name
     first_feeds, second_feeds = random_inputs(1), random_inputs(2)
-    # Poison the staging outputs: an element the copy-out misses would stay NaN.
-    for view in model._out_views:
-        view[...] = np.nan
+    # Poison both I/O sets' outputs: an element the copy-out misses would stay NaN.
+    for slot in model._slots:
+        for view in slot.out_views:
+            view[...] = np.nan
     first = model.run(first_feeds)
     check(first, first_feeds)
     # Different inputs: an element some dispatch misses would keep the first run's value.
