@@ -65,8 +65,7 @@ _EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0}
 _GELU = "(0.5 * {0} * (1.0 + {erf}({0} * 0.707106781)))"
 # The tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 _GELU_TANH = "(0.5 * {0} * (1.0 + {tanh}(0.797884561 * ({0} + 0.044715 * {0} * {0} * {0}))))"
-# Comparisons: ordered, so every comparison with NaN is false (as in numpy), and != true.
-NUMERIC = ("double", "int", "uint")
+# Comparisons are ordered: every comparison with NaN is false, as in numpy.
 
 
 def _predicate(name: str, onnx_op: str, text: str, *kinds: str) -> ElementwiseOp:
@@ -132,11 +131,11 @@ _OPS = [
     ElementwiseOp("gelu", _GELU),
     ElementwiseOp("gelu_tanh", _GELU_TANH),
     # Comparisons and tests of one type's operands, returning bool.
-    _predicate("equal", "Equal", "({0} == {1})", *NUMERIC, "bool"),
-    _predicate("less", "Less", "({0} < {1})", *NUMERIC),
-    _predicate("greater", "Greater", "({0} > {1})", *NUMERIC),
-    _predicate("less_equal", "LessOrEqual", "({0} <= {1})", *NUMERIC),
-    _predicate("greater_equal", "GreaterOrEqual", "({0} >= {1})", *NUMERIC),
+    _predicate("equal", "Equal", "({0} == {1})", *ALL, "bool"),
+    _predicate("less", "Less", "({0} < {1})", *ALL),
+    _predicate("greater", "Greater", "({0} > {1})", *ALL),
+    _predicate("less_equal", "LessOrEqual", "({0} <= {1})", *ALL),
+    _predicate("greater_equal", "GreaterOrEqual", "({0} >= {1})", *ALL),
     ElementwiseOp("isnan", **texts("isnan({0})", "double"), onnx={"IsNaN": ()}, typing="predicate"),
     # IsInf's detect_negative / detect_positive choose this or an equality with -inf / +inf.
     ElementwiseOp("isinf", **texts("isinf({0})", "double"), typing="predicate"),
@@ -146,10 +145,10 @@ _OPS = [
     ElementwiseOp("or", None, bool="({0} || {1})", onnx={"Or": ()}, inputs=2),
     ElementwiseOp("xor", None, bool="({0} ^^ {1})", onnx={"Xor": ()}, inputs=2),
     # Where(condition, x, y): x's and y's type, any dtype.
-    ElementwiseOp("where", **texts("({0} ? {1} : {2})", *NUMERIC, "bool"), onnx={"Where": ()},
+    ElementwiseOp("where", **texts("({0} ? {1} : {2})", *ALL, "bool"), onnx={"Where": ()},
                   inputs=3, exact=True, typing="select"),
     # ("cast", x, dtype name): Cast (passes/elementwise.py), ONNX's conversions (expr.Renderer).
-    ElementwiseOp("cast", **texts(SPECIAL, *NUMERIC, "bool"), exact=True, typing="cast"),
+    ElementwiseOp("cast", **texts(SPECIAL, *ALL, "bool"), exact=True, typing="cast"),
 ]
 OPS = {op.name: op for op in _OPS}
 assert len(OPS) == len(_OPS), "an elementwise op is defined twice"

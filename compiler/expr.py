@@ -2,22 +2,24 @@
 tree into GLSL computing on any dtype (float32 included).
 
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
-("const", x) a literal (a Python int or float, exact: integer constants stay ints), or
+("const", x) a literal (a Python int, float or bool, exact: integer constants stay ints), or
 (op, *children) with op an entry of elementwise_ops.OPS; ("clip", x, lo, hi) carries its bounds as
-numbers (None: no bound). An op's attributes (LeakyRelu's alpha, ...) are ("const", x) children
-after its operand.
+numbers (None: no bound), ("cast", x, dtype name) its target. An op's attributes (LeakyRelu's
+alpha, ...) are ("const", x) children after its operand.
 
-One tree computes in one dtype, its output's: fusion joins only chains of one dtype (see
-passes/elementwise.py), so the only operand of another dtype is a Pow exponent (ONNX's Pow
-returns its base's type whatever the exponent's). Every op's result is brought back into the
-dtype (8/16-bit integers wrap, float16 computes in float32 and rounds), so a fused chain computes
+Every subtree has a type (Renderer.type_of): a leaf its operand's, an op its operands' (Pow its
+base's, whatever the exponent's), a predicate (comparisons, IsNaN) bool, Where its values', a
+cast its target; a constant takes the type its context computes in. An op's text is the one for
+the type it computes in (elementwise_ops.py), and every result is brought back into its type
+(8/16-bit integers wrap, float16 computes in float32 and rounds), so a fused chain computes
 exactly what the ops one by one would. Integer semantics are ONNX's (C's): + - * wrap around
 modulo 2^bits, division truncates toward zero (and gives 0 for a zero divisor, which ONNX leaves
 undefined).
 
 Templates splice the rendered expression into one statement, so there are no local variables: an
 op that reads its operand twice (x < 0 ? a * x : x) repeats the operand's text. The fusion pass
-bounds how large that can grow (`render_size`).
+bounds how large that can grow (`render_size`); ops that read it many times (erf, GELU's tanh)
+call a helper function instead (HELPERS), which the kernel declares.
 """
 from __future__ import annotations
 
@@ -226,12 +228,11 @@ def render(tree, leaf) -> str:
     return text
 
 
-def is_plain(tree) -> bool:
-    """True when a float32 tree renders without helper functions or 64-bit integers, as the
-    store expressions of Conv/Gemm/MatMul kernels must (their templates declare neither)."""
+def needs_int64(tree) -> bool:
+    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
     r = Renderer()
     r.render(tree, lambda t: "x")
-    return not r.helpers and not r.int64
+    return r.int64
 
 
 def render_size(tree, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None) -> int:

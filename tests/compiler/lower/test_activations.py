@@ -157,13 +157,47 @@ def test_microsoft_gelu(op, inputs):
     assert len(r["manifest"]["dispatches"]) == 1
 
 
-def test_gelu_after_matmul_and_bias(rng):
+def _kernel_names(manifest):
+    return [manifest["kernels"][d["kernel"]]["name"] for d in manifest["dispatches"]]
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe", "nvidia"])
+def test_gelu_after_matmul_and_bias(target, rng):
     """MatMul -> Add(bias) -> Gelu, a transformer's feed-forward layer: the bias and GELU run
-    in one elementwise kernel (the GELU's helper function keeps it out of the matmul's store)."""
+    in the matmul's store (tiled, register and texel templates), which declares the erf helper."""
     g = GraphBuilder("ffn", seed=3)
     x = g.input("x", [2, 7, 16])
     w = g.const("w", (rng.standard_normal([16, 32]) * 0.3).astype(np.float32))
     b = g.const("b", rng.standard_normal([32]).astype(np.float32))
     h = g.node("Add", [g.node("MatMul", [x, w]), b])
     g.node("Gelu", [h], out="y")
-    check_against_onnxruntime(at_opset(g.build(["y"]), 20))
+    r = check_against_onnxruntime(at_opset(g.build(["y"]), 20), target=target)
+    assert len(r["manifest"]["dispatches"]) == 1
+
+
+def test_exported_gelu_after_gemm_with_split_k(rng):
+    """The GELU as torch exports it before opset 20 (x * 0.5 * (1 + erf(x / sqrt(2)))) after a
+    Gemm with a long K, which splits K on a GPU: the reduce pass applies the epilogue."""
+    g = GraphBuilder("exported_gelu", seed=4)
+    x = g.input("x", [4, 2048])
+    h = g.gemm(x, 2048, 8)
+    e = g.node("Erf", [g.node("Div", [h, g.const("sqrt2", np.array(np.sqrt(2), np.float32))])])
+    half = g.node("Mul", [h, g.const("half", np.array(0.5, np.float32))])
+    g.node("Mul", [half, g.node("Add", [e, g.const("one", np.array(1.0, np.float32))])], out="y")
+    r = check_against_onnxruntime(g.build(["y"]), target="nvidia")
+    names = _kernel_names(r["manifest"])
+    assert len(names) == 2 and names[-1] == "splitk_reduce_epilogue", names
+
+
+@pytest.mark.parametrize("kernel,group,channels,target",
+                         [(3, 1, 8, "generic"), (3, 8, 8, "generic"), (1, 1, 8, "generic"),
+                          (3, 1, 16, "lavapipe")],
+                         ids=["conv3x3", "depthwise", "conv1x1", "winograd"])
+def test_gelu_fused_into_conv(kernel, group, channels, target):
+    g = GraphBuilder("conv_gelu", seed=5)
+    x = g.input("x", [1, channels, 10, 10])
+    g.node("Gelu", [g.conv(x, channels, channels, kernel, group=group)], out="y", approximate="tanh")
+    r = check_against_onnxruntime(at_opset(g.build(["y"]), 20), target=target)
+    names = _kernel_names(r["manifest"])
+    assert not any(name.startswith("elementwise") for name in names)
+    assert target != "lavapipe" or "winograd_output_epilogue" in names, names
