@@ -133,6 +133,16 @@ def test_gelu(approximate, scale):
     check_against_onnxruntime(model, feeds={"x": x})
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float16(approximate):
+    """float16 computes in float32 and rounds once at the end of each op."""
+    model = single_op_model("Gelu", {"x": SHAPE}, {"approximate": approximate},
+                            input_dtypes={"x": np.float16}, output_dtypes=[np.float16])
+    model = at_opset(model, 20)
+    x = (random_feeds(model, seed=10)["x"] * 3).astype(np.float16)
+    check_against_onnxruntime(model, feeds={"x": x}, rtol_l2=2e-3)
+
+
 def _microsoft(op, inputs, seed=9):
     """A com.microsoft op over x [2, 5, 16] (and a bias [16])."""
     from onnx import helper
