@@ -3,16 +3,14 @@ fuse into one kernel when the intermediate has no other reader and either has th
 dtype or is bool (a comparison feeding a Where, a Not, a Cast). Every subtree of a fused tree
 computes in its own type and is brought back into it after every op (expr.py), so a fused chain
 computes exactly what the ops one by one would. Which ONNX ops are elementwise, and as which tree
-op, is elementwise_ops.py's table; Cast, IsInf, Gelu and the com.microsoft GELUs choose their
-tree from their attributes here."""
+op, is elementwise_ops.py's table; Cast, CastLike, IsInf, Gelu and the com.microsoft GELUs choose
+their tree from their attributes (and CastLike from its second input's dtype) here."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 
 from .. import expr as E
-from bundles.dtypes import BY_ONNX
-
 from ..dtypes import TYPES
 from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
 from ..errors import CompileError
@@ -21,7 +19,8 @@ from ..ir import Graph, Node
 from ..registry import declare
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
-ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "IsInf": "isinf", "Gelu": "gelu"}
+ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
+                 "Gelu": "gelu"}
 MICROSOFT_OPS = {"Gelu": "gelu", "FastGelu": "gelu_tanh", "BiasGelu": "gelu"}
 ELEMENTWISE_OPS = set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | set(ATTRIBUTE_OPS)
 # Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
@@ -63,9 +62,10 @@ _LIMITS = {"Clip": "min and max computed at run time",
 for _op in sorted(ELEMENTWISE_OPS):
     # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
-            dtypes_doc=(_dtypes_doc(_op) if _op != "Cast" else
+            dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
                         "bool, float16-64, int8-64, uint8-64 to any of them"),
-            constant_inputs=(1, 2) if _op == "Clip" else (), limits=_LIMITS.get(_op, "-"))
+            constant_inputs=(1, 2) if _op == "Clip" else (),
+            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"))
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():
@@ -94,12 +94,12 @@ def _attribute_tree(node: Node):
     if node.op_type == "Clip":
         lo, hi = _clip_bounds(node)
         return ("clip", x, lo, hi)
-    if node.op_type == "Cast":
-        to = BY_ONNX.get(node.attrs["to"])
-        if to is None or to.name not in TYPES:
-            raise CompileError(f"Cast '{node.name}' converts to ONNX element type "
-                               f"{node.attrs['to']}, which vkc's kernels do not compute.")
-        return ("cast", x, to.name)
+    if node.op_type in ("Cast", "CastLike"):  # CastLike: to its second input's dtype
+        to = node.outputs[0].dtype
+        if np.dtype(to).name not in TYPES:
+            raise CompileError(f"{node.op_type} '{node.name}' converts to {np.dtype(to).name}, "
+                               f"which vkc's kernels do not compute.")
+        return ("cast", x, np.dtype(to).name)
     if node.op_type == "IsInf":
         negative, positive = (node.attrs.get(a, 1) for a in ("detect_negative", "detect_positive"))
         if negative and positive:

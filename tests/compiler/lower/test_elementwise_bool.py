@@ -166,6 +166,15 @@ def test_cast(src, dst, rng):
                               fallback=lambda f: {"y": f["x"].astype(dst)})
 
 
+def test_castlike(rng):
+    """CastLike converts to its second input's dtype (a mask's int64 to the scores' float32)."""
+    mask = rng.integers(0, 2, [2, 9]).astype(np.int64)
+    scores = rng.standard_normal([2, 9]).astype(np.float32)
+    m = model([("CastLike", ["mask", "scores"], "mf", {}), ("Mul", ["mf", "scores"], "y", {})],
+              {"mask": ([2, 9], np.int64), "scores": ([2, 9], np.float32)}, {"y": (None, np.float32)})
+    check_against_onnxruntime(m, feeds={"mask": mask, "scores": scores}, exact=True)
+
+
 @pytest.mark.parametrize("dst", [np.bool_, np.float16, np.float64], ids=["bool", "float16", "float64"])
 def test_cast_of_nan_and_inf(dst):
     """NaN is true as a bool (x != 0); float16 keeps NaN and inf and overflows to inf."""
@@ -253,8 +262,9 @@ def test_bool_mask_input_where_softmax(rng):
     check_against_onnxruntime(m, feeds={"scores": scores, "mask": causal})
 
 
-ONNX_CAST_CASES = [f"test_cast{like}_{a}_to_{b}{'_expanded' if like else ''}"
-                   for like in ("", "like") for a in ("FLOAT", "FLOAT16", "DOUBLE")
+ONNX_CAST_CASES = [f"test_cast{like}_{a}_to_{b}{expanded}"
+                   for like, expanded in (("", ""), ("like", ""), ("like", "_expanded"))
+                   for a in ("FLOAT", "FLOAT16", "DOUBLE")
                    for b in ("FLOAT", "FLOAT16", "DOUBLE") if a != b]
 
 
