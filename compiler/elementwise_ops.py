@@ -65,10 +65,11 @@ _EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0}
 _GELU = "(0.5 * {0} * (1.0 + {erf}({0} * 0.707106781)))"
 # The tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 _GELU_TANH = "(0.5 * {0} * (1.0 + {tanh}(0.797884561 * ({0} + 0.044715 * {0} * {0} * {0}))))"
-# Comparisons are ordered: every comparison with NaN is false, as in numpy.
 
 
 def _predicate(name: str, onnx_op: str, text: str, *kinds: str) -> ElementwiseOp:
+    """A comparison of two operands. GLSL's are ordered: every comparison with NaN is false, as
+    in numpy."""
     return ElementwiseOp(name, **texts(text, *kinds), onnx={onnx_op: ()}, inputs=2,
                          typing="predicate")
 
@@ -152,6 +153,7 @@ _OPS = [
 ]
 OPS = {op.name: op for op in _OPS}
 assert len(OPS) == len(_OPS), "an elementwise op is defined twice"
+assert all(op.typing in TYPINGS for op in _OPS)
 
 # ONNX op -> tree op: ops of one input (their attributes become constant children), of two
 # inputs, and of any number folded left to right (Mean then divides by the count).

@@ -83,7 +83,11 @@ class Renderer:
         if typing == "cast":
             return TYPES[tree[2]]
         # Pow has its base's type, Where its value operands'.
-        children = tree[1:2] if op == "pow" else tree[2:] if typing == "select" else tree[1:]
+        return self._first_type(tree[1:2] if op == "pow" else tree[2:] if typing == "select"
+                                else tree[1:])
+
+    def _first_type(self, children) -> ScalarType | None:
+        """The type of the first child that is not a constant (nor a Clip bound, a Cast type)."""
         return next((t for c in children if isinstance(c, tuple)
                      for t in [self.type_of(c)] if t is not None), None)
 
@@ -99,9 +103,9 @@ class Renderer:
         self.int64 = self.int64 or t.int64
         if entry.typing == "cast":
             return self._cast(tree[1], t, leaf), t
-        # The type the op's text computes in: its operands' (a predicate's differ from its result).
-        ct = (self.type_of(tree) if entry.typing != "predicate" else
-              next((u for c in tree[1:] for u in [self.type_of(c)] if u is not None), self.t)) or want
+        # The type the op's text computes in: its operands' (a predicate's differ from its result;
+        # constant folding leaves no predicate of constants only).
+        ct = (self._first_type(tree[1:]) or self.t) if entry.typing == "predicate" else t
         text = entry.text(_kind(ct))
         if text is None:
             raise Unsupported(op, ct)
@@ -217,15 +221,6 @@ def pow_text(x: str, y: str, exponent: float | None) -> str:
     odd = f"(floor({y}) == {y} && mod({y}, 2.0) == 1.0)"
     return (f"({y} == 0.0 ? 1.0 : {x} == 0.0 ? ({y} < 0.0 ? {float_literal(np.inf)} : 0.0) : "
             f"{x} > 0.0 ? {mag} : floor({y}) != {y} ? {NAN} : {odd} ? -{mag} : {mag})")
-
-
-def render(tree, leaf) -> str:
-    """GLSL for a float32 tree over float32 operands (Renderer's default types) that calls no
-    helper function (the kernels rendering it, epilogues, declare none)."""
-    r = Renderer()
-    text = r.render(tree, leaf)
-    assert not r.helpers and not r.int64, f"{tree} needs helper functions or int64"
-    return text
 
 
 def needs_int64(tree) -> bool:

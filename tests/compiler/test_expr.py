@@ -24,12 +24,14 @@ def _leaf(t):
 
 
 def _render(dtype, tree, operands):
-    """What the compiler renders now: lower/elementwise.py and epilogues call expr.render for
-    float32-only trees, Renderer otherwise."""
+    """What the compiler renders now: expr.Renderer for every dtype (float32 included: the
+    float32 kernel and epilogues declare no helper the old trees call, nor int64)."""
     try:
-        if dtype == "float32" and all(o == "float32" for o in operands):
-            return {"expr": E.render(tree, _leaf), "helpers": [], "int64": False}, {}
         r = E.Renderer(TYPES[dtype], [TYPES[o] for o in operands])
+        if dtype == "float32" and all(o == "float32" for o in operands):
+            text = r.render(tree, _leaf)
+            assert not r.helpers and not r.int64
+            return {"expr": text, "helpers": [], "int64": False}, {}
         text = r.render(tree, _leaf)
         return {"expr": text, "helpers": list(r.helpers), "int64": r.int64}, r.helpers
     except Exception as exc:  # noqa: BLE001 - the error is part of the recorded behaviour
