@@ -3,7 +3,8 @@ type, and how an element is read, packed and written as a literal.
 
 8- and 16-bit elements live packed in 32-bit words (`uint` buffers): a kernel reads one with
 bitfieldExtract (sign-extending signed types) or unpackHalf2x16, and writes whole words only, so
-no kernel needs the optional 8/16-bit storage features. float16 computes in float32. The 64-bit
+no kernel needs the optional 8/16-bit storage features. float16 computes in float32; bool is one
+byte (0 or 1) per element, packed like int8, and a GLSL bool in kernels. The 64-bit
 types need the device features shaderInt64 / shaderFloat64, which the bundle records from the
 SPIR-V capabilities its modules declare.
 """
@@ -33,7 +34,7 @@ def float_literal(x: float) -> str:
 class ScalarType:
     name: str       # numpy dtype name
     glsl: str       # the GLSL type values are computed in
-    kind: str       # "float", "int" or "uint"
+    kind: str       # "float", "int", "uint" or "bool"
     bits: int       # bits per element in memory
 
     @property
@@ -85,6 +86,8 @@ class ScalarType:
         if self.kind == "float":
             return f"unpackHalf2x16({word})[{e} & 1]"
         offset = f"({e} & {mask}) * {self.bits}"
+        if self.kind == "bool":
+            return f"(bitfieldExtract({word}, {offset}, 8) != 0u)"
         return f"bitfieldExtract({'int(' + word + ')' if self.kind == 'int' else word}, {offset}, {self.bits})"
 
     def bits_of(self, value: str) -> str:
@@ -104,6 +107,8 @@ class ScalarType:
 
     def literal(self, x) -> str:
         """A GLSL literal of `glsl` type for the number x (exact: ints stay ints)."""
+        if self.glsl == "bool":
+            return "true" if x else "false"
         if self.glsl == "float":
             return float_literal(x)
         if self.glsl == "double":
@@ -122,14 +127,14 @@ class ScalarType:
         return f"{x}{suffix}"
 
 
-# Every dtype of the shared table (bundles/dtypes.py) that kernels compute on.
-_TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values() if d.glsl]
+# Every dtype of the shared table (bundles/dtypes.py).
+_TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values()]
 TYPES = {t.name: t for t in _TYPES}
 _TEXEL_FORMATS = {("float32", 1): "r32f", ("float32", 4): "rgba32f"}
 
 
 def scalar_type(dtype) -> ScalarType | None:
-    """The ScalarType of a numpy dtype, None for one kernels do not compute on (bool, ...)."""
+    """The ScalarType of a numpy dtype, None for one kernels do not compute on (strings, ...)."""
     return TYPES.get(np.dtype(dtype).name)
 
 

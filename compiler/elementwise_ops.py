@@ -1,7 +1,13 @@
 """The elementwise ops of the expression language (expr.py), each defined once: its tree name,
-the ONNX ops it stands for, and its GLSL text per compute type. The dtypes an op takes follow from
-the texts it has: float32 and float16 (which computes in float32) take `float`, float64 `double`,
-signed integers `int`, unsigned ones `uint`. Adding an op is adding one entry here.
+the ONNX ops it stands for, its GLSL text per compute type and how it types its result. The dtypes
+an op takes follow from the texts it has: float32 and float16 (which computes in float32) take
+`float`, float64 `double`, signed integers `int`, unsigned ones `uint`, bool `bool`. Adding an op
+is adding one entry here.
+
+Most ops compute in their operands' type and return it ("same"). A predicate (comparisons, IsNaN,
+IsInf) takes operands of one type and returns bool, its text chosen by the operands' type; Where
+("select") takes a bool condition and two operands of its result's type; Cast converts its
+operand to the dtype its tree names (expr.Renderer builds its text).
 
 A text is a str.format template: {0} is the first operand, {1}, {2} the next operands or
 attribute constants, {z} and {one} zero and one of the compute type, and a helper's name
@@ -15,25 +21,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 SPECIAL = "<built by expr.Renderer>"
-KINDS = ("float", "double", "int", "uint")
+KINDS = ("float", "double", "int", "uint", "bool")
+TYPINGS = ("same", "predicate", "select", "cast")
 
 
 @dataclass(frozen=True)
 class ElementwiseOp:
     name: str                    # the op in trees: (name, *operands, *attribute constants)
-    float: str                   # GLSL computing in float (float32; float16 rounds afterwards)
+    float: str | None            # GLSL computing in float (float32; float16 rounds afterwards)
     double: str | None = None    # ... in double (float64); None: float64 does not take the op
     int: str | None = None       # ... in int / int64_t (signed integers of every width)
     uint: str | None = None      # ... in uint / uint64_t
+    bool: str | None = None      # ... in bool
     # ONNX ops computing this op -> the attributes (name, ONNX default) their tree carries as
     # constants after their one input; ops without attributes take `inputs` tensors as operands.
     onnx: dict = field(default_factory=dict)
     inputs: int = 1
     variadic: tuple[str, ...] = ()   # ONNX ops folding this op over any number of inputs
     exact: bool = False              # the result is one of the operands: nothing to wrap or round
+    typing: str = "same"             # how the result's type follows from the operands' (TYPINGS)
 
     def text(self, kind: str) -> str | None:
-        """The text for a compute kind ("float", "double", "int", "uint"), None if it has none."""
+        """The text for a compute kind (KINDS), None if it has none."""
         return getattr(self, kind)
 
     @property
@@ -50,6 +59,20 @@ ALL = ("double", "int", "uint")
 # exp(x) - 1 without cancelling near 0 (a Taylor polynomial below |x| = 0.125, error < 3e-7).
 _EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0} * 0.041666668)))"
           " : exp({0}) - 1.0)")
+
+# erf(x) and gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) call the helper functions
+# expr.HELPERS["erf"] and ["tanh"] (their operand is read many times).
+_GELU = "(0.5 * {0} * (1.0 + {erf}({0} * 0.707106781)))"
+# The tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+_GELU_TANH = "(0.5 * {0} * (1.0 + {tanh}(0.797884561 * ({0} + 0.044715 * {0} * {0} * {0}))))"
+
+
+def _predicate(name: str, onnx_op: str, text: str, *kinds: str) -> ElementwiseOp:
+    """A comparison of two operands. GLSL's are ordered: every comparison with NaN is false, as
+    in numpy."""
+    return ElementwiseOp(name, **texts(text, *kinds), onnx={onnx_op: ()}, inputs=2,
+                         typing="predicate")
+
 
 _OPS = [
     # Arithmetic: + - * wrap around on integers; integer division truncates toward zero.
@@ -103,9 +126,34 @@ _OPS = [
     ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",
                   onnx={"Selu": (("alpha", 1.67326319217681884765625),
                                  ("gamma", 1.05070102214813232421875))}),
+    ElementwiseOp("erf", "{erf}({0})", onnx={"Erf": ()}),
+    # ONNX Gelu's `approximate` attribute, com.microsoft's Gelu, FastGelu and BiasGelu choose
+    # between these two (passes/elementwise.py).
+    ElementwiseOp("gelu", _GELU),
+    ElementwiseOp("gelu_tanh", _GELU_TANH),
+    # Comparisons and tests of one type's operands, returning bool.
+    _predicate("equal", "Equal", "({0} == {1})", *ALL, "bool"),
+    _predicate("less", "Less", "({0} < {1})", *ALL),
+    _predicate("greater", "Greater", "({0} > {1})", *ALL),
+    _predicate("less_equal", "LessOrEqual", "({0} <= {1})", *ALL),
+    _predicate("greater_equal", "GreaterOrEqual", "({0} >= {1})", *ALL),
+    ElementwiseOp("isnan", **texts("isnan({0})", "double"), onnx={"IsNaN": ()}, typing="predicate"),
+    # IsInf's detect_negative / detect_positive choose this or an equality with -inf / +inf.
+    ElementwiseOp("isinf", **texts("isinf({0})", "double"), typing="predicate"),
+    # Logic on bool.
+    ElementwiseOp("not", None, bool="(!{0})", onnx={"Not": ()}),
+    ElementwiseOp("and", None, bool="({0} && {1})", onnx={"And": ()}, inputs=2),
+    ElementwiseOp("or", None, bool="({0} || {1})", onnx={"Or": ()}, inputs=2),
+    ElementwiseOp("xor", None, bool="({0} ^^ {1})", onnx={"Xor": ()}, inputs=2),
+    # Where(condition, x, y): x's and y's type, any dtype.
+    ElementwiseOp("where", **texts("({0} ? {1} : {2})", *ALL, "bool"), onnx={"Where": ()},
+                  inputs=3, exact=True, typing="select"),
+    # ("cast", x, dtype name): Cast (passes/elementwise.py), ONNX's conversions (expr.Renderer).
+    ElementwiseOp("cast", **texts(SPECIAL, *ALL, "bool"), exact=True, typing="cast"),
 ]
 OPS = {op.name: op for op in _OPS}
 assert len(OPS) == len(_OPS), "an elementwise op is defined twice"
+assert all(op.typing in TYPINGS for op in _OPS)
 
 # ONNX op -> tree op: ops of one input (their attributes become constant children), of two
 # inputs, and of any number folded left to right (Mean then divides by the count).

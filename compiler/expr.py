@@ -2,22 +2,24 @@
 tree into GLSL computing on any dtype (float32 included).
 
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
-("const", x) a literal (a Python int or float, exact: integer constants stay ints), or
+("const", x) a literal (a Python int, float or bool, exact: integer constants stay ints), or
 (op, *children) with op an entry of elementwise_ops.OPS; ("clip", x, lo, hi) carries its bounds as
-numbers (None: no bound). An op's attributes (LeakyRelu's alpha, ...) are ("const", x) children
-after its operand.
+numbers (None: no bound), ("cast", x, dtype name) its target. An op's attributes (LeakyRelu's
+alpha, ...) are ("const", x) children after its operand.
 
-One tree computes in one dtype, its output's: fusion joins only chains of one dtype (see
-passes/elementwise.py), so the only operand of another dtype is a Pow exponent (ONNX's Pow
-returns its base's type whatever the exponent's). Every op's result is brought back into the
-dtype (8/16-bit integers wrap, float16 computes in float32 and rounds), so a fused chain computes
+Every subtree has a type (Renderer.type_of): a leaf its operand's, an op its operands' (Pow its
+base's, whatever the exponent's), a predicate (comparisons, IsNaN) bool, Where its values', a
+cast its target; a constant takes the type its context computes in. An op's text is the one for
+the type it computes in (elementwise_ops.py), and every result is brought back into its type
+(8/16-bit integers wrap, float16 computes in float32 and rounds), so a fused chain computes
 exactly what the ops one by one would. Integer semantics are ONNX's (C's): + - * wrap around
 modulo 2^bits, division truncates toward zero (and gives 0 for a zero divisor, which ONNX leaves
 undefined).
 
 Templates splice the rendered expression into one statement, so there are no local variables: an
 op that reads its operand twice (x < 0 ? a * x : x) repeats the operand's text. The fusion pass
-bounds how large that can grow (`render_size`).
+bounds how large that can grow (`render_size`); ops that read it many times (erf, GELU's tanh)
+call a helper function instead (HELPERS), which the kernel declares.
 """
 from __future__ import annotations
 
@@ -29,11 +31,16 @@ from .dtypes import TYPES, ScalarType, float_literal
 from .elementwise_ops import OPS, SPECIAL
 
 NAN = float_literal(float("nan"))
-FLOAT32 = TYPES["float32"]
+FLOAT32, BOOL = TYPES["float32"], TYPES["bool"]
 
 
 class Unsupported(ValueError):
-    """The tree uses an op the dtype does not take; the lowering turns it into a CompileError."""
+    """The tree uses an op the dtype does not take; the lowering turns it into a CompileError.
+    `dtype` is the ScalarType the op would have computed in."""
+
+    def __init__(self, op: str, dtype: ScalarType | None = None):
+        super().__init__(op)
+        self.dtype = dtype
 
 
 def _kind(t: ScalarType) -> str:
@@ -46,9 +53,11 @@ def _unsigned(t: ScalarType) -> str:
 
 
 class Renderer:
-    """GLSL for trees computing in `out`'s type, over operands of the types `operands` (all of
-    `out`'s type when not given). Helper functions the text calls (integer division, integer
-    powers) collect in `helpers`; `int64` says whether the text needs 64-bit integers."""
+    """GLSL for trees whose result has `out`'s type, over operands of the types `operands` (all of
+    `out`'s type when not given). Every subtree has its own type (`type_of`): an op computes in
+    its operands' type, a predicate returns bool, a cast its target; a constant takes the type its
+    context computes in. Helper functions the text calls (integer division, integer powers, erf)
+    collect in `helpers`; `int64` says whether the text needs 64-bit integers."""
 
     def __init__(self, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None):
         self.t, self.operands = out, operands
@@ -57,62 +66,116 @@ class Renderer:
 
     def render(self, tree, leaf) -> str:
         """GLSL for `tree`; `leaf(tree)` renders ("in", j) and ("acc",) leaves."""
-        op, t = tree[0], self.t
-        if op in ("in", "acc"):
-            return leaf(tree)
+        return self.typed(tree, leaf, self.t)[0]
+
+    def type_of(self, tree) -> ScalarType | None:
+        """The type `tree`'s value has; None for a constant (it takes its context's type)."""
+        op = tree[0]
+        if op == "in":
+            return self.operands[tree[1]] if self.operands else self.t
+        if op == "acc":
+            return self.t
         if op == "const":
-            return t.literal(tree[1])
-        text = OPS[op].text(_kind(t))
+            return None
+        typing = OPS[op].typing
+        if typing == "predicate":
+            return BOOL
+        if typing == "cast":
+            return TYPES[tree[2]]
+        # Pow has its base's type, Where its value operands'.
+        return self._first_type(tree[1:2] if op == "pow" else tree[2:] if typing == "select"
+                                else tree[1:])
+
+    def _first_type(self, children) -> ScalarType | None:
+        """The type of the first child that is not a constant (nor a Clip bound, a Cast type)."""
+        return next((t for c in children if isinstance(c, tuple)
+                     for t in [self.type_of(c)] if t is not None), None)
+
+    def typed(self, tree, leaf, want: ScalarType) -> tuple[str, ScalarType]:
+        """(GLSL, type) of `tree`, where its context computes in `want` (which a constant takes)."""
+        op = tree[0]
+        if op in ("in", "acc"):
+            return leaf(tree), self.type_of(tree)
+        if op == "const":
+            return want.literal(tree[1]), want
+        entry = OPS[op]
+        t = self.type_of(tree) or want
+        self.int64 = self.int64 or t.int64
+        if entry.typing == "cast":
+            return self._cast(tree[1], t, leaf), t
+        # The type the op's text computes in: its operands' (a predicate's differ from its result;
+        # constant folding leaves no predicate of constants only).
+        ct = (self._first_type(tree[1:]) or self.t) if entry.typing == "predicate" else t
+        text = entry.text(_kind(ct))
         if text is None:
-            raise Unsupported(op)
+            raise Unsupported(op, ct)
         if op == "clip":
-            x = self.render(tree[1], leaf)
+            x = self.typed(tree[1], leaf, t)[0]
             if tree[2] is not None:
                 x = f"max({x}, {t.literal(tree[2])})"
             if tree[3] is not None:
                 x = f"min({x}, {t.literal(tree[3])})"
-            return x
+            return x, t
         if op == "pow":
-            return t.wrap(self._pow(tree[1], tree[2], leaf))
+            return t.wrap(self._pow(tree[1], tree[2], leaf, t)), t
         assert text is not SPECIAL, op
-        children = [self.render(c, leaf) for c in tree[1:]]
-        text = string.Formatter().vformat(text, children, _Names(self))
-        return text if OPS[op].exact else t.wrap(text)
+        wants = [BOOL, t, t] if entry.typing == "select" else [ct] * (len(tree) - 1)
+        children = [self.typed(c, leaf, w)[0] for c, w in zip(tree[1:], wants)]
+        text = string.Formatter().vformat(text, children, _Names(self, ct))
+        return (text if entry.exact else t.wrap(text)), t
+
+    # ---- Cast: ONNX's conversions ------------------------------------------------------------
+
+    def _cast(self, operand, to: ScalarType, leaf) -> str:
+        """`operand` converted to `to` as ONNX (numpy) does: floats to integers truncate toward
+        zero, integers wrap into narrower ones, anything to bool is x != 0 (true for NaN), bool
+        to numbers 0 or 1. NaN, inf and out-of-range floats to integers are undefined in ONNX
+        and in GLSL alike."""
+        x, s = self.typed(operand, leaf, to)
+        if s == to:
+            return x
+        if to.kind == "bool":
+            return f"({x} != {s.literal(0)})"
+        if s.kind == "bool":
+            return f"({x} ? {to.literal(1)} : {to.literal(0)})"
+        if s.glsl == to.glsl:  # float32 -> float16 rounds, int32 -> int8 wraps
+            return to.wrap(x)
+        if s.kind == "float" and to.packed and to.kind == "uint":
+            x = f"int({x})"  # -3.0 -> uint8 is 253 (via int): GLSL's float -> uint is undefined below 0
+        return to.wrap(f"{to.glsl}({x})")
 
     # ---- Pow: the exponent may have its own dtype -------------------------------------------
 
-    def _pow(self, base, exponent, leaf) -> str:
-        t = self.t
-        x = self.render(base, leaf)
+    def _pow(self, base, exponent, leaf, t: ScalarType) -> str:
+        x = self.typed(base, leaf, t)[0]
         if exponent[0] == "const":
             e = float(exponent[1])
             if t.glsl == "float":
                 return pow_text(x, None, e)
             if not e.is_integer():
                 if t.glsl == "double":
-                    raise Unsupported("pow with a fractional exponent")
+                    raise Unsupported("pow with a fractional exponent", t)
                 return f"{t.glsl}(pow(float({x}), {float_literal(e)}))"
             ei = _int_type("int" if abs(e) < 2**31 else "int64_t")
             kind = "fpowi" if t.kind == "float" else "ipow"
-            return f"{self.helper(kind, ei)}({x}, {ei.literal(int(e))})"
-        et = self.operands[exponent[1]] if exponent[0] == "in" and self.operands else t
-        y = self.render(exponent, leaf)
+            return f"{self.helper(kind, t, ei)}({x}, {ei.literal(int(e))})"
+        et = self.type_of(exponent) or t
+        y = self.typed(exponent, leaf, et)[0]
         if et.kind != "float":  # an integer exponent: repeated squaring, exact where pow() is not
-            return f"{self.helper('ipow' if t.kind != 'float' else 'fpowi', et)}({x}, {y})"
+            return f"{self.helper('ipow' if t.kind != 'float' else 'fpowi', t, et)}({x}, {y})"
         if t.glsl == "double":
-            raise Unsupported("pow with a floating-point exponent tensor")
+            raise Unsupported("pow with a floating-point exponent tensor", t)
         if t.glsl == "float":
             return pow_text(x, f"float({y})" if et.glsl == "double" else y, None)
         # An integer base and a float exponent: ONNX runtimes compute in floating point and
         # truncate; an integral exponent goes the exact integer way.
         i = "int64_t" if t.int64 else "int"
-        return (f"(floor({y}) == {y} ? {self.helper('ipow', _int_type(i))}({x}, {i}({y})) : "
+        return (f"(floor({y}) == {y} ? {self.helper('ipow', t, _int_type(i))}({x}, {i}({y})) : "
                 f"{t.glsl}(pow(float({x}), float({y}))))")
 
-    def helper(self, kind: str, e: ScalarType | None = None) -> str:
-        """The name of helper `kind` (HELPERS) on the compute type (and exponent type `e`),
-        adding its text to `helpers` on first use."""
-        t = self.t
+    def helper(self, kind: str, t: ScalarType, e: ScalarType | None = None) -> str:
+        """The name of helper `kind` (HELPERS) computing in `t` (with exponent type `e`), adding
+        its text to `helpers` on first use."""
         e = e or t
         name = f"{kind}_{t.glsl}_{e.glsl}"
         if name not in self.helpers:
@@ -123,15 +186,16 @@ class Renderer:
 
 
 class _Names:
-    """The named fields of an op's text: {z}, {one} and helper names (elementwise_ops.py)."""
+    """The named fields of an op's text computing in type t: {z}, {one} and helper names
+    (elementwise_ops.py)."""
 
-    def __init__(self, renderer: Renderer):
-        self.r = renderer
+    def __init__(self, renderer: Renderer, t: ScalarType):
+        self.r, self.t = renderer, t
 
     def __getitem__(self, key: str) -> str:
         if key in ("z", "one"):
-            return self.r.t.literal(0 if key == "z" else 1)
-        return self.r.helper(key)
+            return self.t.literal(0 if key == "z" else 1)
+        return self.r.helper(key, self.t)
 
 
 def _int_type(glsl: str) -> ScalarType:
@@ -159,33 +223,41 @@ def pow_text(x: str, y: str, exponent: float | None) -> str:
             f"{x} > 0.0 ? {mag} : floor({y}) != {y} ? {NAN} : {odd} ? -{mag} : {mag})")
 
 
-def render(tree, leaf) -> str:
-    """GLSL for a float32 tree over float32 operands (Renderer's default types)."""
-    return Renderer().render(tree, leaf)
+def needs_int64(tree) -> bool:
+    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
+    r = Renderer()
+    r.render(tree, lambda t: "x")
+    return r.int64
 
 
-def render_size(tree) -> int:
+def render_size(tree, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None) -> int:
     """Length of the rendered GLSL with every leaf as a one-character name."""
-    return len(render(tree, lambda t: "x"))
+    return len(Renderer(out, operands).render(tree, lambda t: "x"))
 
 
 def substitute(tree, mapping):
-    """Replace leaves: mapping(tree) returns a new subtree for a leaf or None to keep it."""
+    """Replace leaves: mapping(tree) returns a new subtree for a leaf or None to keep it.
+    Children that are not trees (Clip's bounds, Cast's dtype) stay as they are."""
     if tree[0] in ("in", "acc"):
         new = mapping(tree)
         return tree if new is None else new
     if tree[0] == "const":
         return tree
-    if tree[0] == "clip":
-        return ("clip", substitute(tree[1], mapping), tree[2], tree[3])
-    return (tree[0], *(substitute(c, mapping) for c in tree[1:]))
+    return (tree[0], *(substitute(c, mapping) if isinstance(c, tuple) else c for c in tree[1:]))
 
 
 def count_ops(tree) -> int:
     if tree[0] in ("in", "acc", "const"):
         return 0
-    children = tree[1:2] if tree[0] == "clip" else tree[1:]
-    return 1 + sum(count_ops(c) for c in children)
+    return 1 + sum(count_ops(c) for c in tree[1:] if isinstance(c, tuple))
+
+
+def _horner(coefficients: list[str]) -> str:
+    """c0 + x2 * (c1 + x2 * (c2 + ...)) as GLSL text over the variable x2."""
+    text = coefficients[-1]
+    for c in reversed(coefficients[:-1]):
+        text = f"{c} + x2 * ({text})"
+    return text
 
 
 HELPERS = {
@@ -222,5 +294,25 @@ HELPERS = {
         x *= x;
     }}
     return negative ? {T}(1) / r : r;
+}}""",
+    # erf in float: the rational approximation x P(x^2) / Q(x^2) on [-4, 4] (beyond, erf is +-1
+    # in float32) of Eigen and XLA. Its own error is 6.5e-8; in float32 arithmetic the result is
+    # within 4.3e-7 of erf (relative error under 2.5e-7 for |x| < 1: no cancellation near 0).
+    "erf": """{T} {name}({T} x) {{
+    x = clamp(x, -4.0, 4.0);
+    const {T} x2 = x * x;
+    const {T} p = x * (""" + _horner(["-1.60960333262415e-02", "-2.95459980854025e-03",
+                                      "-7.34990630326855e-04", "-5.69250639462346e-05",
+                                      "-2.10102402082508e-06", "2.77068142495902e-08",
+                                      "-2.72614225801306e-10"]) + """);
+    const {T} q = """ + _horner(["-1.42647390514189e-02", "-7.37332916720468e-03",
+                                 "-1.68282697438203e-03", "-2.13374055278905e-04",
+                                 "-1.45660718464996e-05"]) + """;
+    return p / q;
+}}""",
+    # tanh as the elementwise op computes it (elementwise_ops.py), for texts that read the
+    # argument of their tanh many times (gelu_tanh).
+    "tanh": """{T} {name}({T} x) {{
+    return """ + OPS["tanh"].float.replace("{0}", "x") + """;
 }}""",
 }

@@ -15,6 +15,8 @@ Two things differ from an interpreter, because vkc compiles ahead of time with s
 
 Opsets 23 to 25 only widened the type lists of the ops vkc handles; a model importing them runs at
 opset 22 when every one of its ops has the same definition there (compared through onnx.defs).
+Likewise a model of an opset below 7 (Not's cases are opset 1) runs at opset 7 when its ops are
+defined there as they were.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from runtime_min import load
 
 from .compile import compile_model
 from .errors import CompileError, UnsupportedOpsError
-from .frontend import MAX_OPSET, load_model, to_ir
+from .frontend import MAX_OPSET, MIN_OPSET, load_model, to_ir
 from .ops import constant_inputs, is_supported, unsupported_ops
 from .passes import fold_constants
 
@@ -48,15 +50,17 @@ def _schema_signature(op: str, domain: str, opset: int):
 
 
 def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Relabel an opset-23+ model as opset 22 when all its ops mean the same there."""
+    """Relabel an opset-23+ model as opset 22 (an opset<7 one as 7) when all its ops mean the
+    same there."""
     imports = [i for i in model.opset_import if i.domain in ("", "ai.onnx")]
-    if not imports or imports[0].version <= MAX_OPSET:
+    if not imports or MIN_OPSET <= imports[0].version <= MAX_OPSET:
         return model
     version = imports[0].version
+    target = MAX_OPSET if version > MAX_OPSET else MIN_OPSET
     for node in model.graph.node:
         try:
             same = _schema_signature(node.op_type, node.domain, version) == \
-                _schema_signature(node.op_type, node.domain, MAX_OPSET)
+                _schema_signature(node.op_type, node.domain, target)
         except onnx.defs.SchemaError:
             same = False
         if not same:
@@ -64,7 +68,7 @@ def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     model = onnx.ModelProto.FromString(model.SerializeToString())
     for imp in model.opset_import:
         if imp.domain in ("", "ai.onnx"):
-            imp.version = MAX_OPSET
+            imp.version = target
     return model
 
 

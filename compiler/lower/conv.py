@@ -111,7 +111,7 @@ def _explicit_im2col(node, target, x, out, geometry, n, group, K, out_hw, np_, g
 
 
 def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):
-    expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "conv", out.shape, tail, own)
     total = n * cout * oh * ow
     sizes = dict((name, value) for name, _, value in geometry)
     # The W-direction window is structure: each invocation keeps the input segment its TW
@@ -129,7 +129,8 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
     texel = (all(texel_format(bindings[b].dtype) for b in read)
              and texel_reads(target, x, w, *operands))
     return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel, EP_TEXEL=texel,
-                                           n_epilogue=len(operands), epilogue_expr=expr, **row,
+                                           n_epilogue=len(operands), epilogue_expr=expr,
+                                           epilogue_helpers=helpers, **row,
                                            **kernel_types(out)),
                   spec, bindings, writes=[2], groups=grid_1d(invocations, local),
                   local_size=(local, 1, 1), nodes=node.sources,
@@ -252,10 +253,11 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
                                          SB_B0=xis * cin * tp, SB_B1=cin * tp, SB_K=tp, SB_N=1,
                                          **c_strides),
                             coords="matmul", out_shape=m.shape, fused=False)
-    expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "conv", out.shape, tail, own)
     ep_texel = all(texel_format(e.dtype) for e in operands) and texel_reads(target, *operands)
     last = Kernel("winograd_output", dict(LOCAL=local, TRANSPOSED=transposed, n_epilogue=len(operands),
-                                          epilogue_expr=expr, EP_TEXEL=ep_texel, **matrices,
+                                          epilogue_expr=expr, epilogue_helpers=helpers,
+                                          EP_TEXEL=ep_texel, **matrices,
                                           **kernel_types(out)),
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
                    ("OW", "int32", ow), *tile_spec, *ep_spec],

@@ -1,8 +1,9 @@
 """Fused elementwise expressions (`vkc.Elementwise`, built by passes/elementwise.py).
 
-float32 expressions render into `elementwise`; every other dtype goes through
-`elementwise_typed`, which computes in the output's dtype (expr.Renderer) and writes packed
-8/16-bit outputs a whole 32-bit word per invocation.
+Expressions over float32 operands to a float32 output render into `elementwise` (their
+intermediates may be bool: a comparison feeding a Where); every other dtype goes through
+`elementwise_typed`, which loads each operand in its own dtype, computes each subtree in its type
+(expr.Renderer) and writes packed 8/16-bit (and bool) outputs a whole 32-bit word per invocation.
 """
 from __future__ import annotations
 
@@ -36,6 +37,17 @@ def _indexing(operands, out):
     return dims, modes, spec, index
 
 
+def _render(node, renderer, leaf) -> str:
+    try:
+        return renderer.render(node.attrs["expr"], leaf)
+    except E.Unsupported as exc:
+        # Name the tensor of the dtype the op would have computed in.
+        v = next((v for v in [node.outputs[0], *node.inputs]
+                  if exc.dtype is not None and np.dtype(v.dtype).name == exc.dtype.name),
+                 node.outputs[0])
+        raise unsupported_dtype(node, v, str(exc)) from None
+
+
 @register("vkc.Elementwise", dtypes=None)
 def lower_elementwise(node, target):
     out, operands = node.outputs[0], node.inputs
@@ -43,11 +55,14 @@ def lower_elementwise(node, target):
         return _lower_typed(node, target)
     dims, modes, spec, index = _indexing(operands, out)
     tree = node.attrs["expr"]
-    leaf = lambda t: f"LOAD{t[1]}({index[t[1]]})"
+    renderer = E.Renderer(E.FLOAT32, [E.FLOAT32] * len(operands))
+    expr = _render(node, renderer, lambda t: f"LOAD{t[1]}({index[t[1]]})")
+    if renderer.int64:  # a cast to int64 inside: the typed template enables 64-bit integers
+        return _lower_typed(node, target)
     local = target.elementwise_local
     texel = texel_reads(target, *operands)
     params = dict(LOCAL=local, n_inputs=len(operands), rank=len(dims), TEXEL=texel,
-                  strided="strided" in modes, expr=E.render(tree, leaf))
+                  strided="strided" in modes, expr=expr, helpers=list(renderer.helpers.values()))
     return [Kernel("elementwise", params, spec, [*operands, out], writes=[len(operands)],
                    groups=grid_1d(out.size, local), local_size=(local, 1, 1),
                    nodes=node.sources, flops=out.size * E.count_ops(tree),
@@ -65,10 +80,7 @@ def _lower_typed(node, target):
     *in_types, t = types
     tree = node.attrs["expr"]
     renderer = E.Renderer(t, in_types)
-    try:
-        expr = renderer.render(tree, lambda leaf: f"x{leaf[1]}")
-    except E.Unsupported as exc:
-        raise unsupported_dtype(node, out, str(exc)) from None
+    expr = _render(node, renderer, lambda leaf: f"x{leaf[1]}")
     dims, modes, spec, index = _indexing(operands, out)
     local = target.elementwise_local
     params = dict(LOCAL=local, rank=len(dims), strided="strided" in modes, expr=expr,

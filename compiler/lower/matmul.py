@@ -79,10 +79,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
     (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself)."""
     if fused:
-        expr, operands, ep_spec, ep_ops = build_epilogue(
+        expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
             node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
     else:
-        expr, operands, ep_spec, ep_ops = "acc_v", [], [], 0
+        expr, operands, ep_spec, ep_ops, helpers = "acc_v", [], [], 0, []
     batches = batch0 * batch1
     types = kernel_types(c)
     vec4 = types["T"].vec4 is not None
@@ -127,13 +127,14 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     params.update(coords=coords, split_k=split > 1, **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
     if split == 1:
-        return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr),
+        return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
+                                      epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), **common)]
     # Split-K: slices of K write partial sums; a second pass adds them and applies the epilogue.
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
                     (batches * split * M * N,))
-    first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v"),
+    first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v", epilogue_helpers=[]),
                    spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
                    groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
                    **common)
@@ -142,7 +143,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                    ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
     reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
     second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
-                                          epilogue_expr=expr, **types),
+                                          epilogue_expr=expr, epilogue_helpers=helpers, **types),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
                     groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
                     flops=total * (split + ep_ops), problem=problem)

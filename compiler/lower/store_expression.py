@@ -8,7 +8,8 @@ from ..ir import Node, Value
 
 
 def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=()):
-    """Returns (GLSL expression over acc_v/e0/e1/e2, operand Values, spec entries)."""
+    """Returns (GLSL expression over acc_v/e0/e1/e2, operand Values, spec entries, op count,
+    the texts of the helper functions the expression calls: erf, GELU's tanh)."""
     n_own = node.attrs.get("n_op_inputs", len(node.inputs))
     fused = node.attrs.get("epilogue", ("acc",))
     shift = len(own_operands)
@@ -25,7 +26,9 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
         j = t[1]
         return f"EP{j}_AT(e0 * EP{j}_SB + e1 * EP{j}_SM + e2 * EP{j}_SN)"
 
-    return E.render(tree, leaf), operands, spec, E.count_ops(tree)
+    renderer = E.Renderer()
+    expr = renderer.render(tree, leaf)
+    return expr, operands, spec, E.count_ops(tree), list(renderer.helpers.values())
 
 
 def channel_view(v: Value, rank: int) -> Value:

@@ -1,21 +1,28 @@
 """Elementwise ops become `vkc.Elementwise` nodes holding an expression tree; chains of them
-fuse into one kernel when the intermediate has no other reader and both compute in the same
-dtype (a kernel computes in one dtype, see expr.py). Which ONNX ops are elementwise, and as which
-tree op, is elementwise_ops.py's table."""
+fuse into one kernel when the intermediate has no other reader and either has the consumer's
+dtype or is bool (a comparison feeding a Where, a Not, a Cast). Every subtree of a fused tree
+computes in its own type and is brought back into it after every op (expr.py), so a fused chain
+computes exactly what the ops one by one would. Which ONNX ops are elementwise, and as which tree
+op, is elementwise_ops.py's table; Cast, CastLike, IsInf, Gelu and the com.microsoft GELUs choose
+their tree from their attributes (and CastLike from its second input's dtype) here."""
 from __future__ import annotations
 
 import numpy as np
 import onnx
 
 from .. import expr as E
-from ..elementwise_ops import (FLOAT64_OPS, INTEGER_OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY,
-                              ONNX_VARIADIC)
+from ..dtypes import TYPES
+from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
 from ..registry import declare
 
-ELEMENTWISE_OPS = set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | {"Clip"}
+# ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
+ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
+                 "Gelu": "gelu"}
+MICROSOFT_OPS = {"Gelu": "gelu", "FastGelu": "gelu_tanh", "BiasGelu": "gelu"}
+ELEMENTWISE_OPS = set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | set(ATTRIBUTE_OPS)
 # Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
 # their operand twice (Elu, PRelu, HardSwish) repeat its text, so a long chain would grow
 # exponentially.
@@ -23,18 +30,24 @@ MAX_EXPR_CHARS = 4000
 
 
 def _dtypes_doc(op: str) -> str:
-    """The dtypes vkc computes an elementwise op on: those ONNX allows (its first input's type
-    constraint) that the expression renderer takes (float32 and float16 take every op)."""
-    name = ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op) or op.lower()
-    vkc = {"float", "float16"}  # ONNX's names: float is float32, double float64
-    if name in FLOAT64_OPS:
+    """The dtypes vkc computes an elementwise op on: those ONNX allows (its input's type
+    constraint: T where it has one) that the expression renderer has texts for."""
+    name = (ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op)
+            or ATTRIBUTE_OPS[op])
+    kinds = OPS[name].kinds
+    vkc = {"float", "float16"} if "float" in kinds else set()  # ONNX's names: float is float32
+    if "double" in kinds:
         vkc.add("double")
-    if name in INTEGER_OPS:
+    if "int" in kinds and "uint" in kinds:
         vkc |= {f"{u}int{b}" for u in ("", "u") for b in (8, 16, 32, 64)}
+    if "bool" in kinds:
+        vkc.add("bool")
     schema = onnx.defs.get_schema(op, max_inclusive_version=MAX_OPSET)
-    allowed = {t[len("tensor("):-1] for t in schema.type_constraints[0].allowed_type_strs}
+    constraint = next((c for c in schema.type_constraints if c.type_param_str == "T"),
+                      schema.type_constraints[0])
+    allowed = {t[len("tensor("):-1] for t in constraint.allowed_type_strs}
     have = vkc & allowed
-    names = [n for n in ("float", "float16", "double") if n in have]
+    names = [n for n in ("float", "float16", "double", "bool") if n in have]
     for u in ("int", "uint"):
         ints = [f"{u}{b}" for b in (8, 16, 32, 64) if f"{u}{b}" in have]
         names += [f"{u}8-64"] if len(ints) == 4 else ints
@@ -43,12 +56,21 @@ def _dtypes_doc(op: str) -> str:
 
 
 _LIMITS = {"Clip": "min and max computed at run time",
-           "Pow": "float64 base with a floating-point exponent tensor or a fractional constant"}
+           "Pow": "float64 base with a floating-point exponent tensor or a fractional constant",
+           "Cast": "to or from string, bfloat16, float8 and 4-bit types; NaN, inf and "
+                   "out-of-range floats to integers (undefined in ONNX)"}
 for _op in sorted(ELEMENTWISE_OPS):
     # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
-            dtypes_doc=_dtypes_doc(_op), constant_inputs=(1, 2) if _op == "Clip" else (),
-            limits=_LIMITS.get(_op, "-"))
+            dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
+                        "bool, float16-64, int8-64, uint8-64 to any of them"),
+            constant_inputs=(1, 2) if _op == "Clip" else (),
+            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"))
+_MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
+                   "BiasGelu": "erf form of x + bias"}
+for _op, _doc in _MICROSOFT_DOCS.items():
+    declare(_op, domain="com.microsoft", handled_by=f"fused elementwise ({_doc})",
+            module=__name__, dtypes=None, dtypes_doc="float32, float16")
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
@@ -66,13 +88,49 @@ def _clip_bounds(node: Node) -> tuple[float | None, float | None]:
     return bounds[0], bounds[1]
 
 
+def _attribute_tree(node: Node):
+    """The tree of an op whose attributes choose it, over operand ("in", 0)."""
+    x = ("in", 0)
+    if node.op_type == "Clip":
+        lo, hi = _clip_bounds(node)
+        return ("clip", x, lo, hi)
+    if node.op_type in ("Cast", "CastLike"):  # CastLike: to its second input's dtype
+        to = node.outputs[0].dtype
+        if np.dtype(to).name not in TYPES:
+            raise CompileError(f"{node.op_type} '{node.name}' converts to {np.dtype(to).name}, "
+                               f"which vkc's kernels do not compute.")
+        return ("cast", x, np.dtype(to).name)
+    if node.op_type == "IsInf":
+        negative, positive = (node.attrs.get(a, 1) for a in ("detect_negative", "detect_positive"))
+        if negative and positive:
+            return ("isinf", x)
+        if negative or positive:
+            return ("equal", x, ("const", float("-inf") if negative else float("inf")))
+        return ("less", x, ("const", float("-inf")))  # detects nothing: never true, not for NaN
+    approximate = node.attrs.get("approximate", b"none")  # Gelu
+    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    if approximate not in ("none", "tanh"):
+        raise CompileError(f"Gelu '{node.name}' has approximate='{approximate}'; ONNX defines "
+                           "'none' and 'tanh'.")
+    return ("gelu_tanh" if approximate == "tanh" else "gelu", x)
+
+
+def _microsoft_tree(node: Node):
+    """com.microsoft's Gelu (x), FastGelu (x, optional bias) and BiasGelu (x, bias) as trees:
+    the GELU of x, or of x + bias where the node has a bias."""
+    bias = len(node.inputs) > 1 and node.inputs[1] is not None
+    x = ("add", ("in", 0), ("in", 1)) if bias else ("in", 0)
+    return (MICROSOFT_OPS[node.op_type], x), node.inputs[:2] if bias else node.inputs[:1]
+
+
 def to_elementwise(graph: Graph) -> Graph:
     for node in graph.nodes:
-        if node.op_type not in ELEMENTWISE_OPS or node.domain not in ("", "ai.onnx"):
+        if node.domain == "com.microsoft" and node.op_type in MICROSOFT_OPS:
+            tree, operands = _microsoft_tree(node)
+        elif node.op_type not in ELEMENTWISE_OPS or node.domain not in ("", "ai.onnx"):
             continue
-        if node.op_type == "Clip":
-            lo, hi = _clip_bounds(node)
-            tree, operands = ("clip", ("in", 0), lo, hi), [node.inputs[0]]
+        elif node.op_type in ATTRIBUTE_OPS:
+            tree, operands = _attribute_tree(node), [node.inputs[0]]
         elif node.op_type in ONNX_UNARY:
             # ONNX float attributes are float32, for every dtype the op computes on.
             attrs = [("const", float(np.float32(node.attrs.get(name, default))))
@@ -97,6 +155,7 @@ def to_elementwise(graph: Graph) -> Graph:
             else:
                 tree = (ONNX_BINARY[node.op_type], *leaves)
         node.op_type, node.attrs, node.inputs = "vkc.Elementwise", {"expr": tree}, operands
+        node.domain = ""
     graph.relink()
     return graph
 
@@ -110,13 +169,18 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
                 continue
             for k, v in enumerate(consumer.inputs):
                 prod = v.producer
+                # A bool intermediate (a comparison feeding a Where) joins a tree of another
+                # type. Joining across other dtype changes (an integer chain feeding a Pow's
+                # exponent or a Cast) would be as exact, but is left until a model gains from it:
+                # it would change the kernels of integer and float16 models that compile today.
                 if (prod is None or prod.op_type != "vkc.Elementwise"
                         or not graph.used_only_by(v, consumer) or v.alias_of is not None
                         or tuple(v.shape) != tuple(consumer.outputs[0].shape)
-                        or v.dtype != consumer.outputs[0].dtype
+                        or (v.dtype != consumer.outputs[0].dtype and np.dtype(v.dtype) != np.bool_)
                         or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
                     continue
-                merge_into(consumer, k, prod)
+                consumer.attrs["expr"], consumer.inputs = merged(consumer, k, prod)
+                consumer.sources = prod.sources + consumer.sources
                 graph.nodes.remove(prod)
                 graph.relink()
                 changed = True
@@ -126,14 +190,20 @@ def fuse_elementwise_chains(graph: Graph) -> Graph:
     return graph
 
 
-def _merged_size(consumer: Node, k: int, prod: Node) -> int:
-    tree = E.substitute(consumer.attrs["expr"],
-                        lambda t: prod.attrs["expr"] if t == ("in", k) else None)
-    return E.render_size(tree)
+def _merged_size(consumer: Node, k: int, prod: Node) -> float:
+    """The GLSL length of the merged tree (infinite where a dtype does not take one of its ops:
+    the nodes stay apart and the lowering names the op that is not supported)."""
+    tree, operands = merged(consumer, k, prod)
+    try:
+        return E.render_size(tree, TYPES[np.dtype(consumer.outputs[0].dtype).name],
+                             [TYPES[np.dtype(v.dtype).name] for v in operands])
+    except (E.Unsupported, KeyError):
+        return float("inf")
 
 
-def merge_into(consumer: Node, k: int, prod: Node) -> None:
-    """Substitute producer `prod`'s expression for operand k of `consumer`, sharing operands."""
+def merged(consumer: Node, k: int, prod: Node):
+    """(tree, operands) of `consumer` with producer `prod`'s expression substituted for its
+    operand k, operands shared."""
     operands = [v for i, v in enumerate(consumer.inputs) if i != k]
     old_index = {i: operands.index(v) for i, v in enumerate(consumer.inputs) if i != k}
 
@@ -148,6 +218,4 @@ def merge_into(consumer: Node, k: int, prod: Node) -> None:
                              lambda t: ("in", index_of(prod.inputs[t[1]])) if t[0] == "in" else None)
     tree = E.substitute(consumer.attrs["expr"],
                         lambda t: prod_tree if t == ("in", k) else ("in", old_index[t[1]]))
-    consumer.attrs["expr"] = tree
-    consumer.inputs = operands
-    consumer.sources = prod.sources + consumer.sources
+    return tree, operands

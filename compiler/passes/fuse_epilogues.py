@@ -27,6 +27,8 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 break
             if any(np.dtype(v.dtype) != np.float32 for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands as float32 (a Pow's exponent may not be)
+            if E.needs_int64(ew.attrs["expr"]):
+                break  # a cast through int64: the Conv/Gemm/MatMul templates do not enable it
             others = [v for v in ew.inputs if v is not out]
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break

@@ -24,12 +24,14 @@ def _leaf(t):
 
 
 def _render(dtype, tree, operands):
-    """What the compiler renders now: lower/elementwise.py and epilogues call expr.render for
-    float32-only trees, Renderer otherwise."""
+    """What the compiler renders now: expr.Renderer for every dtype (float32 included: the
+    float32 kernel and epilogues declare no helper the old trees call, nor int64)."""
     try:
-        if dtype == "float32" and all(o == "float32" for o in operands):
-            return {"expr": E.render(tree, _leaf), "helpers": [], "int64": False}, {}
         r = E.Renderer(TYPES[dtype], [TYPES[o] for o in operands])
+        if dtype == "float32" and all(o == "float32" for o in operands):
+            text = r.render(tree, _leaf)
+            assert not r.helpers and not r.int64
+            return {"expr": text, "helpers": [], "int64": False}, {}
         text = r.render(tree, _leaf)
         return {"expr": text, "helpers": list(r.helpers), "int64": r.int64}, r.helpers
     except Exception as exc:  # noqa: BLE001 - the error is part of the recorded behaviour
@@ -49,10 +51,47 @@ def test_renders_as_before(dtype):
         assert E.render_size(tree) == case["size"], tree
 
 
+# Ops added after the fixture was recorded; their GLSL is tested against onnxruntime
+# (tests/compiler/lower/test_elementwise_bool.py, test_activations.py) and in test_typed_trees.
+NEWER_OPS = {"erf", "gelu", "gelu_tanh", "equal", "less", "greater", "less_equal", "greater_equal",
+             "isnan", "isinf", "not", "and", "or", "xor", "where", "cast"}
+
+
 def test_every_op_has_cases():
     rendered = {c["tree"][0] for c in FIXTURE["cases"]} | {
         c["tree"][1][0] for c in FIXTURE["cases"] if isinstance(c["tree"][1], list)}
-    assert set(ops.OPS) <= rendered
+    assert set(ops.OPS) - NEWER_OPS <= rendered
+
+
+def _r(tree, out="float32", operands=("float32",)):
+    r = E.Renderer(TYPES[out], [TYPES[o] for o in operands])
+    return r.render(tree, _leaf), r
+
+
+def test_typed_trees():
+    """Each subtree computes in its own type: a predicate's operands in theirs, constants in
+    their context's type, a cast converts between them."""
+    x0, x1 = ("in", 0), ("in", 1)
+    assert _r(("less", x0, ("const", 0)), "bool", ["int64"])[0] == "(x0 < 0l)"
+    assert _r(("where", ("less", x0, x1), x0, ("const", -1)), "int8", ["int8", "int8"])[0] == \
+        "((x0 < x1) ? x0 : -1)"
+    assert _r(("where", x0, x1, ("const", float("-inf"))), "float32", ["bool", "float32"])[0] == \
+        "(x0 ? x1 : uintBitsToFloat(0xff800000u))"
+    assert _r(("not", ("equal", x0, ("const", 0))), "bool", ["int32"])[0] == "(!(x0 == 0))"
+    assert _r(("cast", x0, "float32"), "float32", ["int64"])[0] == "float(x0)"
+    assert _r(("cast", x0, "bool"), "bool", ["float32"])[0] == "(x0 != 0.0)"
+    assert _r(("cast", x0, "float32"), "float32", ["bool"])[0] == "(x0 ? 1.0 : 0.0)"
+    assert _r(("cast", x0, "int8"), "int8", ["int64"])[0] == "bitfieldExtract(int(x0), 0, 8)"
+    assert _r(("cast", x0, "float16"), "float16", ["float32"])[0] == \
+        "unpackHalf2x16(packHalf2x16(vec2(x0, 0.0))).x"
+    text, r = _r(("mul", ("cast", ("cast", x0, "int64"), "float32"), ("const", 2)))
+    assert text == "(float(int64_t(x0)) * 2.0)" and r.int64
+    text, r = _r(("gelu", x0))
+    assert text == "(0.5 * x0 * (1.0 + erf_float_float(x0 * 0.707106781)))"
+    assert list(r.helpers) == ["erf_float_float"]
+    with pytest.raises(E.Unsupported) as info:
+        _r(("erf", x0), "float64", ["float64"])
+    assert info.value.dtype is TYPES["float64"]
 
 
 def test_onnx_tables():
@@ -62,7 +101,10 @@ def test_onnx_tables():
     assert ops.ONNX_VARIADIC == {"Sum": "add", "Max": "max", "Min": "min", "Mean": "add"}
     assert not set(ops.ONNX_UNARY) & set(ops.ONNX_BINARY)
     assert ops.INTEGER_OPS == {"add", "sub", "mul", "div", "max", "min", "clip", "neg", "abs",
-                               "relu", "sign", "prelu", "pow"}
+                               "relu", "sign", "prelu", "pow", "equal", "less", "greater",
+                               "less_equal", "greater_equal", "where", "cast"}
     assert ops.FLOAT64_OPS == ops.INTEGER_OPS | {"sqrt", "reciprocal", "floor", "ceil", "round",
-                                                 "softsign", "thresholded_relu"}
+                                                 "softsign", "thresholded_relu", "isnan", "isinf"}
+    assert {op.name for op in ops.OPS.values() if "bool" in op.kinds} == {
+        "equal", "not", "and", "or", "xor", "where", "cast"}
     assert ops.OPS["exp"].kinds == ("float",)

@@ -59,6 +59,19 @@ def test_newer_opset_with_unchanged_ops_runs_as_22():
     np.testing.assert_array_equal(backend.run_model(model, [x])[0], x.T)
 
 
+def test_older_opset_with_unchanged_ops_runs_as_7():
+    """ONNX's Not cases import opset 1; Not is defined at 7 as at 1 (Relu is not: it had
+    consumed_inputs until opset 6)."""
+    model = single_op_model("Not", {"x": [4]}, input_dtypes={"x": np.bool_}, output_dtypes=[np.bool_])
+    model.opset_import[0].version = 1
+    assert backend.normalize_opset(model).opset_import[0].version == 7
+    x = np.array([True, False, False, True])
+    np.testing.assert_array_equal(backend.run_model(model, [x])[0], ~x)
+    relu = single_op_model("Relu", {"x": [2]})
+    relu.opset_import[0].version = 5
+    assert backend.normalize_opset(relu).opset_import[0].version == 5
+
+
 def test_supports_device():
     assert backend.supports_device("CPU") and backend.supports_device("GPU")
     assert not backend.supports_device("CUDA")

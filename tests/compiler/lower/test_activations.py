@@ -98,3 +98,116 @@ def test_activation_fused_into_conv(act, attrs):
     x = g.input("x", [1, 4, 9, 9])
     g.node(act, [g.conv(x, 4, 8, 3)], out="y", **attrs)
     check_against_onnxruntime(at_opset(g.build(["y"]), 14))
+
+
+# ---- erf and GELU (ONNX Gelu since opset 20, and the com.microsoft forms) ---------------------
+
+def test_erf_accuracy():
+    """Max |erf error| over a dense grid against float64 erf (the kernel's rational
+    approximation is within 4.3e-7 of erf in float32 arithmetic; see expr.HELPERS)."""
+    import math
+
+    from harness import compile_cached, run_bundle
+
+    x = np.concatenate([np.linspace(-6, 6, 48001), np.geomspace(1e-6, 1, 2000)]).astype(np.float32)
+    model = single_op_model("Erf", {"x": list(x.shape)})
+    got, _ = run_bundle(compile_cached(model), {"x": x})
+    want = np.array([math.erf(float(v)) for v in x])
+    err = np.abs(got["y"].astype(np.float64) - want)
+    assert err.max() < 5e-7, err.max()
+    small = np.abs(x) < 1  # no cancellation near 0: the error is relative there
+    assert (err[small] / np.maximum(np.abs(want[small]), 1e-30)).max() < 5e-7
+
+
+@pytest.mark.parametrize("scale", [3.0, 0.01])
+def test_erf(scale):
+    model = single_op_model("Erf", {"x": SHAPE})
+    check_against_onnxruntime(model, feeds={"x": (random_feeds(model, seed=7)["x"] * scale).astype(np.float32)})
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("scale", [1.0, 4.0])
+def test_gelu(approximate, scale):
+    model = at_opset(single_op_model("Gelu", {"x": SHAPE}, {"approximate": approximate}), 20)
+    x = (random_feeds(model, seed=8)["x"] * scale).astype(np.float32)
+    check_against_onnxruntime(model, feeds={"x": x})
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_float16(approximate):
+    """float16 computes in float32 and rounds once at the end of each op."""
+    model = single_op_model("Gelu", {"x": SHAPE}, {"approximate": approximate},
+                            input_dtypes={"x": np.float16}, output_dtypes=[np.float16])
+    model = at_opset(model, 20)
+    x = (random_feeds(model, seed=10)["x"] * 3).astype(np.float16)
+    check_against_onnxruntime(model, feeds={"x": x}, rtol_l2=2e-3)
+
+
+def _microsoft(op, inputs, seed=9):
+    """A com.microsoft op over x [2, 5, 16] (and a bias [16])."""
+    from onnx import helper
+
+    from onnx_builders import make_model, tensor_info
+
+    graph = helper.make_graph(
+        [helper.make_node(op, list(inputs), ["y"], domain="com.microsoft")], op,
+        [tensor_info(n, [2, 5, 16] if n == "x" else [16]) for n in inputs],
+        [tensor_info("y", [2, 5, 16])])
+    model = make_model(graph, extra_opsets=[("com.microsoft", 1)])
+    return model, {n: (np.random.default_rng(seed).standard_normal([2, 5, 16] if n == "x" else [16]) * 2)
+                   .astype(np.float32) for n in inputs}
+
+
+@pytest.mark.parametrize("op,inputs", [("Gelu", ["x"]), ("FastGelu", ["x"]), ("FastGelu", ["x", "bias"]),
+                                       ("BiasGelu", ["x", "bias"])],
+                         ids=["Gelu", "FastGelu", "FastGelu-bias", "BiasGelu"])
+def test_microsoft_gelu(op, inputs):
+    model, feeds = _microsoft(op, inputs)
+    r = check_against_onnxruntime(model, feeds=feeds)
+    assert len(r["manifest"]["dispatches"]) == 1
+
+
+def _kernel_names(manifest):
+    return [manifest["kernels"][d["kernel"]]["name"] for d in manifest["dispatches"]]
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe", "nvidia"])
+def test_gelu_after_matmul_and_bias(target, rng):
+    """MatMul -> Add(bias) -> Gelu, a transformer's feed-forward layer: the bias and GELU run
+    in the matmul's store (tiled, register and texel templates), which declares the erf helper."""
+    g = GraphBuilder("ffn", seed=3)
+    x = g.input("x", [2, 7, 16])
+    w = g.const("w", (rng.standard_normal([16, 32]) * 0.3).astype(np.float32))
+    b = g.const("b", rng.standard_normal([32]).astype(np.float32))
+    h = g.node("Add", [g.node("MatMul", [x, w]), b])
+    g.node("Gelu", [h], out="y")
+    r = check_against_onnxruntime(at_opset(g.build(["y"]), 20), target=target)
+    assert len(r["manifest"]["dispatches"]) == 1
+
+
+def test_exported_gelu_after_gemm_with_split_k(rng):
+    """The GELU as torch exports it before opset 20 (x * 0.5 * (1 + erf(x / sqrt(2)))) after a
+    Gemm with a long K, which splits K on a GPU: the reduce pass applies the epilogue."""
+    g = GraphBuilder("exported_gelu", seed=4)
+    x = g.input("x", [4, 2048])
+    h = g.gemm(x, 2048, 8)
+    e = g.node("Erf", [g.node("Div", [h, g.const("sqrt2", np.array(np.sqrt(2), np.float32))])])
+    half = g.node("Mul", [h, g.const("half", np.array(0.5, np.float32))])
+    g.node("Mul", [half, g.node("Add", [e, g.const("one", np.array(1.0, np.float32))])], out="y")
+    r = check_against_onnxruntime(g.build(["y"]), target="nvidia")
+    names = _kernel_names(r["manifest"])
+    assert len(names) == 2 and names[-1] == "splitk_reduce_epilogue", names
+
+
+@pytest.mark.parametrize("kernel,group,channels,target",
+                         [(3, 1, 8, "generic"), (3, 8, 8, "generic"), (1, 1, 8, "generic"),
+                          (3, 1, 16, "lavapipe")],
+                         ids=["conv3x3", "depthwise", "conv1x1", "winograd"])
+def test_gelu_fused_into_conv(kernel, group, channels, target):
+    g = GraphBuilder("conv_gelu", seed=5)
+    x = g.input("x", [1, channels, 10, 10])
+    g.node("Gelu", [g.conv(x, channels, channels, kernel, group=group)], out="y", approximate="tanh")
+    r = check_against_onnxruntime(at_opset(g.build(["y"]), 20), target=target)
+    names = _kernel_names(r["manifest"])
+    assert not any(name.startswith("elementwise") for name in names)
+    assert target != "lavapipe" or "winograd_output_epilogue" in names, names
