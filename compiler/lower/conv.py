@@ -151,7 +151,7 @@ def _conv3d(node, target, x, w, bias, out):
     cot = next(c for c in (4, 2, 1) if cout_g % c == 0)
     own = (channel_view(bias, len(out.shape)),) if bias is not None else ()
     tail = ("add", ("acc",), ("in", 0)) if bias is not None else ("acc",)
-    expr, operands, ep_spec, ep_ops = build_epilogue(node, "conv", out.shape, tail, own)
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "conv", out.shape, tail, own)
     voxels = int(np.prod(out_dhw))
     total = n * (cout // cot) * voxels
     spec = [("TOTAL", "int32", total), ("C_IN", "int32", cin), ("C_IN_G", "int32", cin_g),
@@ -166,7 +166,8 @@ def _conv3d(node, target, x, w, bias, out):
              and texel_reads(target, x, w, *operands))
     local = target.elementwise_local
     return Kernel("conv3d", dict(LOCAL=local, COT=cot, TEXEL=texel, EP_TEXEL=texel,
-                                 n_epilogue=len(operands), epilogue_expr=expr, **kernel_types(out)),
+                                 n_epilogue=len(operands), epilogue_expr=expr,
+                                 epilogue_helpers=helpers, **kernel_types(out)),
                   spec + ep_spec, bindings, writes=[2], groups=grid_1d(total, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   flops=n * cout * voxels * (2 * cin_g * int(np.prod(k_dhw)) + ep_ops),
