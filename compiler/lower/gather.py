@@ -1,16 +1,18 @@
 """Gather: one constant index is a strided copy (x[:, 3]); anything else reads its indices
-(int32 or int64, constant or computed) in templates/gather.comp.j2."""
+(int32 or int64, constant or computed) in templates/gather.comp.j2, moving 32- and 64-bit
+elements a word at a time and 8- and 16-bit ones (bool masks, int8) packed, a word of the output
+per invocation."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .kernel import Kernel, grid_1d, register
-from .strided_copy import MOVES, element_words, strided_copy
+from .kernel import Kernel, buffer_view, grid_1d, register
+from .strided_copy import COPIES, element_words, strided_copy
 
 
-@register("Gather", dtypes=None, dtypes_doc=MOVES + "; indices int32, int64")
+@register("Gather", dtypes=None, dtypes_doc=COPIES + "; indices int32, int64")
 def lower_gather(node, target):
     x, idx, out = node.inputs[0], node.inputs[1], node.outputs[0]
     axis = node.attrs.get("axis", 0) % len(x.shape)
@@ -28,14 +30,22 @@ def lower_gather(node, target):
         return strided_copy(node, target, x, out,
                             strides[:axis] + [0] * len(idx.shape) + strides[axis + 1:],
                             i * strides[axis])
-    words = element_words(node, [x, out])
-    inner = prod(x.shape[axis + 1:]) * words
-    total = out.size * words
+    bits = 8 * np.dtype(x.dtype).itemsize
+    if bits < 32:  # packed: each invocation assembles one 32-bit word of the output
+        words, per_word = 1, 32 // bits
+        total = out.size
+        invocations = -(-total // per_word)
+    else:
+        words, per_word = element_words(node, [x, out]), 1
+        total = out.size * words
+        invocations = total
     if total == 0:
         return []
+    inner = prod(x.shape[axis + 1:]) * words
     spec = [("TOTAL", "int32", total), ("INNER", "int32", inner),
             ("N_IDX", "int32", idx.size), ("A", "int32", A)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, idx_words=np.dtype(idx.dtype).itemsize // 4)
-    return [Kernel("gather", params, spec, [x, idx, out], writes=[2],
-                   groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources)]
+    params = dict(LOCAL=local, idx_words=np.dtype(idx.dtype).itemsize // 4, bits=min(bits, 32))
+    return [Kernel("gather", params, spec, [buffer_view(x), idx, buffer_view(out)], writes=[2],
+                   groups=grid_1d(invocations, local), local_size=(local, 1, 1),
+                   nodes=node.sources)]

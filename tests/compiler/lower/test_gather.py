@@ -46,3 +46,20 @@ def test_gather_embedding_table_runtime_ids(target):
                             initializers={"table": table}, node_inputs=["table", "ids"])
     ids = np.random.default_rng(8).integers(-1000, 1000, [2, 16]).astype(np.int64)
     check_against_onnxruntime(model, feeds={"ids": ids}, target=target)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.uint16],
+                         ids=["bool", "int8", "float16", "uint16"])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_gather_packed_elements(dtype, axis):
+    """8- and 16-bit data (attention masks are bool) gathered at run-time indices: each invocation
+    assembles a word of the output from elements that need not share a word of the input; odd
+    sizes leave a partial last word."""
+    rng = np.random.default_rng(axis)
+    shape = [3, 5, 7]
+    x = (rng.integers(0, 2, shape) if dtype == np.bool_ else
+         rng.standard_normal(shape) * 4 if dtype == np.float16 else rng.integers(-100, 100, shape))
+    idx = rng.integers(-shape[axis], shape[axis], [2, 3]).astype(np.int64)
+    model = single_op_model("Gather", {"x": shape, "i": [2, 3]}, {"axis": axis},
+                            input_dtypes={"x": dtype, "i": np.int64}, output_dtypes=[dtype])
+    check_against_onnxruntime(model, feeds={"x": x.astype(dtype), "i": idx}, exact=True)
