@@ -1,6 +1,8 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
+from .contrib_attention import expand_contrib_attention
 from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
+from .fuse_attention import fuse_attention
 from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
@@ -9,11 +11,12 @@ from .outputs import materialize_outputs, remove_dead_nodes
 from .split_large_weights import split_large_weights
 from .views import make_views
 
-# fuse_layernorm reads the ONNX ops of a normalization chain, so it runs before to_elementwise
-# turns them into expression nodes (and after make_views, so a Reshape is no chain step).
-PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, fuse_layernorm,
-            to_elementwise, remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues,
-            materialize_outputs]
+# Contrib attention and Einsum become MatMuls first, so the fusions see one form. The pattern
+# fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
+# into expression nodes, and after make_views, so a Reshape is no step of a chain.
+PIPELINE = [expand_contrib_attention, rewrite_einsum, make_views, fold_batchnorm,
+            split_large_weights, fuse_layernorm, fuse_attention, to_elementwise, remove_dead_nodes,
+            fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
 
 
 def run_passes(graph):

@@ -1,0 +1,242 @@
+"""Attention chains as exporters write them become one vkc.Attention node (lower/attention.py):
+
+    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> Softmax(last axis) -> MatMul(·, V)
+
+with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
+scaled_dot_product_attention export scales both by sqrt(scale)). Transposes feeding Q, Kᵀ or V
+(the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
+output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
+instead of copy kernels. Every intermediate (scores, scaled scores, probabilities, transposed
+operands) must have no other reader; anything that does not fit leaves the chain as it is.
+
+Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from ..shapes import contiguous_strides
+
+
+def fuse_attention(graph: Graph) -> Graph:
+    for softmax in [n for n in graph.nodes if _is_onnx(n, "Softmax")]:
+        if softmax in graph.nodes:
+            match = _match(graph, softmax)
+            if match is not None:
+                _rewrite(graph, *match)
+    return graph
+
+
+def _is_onnx(node: Node | None, *ops: str) -> bool:
+    return node is not None and node.op_type in ops and node.domain in ("", "ai.onnx")
+
+
+def _sole_consumer(graph: Graph, v: Value) -> Node | None:
+    """v's only reader, when v is read by exactly one node and by nothing else (no view of it,
+    not a graph output)."""
+    if len(v.consumers) != 1 or v.alias_of is not None:
+        return None
+    node = v.consumers[0]
+    return node if graph.used_only_by(v, node) else None
+
+
+def _scalar(v: Value | None) -> float | None:
+    if v is None or not v.is_constant or v.data.size != 1 or v.data.dtype != np.float32:
+        return None
+    return float(v.data.reshape(-1)[0])
+
+
+def _scale_of(graph: Graph, node: Node, chain: Value) -> float | None:
+    """The factor a Mul or Div node applies to `chain` (its other operand a constant scalar that
+    does not broadcast the result), else None."""
+    if not _is_onnx(node, "Mul", "Div") or node.outputs[0].shape != chain.shape:
+        return None
+    if node.op_type == "Div":
+        c = _scalar(node.inputs[1]) if node.inputs[0] is chain else None
+        return None if not c else 1.0 / c
+    other = node.inputs[1] if node.inputs[0] is chain else node.inputs[0]
+    return _scalar(other) if other is not chain else None
+
+
+def _unscale(graph: Graph, v: Value, consumer: Node, removed: list[Node]):
+    """Look through a Mul/Div by a constant scalar producing `v` for `consumer` alone: the
+    unscaled tensor, the factor, and the node that reads the unscaled tensor."""
+    prod = v.producer
+    if prod is not None and _sole_consumer(graph, v) is consumer:
+        chain = _variable_operand(prod)
+        factor = _scale_of(graph, prod, chain) if chain is not None else None
+        if factor is not None:
+            removed.append(prod)
+            return chain, factor, prod
+    return v, 1.0, consumer
+
+
+def _variable_operand(node: Node) -> Value | None:
+    return next((x for x in node.inputs if x is not None and not x.is_constant), None)
+
+
+def _leads_to_scores(graph: Graph, v: Value) -> bool:
+    """Whether v is Q·Kᵀ, possibly scaled, read by one node only: which operand of the mask's
+    Add is the chain."""
+    for _ in range(2):
+        if v.producer is None or _sole_consumer(graph, v) is None:
+            return False
+        if _is_onnx(v.producer, "MatMul"):
+            return True
+        chain = _variable_operand(v.producer)
+        if chain is None or _scale_of(graph, v.producer, chain) is None:
+            return False
+        v = chain
+    return False
+
+
+def _layout(graph: Graph, v: Value, consumer: Node, removed: list[Node]) -> tuple[Value, list[int]]:
+    """The tensor to bind for `v` and the element strides of v's dims in it: through the
+    Transposes that produce v for `consumer` alone, a transposed tensor is read in place."""
+    perms = []
+    while _is_onnx(v.producer, "Transpose") and _sole_consumer(graph, v) is consumer:
+        t = v.producer
+        perms.append(list(t.attrs.get("perm", range(len(v.shape) - 1, -1, -1))))
+        removed.append(t)
+        v, consumer = t.inputs[0], t
+    strides = contiguous_strides(v.shape)
+    for perm in reversed(perms):
+        strides = [strides[p] for p in perm]
+    return v, strides
+
+
+def _four_d(shape, strides, batch) -> list[int] | None:
+    """Strides over (batch, head, row, col) of an operand of rank 2..4 whose leading dims
+    broadcast to `batch` (B, H): stride 0 on broadcast and size-1 dims."""
+    lead, lead_strides = list(shape[:-2]), list(strides[:-2])
+    if len(lead) > 2:
+        return None
+    lead, lead_strides = [1] * (2 - len(lead)) + lead, [0] * (2 - len(lead)) + lead_strides
+    out = []
+    for n, s, want in zip(lead, lead_strides, batch):
+        if n not in (1, want):
+            return None
+        out.append(s if n == want and n != 1 else 0)
+    return out + list(strides[-2:])
+
+
+# Masked-out scores of a constant causal mask: -inf, or at most half of float32's lowest (the
+# finfo.min exporters write), so exp(score + mask - max) is 0, exactly what the kernel's
+# causal mode gives without reading a mask.
+CAUSAL_MASKED = float(np.finfo(np.float32).min) / 2
+
+
+def _is_causal(mask: Value, sq: int, sk: int) -> bool:
+    """A constant mask, the same for every batch and head, of 0 for key k <= q + Sk - Sq and
+    masked above: the kernel's causal mode, which also skips the key blocks past the diagonal.
+    Every row keeps at least one key (Sk >= Sq), so no row turns from a uniform average to NaN."""
+    if not mask.is_constant or sk < sq or mask.size != sq * sk:
+        return False
+    plane = mask.data.reshape(sq, sk)
+    keep = np.tril(np.ones((sq, sk), bool), k=sk - sq)
+    return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
+
+
+def _match(graph: Graph, softmax: Node):
+    removed = [softmax]
+    probs = softmax.outputs[0]
+    rank = len(probs.shape)
+    axis = softmax.attrs.get("axis", -1 if graph.opset >= 13 else 1)
+    # Before opset 13 Softmax flattens from `axis` on: the same as the last axis only there.
+    if not 2 <= rank <= 4 or axis % rank != rank - 1:
+        return None
+    pv = _sole_consumer(graph, probs)
+    if not _is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
+        return None
+
+    # Back from the softmax: an additive mask, a scale, Q·Kᵀ, in the orders exporters write.
+    x, scale, mask, qk = softmax.inputs[0], 1.0, None, None
+    for _ in range(3):
+        node = x.producer
+        if node is None or _sole_consumer(graph, x) is None:
+            return None
+        if _is_onnx(node, "MatMul"):
+            qk = node
+            break
+        if _is_onnx(node, "Add") and mask is None:
+            a, b = node.inputs
+            chain, mask = (a, b) if _leads_to_scores(graph, a) else (b, a)
+            if chain.shape != x.shape or np.dtype(mask.dtype) != np.float32:
+                return None
+            removed.append(node)
+            x = chain
+            continue
+        chain = _variable_operand(node)
+        factor = _scale_of(graph, node, chain) if chain is not None else None
+        if factor is None or scale != 1.0:
+            return None
+        scale *= factor
+        removed.append(node)
+        x = chain
+    if qk is None:
+        return None
+    removed.append(qk)
+    q, kt = qk.inputs
+    q, q_scale, q_consumer = _unscale(graph, q, qk, removed)
+    kt, k_scale, k_consumer = _unscale(graph, kt, qk, removed)
+    scale *= q_scale * k_scale
+    v = pv.inputs[1]
+    if any(len(t.shape) != rank for t in (q, kt)) or not 2 <= len(v.shape) <= 4:
+        return None
+
+    out = pv.outputs[0]
+    *batch, sq, dv = [1] * (4 - rank) + list(out.shape)
+    d, sk = kt.shape[-2], kt.shape[-1]
+    if q.shape[-1] != d or v.shape[-2] != sk or v.shape[-1] != dv or q.shape[-2] != sq:
+        return None
+    layouts = {}
+    for name, t, consumer in (("q", q, q_consumer), ("k", kt, k_consumer), ("v", v, pv)):
+        bound, strides = _layout(graph, t, consumer, removed)
+        four = _four_d(t.shape, strides, batch)
+        if four is None:
+            return None
+        if name == "k":  # Kᵀ's rows are D, its columns keys: the kernel walks (key, d)
+            four = four[:2] + [four[3], four[2]]
+        layouts[name] = (bound, four)
+    causal = False
+    if mask is not None:
+        if len(mask.shape) > 4:
+            return None
+        mshape = [1] * (4 - len(mask.shape)) + list(mask.shape)
+        full = batch + [sq, sk]
+        if any(n not in (1, f) for n, f in zip(mshape, full)):
+            return None
+        if _is_causal(mask, sq, sk):
+            causal, mask = True, None
+        else:
+            mstrides = [s if n != 1 else 0 for n, s in zip(mshape, contiguous_strides(mshape))]
+            layouts["mask"] = (mask, mstrides)
+
+    # A Transpose after the output (to [B, S, H, DV]) is written in place.
+    out_strides = contiguous_strides([1] * (4 - rank) + list(out.shape))
+    t = _sole_consumer(graph, out)
+    if _is_onnx(t, "Transpose") and rank == 4 and not graph.is_output(out):
+        perm = list(t.attrs.get("perm", range(3, -1, -1)))
+        t_strides = contiguous_strides(t.outputs[0].shape)
+        out_strides = [t_strides[perm.index(i)] for i in range(4)]
+        removed.append(t)
+        out = t.outputs[0]
+    removed.append(pv)
+    attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,
+                 mask_kind="none" if mask is None else "add", mask_filter=0.0,
+                 layouts={name: (0, strides) for name, (_, strides) in layouts.items()})
+    attrs["layouts"]["out"] = (0, out_strides)
+    inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask]
+    return removed, pv, inputs, out, attrs
+
+
+def _rewrite(graph: Graph, removed: list[Node], anchor: Node, inputs, out: Value, attrs) -> None:
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    sources = [s for n in sorted(removed, key=lambda n: order[id(n)]) for s in n.sources]
+    node = Node("vkc.Attention", anchor.name, inputs, [out], attrs, sources=sources)
+    at = graph.nodes.index(anchor)
+    graph.nodes[at] = node
+    gone = {id(n) for n in removed if n is not anchor}
+    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    graph.relink()

@@ -1,0 +1,133 @@
+"""ONNX attention graphs as exporters write them, for the attention kernel, pass and contrib-op
+tests: the core chain on [B, H, S, D] inputs, and a whole self-attention block (projections,
+head split, attention, head merge) as HuggingFace BERT/ViT/GPT-2 exports it."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from onnx_builders import _fill_output_shapes, make_model, tensor_info
+
+FMIN = float(np.finfo(np.float32).min)
+
+
+def _model(graph, opset):
+    model = make_model(graph, infer_shapes=False)
+    model.opset_import[0].version = opset
+    return _fill_output_shapes(model)
+
+
+def causal_mask(sq: int, sk: int, fill: float = FMIN) -> np.ndarray:
+    """[1, 1, Sq, Sk] additive mask: 0 where key k <= q + Sk - Sq, `fill` elsewhere."""
+    keep = np.tril(np.ones((sq, sk), bool), k=sk - sq)
+    return np.where(keep, 0.0, fill).astype(np.float32)[None, None]
+
+
+def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const=None,
+                   scale="div", k_transposed=True, out_transpose=False, opset=17):
+    """Q [B,H,Sq,D], K [B,H,Sk,D] (Transposed in the graph) or Kᵀ [B,H,D,Sk] as inputs, V
+    [B,H,Sk,DV]; scale "div" (scores / sqrt(D)), "mul" (scores * c), "pre" (Q and K each times
+    D^-1/4 before the MatMul) or None; a mask graph input of mask_shape or a constant mask_const;
+    out_transpose: the output Transposed to [B, Sq, H, DV]."""
+    sk, dv = sk or sq, dv or d
+    nodes, inits = [], []
+    inputs = [tensor_info("q", [b, h, sq, d])]
+    inputs.append(tensor_info("k", [b, h, d, sk] if k_transposed else [b, h, sk, d]))
+    inputs.append(tensor_info("v", [b, h, sk, dv]))
+    q, kt = "q", "k"
+    if not k_transposed:
+        nodes.append(helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="k_t"))
+        kt = "kt"
+    if scale == "pre":
+        c = np.float32(d ** -0.25)
+        inits.append(numpy_helper.from_array(np.array(c, np.float32), "c"))
+        nodes += [helper.make_node("Mul", [q, "c"], ["qs"], name="q_scale"),
+                  helper.make_node("Mul", [kt, "c"], ["ks"], name="k_scale")]
+        q, kt = "qs", "ks"
+    nodes.append(helper.make_node("MatMul", [q, kt], ["scores"], name="qk"))
+    x = "scores"
+    if scale in ("div", "mul"):
+        c = np.sqrt(d) if scale == "div" else 1 / np.sqrt(d)
+        inits.append(numpy_helper.from_array(np.array(c, np.float32), "scale"))
+        nodes.append(helper.make_node("Div" if scale == "div" else "Mul", [x, "scale"], ["scaled"],
+                                      name="scale"))
+        x = "scaled"
+    if mask_shape is not None or mask_const is not None:
+        if mask_const is not None:
+            inits.append(numpy_helper.from_array(mask_const, "mask"))
+        else:
+            inputs.append(tensor_info("mask", mask_shape))
+        nodes.append(helper.make_node("Add", [x, "mask"], ["masked"], name="add_mask"))
+        x = "masked"
+    nodes.append(helper.make_node("Softmax", [x], ["probs"], axis=-1, name="softmax"))
+    out = "y"
+    if out_transpose:
+        nodes.append(helper.make_node("MatMul", ["probs", "v"], ["ctx"], name="pv"))
+        nodes.append(helper.make_node("Transpose", ["ctx"], ["y"], perm=[0, 2, 1, 3],
+                                      name="ctx_t"))
+    else:
+        nodes.append(helper.make_node("MatMul", ["probs", "v"], ["y"], name="pv"))
+    graph = helper.make_graph(nodes, "attention", inputs, [tensor_info(out, None)],
+                              initializer=inits)
+    return _model(graph, opset)
+
+
+def self_attention_block(b, s, h, d, *, mask="padding", seed=0, opset=17):
+    """x [B, S, H*D] -> Q, K, V projections (MatMul + bias) -> Reshape [B, S, H, D] ->
+    Transpose -> scores / sqrt(D) (+ mask) -> Softmax -> ·V -> Transpose -> Reshape [B, S, H*D]
+    -> output projection. mask: "padding" (an input [B, 1, 1, S] of 0 / finfo.min), "causal"
+    (a constant [1, 1, S, S] of 0 / finfo.min) or None."""
+    rng = np.random.default_rng(seed)
+    hidden = h * d
+    inits = {}
+
+    def const(name, arr):
+        inits[name] = np.asarray(arr, np.float32)
+        return name
+
+    def weight(name, *shape):
+        return const(name, rng.normal(0, hidden ** -0.5, shape))
+
+    nodes = []
+    shape_inits = [numpy_helper.from_array(np.array([b, s, h, d], np.int64), "heads_shape"),
+                   numpy_helper.from_array(np.array([b, s, hidden], np.int64), "merged_shape")]
+    heads = {}
+    for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("MatMul", ["x", weight(f"w_{name}", hidden, hidden)],
+                                   [f"{name}_mm"], name=f"{name}_proj"),
+                  helper.make_node("Add", [f"{name}_mm", weight(f"b_{name}", hidden)],
+                                   [f"{name}_lin"], name=f"{name}_bias"),
+                  helper.make_node("Reshape", [f"{name}_lin", "heads_shape"], [f"{name}_4d"],
+                                   name=f"{name}_split"),
+                  helper.make_node("Transpose", [f"{name}_4d"], [f"{name}_h"], perm=perm,
+                                   name=f"{name}_t")]
+        heads[name] = f"{name}_h"
+    const("sqrt_d", np.sqrt(d))
+    nodes += [helper.make_node("MatMul", [heads["q"], heads["k"]], ["scores"], name="qk"),
+              helper.make_node("Div", ["scores", "sqrt_d"], ["scaled"], name="scale")]
+    x = "scaled"
+    inputs = [tensor_info("x", [b, s, hidden])]
+    if mask == "padding":
+        inputs.append(tensor_info("mask", [b, 1, 1, s]))
+    elif mask == "causal":
+        const("mask", causal_mask(s, s))
+    if mask is not None:
+        nodes.append(helper.make_node("Add", [x, "mask"], ["masked"], name="add_mask"))
+        x = "masked"
+    nodes += [helper.make_node("Softmax", [x], ["probs"], axis=-1, name="softmax"),
+              helper.make_node("MatMul", ["probs", heads["v"]], ["ctx"], name="pv"),
+              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3], name="ctx_t"),
+              helper.make_node("Reshape", ["ctx_t", "merged_shape"], ["ctx_m"], name="merge"),
+              helper.make_node("MatMul", ["ctx_m", weight("w_o", hidden, hidden)], ["y"],
+                               name="out_proj")]
+    graph = helper.make_graph(nodes, "self_attention", inputs, [tensor_info("y", None)],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()]
+                              + shape_inits)
+    return _model(graph, opset)
+
+
+def padding_mask(b: int, s: int, lengths) -> np.ndarray:
+    """[B, 1, 1, S] additive mask of 0 for the first lengths[i] keys of batch i, finfo.min
+    after."""
+    keep = np.arange(s)[None, :] < np.asarray(lengths)[:, None]
+    return np.where(keep, 0.0, FMIN).astype(np.float32).reshape(b, 1, 1, s)

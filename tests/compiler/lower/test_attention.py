@@ -1,0 +1,135 @@
+"""The attention kernel (vkc.Attention) against onnxruntime running the unfused ONNX chain:
+MatMul(Q, Kᵀ) -> scale -> Add mask -> Softmax -> MatMul(·, V) over batch, heads, sequence
+lengths (1, 7, 64, 128, 197 as in ViT) and head sizes, with padding, causal and no masks, rows
+whose every key is masked (finfo.min: V averaged; -inf: NaN, as onnxruntime gives), on both
+targets."""
+
+import numpy as np
+import pytest
+
+from attention_models import causal_mask, core_attention, padding_mask
+from harness import (check_against_onnxruntime, compile_cached, random_feeds, run_bundle,
+                     run_onnxruntime)
+
+from compiler.compile import compile_with_kernels
+from compiler.errors import CompileError
+
+TARGETS = ["generic", "lavapipe"]
+
+
+def _feeds(model, mask=None, seed=0):
+    feeds = {k: v for k, v in random_feeds(model, seed).items() if k != "mask"}
+    if mask is not None:
+        feeds["mask"] = mask
+    return feeds
+
+
+def _fused(model, target="generic"):
+    kernels = compile_with_kernels(model, target=target)[1]
+    assert [k.template for k in kernels] == ["attention"]
+    return kernels[0]
+
+
+# (B, H, S, D, mask): mask None, "padding" ([B, 1, 1, S] input of 0 / finfo.min), "causal" (a
+# constant [1, 1, S, S] of 0 / finfo.min), "full" (a random [1, 1, S, S] input).
+CASES = [
+    pytest.param(1, 1, 1, 64, None, id="b1-h1-s1-d64"),
+    pytest.param(2, 4, 7, 32, "padding", id="b2-h4-s7-d32-padding"),
+    pytest.param(1, 4, 64, 64, "causal", id="b1-h4-s64-d64-causal"),
+    pytest.param(2, 2, 128, 64, "padding", id="b2-h2-s128-d64-padding"),
+    pytest.param(1, 3, 197, 64, None, id="b1-h3-s197-d64-vit"),
+    pytest.param(2, 3, 7, 16, "full", id="b2-h3-s7-d16-full-mask"),
+    pytest.param(1, 2, 33, 128, "causal", id="b1-h2-s33-d128-causal"),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("b,h,s,d,mask", CASES)
+def test_attention(b, h, s, d, mask, target):
+    kw, feed_mask = {}, None
+    if mask == "padding":
+        kw["mask_shape"] = [b, 1, 1, s]
+        feed_mask = padding_mask(b, s, [max(1, s - 3 * i) for i in range(b)])
+    elif mask == "causal":
+        kw["mask_const"] = causal_mask(s, s)
+    elif mask == "full":
+        kw["mask_shape"] = [1, 1, s, s]
+    model = core_attention(b, h, s, d, **kw)
+    _fused(model, target)
+    check_against_onnxruntime(model, target=target, feeds=_feeds(model, feed_mask)
+                              if feed_mask is not None else None)
+
+
+FORMS = {
+    "scale-mul": dict(scale="mul"),
+    "scale-on-q-and-k": dict(scale="pre"),
+    "no-scale": dict(scale=None),
+    "k-transposed-in-graph": dict(k_transposed=False),
+    "output-transposed": dict(out_transpose=True),
+    "cross-sk20-dv32": dict(sk=20, dv=32),
+    "cross-padding": dict(sk=20, mask_shape=[2, 1, 1, 20]),
+    "opset11-softmax": dict(opset=11),
+    "causal-with-past-keys": dict(sk=20, mask_const=causal_mask(9, 20)),
+    "causal-minus-1e4-added": dict(mask_const=causal_mask(9, 9, -1e4)),
+}
+# The forms differ in the pass's strides and modes, which both targets' kernels read alike:
+# all on generic, the ones that change the texel kernel's structure on lavapipe too (each
+# lavapipe kernel takes seconds to build).
+LAVAPIPE_FORMS = ["k-transposed-in-graph", "output-transposed", "cross-sk20-dv32",
+                  "causal-with-past-keys"]
+
+
+@pytest.mark.parametrize("name,target", [(n, "generic") for n in FORMS]
+                         + [(n, "lavapipe") for n in LAVAPIPE_FORMS])
+def test_attention_forms(name, target):
+    model = core_attention(2, 2, 9, 16, **FORMS[name])
+    _fused(model, target)
+    check_against_onnxruntime(model, target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rows_fully_masked_finfo_min(target):
+    """Batch 1 masks every key with finfo.min: its softmax is uniform (V averaged), as in
+    onnxruntime; finfo.min + score must not overflow to -inf (that would give NaN)."""
+    model = core_attention(2, 2, 40, 16, mask_shape=[2, 1, 1, 40])
+    mask = padding_mask(2, 40, [25, 0])
+    res = check_against_onnxruntime(model, target=target, feeds=_feeds(model, mask))
+    assert np.isfinite(res["outputs"]["y"]).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rows_fully_masked_minus_inf(target):
+    """A row whose every score is -inf is NaN in onnxruntime's Softmax and here; the other rows,
+    including those whose first key block is all -inf, are finite and agree."""
+    s = 70  # three key blocks on generic, the first two all -inf for the second half of rows
+    model = core_attention(1, 2, s, 16, mask_shape=[1, 1, s, s])
+    mask = np.zeros((1, 1, s, s), np.float32)
+    mask[..., 35:, :64] = -np.inf   # rows 35.. see only keys 64..69
+    mask[..., 10, :] = -np.inf      # row 10 sees nothing
+    feeds = _feeds(model, mask)
+    want = run_onnxruntime(model, feeds)["y"]
+    got = run_bundle(compile_cached(model, target=target), feeds)[0]["y"]
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(want[0, :, 10]).all()
+    ok = ~np.isnan(want)
+    assert np.abs(got[ok] - want[ok]).max() < 1e-5
+
+
+def test_tiles_fit_the_target():
+    """GPUs: 64 query rows a workgroup, one per invocation (fewer for short sequences), K/V
+    blocks that fit shared memory. Texel profiles: several rows per invocation, no shared
+    memory."""
+    generic = _fused(core_attention(1, 4, 128, 128))
+    assert generic.local_size == (64, 1, 1) and generic.groups == (2, 4, 1)
+    assert generic.shared_memory_bytes <= 16384 and generic.params["BK"] == 16
+    assert _fused(core_attention(1, 1, 1, 64)).local_size == (32, 1, 1)
+    lavapipe = _fused(core_attention(1, 4, 128, 64), "lavapipe")
+    assert lavapipe.params["R"] == 8 and lavapipe.local_size == (16, 1, 1)
+    assert lavapipe.groups == (1, 4, 1) and lavapipe.texel_buffers
+    assert lavapipe.shared_memory_bytes == 0
+    assert _fused(core_attention(1, 4, 128, 128), "lavapipe").params["R"] == 4
+    assert _fused(core_attention(1, 1, 7, 64), "lavapipe").local_size == (8, 1, 1)
+
+
+def test_head_size_limit():
+    with pytest.raises(CompileError, match="head size 320"):
+        compile_with_kernels(core_attention(1, 1, 4, 320))

@@ -1,0 +1,118 @@
+"""onnxruntime's com.microsoft Attention and MultiHeadAttention against onnxruntime: packed
+QKV projection with bias, raw [B, S] padding masks, unidirectional (causal), unequal V size,
+cross attention; what vkc refuses."""
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from harness import check_against_onnxruntime
+from onnx_builders import IR_VERSION, tensor_info
+
+from compiler.compile import compile_with_kernels
+from compiler.errors import CompileError
+
+TARGETS = ["generic", "lavapipe"]
+
+
+def _model(node, inputs, inits, out_shape):
+    graph = helper.make_graph([node], "contrib", inputs, [tensor_info("y", out_shape)],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def attention_model(b, s, heads, head, *, bias=True, mask=False, seed=0, v_head=None, **attrs):
+    rng = np.random.default_rng(seed)
+    hidden = heads * head
+    hv = heads * (v_head or head)
+    total = 2 * hidden + hv
+    inits = {"w": rng.normal(0, hidden ** -0.5, (hidden, total)).astype(np.float32)}
+    if bias:
+        inits["bias"] = rng.normal(0, 0.1, total).astype(np.float32)
+    if v_head:
+        attrs["qkv_hidden_sizes"] = [hidden, hidden, hv]
+    inputs = [tensor_info("x", [b, s, hidden])] + ([tensor_info("mask", [b, s], np.int32)]
+                                                   if mask else [])
+    node = helper.make_node("Attention", ["x", "w", "bias" if bias else "",
+                                          "mask" if mask else ""], ["y"],
+                            domain="com.microsoft", num_heads=heads, **attrs)
+    return _model(node, inputs, inits, [b, s, hv])
+
+
+def mha_model(b, s, heads, head, *, skv=None, bias=True, mask=False, seed=0, **attrs):
+    rng = np.random.default_rng(seed)
+    skv = skv or s
+    hidden = heads * head
+    inits = {"bias": rng.normal(0, 0.1, 3 * hidden).astype(np.float32)} if bias else {}
+    inputs = [tensor_info("q", [b, s, hidden]), tensor_info("k", [b, skv, hidden]),
+              tensor_info("v", [b, skv, hidden])]
+    if mask:
+        inputs.append(tensor_info("mask", [b, skv], np.int32))
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "bias" if bias else "",
+                                                   "mask" if mask else ""], ["y"],
+                            domain="com.microsoft", num_heads=heads, **attrs)
+    return _model(node, inputs, inits, [b, s, hidden])
+
+
+def _feeds(model, b, skv, lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in model.graph.input:
+        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        if vi.name == "mask":
+            feeds["mask"] = (np.arange(skv)[None] < np.asarray(lengths)[:, None]).astype(np.int32)
+        else:
+            feeds[vi.name] = rng.normal(size=shape).astype(np.float32)
+    return feeds
+
+
+def _check(model, target, feeds):
+    return check_against_onnxruntime(model, target=target, feeds=feeds, full_check=False)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kw", [
+    pytest.param(dict(b=1, s=7, heads=2, head=16), id="b1-s7"),
+    pytest.param(dict(b=2, s=19, heads=4, head=16, mask=True), id="b2-s19-padding"),
+    pytest.param(dict(b=2, s=12, heads=2, head=32, mask=True, unidirectional=1),
+                 id="padding-unidirectional"),
+    pytest.param(dict(b=1, s=64, heads=4, head=64, bias=False, unidirectional=1),
+                 id="s64-d64-causal-no-bias"),
+    pytest.param(dict(b=1, s=9, heads=2, head=16, v_head=8, scale=0.3), id="v-head8-scale"),
+])
+def test_attention(kw, target):
+    model = attention_model(**kw)
+    assert [k.template for k in compile_with_kernels(model, target=target)[1]][-1] == "attention"
+    _check(model, target, _feeds(model, kw["b"], kw["s"], [kw["s"], 5][:kw["b"]]))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kw", [
+    pytest.param(dict(b=1, s=7, heads=2, head=16), id="b1-s7"),
+    pytest.param(dict(b=2, s=9, heads=4, head=16, mask=True), id="b2-padding"),
+    pytest.param(dict(b=2, s=5, skv=23, heads=2, head=32, mask=True, bias=False),
+                 id="cross-attention"),
+    pytest.param(dict(b=1, s=16, heads=2, head=16, unidirectional=1), id="unidirectional"),
+])
+def test_multi_head_attention(kw, target):
+    model = mha_model(**kw)
+    templates = [k.template for k in compile_with_kernels(model, target=target)[1]]
+    assert templates.count("attention") == 1 and "softmax" not in templates
+    skv = kw.get("skv") or kw["s"]
+    _check(model, target, _feeds(model, kw["b"], skv, [skv, 3][:kw["b"]]))
+
+
+def test_refused():
+    model = attention_model(1, 4, 2, 8)
+    model.graph.node[0].input.extend(["past"])
+    model.graph.input.append(tensor_info("past", [2, 1, 2, 0, 8]))
+    with pytest.raises(CompileError, match="input 4 \\(past\\)"):
+        compile_with_kernels(model)
+    lengths = attention_model(2, 4, 2, 8)
+    lengths.graph.node[0].input[3] = "lengths"
+    lengths.graph.input.append(tensor_info("lengths", [2], np.int32))
+    with pytest.raises(CompileError, match="mask_index 'lengths'.*\\[B, S_kv\\]"):
+        compile_with_kernels(lengths)

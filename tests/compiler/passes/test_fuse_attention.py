@@ -1,0 +1,184 @@
+"""fuse_attention: the chains exporters write become one vkc.Attention node (Transposes of Q, K,
+V and the output absorbed as strides); chains that differ in any checked condition stay as
+they are. The fused bundle agrees with the unfused one."""
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from attention_models import causal_mask, core_attention, padding_mask, self_attention_block
+from harness import random_feeds, run_bundle
+from onnx_builders import _fill_output_shapes, make_model, tensor_info
+
+from compiler import compile_model, passes
+from compiler.compile import compile_with_kernels
+from compiler.frontend import to_ir
+from compiler.passes import fold_constants, run_passes
+
+
+def _ops(model):
+    return [n.op_type for n in run_passes(fold_constants(to_ir(model))).nodes]
+
+
+def _templates(model, target="generic"):
+    return [k.template for k in compile_with_kernels(model, target=target)[1]]
+
+
+def _unfused_bundle(model, monkeypatch, target="generic"):
+    with monkeypatch.context() as m:
+        m.setattr(passes, "PIPELINE", [p for p in passes.PIPELINE
+                                       if p is not passes.fuse_attention])
+        return compile_model(model, target=target)
+
+
+def test_core_chain_is_one_node():
+    graph = run_passes(fold_constants(to_ir(core_attention(2, 4, 7, 16, mask_shape=[2, 1, 1, 7]))))
+    [node] = graph.nodes
+    assert node.op_type == "vkc.Attention"
+    assert node.sources == ["qk", "scale", "add_mask", "softmax", "pv"]
+    assert node.attrs["dims"] == [2, 4, 7, 7, 16, 16]
+    assert node.attrs["scale"] == pytest.approx(0.25)
+    assert node.attrs["mask_kind"] == "add"
+    # Kᵀ [B, H, D, S] contiguous: keys at stride 1, D at stride S.
+    assert node.attrs["layouts"]["k"] == (0, [4 * 16 * 7, 16 * 7, 1, 7])
+    assert node.attrs["layouts"]["mask"] == (0, [7, 0, 0, 1])
+
+
+def test_block_absorbs_head_transposes():
+    """BERT-style block: the Q/K/V head-split Transposes and the head-merge Transpose become
+    strides; what is left is the four projections (bias fused) and the attention kernel."""
+    model = self_attention_block(2, 7, 2, 16)
+    assert _ops(model) == ["MatMul"] * 3 + ["vkc.Attention", "MatMul"]
+    graph = run_passes(fold_constants(to_ir(model)))
+    att = graph.nodes[3]
+    hidden = 32
+    assert att.attrs["layouts"]["q"] == (0, [7 * hidden, 16, hidden, 1])
+    assert att.attrs["layouts"]["k"] == (0, [7 * hidden, 16, hidden, 1])
+    assert att.attrs["layouts"]["out"] == (0, [7 * hidden, 16, hidden, 1])
+    assert {"q_t", "k_t", "v_t", "ctx_t"} <= set(att.sources)
+
+
+@pytest.mark.parametrize("kw,scale", [
+    (dict(scale="div"), 0.25), (dict(scale="mul"), 0.25), (dict(scale="pre"), 0.25),
+    (dict(scale=None), 1.0), (dict(k_transposed=False), 0.25), (dict(out_transpose=True), 0.25),
+])
+def test_scale_forms(kw, scale):
+    graph = run_passes(fold_constants(to_ir(core_attention(1, 2, 5, 16, **kw))))
+    [node] = graph.nodes
+    assert node.op_type == "vkc.Attention" and node.attrs["scale"] == pytest.approx(scale)
+
+
+def _chain(nodes, inputs, inits=(), outputs=("y",), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, [tensor_info(o, None) for o in outputs],
+                              initializer=[numpy_helper.from_array(np.asarray(a, np.float32), n)
+                                           for n, a in inits])
+    model = make_model(graph, infer_shapes=False)
+    model.opset_import[0].version = opset
+    return _fill_output_shapes(model)
+
+
+QKV = [tensor_info("q", [1, 2, 5, 8]), tensor_info("k", [1, 2, 8, 5]),
+       tensor_info("v", [1, 2, 5, 8])]
+
+
+def _mm(a, b, out, name):
+    return helper.make_node("MatMul", [a, b], [out], name=name)
+
+
+NOT_FUSED = {
+    "softmax-not-last-axis": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=2),
+         _mm("p", "v", "y", "pv")], QKV),
+    "probs-also-an-output": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+         _mm("p", "v", "y", "pv")], QKV, outputs=("y", "p")),
+    "scores-read-twice": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+         _mm("p", "v", "pv_out", "pv"), helper.make_node("ReduceMax", ["s"], ["r"], keepdims=1),
+         helper.make_node("Add", ["pv_out", "r"], ["y"])], QKV),
+    "scale-not-constant": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Div", ["s", "c"], ["t"]),
+         helper.make_node("Softmax", ["t"], ["p"], axis=-1), _mm("p", "v", "y", "pv")],
+        QKV + [tensor_info("c", [1])]),
+    "scale-per-head": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Mul", ["s", "c"], ["t"]),
+         helper.make_node("Softmax", ["t"], ["p"], axis=-1), _mm("p", "v", "y", "pv")],
+        QKV, inits=[("c", np.array([0.5, 0.25]).reshape(1, 2, 1, 1))]),
+    "mask-broadcasts-scores": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Add", ["s", "m"], ["t"]),
+         helper.make_node("Softmax", ["t"], ["p"], axis=-1), _mm("p", "v", "y", "pv")],
+        QKV + [tensor_info("m", [3, 2, 5, 5])]),
+    "probs-on-the-right": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+         _mm("v", "p", "y", "pv")], [QKV[0], QKV[1], tensor_info("v", [1, 2, 8, 5])]),
+    "softmax-of-other-op": _chain(
+        [helper.make_node("Add", ["q", "v"], ["s"]), helper.make_node("Softmax", ["s"], ["p"]),
+         _mm("p", "k", "y", "pv")], QKV),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_FUSED))
+def test_not_fused(name):
+    assert "vkc.Attention" not in _ops(NOT_FUSED[name])
+    assert "Softmax" in _ops(NOT_FUSED[name])
+
+
+def test_transpose_read_elsewhere_stays():
+    """A transposed K that another node also reads stays a Transpose kernel; the attention reads
+    its output."""
+    k = tensor_info("k", [1, 2, 5, 8])
+    model = _chain([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                    _mm("q", "kt", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+                    _mm("p", "v", "o", "pv"), helper.make_node("ReduceSum", ["kt"], ["r"]),
+                    helper.make_node("Add", ["o", "r"], ["y"])],
+                   [QKV[0], k, QKV[2]])
+    ops = _ops(model)
+    assert "vkc.Attention" in ops and "Transpose" in ops
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("mask", [None, "padding", "causal"])
+def test_fused_matches_unfused(mask, target, monkeypatch):
+    """The fused kernel against vkc's own unfused kernels (MatMul, epilogues, Softmax,
+    Transposes) on one block, and the kernel counts of both."""
+    b, s = 2, 19
+    model = self_attention_block(b, s, 4, 16, mask=mask)
+    feeds = random_feeds(model, 0)
+    if mask == "padding":
+        feeds["mask"] = padding_mask(b, s, [s, 11])
+    fused = compile_model(model, target=target)
+    unfused = _unfused_bundle(model, monkeypatch, target)
+    got = run_bundle(fused, feeds)[0]["y"]
+    want = run_bundle(unfused, feeds)[0]["y"]
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+    assert _templates(model, target).count("attention") == 1
+    from bundles import read_bundle
+    n_fused = len(read_bundle(fused).manifest["dispatches"])
+    n_unfused = len(read_bundle(unfused).manifest["dispatches"])
+    assert n_fused == 5 and n_unfused >= 9, (n_fused, n_unfused)
+
+
+@pytest.mark.parametrize("fill,causal", [(np.finfo(np.float32).min, True), (-np.inf, True),
+                                          (-1e4, False)])
+def test_constant_causal_mask(fill, causal):
+    """A constant causal mask of -inf or finfo.min is the kernel's causal mode (no mask read,
+    blocks past the diagonal skipped); one of -10000 stays an added mask (exp(-10000 + s - max)
+    is not 0 for every score)."""
+    graph = run_passes(fold_constants(to_ir(core_attention(1, 1, 6, 8,
+                                                           mask_const=causal_mask(6, 6, fill)))))
+    [node] = graph.nodes
+    assert node.attrs["causal"] is causal
+    assert (node.input(3) is None) is causal
+    if not causal:
+        assert node.attrs["layouts"]["mask"] == (0, [0, 0, 6, 1])
+
+
+def test_offset_causal_mask():
+    """Sk > Sq (keys of earlier steps): the diagonal moves right by Sk - Sq; an upper
+    triangle is no causal mask."""
+    def fused(mask):
+        graph = run_passes(fold_constants(to_ir(core_attention(1, 1, 4, 8, sk=6,
+                                                               mask_const=mask))))
+        return graph.nodes[0].attrs["causal"]
+    assert fused(causal_mask(4, 6))
+    assert not fused(np.ascontiguousarray(causal_mask(6, 4).transpose(0, 1, 3, 2)))
