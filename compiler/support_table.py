@@ -57,6 +57,7 @@ SKIP_KINDS = (("excluded:", "listed in exclusions.txt"),
               ("kernels do not compute", DTYPE),
               ("data-movement kernels", DTYPE),
               ("has type", "a sequence or optional value"),
+              ("vkc supports opsets", "an opset newer than vkc reads, whose ops changed there"),
               ("does not support", "an op vkc does not implement"))
 
 

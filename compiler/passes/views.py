@@ -1,5 +1,5 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze, Identity and Dropout become views: no kernel, the
-output aliases its input's bytes."""
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout and a Cast to the dtype its input has
+become views: no kernel, the output aliases its input's bytes."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,10 +17,25 @@ declare("Dropout", handled_by="view (no kernel)", module=__name__, dtypes=FLOAT3
         constant_inputs=(1, 2), limits="training_mode=1 with ratio > 0")
 
 
+def _same_dtype_cast(node: Node) -> bool:
+    """A Cast (or CastLike) to the dtype its input already has: an identity (HF's GPT-2 exports
+    one after every attention softmax)."""
+    return (node.op_type in ("Cast", "CastLike") and node.domain in ("", "ai.onnx")
+            and node.inputs[0].dtype == node.outputs[0].dtype)
+
+
 def make_views(graph: Graph) -> Graph:
     kept = []
     for node in graph.nodes:
-        if node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx"):
+        if _same_dtype_cast(node) and not graph.is_output(node.outputs[0]):
+            # Readers take the input itself, so patterns across it (attention's softmax -> MatMul)
+            # see one value.
+            src, out = node.inputs[0], node.outputs[0]
+            for reader in out.consumers:
+                reader.inputs = [src if v is out else v for v in reader.inputs]
+            continue
+        if ((node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx"))
+                and not _same_dtype_cast(node)):
             kept.append(node)
             continue
         if node.op_type == "Dropout":

@@ -93,3 +93,19 @@ def test_two_outputs_alias_one_tensor():
     g.node("Flatten", [s], out="flat", axis=1)
     g.node("Reshape", [s, g.const("shape", np.array([-1], np.int64))], out="vec")
     check_against_onnxruntime(g.build(["flat", "vec"]))
+
+
+def test_cast_to_its_own_dtype_is_a_view():
+    """Relu -> Cast(float32 -> float32) -> Softmax: the Cast adds no kernel (HF's GPT-2 exports
+    one after each attention softmax, where a kernel would also stop attention fusion)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Cast", ["r"], ["c"], to=TensorProto.FLOAT),
+             helper.make_node("Softmax", ["c"], ["y"], axis=-1)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    result = check_against_onnxruntime(model)
+    assert len(result["manifest"]["dispatches"]) == 2
