@@ -6,13 +6,16 @@ from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_layernorm import fuse_layernorm
 from .outputs import materialize_outputs, remove_dead_nodes
+from .precision import apply_precision
 from .split_large_weights import split_large_weights
 from .views import make_views
 
 # fuse_layernorm reads the ONNX ops of a normalization chain, so it runs before to_elementwise
 # turns them into expression nodes (and after make_views, so a Reshape is no chain step).
+# apply_precision retypes to float16 once normalizations are single nodes, and before
+# to_elementwise, so that its Casts fuse into elementwise chains and epilogues.
 PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, fuse_layernorm,
-            to_elementwise, remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues,
+            apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues,
             materialize_outputs]
 
 

@@ -1,0 +1,149 @@
+"""The precision pass (`--precision fp16`): float16 tensors and weights where the registry says a
+node computes float16, Casts around the nodes that do not (and those --keep-fp32 names), float32
+inputs and outputs unless --io fp16."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from bundles import read_bundle
+from compiler import compile_model
+from compiler.errors import CompileError
+from compiler.frontend import to_ir
+from compiler.passes import PIPELINE, apply_precision, fold_constants
+from compiler.passes.precision import Precision, to_float16_weights
+from harness import check_against_onnxruntime, compile_cached, run_bundle, run_onnxruntime
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _model():
+    """conv1 -> Relu -> Resize (float32 only) -> conv2 -> Softmax over channels."""
+    rng = np.random.default_rng(0)
+    w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    w2 = (rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32)
+    b2 = (rng.standard_normal(4) * 0.1).astype(np.float32)
+    scales = np.array([1, 1, 2, 2], np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Resize", ["r1", "", "scales"], ["up"], name="up", mode="nearest"),
+             helper.make_node("Conv", ["up", "w2", "b2"], ["c2"], name="conv2"),
+             helper.make_node("Softmax", ["c2"], ["y"], name="softmax", axis=1)]
+    graph = helper.make_graph(
+        nodes, "precision", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [numpy_helper.from_array(a, n) for n, a in
+         (("w1", w1), ("w2", w2), ("b2", b2), ("scales", scales))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _retyped(model, **options):
+    """The graph right after apply_precision (Casts still ONNX Cast nodes)."""
+    graph = fold_constants(to_ir(model))
+    graph.precision = Precision.parse("fp16", **options)
+    for p in PIPELINE:
+        graph = p(graph)
+        if p is apply_precision:
+            return graph
+    raise AssertionError("apply_precision is not in the PIPELINE")
+
+
+def _node(graph, op, name=None):
+    return next(n for n in graph.nodes if n.op_type == op and (name is None or n.name == name))
+
+
+def _casts(graph):
+    return [(n.inputs[0].name, np.dtype(n.outputs[0].dtype).name)
+            for n in graph.nodes if n.op_type == "Cast"]
+
+
+def test_float16_nodes_weights_and_casts_around_the_fallback():
+    g = _retyped(_model())
+    conv1, conv2 = _node(g, "Conv", "conv1"), _node(g, "Conv", "conv2")
+    # Conv, Relu and Softmax compute float16: their tensors and weights are float16.
+    for node in (conv1, conv2, _node(g, "Relu"), _node(g, "Softmax")):
+        assert all(v.dtype == F16 for v in [*node.inputs, *node.outputs]), node
+    assert conv1.inputs[1].data.dtype == F16 and conv2.inputs[2].data.dtype == F16
+    # Resize has no float16 kernel: float32 between two Casts; its scales stay float32.
+    up = _node(g, "Resize")
+    assert up.inputs[0].dtype == F32 and up.outputs[0].dtype == F32 and up.inputs[2].dtype == F32
+    # The input comes in as float32, the output leaves as float32 under its own name.
+    assert _casts(g) == [("x", "float16"), ("r1", "float32"), ("up", "float16"),
+                         ("y/float16", "float32")]
+    assert [v.name for v in g.inputs] == ["x"] and g.inputs[0].dtype == F32
+    assert [(v.name, v.dtype) for v in g.outputs] == [("y", F32)]
+
+
+def test_keep_fp32_keeps_the_named_node_and_its_weights():
+    g = _retyped(_model(), keep_fp32=["conv2"])
+    conv2 = _node(g, "Conv", "conv2")
+    assert all(v.dtype == F32 for v in [*conv2.inputs, *conv2.outputs])
+    assert conv2.inputs[1].data.dtype == F32
+    assert _node(g, "Conv", "conv1").outputs[0].dtype == F16
+    # Resize and conv2 both float32: no Cast between them.
+    assert _casts(g) == [("x", "float16"), ("r1", "float32"), ("c2", "float16"),
+                         ("y/float16", "float32")]
+
+
+def test_io_fp16_retypes_inputs_and_outputs():
+    g = _retyped(_model(), io="fp16")
+    assert g.inputs[0].dtype == F16 and g.outputs[0].dtype == F16
+    assert _casts(g) == [("r1", "float32"), ("up", "float16")]
+
+
+def test_unknown_keep_name_and_options_are_refused():
+    with pytest.raises(CompileError, match="--keep-fp32 names nope"):
+        _retyped(_model(), keep_fp32=["nope"])
+    with pytest.raises(CompileError, match="apply to --precision fp16 only"):
+        Precision.parse("fp32", io="fp16")
+    with pytest.raises(CompileError, match="precision 'fp8'"):
+        Precision.parse("fp8")
+
+
+def test_weights_saturate_instead_of_overflowing():
+    w = np.array([-3.4e38, -1.0, 7e4, np.inf], np.float32)
+    assert to_float16_weights(w).tolist() == [-65504.0, -1.0, 65504.0, np.inf]
+
+
+def test_fp16_runs_and_halves_weights():
+    """On lavapipe against onnxruntime float32; the bundle needs 16-bit storage. (The arena does
+    not shrink here: the float32 Resize's input and output, the largest tensors, dominate it.)"""
+    model = _model()
+    result = check_against_onnxruntime(model, target="lavapipe", precision="fp16",
+                                       rtol_l2=1e-2, rtol=1e-2, atol=1e-2)
+    m16 = result["manifest"]
+    m32 = read_bundle(compile_cached(model, target="lavapipe")).manifest
+    assert "storageBuffer16BitAccess" in m16["requirements"]["features"]
+    assert "storageBuffer16BitAccess" not in m32["requirements"]["features"]
+    assert m16["memory"]["weights_bytes"] < m32["memory"]["weights_bytes"]
+    assert [t["dtype"] for t in m16["tensors"] if t["name"] in ("x", "y")] == ["float32"] * 2
+
+
+def test_io_fp16_runs_with_float16_inputs_and_outputs(rng):
+    model = _model()
+    bundle = compile_model(model, target="lavapipe", precision="fp16", io="fp16")
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got, io = run_bundle(bundle, {"x": x.astype(np.float16)})
+    assert io["inputs"] == [("x", [1, 3, 8, 8], "float16")]
+    assert got["y"].dtype == np.float16
+    ref = run_onnxruntime(model, {"x": x.astype(np.float16).astype(np.float32)})["y"]
+    err = np.linalg.norm(got["y"].astype(np.float64) - ref) / np.linalg.norm(ref)
+    assert err < 1e-2, err
+
+
+def test_device_without_16bit_storage_is_refused(monkeypatch):
+    from runtime_min import VkcRuntimeError, load
+    from runtime_min import device as rdevice
+    bundle = compile_cached(_model(), target="lavapipe", precision="fp16")
+    real = rdevice.Instance.describe
+
+    def without_16bit_storage(self, pdev, index):
+        info = real(self, pdev, index)
+        return dataclasses.replace(info,
+                                   all_features=info.all_features - {"storageBuffer16BitAccess"})
+    monkeypatch.setattr(rdevice.Instance, "describe", without_16bit_storage)
+    with pytest.raises(VkcRuntimeError, match="lacks: feature storageBuffer16BitAccess"):
+        load(bundle)
