@@ -219,6 +219,10 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                   f"{mem['lower_bound_bytes']:,} (arena / lower bound = "
                   f"{mem['arena_bytes'] / max(mem['lower_bound_bytes'], 1):.3f}); "
                   f"weights {mem['weights_bytes']:,}")
+    req = m["requirements"]
+    console.print(f"requires: Vulkan {'.'.join(map(str, req['vulkan_api'][:2]))}; features "
+                  f"{', '.join(req['features']) or 'none'}; extensions "
+                  f"{', '.join(req['extensions']) or 'none'}")
 
 
 def _inspect_json(path: Path) -> None:

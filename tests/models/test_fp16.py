@@ -1,6 +1,6 @@
 """`--precision fp16` on every model of the zoo (tests/models/zoo.py, small resolutions) and the
 transformer fixtures (tests/models/fixtures), on lavapipe (shaderFloat16 and 16-bit storage),
-against onnxruntime in float32.
+against onnxruntime in float32; a few also with the generic profile's (GPU) kernels.
 
 Tolerance: rel L2 < 1e-2 per output, and every element within 2e-2 * max|ref| + 2e-2 * |ref|.
 float16 rounds each stored activation and weight by up to 2^-11 relative; over ~20-50 layers
@@ -42,12 +42,12 @@ FIXTURE_MODELS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny
                   "convnext_tiny", "r3d_tiny")
 
 
-def _check(model, feeds=None):
-    result = check_against_onnxruntime(model, feeds=feeds, target="lavapipe", precision="fp16",
+def _check(model, feeds=None, target="lavapipe"):
+    result = check_against_onnxruntime(model, feeds=feeds, target=target, precision="fp16",
                                        rtol_l2=RTOL_L2, rtol=RTOL, atol=ATOL)
     m = result["manifest"]
     assert {"storageBuffer16BitAccess"} <= set(m["requirements"]["features"])
-    fp32 = read_bundle(compile_cached(model, target="lavapipe")).manifest
+    fp32 = read_bundle(compile_cached(model, target=target)).manifest
     ratio = m["memory"]["weights_bytes"] / fp32["memory"]["weights_bytes"]
     worst = max(float(np.max(np.abs(result["outputs"][n].astype(np.float64) - ref)))
                 / max(float(np.max(np.abs(ref))), 1e-30)
@@ -68,3 +68,14 @@ def test_zoo_fp16(name):
 def test_fixture_fp16(name, rng):
     model = onnx.load(str(FIXTURES / f"{name}.onnx"))
     _check(model, _feeds(name, model, rng))
+
+
+# The generic (GPU) profile's kernels, run on lavapipe too: shared-memory tiled matmul with
+# f16vec4 loads, split-K, implicit-GEMM conv, depthwise conv.
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "bert_tiny", "convnext_tiny"])
+def test_generic_profile_fp16(name, rng):
+    if name in ZOO:
+        _check(ZOO[name](), target="generic")
+    else:
+        model = onnx.load(str(FIXTURES / f"{name}.onnx"))
+        _check(model, _feeds(name, model, rng), target="generic")

@@ -134,6 +134,32 @@ def test_io_fp16_runs_with_float16_inputs_and_outputs(rng):
     assert err < 1e-2, err
 
 
+def test_cli_compile_fp16_and_inspect(tmp_path):
+    import onnx
+    from typer.testing import CliRunner
+
+    from compiler.cli import app
+    onnx.save(_model(), tmp_path / "m.onnx")
+    out = {}
+    for precision in ("fp32", "fp16"):
+        bundle = tmp_path / f"{precision}.vkb"
+        r = CliRunner().invoke(app, ["compile", str(tmp_path / "m.onnx"), "-o", str(bundle),
+                                     "--precision", precision, "--target", "lavapipe",
+                                     *(["--keep-fp32", "conv2,softmax"] if precision == "fp16" else [])])
+        assert r.exit_code == 0, r.output
+        r = CliRunner().invoke(app, ["inspect", str(bundle)])
+        assert r.exit_code == 0, r.output
+        out[precision] = " ".join(r.output.split())
+        assert ("storageBuffer16BitAccess" in out[precision]) == (precision == "fp16")
+    weights = {p: int(text.split("weights ")[-1].split()[0].rstrip(";").replace(",", ""))
+               for p, text in out.items()}
+    # conv2 kept float32: conv1's weights halve.
+    assert weights["fp32"] > weights["fp16"]
+    r = CliRunner().invoke(app, ["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "x.vkb"),
+                                 "--precision", "fp16", "--keep-fp32", "conv9"])
+    assert r.exit_code == 1 and "conv9" in r.output
+
+
 def test_device_without_16bit_storage_is_refused(monkeypatch):
     from runtime_min import VkcRuntimeError, load
     from runtime_min import device as rdevice
