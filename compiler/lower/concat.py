@@ -1,11 +1,13 @@
 """Concat: one slice copy per input into the output."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
+from ..registry import FLOATS
 from ..shapes import prod
 from .kernel import Kernel, grid_1d, register
 
 
-@register("Concat")
+@register("Concat", dtypes=FLOATS)
 def lower_concat(node, target):
     out = node.outputs[0]
     axis = node.attrs["axis"] % len(out.shape)
@@ -18,7 +20,7 @@ def lower_concat(node, target):
         if total:
             spec = [("TOTAL", "int32", total), ("INNER", "int32", inner), ("A_IN", "int32", a_in),
                     ("A_OUT", "int32", out.shape[axis]), ("OFFSET", "int32", offset)]
-            kernels.append(Kernel("copy_slice", dict(LOCAL=local), spec, [x, out], writes=[1],
+            kernels.append(Kernel("copy_slice", dict(LOCAL=local, **kernel_types(out)), spec, [x, out], writes=[1],
                                   groups=grid_1d(total, local), local_size=(local, 1, 1),
                                   nodes=node.sources))
         offset += a_in
