@@ -173,3 +173,49 @@ def test_device_without_16bit_storage_is_refused(monkeypatch):
     monkeypatch.setattr(rdevice.Instance, "describe", without_16bit_storage)
     with pytest.raises(VkcRuntimeError, match="lacks: feature storageBuffer16BitAccess"):
         load(bundle)
+
+
+def _w(*shape, seed=1):
+    return (np.random.default_rng(seed).standard_normal(shape) * 0.3).astype(np.float32)
+
+
+# Each kernel family that computes float16, alone: odd sizes (partial tiles, odd element counts
+# in 16-bit storage), on the GPU profile's kernels and lavapipe's.
+KERNEL_CASES = {
+    "gemm_transB_bias": ("Gemm", {"x": [5, 37]}, {"transB": 1}, {"w": _w(19, 37), "b": _w(19)}),
+    "matmul_batched": ("MatMul", {"x": [3, 33, 20]}, {}, {"w": _w(20, 67)}),
+    "matmul_splitk": ("MatMul", {"x": [16, 1024]}, {}, {"w": _w(1024, 16)}),
+    "conv_3x3_stride2": ("Conv", {"x": [1, 5, 13, 11]}, {"pads": [1, 1, 1, 1], "strides": [2, 2]},
+                         {"w": _w(7, 5, 3, 3), "b": _w(7)}),
+    "conv_depthwise": ("Conv", {"x": [1, 6, 9, 9]}, {"group": 6, "pads": [1, 1, 1, 1]},
+                       {"w": _w(6, 1, 3, 3)}),
+    "conv_3d": ("Conv", {"x": [1, 3, 4, 5, 5]}, {"pads": [1] * 6}, {"w": _w(4, 3, 3, 3, 3)}),
+    "conv_transpose": ("ConvTranspose", {"x": [1, 4, 5, 5]}, {"strides": [2, 2]},
+                       {"w": _w(4, 3, 3, 3)}),
+    "maxpool": ("MaxPool", {"x": [1, 3, 9, 9]}, {"kernel_shape": [3, 3], "strides": [2, 2]}, {}),
+    "avgpool": ("AveragePool", {"x": [1, 3, 9, 9]}, {"kernel_shape": [3, 3], "pads": [1] * 4}, {}),
+    "global_avgpool": ("GlobalAveragePool", {"x": [1, 5, 7, 7]}, {}, {}),
+    "softmax": ("Softmax", {"x": [3, 7, 11]}, {"axis": 1}, {}),
+    "log_softmax": ("LogSoftmax", {"x": [3, 37]}, {"axis": -1}, {}),
+    "layernorm": ("LayerNormalization", {"x": [2, 5, 48]}, {"axis": -1},
+                  {"scale": _w(48), "bias": _w(48)}),
+    "reduce_mean": ("ReduceMean", {"x": [3, 5, 7]}, {"axes": [1]}, {}),
+    "reduce_logsumexp": ("ReduceLogSumExp", {"x": [3, 5, 7]}, {"axes": [0, 2]}, {}),
+    "concat": ("Concat", {"x0": [2, 3, 5], "x1": [2, 1, 5]}, {"axis": 1}, {}),
+}
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("case", list(KERNEL_CASES))
+def test_kernel_computes_float16(case, target):
+    from onnx_builders import _fill_output_shapes, single_op_model
+    op, inputs, attrs, weights = KERNEL_CASES[case]
+    model = single_op_model(op, inputs, attrs, initializers=weights)
+    if op == "LayerNormalization":
+        model.opset_import[0].version = 17
+        model = _fill_output_shapes(model)
+    g = _retyped(model)
+    (node,) = [n for n in g.nodes if n.op_type == op]
+    assert node.outputs[0].dtype == F16, "the registry declares this op float16"
+    check_against_onnxruntime(model, target=target, precision="fp16", rtol_l2=1e-2,
+                              rtol=1e-2, atol=1e-2)
