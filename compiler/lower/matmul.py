@@ -281,7 +281,8 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul", dtypes=FLOATS, limits="batch dims that broadcast in more than two separate groups")
+@register("MatMul", dtypes=FLOATS,
+          limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
     out = node.outputs[0]

@@ -68,7 +68,8 @@ def _windowed(node, target, mode):
                  node.attrs.get("storage_order", 0))
 
 
-@register("MaxPool", dtypes=FLOATS, dtypes_doc="float32, float16; Indices int64", limits=SPATIAL_LIMIT)
+@register("MaxPool", dtypes=FLOATS, dtypes_doc="float32, float16; Indices int64",
+          limits=SPATIAL_LIMIT)
 def lower_maxpool(node, target):
     return _windowed(node, target, "max")
 

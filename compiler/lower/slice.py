@@ -38,8 +38,8 @@ def lower_slice_v1(node, target):
     return _slice(node, target, list(a["starts"]), list(a["ends"]), a.get("axes"), None)
 
 
-@register("Slice", since=10, dtypes=None, float16=True, dtypes_doc=COPIES, constant_inputs=(1, 2, 3, 4),
-          limits=SLICE_LIMIT)
+@register("Slice", since=10, dtypes=None, float16=True, dtypes_doc=COPIES,
+          constant_inputs=(1, 2, 3, 4), limits=SLICE_LIMIT)
 def lower_slice(node, target):
     starts = _constant_ints(node, 1, "starts")
     ends = _constant_ints(node, 2, "ends")

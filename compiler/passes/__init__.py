@@ -15,8 +15,8 @@ from .views import make_views
 # apply_precision retypes to float16 once normalizations are single nodes, and before
 # to_elementwise, so that its Casts fuse into elementwise chains and epilogues.
 PIPELINE = [rewrite_einsum, make_views, fold_batchnorm, split_large_weights, fuse_layernorm,
-            apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues,
-            materialize_outputs]
+            apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
+            fuse_epilogues, materialize_outputs]
 
 
 def run_passes(graph):

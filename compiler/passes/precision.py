@@ -41,6 +41,8 @@ class Precision:
             raise CompileError(f"precision '{precision}' is not one of fp32, fp16.")
         if io not in (None, "fp32", "fp16"):
             raise CompileError(f"io precision '{io}' is not one of fp32, fp16.")
+        if isinstance(keep_fp32, str):  # "conv1,conv2", as the command line writes it
+            keep_fp32 = [n for n in keep_fp32.split(",") if n]
         keep = frozenset(keep_fp32 or ())
         if precision == "fp32" and (io == "fp16" or keep):
             raise CompileError("--io fp16 and --keep-fp32 apply to --precision fp16 only.")
