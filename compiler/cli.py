@@ -55,9 +55,10 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
-def _compile(model: Path, input_shape, target: str) -> bytes:
+def _compile(model: Path, input_shape, target: str, **precision) -> bytes:
     try:
-        return compile_model(model, input_shapes=_parse_shapes(input_shape), target=target)
+        return compile_model(model, input_shapes=_parse_shapes(input_shape), target=target,
+                             **precision)
     except (CompileError, ValueError) as exc:
         _fail(str(exc))
 
@@ -98,13 +99,20 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
             input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt,
             tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
-                                            "device first (implies --target host): slower compile, faster kernels.")):
+                                            "device first (implies --target host): slower compile, faster kernels."),
+            precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16: weights and "
+                                          "activations stored as float16, accumulated in float32."),
+            io: Optional[str] = typer.Option(None, "--io", help="fp16: inputs and outputs float16 at "
+                                             "the runtime API too (default: float32)."),
+            keep_fp32: Optional[str] = typer.Option(None, "--keep-fp32", help="With --precision fp16: "
+                                                    "node names (NAME,...) that stay float32.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     if tune_first:
         tune(model, input_shape=input_shape, target="host", device=None, repeat=5)
         target = "host"
-    data = _compile(model, input_shape, target)
+    keep = [n for n in (keep_fp32 or "").split(",") if n]
+    data = _compile(model, input_shape, target, precision=precision, io=io, keep_fp32=keep)
     output.write_bytes(data)
     m = read_bundle(data).manifest
     console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: "
@@ -211,6 +219,10 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                   f"{mem['lower_bound_bytes']:,} (arena / lower bound = "
                   f"{mem['arena_bytes'] / max(mem['lower_bound_bytes'], 1):.3f}); "
                   f"weights {mem['weights_bytes']:,}")
+    req = m["requirements"]
+    console.print(f"requires: Vulkan {'.'.join(map(str, req['vulkan_api'][:2]))}; features "
+                  f"{', '.join(req['features']) or 'none'}; extensions "
+                  f"{', '.join(req['extensions']) or 'none'}")
 
 
 def _inspect_json(path: Path) -> None:

@@ -14,20 +14,28 @@ from .lower import lower_graph
 from .memory import plan_memory
 from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
+from .passes.precision import Precision
 from .targets import Target
 
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
-                  target: "str | Target" = "generic") -> bytes:
-    """Compile an ONNX model (proto, path or bytes) into a .vkb bundle."""
-    return compile_with_kernels(model, input_shapes=input_shapes, target=target)[0]
+                  target: "str | Target" = "generic", precision: str = "fp32",
+                  io: str | None = None, keep_fp32=()) -> bytes:
+    """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
+    weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
+    unless io="fp16"; the nodes named in keep_fp32 stay float32."""
+    return compile_with_kernels(model, input_shapes=input_shapes, target=target,
+                                precision=precision, io=io, keep_fp32=keep_fp32)[0]
 
 
-def compile_with_kernels(model, *, input_shapes=None, target="generic") -> tuple[bytes, list]:
+def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
+                         io=None, keep_fp32=()) -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
+    options = Precision.parse(precision, io, keep_fp32)
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
+    graph.precision = options
     # Every unsupported op is reported at once, before any code generation. Ops computed only
     # from constants and shapes were folded away above, so they need no kernel.
     missing = unsupported_ops(graph)

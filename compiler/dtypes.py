@@ -3,7 +3,12 @@ type, and how an element is read, packed and written as a literal.
 
 8- and 16-bit elements live packed in 32-bit words (`uint` buffers): a kernel reads one with
 bitfieldExtract (sign-extending signed types) or unpackHalf2x16, and writes whole words only, so
-no kernel needs the optional 8/16-bit storage features. float16 computes in float32; bool is one
+the kernels that move and combine elements (elementwise, gather, transpose, slice...) need no
+optional 8/16-bit storage feature. The compute kernels (matmul, conv, pooling, softmax,
+normalization, reductions: `kernel_types`) read and write float16 natively instead, as
+float16_t / f16vec4 buffers (GL_EXT_shader_16bit_storage: storageBuffer16BitAccess), converting
+to float32 on load and back on store: `FLOAT16_NATIVE`. Both forms are the same bytes, so a
+packed kernel's output feeds a native one and back. float16 computes in float32; bool is one
 byte (0 or 1) per element, packed like int8, and a GLSL bool in kernels. The 64-bit
 types need the device features shaderInt64 / shaderFloat64, which the bundle records from the
 SPIR-V capabilities its modules declare.
@@ -36,10 +41,12 @@ class ScalarType:
     glsl: str       # the GLSL type values are computed in
     kind: str       # "float", "int", "uint" or "bool"
     bits: int       # bits per element in memory
+    # float16 held as float16_t in buffers (16-bit storage) instead of packed in uint words.
+    native: bool = False
 
     @property
     def packed(self) -> bool:
-        return self.bits < 32
+        return self.bits < 32 and not self.native
 
     @property
     def per_word(self) -> int:
@@ -49,6 +56,8 @@ class ScalarType:
     @property
     def storage(self) -> str:
         """The element type of a buffer holding this dtype."""
+        if self.native:
+            return "float16_t"
         return "uint" if self.packed else self.glsl
 
     @property
@@ -58,6 +67,8 @@ class ScalarType:
         must not take vec4 paths."""
         if self.packed:
             return None
+        if self.native:
+            return "f16vec4"
         return {"float": "vec4", "double": "dvec4", "int": "ivec4", "uint": "uvec4",
                 "int64_t": "i64vec4", "uint64_t": "u64vec4"}[self.glsl]
 
@@ -79,6 +90,8 @@ class ScalarType:
 
     def load(self, buf: str, e: str) -> str:
         """GLSL for element `e` (a variable name) of buffer `buf`, as a `glsl` value."""
+        if self.native:
+            return f"float({buf}[{e}])"
         if not self.packed:
             return f"{buf}[{e}]"
         shift, mask = (2, 3) if self.bits == 8 else (1, 1)
@@ -89,6 +102,24 @@ class ScalarType:
         if self.kind == "bool":
             return f"(bitfieldExtract({word}, {offset}, 8) != 0u)"
         return f"bitfieldExtract({'int(' + word + ')' if self.kind == 'int' else word}, {offset}, {self.bits})"
+
+    def load4(self, buf: str, e: str) -> str:
+        """GLSL for 4-vector `e` of a `vec4` buffer, as a float32 (`glsl`) 4-vector."""
+        return f"vec4({buf}[{e}])" if self.native else f"{buf}[{e}]"
+
+    def store(self, value: str) -> str:
+        """`value` (a `glsl` value) converted to the buffer's element type, for a store: GLSL
+        narrows float to float16_t only explicitly."""
+        return f"float16_t({value})" if self.native else value
+
+    @property
+    def extensions(self) -> list[str]:
+        """The GLSL extensions a kernel holding this type in buffers enables: the 16-bit storage
+        types, and implicit float16_t -> float conversions on load."""
+        if self.native:
+            return ["GL_EXT_shader_16bit_storage",
+                    "GL_EXT_shader_explicit_arithmetic_types_float16"]
+        return []
 
     def bits_of(self, value: str) -> str:
         """The low `bits` of a uint holding `value` (a packed type's element, for bitfieldInsert)."""
@@ -130,6 +161,8 @@ class ScalarType:
 # Every dtype of the shared table (bundles/dtypes.py).
 _TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values()]
 TYPES = {t.name: t for t in _TYPES}
+# float16 in 16-bit-storage buffers, for the compute kernels (kernel_types).
+FLOAT16_NATIVE = ScalarType("float16", "float", "float", 16, native=True)
 _TEXEL_FORMATS = {("float32", 1): "r32f", ("float32", 4): "rgba32f"}
 
 
@@ -141,8 +174,11 @@ def scalar_type(dtype) -> ScalarType | None:
 def kernel_types(v) -> dict:
     """The template parameters of a kernel computing on IR value v's dtype: T, the data's
     ScalarType (buffers are T.storage, loaded values T.glsl, four at a time T.vec4), and ACC,
-    the ScalarType its sums and products accumulate in."""
+    the ScalarType its sums and products accumulate in. float16 is FLOAT16_NATIVE here: these
+    kernels load, convert and store elements one at a time or four (stores through T.store)."""
     t = scalar_type(v.dtype)
+    if t is not None and t.name == "float16":
+        t = FLOAT16_NATIVE
     if t is None:
         raise ValueError(f"no kernel computes on {np.dtype(v.dtype).name} tensor '{v.name}'")
     return dict(T=t, ACC=t.accumulator)

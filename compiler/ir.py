@@ -73,6 +73,7 @@ class Graph:
         self.inputs: list[Value] = list(inputs)
         self.outputs: list[Value] = list(outputs)
         self.opset = opset
+        self.precision = None   # passes/precision.py's Precision, set by compile_model
         self.name = name
         self.producer = producer
         self.relink()

@@ -25,6 +25,9 @@ from .errors import CompileError
 from .ir import Node, Value
 
 FLOAT32 = ("float32",)
+# What the compute kernels (matmul, conv, pooling, softmax, normalization, reductions) take:
+# float16 in 16-bit-storage buffers, computed and accumulated in float32 (compiler/dtypes.py).
+FLOATS = ("float32", "float16")
 # The phrase of every error for a dtype a kernel does not compute (onnx_backend counts those
 # cases as skipped, not failed).
 DTYPE_PHRASE = "vkc's kernels do not compute"
@@ -52,10 +55,19 @@ class OpRule:
     dtypes_doc: str = ""                    # how docs/SUPPORT.md describes them, when not `dtypes`
     constant_inputs: tuple[int, ...] = ()   # input slots that must be compile-time constants
     limits: str = "-"                       # what is not supported, for docs/SUPPORT.md
+    # For a rule that checks dtypes itself (dtypes None): whether it computes on float16 tensors
+    # (the precision pass asks, compiler/passes/precision.py).
+    float16: bool = False
 
     @property
     def dtypes_text(self) -> str:
         return self.dtypes_doc or (", ".join(self.dtypes) if self.dtypes else "any")
+
+    def computes(self, dtype: str) -> bool:
+        """Whether the op's kernel (or the pass that handles it) computes on `dtype` tensors."""
+        if self.dtypes is None:
+            return dtype == "float16" and self.float16
+        return dtype in self.dtypes
 
 
 _RULES: dict[str, dict[int, OpRule]] = {}
@@ -71,22 +83,25 @@ def _add(rule: OpRule) -> None:
 
 def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
-             constant_inputs: tuple[int, ...] = (), limits: str = "-"):
+             constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
     `since` on."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
-                    dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits))
+                    dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
+                    float16=float16))
         return fn
     return wrap
 
 
 def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
-            constant_inputs: tuple[int, ...] = (), limits: str = "-") -> None:
+            constant_inputs: tuple[int, ...] = (), limits: str = "-",
+            float16: bool = False) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
-                dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits))
+                dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
+                float16=float16))
 
 
 def registered_ops() -> dict[str, list[int]]:

@@ -218,21 +218,24 @@ def _log_close(name: str, st: dict) -> None:
                     f"{st['max_abs'] / max(st['scale'], TINY):.3e}\t{st['got']!r}\t{st['ref']!r}\n")
 
 
-def _model_key(model: onnx.ModelProto, input_shapes, target: str) -> str:
+def _model_key(model: onnx.ModelProto, input_shapes, target: str, precision: str = "fp32") -> str:
     h = hashlib.sha256(model.SerializeToString(deterministic=True))
     h.update(repr(sorted((input_shapes or {}).items())).encode())
     h.update(repr(target).encode())  # a profile name or a Target object
+    if precision != "fp32":
+        h.update(precision.encode())
     return h.hexdigest()
 
 
-def compile_cached(model: onnx.ModelProto, *, input_shapes=None, target: str = "generic") -> bytes:
-    """compile_model, at most once per (model, input_shapes, target) in a session."""
+def compile_cached(model: onnx.ModelProto, *, input_shapes=None, target: str = "generic",
+                   precision: str = "fp32") -> bytes:
+    """compile_model, at most once per (model, input_shapes, target, precision) in a session."""
     from compiler import compile_model
 
-    key = _model_key(model, input_shapes, target)
+    key = _model_key(model, input_shapes, target, precision)
     bundle = _BUNDLE_CACHE.get(key)
     if bundle is None:
-        kwargs = {"target": target}
+        kwargs = {"target": target, "precision": precision}
         if input_shapes is not None:
             kwargs["input_shapes"] = {k: list(v) for k, v in input_shapes.items()}
         bundle = bytes(compile_model(model, **kwargs))
@@ -311,6 +314,7 @@ def check_against_onnxruntime(
     full_check: bool = True,
     exact: bool = False,
     fallback=None,
+    precision: str = "fp32",
 ) -> dict:
     """Compile ``model`` with vkc, run it on the Vulkan device and compare with onnxruntime.
 
@@ -318,6 +322,7 @@ def check_against_onnxruntime(
     within atol + rtol*|ref|; rtol/atol None: CLOSE_TOLERANCES for the output's dtype).
     exact: float outputs too must equal the reference bit for bit (integer and bool outputs
     always must).
+    precision: compile_model's (fp16: float16 storage, float32 inputs and outputs).
     fallback: feeds -> {output name: array}, the reference where onnxruntime's CPU provider has
     no kernel for the op and dtype (it lacks many integer ones); where it has one, the fallback
     must agree with it exactly, so a wrong fallback cannot pass unnoticed.
@@ -333,7 +338,7 @@ def check_against_onnxruntime(
             assert np.all(np.isfinite(arr)), f"test bug: feed {name!r} is not finite"
     ref = _reference(model, feeds, fallback)
 
-    bundle = compile_cached(model, input_shapes=input_shapes, target=target)
+    bundle = compile_cached(model, input_shapes=input_shapes, target=target, precision=precision)
     spirv_validate(bundle)
     from bundles import read_bundle
     manifest = read_bundle(bundle).manifest

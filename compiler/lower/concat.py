@@ -1,16 +1,19 @@
 """Concat: one slice copy per input into the output."""
 from __future__ import annotations
 
+from ..dtypes import kernel_types
+from ..registry import FLOATS
 from ..shapes import prod
 from .kernel import Kernel, grid_1d, register
 
 
-@register("Concat")
+@register("Concat", dtypes=FLOATS)
 def lower_concat(node, target):
     out = node.outputs[0]
     axis = node.attrs["axis"] % len(out.shape)
     outer, inner = prod(out.shape[:axis]), prod(out.shape[axis + 1:])
     local = target.elementwise_local
+    params = dict(LOCAL=local, **kernel_types(out))
     kernels, offset = [], 0
     for x in node.inputs:
         a_in = x.shape[axis]
@@ -18,7 +21,7 @@ def lower_concat(node, target):
         if total:
             spec = [("TOTAL", "int32", total), ("INNER", "int32", inner), ("A_IN", "int32", a_in),
                     ("A_OUT", "int32", out.shape[axis]), ("OFFSET", "int32", offset)]
-            kernels.append(Kernel("copy_slice", dict(LOCAL=local), spec, [x, out], writes=[1],
+            kernels.append(Kernel("copy_slice", params, spec, [x, out], writes=[1],
                                   groups=grid_1d(total, local), local_size=(local, 1, 1),
                                   nodes=node.sources))
         offset += a_in

@@ -12,6 +12,7 @@ from ..errors import CompileError
 from ..ir import Value
 from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 
@@ -42,7 +43,7 @@ def _as_2d(shape):
     return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
 
 
-@register("Conv", limits="convolution over 4 or more spatial dims")
+@register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims")
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

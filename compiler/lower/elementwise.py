@@ -48,7 +48,7 @@ def _render(node, renderer, leaf) -> str:
         raise unsupported_dtype(node, v, str(exc)) from None
 
 
-@register("vkc.Elementwise", dtypes=None)
+@register("vkc.Elementwise", dtypes=None, float16=True)
 def lower_elementwise(node, target):
     out, operands = node.outputs[0], node.inputs
     if any(np.dtype(v.dtype) != np.float32 for v in [*operands, out]):

@@ -12,7 +12,7 @@ from .kernel import Kernel, buffer_view, grid_1d, register
 from .strided_copy import COPIES, element_words, strided_copy
 
 
-@register("Gather", dtypes=None, dtypes_doc=COPIES + "; indices int32, int64")
+@register("Gather", dtypes=None, float16=True, dtypes_doc=COPIES + "; indices int32, int64")
 def lower_gather(node, target):
     x, idx, out = node.inputs[0], node.inputs[1], node.outputs[0]
     axis = node.attrs.get("axis", 0) % len(x.shape)

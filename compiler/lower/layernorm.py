@@ -15,6 +15,7 @@ import numpy as np
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims, prod
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 LIMITS = "stash_type other than 1 (the statistics are computed in float32 only)"
@@ -118,7 +119,9 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     ins = [(name, v) for name, v in ins if v is not None]
     outs = [("Y", y), ("MEAN", mean_out), ("INV_STD", inv_out), ("SUM", sum_out)]
     outs = [(name, v) for name, v in outs if v is not None]
-    texel = texel_reads(target, *(v for _, v in ins))
+    # float16 has no texel format yet: its inputs are read as storage buffers.
+    texel = (all(texel_format(v.dtype) for _, v in ins)
+             and texel_reads(target, *(v for _, v in ins)))
     mods = {prefix: [bool(m) for _, m, _ in t] for prefix, t in terms.items()}
     params = dict(LOCAL=local, TEXEL=texel, inputs=[n for n, _ in ins],
                   outputs=[n for n, _ in outs], simplified=simplified,
@@ -137,7 +140,7 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                    if texel else {})]
 
 
-@register("LayerNormalization", since=17, limits=LIMITS)
+@register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS)
 def lower_layernorm(node, target):
     stash = node.attrs.get("stash_type", 1)
     if stash != 1:
@@ -153,7 +156,7 @@ def lower_layernorm(node, target):
 SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its leading dims"
 
 
-@register("SkipLayerNormalization", domain="com.microsoft", limits=SKIP_LIMITS)
+@register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS)
 def lower_skip_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), bias=node.input(3), prebias=node.input(4),
@@ -161,7 +164,7 @@ def lower_skip_layernorm(node, target):
                              outputs=node.outputs)
 
 
-@register("SkipSimplifiedLayerNormalization", domain="com.microsoft",
+@register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)")
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
@@ -170,7 +173,7 @@ def lower_skip_simplified_layernorm(node, target):
                              simplified=True)
 
 
-@register("vkc.LayerNorm")
+@register("vkc.LayerNorm", dtypes=FLOATS)
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
     attribute `outputs` names what each output is, among Y, MEAN, INV_STD and SUM (the residual

@@ -9,6 +9,7 @@ from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from .store_expression import build_epilogue
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 
@@ -253,7 +254,7 @@ def _register_params(target, M, N, batches, strides, b_mode, vec4):
     return "matmul_register", params, groups, dict(local_size=(lx, 1, 1))
 
 
-@register("Gemm")
+@register("Gemm", dtypes=FLOATS)
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
@@ -280,7 +281,8 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul", limits="batch dims that broadcast in more than two separate groups")
+@register("MatMul", dtypes=FLOATS,
+          limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
     out = node.outputs[0]

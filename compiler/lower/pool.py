@@ -8,6 +8,7 @@ from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 SPATIAL_LIMIT = "4-D and higher spatial ranks"
@@ -67,12 +68,13 @@ def _windowed(node, target, mode):
                  node.attrs.get("storage_order", 0))
 
 
-@register("MaxPool", dtypes_doc="float32; Indices int64", limits=SPATIAL_LIMIT)
+@register("MaxPool", dtypes=FLOATS, dtypes_doc="float32, float16; Indices int64",
+          limits=SPATIAL_LIMIT)
 def lower_maxpool(node, target):
     return _windowed(node, target, "max")
 
 
-@register("AveragePool", limits=SPATIAL_LIMIT)
+@register("AveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
 def lower_averagepool(node, target):
     return _windowed(node, target, "avg")
 
@@ -83,11 +85,11 @@ def _global(node, target, mode):
     return _pool(node, target, mode, spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
 
 
-@register("GlobalAveragePool", limits=SPATIAL_LIMIT)
+@register("GlobalAveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
 def lower_global_average_pool(node, target):
     return _global(node, target, "avg")
 
 
-@register("GlobalMaxPool", limits=SPATIAL_LIMIT)
+@register("GlobalMaxPool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
 def lower_global_max_pool(node, target):
     return _global(node, target, "max")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims
+from ..registry import FLOATS
 from .kernel import Kernel, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
@@ -56,12 +57,12 @@ def _reduce(node, target, axes_as_input: bool):
 
 
 def _register(op_type: str) -> None:
-    @register(op_type, since=1, limits=REDUCE_LIMIT)
+    @register(op_type, since=1, dtypes=FLOATS, limits=REDUCE_LIMIT)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
     @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
-              limits=REDUCE_LIMIT)
+              dtypes=FLOATS, limits=REDUCE_LIMIT)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 

@@ -11,6 +11,7 @@ import numpy as np
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import prod
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register
 
 RESIZE_LIMIT = ("more than two resized axes, or two that are not adjacent; roi, scales and sizes "
@@ -158,22 +159,23 @@ def _legacy(node, target, scales):
                          scales=[float(np.float32(s)) for s in scales])
 
 
-@register("Upsample", since=7, limits=UPSAMPLE_LIMIT)
+@register("Upsample", since=7, dtypes=FLOATS, limits=UPSAMPLE_LIMIT)
 def lower_upsample_v7(node, target):
     return _legacy(node, target, node.attrs["scales"])
 
 
-@register("Upsample", since=9, constant_inputs=(1,), limits=UPSAMPLE_LIMIT)
+@register("Upsample", since=9, dtypes=FLOATS, constant_inputs=(1,), limits=UPSAMPLE_LIMIT)
 def lower_upsample(node, target):
     return _legacy(node, target, _const(node, 1))
 
 
-@register("Resize", since=10, constant_inputs=(1,), limits=RESIZE_LIMIT)
+@register("Resize", since=10, dtypes=FLOATS, constant_inputs=(1,), limits=RESIZE_LIMIT)
 def lower_resize_v10(node, target):
     return _legacy(node, target, _const(node, 1))
 
 
-@register("Resize", since=11, constant_inputs=(1, 2, 3), limits=RESIZE_LIMIT)
+@register("Resize", since=11, dtypes=FLOATS, constant_inputs=(1, 2, 3),
+          limits=RESIZE_LIMIT)
 def lower_resize(node, target):
     transform = _text(node, "coordinate_transformation_mode", "half_pixel")
     if transform not in TRANSFORMS:

@@ -32,14 +32,14 @@ def _slice(node, target, starts, ends, axes, steps):
     return strided_copy(node, target, x, out, strides, offset)
 
 
-@register("Slice", since=1, dtypes=None, dtypes_doc=COPIES, limits=SLICE_LIMIT)
+@register("Slice", since=1, dtypes=None, float16=True, dtypes_doc=COPIES, limits=SLICE_LIMIT)
 def lower_slice_v1(node, target):
     a = node.attrs
     return _slice(node, target, list(a["starts"]), list(a["ends"]), a.get("axes"), None)
 
 
-@register("Slice", since=10, dtypes=None, dtypes_doc=COPIES, constant_inputs=(1, 2, 3, 4),
-          limits=SLICE_LIMIT)
+@register("Slice", since=10, dtypes=None, float16=True, dtypes_doc=COPIES,
+          constant_inputs=(1, 2, 3, 4), limits=SLICE_LIMIT)
 def lower_slice(node, target):
     starts = _constant_ints(node, 1, "starts")
     ends = _constant_ints(node, 2, "ends")
@@ -47,7 +47,7 @@ def lower_slice(node, target):
                   _constant_ints(node, 4, "steps"))
 
 
-@register("Split", dtypes=None, dtypes_doc=COPIES, constant_inputs=(1,),
+@register("Split", dtypes=None, float16=True, dtypes_doc=COPIES, constant_inputs=(1,),
           limits="split sizes computed at run time")
 def lower_split(node, target):
     """Each output is the next block along the axis; its shape (from shape inference) already

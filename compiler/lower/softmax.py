@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..dtypes import kernel_types
 from ..shapes import prod
+from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register
 
 
@@ -23,21 +24,21 @@ def _softmax(node, target, log: bool, coerce_2d: bool):
                    flops=5 * x.size)]
 
 
-@register("Softmax", since=1)
+@register("Softmax", since=1, dtypes=FLOATS)
 def lower_softmax_v1(node, target):
     return _softmax(node, target, log=False, coerce_2d=True)
 
 
-@register("Softmax", since=13)
+@register("Softmax", since=13, dtypes=FLOATS)
 def lower_softmax(node, target):
     return _softmax(node, target, log=False, coerce_2d=False)
 
 
-@register("LogSoftmax", since=1)
+@register("LogSoftmax", since=1, dtypes=FLOATS)
 def lower_log_softmax_v1(node, target):
     return _softmax(node, target, log=True, coerce_2d=True)
 
 
-@register("LogSoftmax", since=13)
+@register("LogSoftmax", since=13, dtypes=FLOATS)
 def lower_log_softmax(node, target):
     return _softmax(node, target, log=True, coerce_2d=False)

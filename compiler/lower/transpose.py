@@ -7,7 +7,7 @@ from .kernel import register
 from .strided_copy import COPIES, strided_copy
 
 
-@register("vkc.Copy", dtypes=None)
+@register("vkc.Copy", dtypes=None, float16=True)
 def lower_copy(node, target):
     """A graph output that is a constant or an input, copied as it is (any dtype but float32,
     which an elementwise kernel copies)."""
@@ -15,7 +15,7 @@ def lower_copy(node, target):
     return strided_copy(node, target, x, out, contiguous_strides(x.shape))
 
 
-@register("Transpose", dtypes=None, dtypes_doc=COPIES)
+@register("Transpose", dtypes=None, float16=True, dtypes_doc=COPIES)
 def lower_transpose(node, target):
     x, out = node.inputs[0], node.outputs[0]
     rank = len(x.shape)
@@ -24,7 +24,7 @@ def lower_transpose(node, target):
     return strided_copy(node, target, x, out, [in_strides[p] for p in perm])
 
 
-@register("Expand", since=8, dtypes=None, dtypes_doc=COPIES, constant_inputs=(1,),
+@register("Expand", since=8, dtypes=None, float16=True, dtypes_doc=COPIES, constant_inputs=(1,),
           limits="shape computed at run time")
 def lower_expand(node, target):
     x, out = node.inputs[0], node.outputs[0]

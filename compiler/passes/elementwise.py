@@ -61,7 +61,10 @@ _LIMITS = {"Clip": "min and max computed at run time",
                    "out-of-range floats to integers (undefined in ONNX)"}
 for _op in sorted(ELEMENTWISE_OPS):
     # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
+    name = (ONNX_BINARY.get(_op) or ONNX_UNARY.get(_op) or ONNX_VARIADIC.get(_op)
+            or ATTRIBUTE_OPS[_op])
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
+            float16="float" in OPS[name].kinds,
             dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
                         "bool, float16-64, int8-64, uint8-64 to any of them"),
             constant_inputs=(1, 2) if _op == "Clip" else (),
@@ -70,7 +73,7 @@ _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, option
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():
     declare(_op, domain="com.microsoft", handled_by=f"fused elementwise ({_doc})",
-            module=__name__, dtypes=None, dtypes_doc="float32, float16")
+            module=__name__, dtypes=None, dtypes_doc="float32, float16", float16=True)
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:

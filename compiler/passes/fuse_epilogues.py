@@ -9,12 +9,16 @@ from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node
 
 ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
+# The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
+# computes the expression in float32 and rounds once, at the store.
+EPILOGUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 def fuse_epilogues(graph: Graph) -> Graph:
     for anchor in list(graph.nodes):
         kind = ANCHOR_KIND.get(anchor.op_type)
-        if kind is None or np.dtype(anchor.outputs[0].dtype) != np.float32:
+        dtype = np.dtype(anchor.outputs[0].dtype)
+        if kind is None or dtype not in EPILOGUE_DTYPES:
             continue
         if anchor.op_type == "MatMul" and any(len(v.shape) < 2 for v in anchor.inputs):
             continue  # a vector product's output drops a dim the epilogue indexes by
@@ -25,8 +29,8 @@ def fuse_epilogues(graph: Graph) -> Graph:
             ew = out.consumers[0]
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(out.shape):
                 break
-            if any(np.dtype(v.dtype) != np.float32 for v in [*ew.inputs, *ew.outputs]):
-                break  # epilogues read their operands as float32 (a Pow's exponent may not be)
+            if any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
+                break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
             if E.needs_int64(ew.attrs["expr"]):
                 break  # a cast through int64: the Conv/Gemm/MatMul templates do not enable it
             others = [v for v in ew.inputs if v is not out]

@@ -71,11 +71,11 @@ def test_check_names_the_node_and_the_kernel_limit(tmp_path):
     (verdict,) = [v for v in report.ops if v.op == "Softmax"]
     assert verdict.supported and not verdict.ok
     (reason,) = verdict.refused.values()
-    assert "float64" in reason and "float32 only" in reason
-    with pytest.raises(CompileError, match="float32 only"):
+    assert "float64" in reason and "float32, float16 only" in reason
+    with pytest.raises(CompileError, match="float32, float16 only"):
         compile_model(model)
     out = CliRunner().invoke(app, ["check", str(path)])
-    assert out.exit_code == 1 and "float32 only" in " ".join(out.output.split())  # rich wraps
+    assert out.exit_code == 1 and "float32, float16 only" in " ".join(out.output.split())  # rich wraps
 
 
 def test_check_reports_folded_and_supported_nodes():

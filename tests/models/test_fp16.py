@@ -1,0 +1,81 @@
+"""`--precision fp16` on every model of the zoo (tests/models/zoo.py, small resolutions) and the
+transformer fixtures (tests/models/fixtures), on lavapipe (shaderFloat16 and 16-bit storage),
+against onnxruntime in float32; a few also with the generic profile's (GPU) kernels.
+
+Tolerance: rel L2 < 1e-2 per output, and every element within 2e-2 * max|ref| + 2e-2 * |ref|.
+float16 rounds each stored activation and weight by up to 2^-11 relative; over ~20-50 layers
+these add up to ~1e-3 rel L2 (measured: see the report in the fp16 commit message), so 1e-2
+leaves an order of magnitude. The per-element bound is looser than the harness's float16 default
+(1e-3 * max|ref| absolute), which is meant for one op rounding, not a whole network's.
+Bundles must need the 16-bit storage feature and hold about half the float32 bundle's weights.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo  # noqa: E402
+from test_transformers import _feeds  # noqa: E402
+
+from harness import check_against_onnxruntime, compile_cached  # noqa: E402
+from bundles import read_bundle  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+RTOL_L2, RTOL, ATOL = 1e-2, 2e-2, 2e-2
+
+ZOO = {
+    "mobilenet_v2": lambda: zoo.mobilenet_v2(resolution=64),
+    "mobilenet_v3_small": lambda: zoo.mobilenet_v3_small(resolution=64, opset=14),
+    "resnet18": lambda: zoo.resnet18(resolution=64),
+    "resnet50": lambda: zoo.resnet50(resolution=64),
+    "efficientnet_b0": lambda: zoo.efficientnet_b0(resolution=64),
+    "shufflenet_v2": lambda: zoo.shufflenet_v2(resolution=64),
+    "unet_small": lambda: zoo.unet_small(resolution=64),
+}
+FIXTURE_MODELS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny",
+                  "convnext_tiny", "r3d_tiny")
+
+
+def _check(model, feeds=None, target="lavapipe"):
+    result = check_against_onnxruntime(model, feeds=feeds, target=target, precision="fp16",
+                                       rtol_l2=RTOL_L2, rtol=RTOL, atol=ATOL)
+    m = result["manifest"]
+    assert {"storageBuffer16BitAccess"} <= set(m["requirements"]["features"])
+    fp32 = read_bundle(compile_cached(model, target=target)).manifest
+    ratio = m["memory"]["weights_bytes"] / fp32["memory"]["weights_bytes"]
+    worst = max(float(np.max(np.abs(result["outputs"][n].astype(np.float64) - ref)))
+                / max(float(np.max(np.abs(ref))), 1e-30)
+                for n, ref in result["reference"].items() if np.issubdtype(ref.dtype, np.floating))
+    print(f"fp16 rel L2 {max(result['errors'].values()):.2e}, max |err| / max|ref| {worst:.2e}, "
+          f"weights {m['memory']['weights_bytes']} vs {fp32['memory']['weights_bytes']} B, "
+          f"arena {m['memory']['arena_bytes']} vs {fp32['memory']['arena_bytes']} B")
+    # Weights halve; a few float32 tensors (a fallback node's, padding to 256 bytes) remain.
+    assert ratio < 0.6, ratio
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_zoo_fp16(name):
+    _check(ZOO[name]())
+
+
+@pytest.mark.parametrize("name", FIXTURE_MODELS)
+def test_fixture_fp16(name, rng):
+    model = onnx.load(str(FIXTURES / f"{name}.onnx"))
+    _check(model, _feeds(name, model, rng))
+
+
+# The generic (GPU) profile's kernels, run on lavapipe too: shared-memory tiled matmul with
+# f16vec4 loads, split-K, implicit-GEMM conv, depthwise conv.
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "bert_tiny", "convnext_tiny"])
+def test_generic_profile_fp16(name, rng):
+    if name in ZOO:
+        _check(ZOO[name](), target="generic")
+    else:
+        model = onnx.load(str(FIXTURES / f"{name}.onnx"))
+        _check(model, _feeds(name, model, rng), target="generic")
