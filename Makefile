@@ -7,7 +7,7 @@ PEERS  ?= ort
 .PHONY: help setup demo test bench bench-smoke clean
 
 help:
-	@echo "make setup        apt packages (Vulkan/lavapipe, glslc, spirv-tools, validation layer) + $(VENV)"
+	@echo "make setup        apt packages (Vulkan/lavapipe, validation layer) + $(VENV) (pip: vkc, its shader toolchain)"
 	@echo "make demo         setup, then compile/inspect/verify light_squeezenet (shipped + random weights)"
 	@echo "make test         the test suite (the tests turn the Khronos validation layer on themselves)"
 	@echo "make bench        models, GEMMs, conv layers: vkc vs onnxruntime (+ ncnn, IREE with pip install -e '.[bench]')"

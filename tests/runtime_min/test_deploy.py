@@ -19,7 +19,7 @@ from runtime_min import device as rdevice
 from shaders import N, build, compile_glsl, expected, manifest, random_inputs, weights
 
 HERE = Path(__file__).resolve().parent
-PRELUDE = f"import sys\nsys.path[:0] = [{str(HERE.parents[1])!r}, {str(HERE)!r}]\n"
+PRELUDE = f"import sys\nsys.path[:0] = [{str(HERE.parents[1])!r}, {str(HERE.parent)!r}, {str(HERE)!r}]\n"
 
 
 def check(out, feeds):
