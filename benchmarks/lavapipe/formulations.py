@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +22,8 @@ import numpy as np
 import vulkan as vk
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+from compiler.codegen import compile_glsl  # noqa: E402 - after the repository root is importable
 ROWS = {1: "storage buffers", 2: "storage buffers, B lane-uniform (timing only)", 3: "no loads (timing only)",
         4: "uniform texel buffers (texelFetch)", 5: "storage texel buffers (imageLoad)"}
 KIND = {1: "ssbo", 2: "ssbo", 3: "ssbo", 4: "texel", 5: "image"}
@@ -115,17 +116,17 @@ def main() -> None:
     ref = a @ b
     A, B = h.buffer(a), h.buffer(b)
     runs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for load, label in ROWS.items():
-            out = Path(tmp) / f"k{load}.spv"
-            subprocess.run(["glslc", "-O", "--target-env=vulkan1.2", "-o", str(out), str(HERE / "formulations.comp")]
-                           + [f"-D{k}={v}" for k, v in dict(LOAD=load, TM=tm, TN=tn, LX=lx, N=n, K=n).items()], check=True)
-            C = h.buffer(np.full((n, n), np.nan, np.float32))
-            cmd = h.dispatch(out.read_bytes(), [(KIND[load], A), (KIND[load], B), ("ssbo", C)],
-                             (n // (4 * tn * lx), n // tm, 1))
-            h.seconds(cmd)
-            err = np.linalg.norm(h.read(C, (n, n)) - ref) / np.linalg.norm(ref)
-            runs[load] = (cmd, [], err)
+    version, body = (HERE / "formulations.comp").read_text().split("\n", 1)
+    for load, label in ROWS.items():
+        defines = dict(LOAD=load, TM=tm, TN=tn, LX=lx, N=n, K=n)
+        source = "\n".join([version, *(f"#define {k} {v}" for k, v in defines.items()), body])
+        spirv = compile_glsl(source, f"formulations_{load}", target_env="vulkan1.2")
+        C = h.buffer(np.full((n, n), np.nan, np.float32))
+        cmd = h.dispatch(spirv, [(KIND[load], A), (KIND[load], B), ("ssbo", C)],
+                         (n // (4 * tn * lx), n // tm, 1))
+        h.seconds(cmd)
+        err = np.linalg.norm(h.read(C, (n, n)) - ref) / np.linalg.norm(ref)
+        runs[load] = (cmd, [], err)
     for _ in range(args.rounds):
         for cmd, times, _ in runs.values():
             times.append(h.seconds(cmd))
