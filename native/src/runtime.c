@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define VKB_READER_IMPLEMENTATION
 #include "vkb_reader.h"  /* bundles/vkb_reader.h (-I../bundles; copied beside the sources for Android) */
@@ -106,7 +107,8 @@ vkc_status vkc_check(const void *data, size_t size, vkc_error *err) {
     X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCmdCopyBuffer) X(vkCmdFillBuffer) X(vkCmdPipelineBarrier) \
     X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdDispatch) X(vkCmdResetQueryPool) \
     X(vkCmdWriteTimestamp) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults) \
-    X(vkCreateFence) X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences) X(vkQueueSubmit) X(vkDeviceWaitIdle)
+    X(vkCreateFence) X(vkDestroyFence) X(vkResetFences) X(vkWaitForFences) X(vkGetFenceStatus) \
+    X(vkQueueSubmit) X(vkDeviceWaitIdle)
 
 #define DECLARE(f) PFN_##f f;
 typedef struct ifns { INSTANCE_FNS(DECLARE) } ifns;
@@ -179,6 +181,7 @@ struct vkc_model {
     VkFence fence;
     VkQueryPool queries;
     uint64_t timeout_ns;
+    uint64_t spin_ns;   /* poll the fence this long before blocking on it (VKC_WAIT_SPIN_US) */
     int lost;
     pthread_mutex_t lock;
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
@@ -764,7 +767,17 @@ static vkc_status submit_wait(vkc_model *md, VkCommandBuffer cmd, const char *wh
                          "earlier; load it again.");
     r = md->vk.vkQueueSubmit(md->queue, 1, &si, md->fence);
     if (r != VK_SUCCESS) { if (r == VK_ERROR_DEVICE_LOST) md->lost = 1; return vkfail(err, r, what); }
-    r = md->vk.vkWaitForFences(md->device, 1, &md->fence, VK_TRUE, md->timeout_ns);
+    r = VK_NOT_READY;
+    if (md->spin_ns) {  /* a blocking wait may sleep past the signal; polling wakes at once */
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+            r = md->vk.vkGetFenceStatus(md->device, md->fence);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (r == VK_NOT_READY &&
+                 (uint64_t)((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec)) < md->spin_ns);
+    }
+    if (r == VK_NOT_READY) r = md->vk.vkWaitForFences(md->device, 1, &md->fence, VK_TRUE, md->timeout_ns);
     if (r == VK_TIMEOUT) {
         md->lost = 2;
         return vkc__fail(err, VKC_ERR_DEVICE_LOST, "", "%s did not finish within %.0f s on %s: the kernel hung, or the "
@@ -1127,6 +1140,7 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
     md->ctx = ctx;
     robust = !opts || opts->robust < 0 ? env_on("VKC_ROBUST", 1) : opts->robust;
     md->timeout_ns = (uint64_t)((opts && opts->timeout_s > 0 ? opts->timeout_s : 300.0) * 1e9);
+    md->spin_ns = getenv("VKC_WAIT_SPIN_US") ? (uint64_t)(atof(getenv("VKC_WAIT_SPIN_US")) * 1e3) : 0;
     pthread_mutex_init(&md->lock, NULL);
     s = build(md, &b, robust, err);
     if (s != VKC_OK) {
