@@ -1,5 +1,6 @@
 """The runtime suites run with the Khronos validation layer on, and any message it reports fails the
-test that caused it. The pipeline and SPIR-V caches go to a temporary folder, not ~/.cache."""
+test that caused it. The pipeline and SPIR-V caches go to a temporary folder, not ~/.cache.
+`bundle` / `model`: the hand-built test bundle of shaders.py, and it loaded under validation."""
 import os
 
 import pytest
@@ -25,3 +26,16 @@ def no_validation_messages():
     runtime_min.clear_validation_messages()
     yield
     assert runtime_min.validation_messages() == []
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from shaders import build
+    return build(tmp_path_factory.mktemp("spv"))
+
+
+@pytest.fixture(scope="module")
+def model(bundle):
+    from runtime_min import load
+    with load(bundle, validation=True) as m:
+        yield m

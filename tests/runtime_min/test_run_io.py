@@ -7,22 +7,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from shaders import N, build, expected, random_inputs
+from shaders import N, expected, random_inputs
 from test_runtime import check
 
 import runtime_min
 from runtime_min import load
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("spv"))
-
-
-@pytest.fixture(scope="module")
-def model(bundle):
-    with load(bundle, validation=True) as m:
-        yield m
 
 
 def test_two_runs_in_flight_match_run(model):

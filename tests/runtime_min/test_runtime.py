@@ -13,17 +13,6 @@ from runtime_min.pipelines import specialization_data
 from shaders import N, build, expected, random_inputs
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("spv"))
-
-
-@pytest.fixture(scope="module")
-def model(bundle):
-    with load(bundle, validation=True) as m:
-        yield m
-
-
 def check(out, feeds):
     want = expected(feeds)
     assert sorted(out) == ["y", "z"]
