@@ -75,8 +75,10 @@ def log(*a):
 
 def padding_bias(mask_bool: torch.Tensor) -> torch.Tensor:
     """transformers 5's eager mask: a bool [B,1,S,S] mask to 0 / most negative float32, added to scores."""
-    return torch.where(mask_bool, torch.zeros((), dtype=torch.float32),
-                       torch.full((), torch.finfo(torch.float32).min, dtype=torch.float32))
+    # The constants live on the mask's device: a CPU scalar would be copied during CUDA-graph capture.
+    dev = mask_bool.device
+    return torch.where(mask_bool, torch.zeros((), dtype=torch.float32, device=dev),
+                       torch.full((), torch.finfo(torch.float32).min, dtype=torch.float32, device=dev))
 
 
 # --- BERT (transformers' BertModel, eager attention, absolute positions) ---
