@@ -87,14 +87,25 @@ def _gather():
     return make_model(graph)
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures"
+# The transformer and 3-D CNN fixtures of the model tests: attention, LayerNorm, bool masks,
+# embedding gathers, 3-D convolution; BERT also as an fp16 bundle (16-bit storage features).
+TRANSFORMERS = ("bert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny", "r3d_tiny")
+
+
 def _models():
+    import onnx
     from onnx_builders import mlp, small_cnn
-    return {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
+    made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
             "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather}
+    for name in TRANSFORMERS:
+        made[name] = lambda name=name: onnx.load(str(FIXTURES / f"{name}.onnx"))
+    return made
 
 
-CASES = [(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64"]
-         for target in ("generic", "lavapipe")]
+CASES = [(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
+                                     *TRANSFORMERS]
+         for target in ("generic", "lavapipe")] + [("bert_tiny", "generic-fp16")]
 
 
 def feeds_for(model):
@@ -115,7 +126,8 @@ def bundles(tmp_path_factory):
     made = {}
     for name, target in CASES:
         path = folder / f"{name}-{target}.vkb"
-        path.write_bytes(compile_cached(_models()[name](), target=target))
+        profile, _, precision = target.partition("-")
+        path.write_bytes(compile_cached(_models()[name](), target=profile, precision=precision or "fp32"))
         made[(name, target)] = path
     return made
 
