@@ -51,18 +51,58 @@ def _schema_signature(op: str, domain: str, opset: int):
             [(o.name, o.option) for o in s.outputs])
 
 
+def _tensor_types(model: onnx.ModelProto) -> dict[str, str]:
+    """Every typed tensor of the graph -> its type string as schemas write them ("tensor(float)")."""
+    names = {v: k for k, v in onnx.TensorProto.DataType.items()}
+    found = {t.name: t.data_type for t in model.graph.initializer}
+    for vi in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            found[vi.name] = vi.type.tensor_type.elem_type
+    types = {"FLOAT": "float", "DOUBLE": "double"}
+    return {n: f"tensor({types.get(names[t], names[t].lower())})" for n, t in found.items()}
+
+
+def _same_use(node: onnx.NodeProto, version: int, target: int, types: dict[str, str]) -> bool:
+    """Whether `node` means the same at `target` although its schema changed since: the change
+    only added types or attributes, the node uses none of them (its attributes and tensor types
+    are all there at `target`), and its inputs and outputs are as at `target` (Cast from opset 23
+    to 25 gained float4/float8/int2 types and a round_mode attribute; a float Cast is unchanged)."""
+    new = onnx.defs.get_schema(node.op_type, max_inclusive_version=version, domain=node.domain)
+    old = onnx.defs.get_schema(node.op_type, max_inclusive_version=target, domain=node.domain)
+    if [(i.name, i.option) for i in new.inputs] != [(i.name, i.option) for i in old.inputs] or \
+            [(o.name, o.option) for o in new.outputs] != [(o.name, o.option) for o in old.outputs]:
+        return False
+    if any(a.name not in old.attributes or old.attributes[a.name].type != a.type
+           for a in node.attribute):
+        return False
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in old.type_constraints}
+    for formal, names in ((old.inputs, node.input), (old.outputs, node.output)):
+        for param, name in zip(formal, names):
+            if name and param.type_str in allowed and types.get(name) not in allowed[param.type_str]:
+                return False
+    to = next((a.i for a in node.attribute if a.name == "to"), None)
+    if to is not None and "to" in old.attributes:  # Cast's target type is an attribute
+        out_type = allowed.get(old.outputs[0].type_str, set())
+        name = onnx.TensorProto.DataType.Name(to)
+        if f"tensor({ {'FLOAT': 'float', 'DOUBLE': 'double'}.get(name, name.lower()) })" not in out_type:
+            return False
+    return True
+
+
 def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
     """Relabel an opset-23+ model as opset 22 (an opset<7 one as 7) when all its ops mean the
-    same there."""
+    same there: an unchanged schema, or a change the node does not use (_same_use)."""
     imports = [i for i in model.opset_import if i.domain in ("", "ai.onnx")]
     if not imports or MIN_OPSET <= imports[0].version <= MAX_OPSET:
         return model
     version = imports[0].version
     target = MAX_OPSET if version > MAX_OPSET else MIN_OPSET
+    types = _tensor_types(model)
     for node in model.graph.node:
         try:
             same = _schema_signature(node.op_type, node.domain, version) == \
-                _schema_signature(node.op_type, node.domain, target)
+                _schema_signature(node.op_type, node.domain, target) or \
+                (version > MAX_OPSET and _same_use(node, version, target, types))
         except onnx.defs.SchemaError:
             same = False
         if not same:

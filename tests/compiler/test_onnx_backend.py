@@ -77,3 +77,24 @@ def test_supports_device():
     assert not backend.supports_device("CUDA")
     assert backend.VkcBackend.is_compatible(single_op_model("Relu", {"x": [2]}))
     assert not backend.VkcBackend.is_compatible(single_op_model("Det", {"a": [3, 3]}))
+
+
+def test_an_op_whose_newer_schema_only_added_types_runs_at_22():
+    """Cast gained float4/int2 types and a round_mode attribute at opsets 23-25; a float -> float16
+    Cast at opset 25 means what it meant at 22 and is relabeled, a cast to int2 is not."""
+    from onnx import TensorProto, helper
+
+    from compiler.onnx_backend import normalize_opset
+
+    def cast_model(to):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+        y = helper.make_tensor_value_info("y", to, [3])
+        node = helper.make_node("Cast", ["x"], ["y"], to=to)
+        return helper.make_model(helper.make_graph([node], "g", [x], [y]),
+                                 opset_imports=[helper.make_opsetid("", 25)])
+
+    def opset(m):
+        return next(i.version for i in m.opset_import if i.domain in ("", "ai.onnx"))
+
+    assert opset(normalize_opset(cast_model(TensorProto.FLOAT16))) == 22
+    assert opset(normalize_opset(cast_model(TensorProto.INT2))) == 25
