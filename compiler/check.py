@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from .compile import require_static_shapes
 from .errors import CompileError
 from .frontend import to_ir
 from .host import resolve_target
+from .lower import lower_node
 from .ops import find_rule, unsupported_ops
 from .passes import fold_constants, run_passes
-from .registry import check_dtypes, op_key
+from .registry import op_key
 
 
 @dataclass
@@ -81,22 +83,14 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic") -> 
         return report  # the compiler stops here too, naming them all
     try:
         graph = run_passes(graph)
-        unknown = [v.name for v in graph.values() if v.shape is None]
-        if unknown:
-            raise CompileError(f"tensor '{unknown[0]}' has no static shape after shape inference; "
-                               "pin the model's inputs with --input-shape.")
+        require_static_shapes(graph)
         tgt = resolve_target(target)
     except CompileError as exc:
         report.error = str(exc)
         return report
     for node in graph.nodes:
-        rule = find_rule(node.op_type, node.domain, graph.opset)
         try:
-            if rule is None or rule.lower is None:
-                raise CompileError(f"{node.op_type} '{node.name}' has no kernel after the passes "
-                                   "(a vkc bug).")
-            check_dtypes(rule, node)
-            rule.lower(node, tgt)
+            lower_node(node, tgt, graph.opset)
         except CompileError as exc:
             for name in node.sources:
                 if name in owner:

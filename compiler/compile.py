@@ -18,6 +18,14 @@ from .passes.precision import Precision
 from .targets import Target
 
 
+def require_static_shapes(graph) -> None:
+    """Kernels are specialized to shapes: every tensor needs one once the passes have run."""
+    for v in graph.values():
+        if v.shape is None:
+            raise CompileError(f"tensor '{v.name}' has no static shape after shape inference; "
+                               "pin the model's inputs with --input-shape.")
+
+
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
                   target: "str | Target" = "generic", precision: str = "fp32",
@@ -42,10 +50,7 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
     if missing:
         raise UnsupportedOpsError(missing)
     graph = run_passes(graph)
-    for v in graph.values():
-        if v.shape is None:
-            raise CompileError(f"tensor '{v.name}' has no static shape after shape inference; "
-                               "pin the model's inputs with --input-shape.")
+    require_static_shapes(graph)
     tgt = resolve_target(target)
     kernels = lower_graph(graph, tgt)
     plan = plan_memory(kernels, graph.inputs, graph.outputs)
