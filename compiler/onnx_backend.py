@@ -51,15 +51,19 @@ def _schema_signature(op: str, domain: str, opset: int):
             [(o.name, o.option) for o in s.outputs])
 
 
+def _type_str(elem_type: int) -> str:
+    """An ONNX element type as schemas write it: 1 -> "tensor(float)", 10 -> "tensor(float16)"."""
+    name = onnx.TensorProto.DataType.Name(elem_type)
+    return f"tensor({ {'FLOAT': 'float', 'DOUBLE': 'double'}.get(name, name.lower()) })"
+
+
 def _tensor_types(model: onnx.ModelProto) -> dict[str, str]:
-    """Every typed tensor of the graph -> its type string as schemas write them ("tensor(float)")."""
-    names = {v: k for k, v in onnx.TensorProto.DataType.items()}
+    """Every typed tensor of the graph -> its type string as schemas write it."""
     found = {t.name: t.data_type for t in model.graph.initializer}
     for vi in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             found[vi.name] = vi.type.tensor_type.elem_type
-    types = {"FLOAT": "float", "DOUBLE": "double"}
-    return {n: f"tensor({types.get(names[t], names[t].lower())})" for n, t in found.items()}
+    return {n: _type_str(t) for n, t in found.items()}
 
 
 def _same_use(node: onnx.NodeProto, version: int, target: int, types: dict[str, str]) -> bool:
@@ -67,11 +71,10 @@ def _same_use(node: onnx.NodeProto, version: int, target: int, types: dict[str, 
     only added types or attributes, the node uses none of them (its attributes and tensor types
     are all there at `target`), and its inputs and outputs are as at `target` (Cast from opset 23
     to 25 gained float4/float8/int2 types and a round_mode attribute; a float Cast is unchanged)."""
-    new = onnx.defs.get_schema(node.op_type, max_inclusive_version=version, domain=node.domain)
-    old = onnx.defs.get_schema(node.op_type, max_inclusive_version=target, domain=node.domain)
-    if [(i.name, i.option) for i in new.inputs] != [(i.name, i.option) for i in old.inputs] or \
-            [(o.name, o.option) for o in new.outputs] != [(o.name, o.option) for o in old.outputs]:
+    if _schema_signature(node.op_type, node.domain, version)[2:] != \
+            _schema_signature(node.op_type, node.domain, target)[2:]:  # inputs and outputs
         return False
+    old = onnx.defs.get_schema(node.op_type, max_inclusive_version=target, domain=node.domain)
     if any(a.name not in old.attributes or old.attributes[a.name].type != a.type
            for a in node.attribute):
         return False
@@ -82,10 +85,7 @@ def _same_use(node: onnx.NodeProto, version: int, target: int, types: dict[str, 
                 return False
     to = next((a.i for a in node.attribute if a.name == "to"), None)
     if to is not None and "to" in old.attributes:  # Cast's target type is an attribute
-        out_type = allowed.get(old.outputs[0].type_str, set())
-        name = onnx.TensorProto.DataType.Name(to)
-        if f"tensor({ {'FLOAT': 'float', 'DOUBLE': 'double'}.get(name, name.lower()) })" not in out_type:
-            return False
+        return _type_str(to) in allowed.get(old.outputs[0].type_str, set())
     return True
 
 
