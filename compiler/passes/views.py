@@ -27,20 +27,19 @@ def _same_dtype_cast(node: Node) -> bool:
 def make_views(graph: Graph) -> Graph:
     kept = []
     for node in graph.nodes:
-        if _same_dtype_cast(node) and not graph.is_output(node.outputs[0]):
+        identity_cast = _same_dtype_cast(node)
+        if not identity_cast and (node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx")):
+            kept.append(node)
+            continue
+        src, out = node.inputs[0], node.outputs[0]
+        if identity_cast and not graph.is_output(out):
             # Readers take the input itself, so patterns across it (attention's softmax -> MatMul)
             # see one value.
-            src, out = node.inputs[0], node.outputs[0]
             for reader in out.consumers:
                 reader.inputs = [src if v is out else v for v in reader.inputs]
             continue
-        if ((node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx"))
-                and not _same_dtype_cast(node)):
-            kept.append(node)
-            continue
         if node.op_type == "Dropout":
             _inference_dropout(node)
-        src, out = node.inputs[0], node.outputs[0]
         if out.shape is None or src.shape is None:
             raise CompileError(f"{node.op_type} '{node.name}' has no static output shape.")
         out.alias_of = src
