@@ -507,9 +507,9 @@ def test_one_model_from_many_threads(bundle):
     with load(bundle) as m:
         def work(seed):
             try:
-                for i in range(100):
+                for i in range(100):  # run() and run_async() interleaved on one model
                     feeds = random_inputs(seed * 1000 + i)
-                    check(m.run(feeds), feeds)
+                    check(m.run_async(feeds).wait() if i % 2 else m.run(feeds), feeds)
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(e)
         threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]

@@ -2,12 +2,11 @@
 outputs that never alias the runtime's memory, GPU time, flat memory, and `vkc run`'s input errors.
 The validation layer (with synchronization validation) must stay silent throughout (conftest)."""
 import itertools
-import threading
 import tracemalloc
 
 import numpy as np
 import pytest
-from shaders import N, expected, random_inputs
+from shaders import N, random_inputs
 from test_runtime import check
 
 import runtime_min
@@ -108,26 +107,6 @@ def test_close_with_runs_in_flight(bundle):
     with pytest.raises(runtime_min.VkcRuntimeError, match="closed"):
         m.run_async(random_inputs(62))
     assert runtime_min.resources()["live"] == start["live"]
-
-
-def test_threads_share_a_model(model):
-    errors = []
-
-    def worker(seed):
-        try:
-            for i in range(20):
-                feeds = random_inputs(seed * 100 + i)
-                want = expected(feeds)
-                out = model.run_async(feeds).wait() if i % 2 else model.run(feeds)
-                assert all(np.array_equal(out[k], want[k]) for k in want)
-        except BaseException as e:  # noqa: BLE001  (reported below)
-            errors.append(e)
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
 
 
 def test_memory_flat_over_1000_runs(model):
