@@ -31,19 +31,40 @@ def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
 
 
-def _weight_chunks(view: dict, weights: memoryview, alignment: int) -> list[tuple[int, int]]:
-    """The disjoint [start, end) byte ranges of the WEIGHTS section that the variant's tensors
-    cover: overlapping tensors (views, `/words` aliases) fall in one chunk, so moving a chunk
-    keeps every tensor whole. Ends are rounded up to `alignment` (the writer pads with zeros)."""
-    ranges = sorted((t["offset"], min(len(weights), -(-(t["offset"] + t["nbytes"]) // alignment) * alignment))
-                    for t in view["tensors"] if t["memory"] == "weights" and t["nbytes"])
-    chunks: list[list[int]] = []
-    for start, end in ranges:
-        if chunks and start < chunks[-1][1]:
-            chunks[-1][1] = max(chunks[-1][1], end)
+def used_modules(view: dict) -> list[int]:
+    """The ids of the modules a (validated) variant's kernels use, ascending."""
+    return sorted({k["module"] for k in view["kernels"]})
+
+
+def no_variant_message(views: list[dict], names: list[str], shapes: list[tuple]) -> str:
+    """The error for inputs (`names`, given `shapes`) that no variant in `views` was compiled for:
+    `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+    if len(names) == 1:
+        given = f"input {names[0]!r} has shape {tuple(shapes[0])}"
+    else:
+        given = "inputs have shapes " + ", ".join(f"{n}={tuple(s)}" for n, s in zip(names, shapes))
+    compiled = (", " if len(names) == 1 else "; ").join(shapes_label(v) for v in views)
+    return f"{given}; this bundle was compiled for {compiled}"
+
+
+def _weight_chunks(view: dict, size: int, alignment: int) -> list[tuple[int, int]]:
+    """The disjoint [start, end) byte ranges of the WEIGHTS section (`size` bytes) that the
+    variant's tensors cover: overlapping tensors (views, `/words` aliases) fall in one chunk, so
+    moving a chunk keeps every tensor whole. Ends are rounded up to `alignment` (the writer pads
+    with zeros)."""
+    return _merged([(t["offset"], min(size, -(-(t["offset"] + t["nbytes"]) // alignment) * alignment))
+                    for t in view["tensors"] if t["memory"] == "weights" and t["nbytes"]])
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) ranges, overlapping ones merged, sorted."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a < out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
         else:
-            chunks.append([start, end])
-    return [(a, b) for a, b in chunks]
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def combine(bundles: list, *, matches: dict[str, dict] | None = None,
@@ -94,7 +115,7 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
             remap.append(module_ids[key])
         # Weights: each chunk stored once; a tensor moves with its chunk.
         moved = {}
-        for start, end in _weight_chunks(view, bundle.weights, alignment):
+        for start, end in _weight_chunks(view, len(bundle.weights), alignment):
             data = bytes(bundle.weights[start:end])
             digest = hashlib.sha256(data).hexdigest()
             if digest not in chunk_ids:
@@ -126,6 +147,23 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
     manifest = {"manifest_version": parts[0][1]["manifest_version"], "model": model,
                 "modules": modules, "variants": variants}
     return write_bundle(manifest, blobs, b"".join(weights), weights_alignment=weights_alignment)
+
+
+def exclusive_bytes(bundle) -> list[int]:
+    """Per variant of a (read) bundle, the bytes of SPIR-V modules and weights that no other variant
+    uses: what it adds to the bundle's size (`vkc inspect`)."""
+    views = variant_views(bundle.manifest)
+    modules = [set(used_modules(v)) for v in views]
+    chunks = [_weight_chunks(v, len(bundle.weights), v["memory"]["alignment"]) for v in views]
+    out = []
+    for i in range(len(views)):
+        others = set().union(*(modules[:i] + modules[i + 1:]))
+        own = sum(len(bundle.spirv[m]) for m in modules[i] - others)
+        covered = _merged([c for j, cs in enumerate(chunks) if j != i for c in cs])
+        for start, end in chunks[i]:
+            own += end - start - sum(max(0, min(end, b) - max(start, a)) for a, b in covered)
+        out.append(own)
+    return out
 
 
 # ---- which variant runs (FORMAT.md, "Which variant runs") ---------------------------------------

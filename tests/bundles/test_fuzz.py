@@ -94,7 +94,7 @@ def tiny_model():
 @pytest.fixture(scope="module")
 def bases():
     from compiler import compile_model
-    data = compile_model(tiny_model())
+    data = compile_model(tiny_model(), target="generic")
     base = Base(data)
     page16 = Base(write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
     return [base, page16]

@@ -227,7 +227,7 @@ def python_verdict(data: bytes):
 def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path):
     import test_fuzz
     from compiler import compile_model
-    base = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
+    base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
     page16 = test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
     rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
     corpus = [base.data] + [test_fuzz.mutate(rng, [base, page16])[1] for _ in range(FUZZ_N)]
