@@ -185,7 +185,8 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
                  ) -> tuple[str, list[int]]:
     """(the chosen target name, the ids of its variants: the shape set) for a device.
     `missing(view)` says what requirement of a variant the device misses first (None: it meets
-    them all). `target` overrides the choice by name. Raises VariantError when nothing fits."""
+    them all). `target` overrides the choice by name. Raises VariantError when nothing fits, saying
+    per target what the device lacks ("for target 'nvidia': ...; for target 'generic': ...")."""
     views = variant_views(manifest)
     names = [v["target"]["name"] for v in views]
     if target is not None and target not in names:
@@ -195,8 +196,7 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     if target is not None:
         met = [i for i, name in enumerate(names) if name == target and why[i] is None]
         if not met:
-            raise VariantError(f"this device cannot run target {target!r}: "
-                               f"{next(w for w, n in zip(why, names) if n == target)}")
+            raise VariantError(f"for target {target!r}: {next(w for w, n in zip(why, names) if n == target)}")
         return target, met
     best = None
     for i, view in enumerate(views):
@@ -206,9 +206,8 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     if best is None:
         misses = {}  # per target, the first reason
         for view, name, w in zip(views, names, why):
-            misses.setdefault(name, w or f"its match {view['target'].get('match')} does not fit this device")
-        raise VariantError("no variant of this bundle runs on this device: "
-                           + "; ".join(f"target {name!r}: {w}" for name, w in misses.items()))
+            misses.setdefault(name, w or f"a device its match names ({view['target'].get('match')})")
+        raise VariantError("; ".join(f"for target {name!r}: {w}" for name, w in misses.items()))
     name = names[best[1]]
     return name, [i for i, n in enumerate(names) if n == name and why[i] is None]
 

@@ -515,7 +515,7 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, 
                                   if info.type_code < len(DEVICE_TYPES) else "other", why, target)
             return info, ids
         except VariantError as e:
-            problems.append(f"device {info}: {e}")
+            problems.append(f"device {info} lacks: {e}")
     who = "No Vulkan device" if device is None else f"The requested Vulkan device ({device!r})"
     raise VkcRuntimeError(f"{who} can run this bundle: {' | '.join(problems)}. Choose another "
                           "device (`vkc devices`) or compile for a profile this device meets (`--target host`).")
