@@ -10,9 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import NamedTuple
 
 from .format import MIN_WEIGHTS_ALIGNMENT, read_bundle, write_bundle
 from .manifest import DEVICE_TYPES, VARIANT_KEYS, variant_views
+
+
+class Part(NamedTuple):
+    """A single-variant bundle as its writer holds it: what `write_bundle` takes. `combine` takes
+    these as they are (the combined bundle is checked as a whole when written), which spares a
+    compiler that made them a write and a read per part."""
+    manifest: dict
+    spirv: list
+    weights: bytes
 
 
 class VariantError(ValueError):
@@ -69,8 +79,8 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def combine(bundles: list, *, matches: dict[str, dict] | None = None,
             names: list[str] | None = None, weights_alignment: int = MIN_WEIGHTS_ALIGNMENT) -> bytes:
-    """One bundle holding the variants of `bundles` (bytes, paths or Bundles of the same model;
-    a multi-variant one contributes all its variants), in order: list order is the tie-break
+    """One bundle holding the variants of `bundles` (bytes, paths, Bundles or Parts of the same
+    model; a multi-variant one contributes all its variants), in order: list order is the tie-break
     order of the pick rule. Identical SPIR-V modules (same bytes and same manifest entry) are
     stored once, and so are identical weight chunks (same bytes), in the one WEIGHTS section.
     `matches` sets `target.match` per target name (FORMAT.md: which devices a profile is for);
