@@ -605,11 +605,11 @@ class Model:
         if problems:
             raise ValueError("; ".join(problems))
         if several:
-            v = self._by_shapes.get(tuple(a.shape for a in arrays))
-            if v is None:
-                raise ValueError(no_variant_message([w.view for w in self._variants], list(known),
+            found = self._by_shapes.get(tuple(a.shape for a in arrays))
+            if found is None:
+                raise ValueError(no_variant_message([w.view for w in self._variants], [i.name for i in v.inputs],
                                                     [a.shape for a in arrays]))
-            self._current = v  # the next run likely has the same shapes
+            self._current = v = found  # the next run likely has the same shapes
         return arrays, v
 
     def _check_outputs(self, outputs, v: _Variant) -> dict:

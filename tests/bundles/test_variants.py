@@ -255,3 +255,16 @@ def test_pick_shapes():
     assert input_shapes(views[1]) == ((8, 16),)
     assert pick_shapes(views, [0, 1], ((8, 16),)) == 1
     assert pick_shapes(views, [0, 1], ((4, 16),)) is None
+
+
+def test_no_variant_message():
+    from bundles.variants import no_variant_message
+
+    def view(a, b):
+        return {"tensors": [{"shape": a}, {"shape": b}], "inputs": [{"name": "a", "tensor": 0}, {"name": "b", "tensor": 1}]}
+    views = [view([1, 3], [1, 10]), view([2, 3], [2, 10])]
+    assert no_variant_message(views, ["a", "b"], [(4, 3), (4, 10)]) == (
+        "inputs have shapes a=(4, 3), b=(4, 10); this bundle was compiled for a=1x3,b=1x10; a=2x3,b=2x10")
+    one = [{"tensors": [{"shape": [1, n]}], "inputs": [{"name": "ids", "tensor": 0}]} for n in (32, 128)]
+    assert no_variant_message(one, ["ids"], [(1, 64)]) == \
+        "input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128"
