@@ -46,9 +46,10 @@ def used_modules(view: dict) -> list[int]:
     return sorted({k["module"] for k in view["kernels"]})
 
 
-def no_variant_message(views: list[dict], names: list[str], shapes: list[tuple]) -> str:
-    """The error for inputs (`names`, given `shapes`) that no variant in `views` was compiled for:
-    `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+def no_variant_message(views: list[dict], shapes: list[tuple]) -> str:
+    """The error for inputs of the given `shapes` (in input order) that no variant in `views` was
+    compiled for: `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+    names = [x["name"] for x in views[0]["inputs"]]
     if len(names) == 1:
         given = f"input {names[0]!r} has shape {tuple(shapes[0])}"
     else:
@@ -157,6 +158,24 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
     manifest = {"manifest_version": parts[0][1]["manifest_version"], "model": model,
                 "modules": modules, "variants": variants}
     return write_bundle(manifest, blobs, b"".join(weights), weights_alignment=weights_alignment)
+
+
+def packed_weights(manifest: dict, ids: list[int]) -> list[tuple[int, int, int]]:
+    """What a runtime running the variants `ids` of a (validated) manifest uploads of the WEIGHTS
+    section: [(start, end, packed offset)], the ranges their tensors use, in order, packed one after
+    the other (each range is a whole number of `memory.alignment` but the section's last, so packed
+    offsets keep every tensor aligned). A bundle's other profiles may lay weights out their own way;
+    those stay on disk. A flat manifest: the whole section, unmoved."""
+    views = variant_views(manifest)
+    size = views[0]["memory"]["weights_bytes"]
+    if "variants" not in manifest:
+        return [(0, size, 0)]
+    alignment = max(views[i]["memory"]["alignment"] for i in ids)
+    out, at = [], 0
+    for start, end in _merged([c for i in ids for c in _weight_chunks(views[i], size, alignment)]):
+        out.append((start, end, at))
+        at += end - start
+    return out or [(0, 0, 0)]
 
 
 def exclusive_bytes(bundle) -> list[int]:
