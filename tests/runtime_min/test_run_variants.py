@@ -131,3 +131,14 @@ def test_only_the_profiles_weights_are_uploaded(target):
     ref = run_onnxruntime(model, f)
     for name, value in got.items():
         assert_close(name, value, ref[name], rtol_l2=1e-4)
+
+
+def test_timing_per_variant(bundle):
+    """gpu_time is the last run's, whichever variant it was."""
+    with load(bundle, timing=True) as m:
+        if not m.device_info.timestamps:
+            pytest.skip("no timestamp queries on this device")
+        for rows in (1, 5, 1):
+            m.run(feeds(rows))
+            t = m.gpu_time
+            assert t is not None and t.total > 0 and t.kernels > 0
