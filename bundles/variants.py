@@ -2,8 +2,9 @@
 
 A variant is a kernel set + schedule + memory plan for one (device profile, input shapes) pair.
 `combine` merges single-variant bundles of one model into one bundle whose variants share the
-SPIR-V modules and the weight bytes that are identical; `pick_profile` and `pick_shapes` are the
-rule that says which variant runs (the runtime and the C reader implement the same rule).
+SPIR-V modules and the weight bytes that are identical; `pick_profile` is the rule that says which
+profile runs on a device (the runtime and the C reader implement the same rule); a run then takes
+the variant of that profile whose `input_shapes` equal the inputs' shapes.
 Only the standard library here (bundles may import stdlib + numpy).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ def shapes_label(view: dict) -> str:
 
 
 def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
-    """The shapes of a (validated) variant's inputs, in input order: what `pick_shapes` compares."""
+    """The shapes of a (validated) variant's inputs, in input order: what picks it for a run."""
     return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
 
 
@@ -239,11 +240,3 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
         raise VariantError("; ".join(f"for target {name!r}: {w}" for name, w in misses.items()))
     name = names[best[1]]
     return name, [i for i, n in enumerate(names) if n == name and why[i] is None]
-
-
-def pick_shapes(views: list[dict], ids: list[int], shapes: tuple) -> int | None:
-    """The variant of the shape set `ids` whose input shapes equal `shapes` exactly, else None."""
-    for i in ids:
-        if input_shapes(views[i]) == shapes:
-            return i
-    return None

@@ -29,7 +29,7 @@ from bundles.dtypes import DTYPES
 from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats, variant_views
 from bundles.spirv import Module as SpirvModule
-from bundles.variants import no_variant_message, packed_weights, shapes_label
+from bundles.variants import input_shapes, no_variant_message, packed_weights, shapes_label
 
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
@@ -132,7 +132,7 @@ class _Variant:
                                      np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
         self.inputs = [spec(i) for i in view["inputs"]]
         self.outputs = [spec(o) for o in view["outputs"]]
-        self.shapes = tuple(i.shape for i in self.inputs)
+        self.shapes = input_shapes(view)  # what picks this variant for a run
         self.output_specs = {o.name: o for o in self.outputs}
         # The inputs in one buffer, the outputs in another, each at a 256-byte aligned offset; the
         # command buffer copies them to and from their arena tensors. (Binding the I/O tensors
