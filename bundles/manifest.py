@@ -12,7 +12,10 @@ from .dtypes import DTYPES
 
 MANIFEST_VERSION = 1
 
-DTYPE_ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items()}
+# Bits per element of every dtype a manifest may name; bytes per element of the whole-byte ones
+# (a tensor's nbytes is DTYPES[name].nbytes(count): the 4- and 2-bit types pack several per byte).
+DTYPE_BITS = {name: d.bits for name, d in DTYPES.items()}
+DTYPE_ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items() if d.itemsize}
 
 # Formats of texel-buffer bindings (modules[].texel_buffers) and the bytes of one texel.
 TEXEL_BYTES = {"r32f": 4, "rgba32f": 16}
@@ -201,10 +204,10 @@ def _check_tensors(manifest: dict, memory: dict) -> list[dict]:
     for t, path in tensors:
         _str_field(t, "name", path)
         dtype = _str_field(t, "dtype", path)
-        if dtype not in DTYPE_ITEMSIZE:
-            _fail(f"{path}.dtype", dtype, f"is not one of {', '.join(DTYPE_ITEMSIZE)}")
+        if dtype not in DTYPES:
+            _fail(f"{path}.dtype", dtype, f"is not one of {', '.join(DTYPES)}")
         shape, where = _list(t, "shape", path)
-        expected = _element_count(shape, where) * DTYPE_ITEMSIZE[dtype]
+        expected = DTYPES[dtype].nbytes(_element_count(shape, where))
         nbytes = _int_field(t, "nbytes", path, 0, MAX_BYTES)
         if nbytes != expected:
             _fail(f"{path}.nbytes", nbytes, f"but shape {list(shape)} of {dtype} is {expected} bytes")

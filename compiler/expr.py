@@ -4,7 +4,9 @@ tree into GLSL computing on any dtype (float32 included).
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
 ("const", x) a literal (a Python int, float or bool, exact: integer constants stay ints), or
 (op, *children) with op an entry of elementwise_ops.OPS; ("clip", x, lo, hi) carries its bounds as
-numbers (None: no bound), ("cast", x, dtype name) its target. An op's attributes (LeakyRelu's
+numbers (None: no bound), ("cast", x, dtype name[, saturate, round_mode]) its target (and Cast's
+saturate and round_mode attributes, which only conversions to float8 types read; default True,
+"up"). An op's attributes (LeakyRelu's
 alpha, ...) are ("const", x) children after its operand.
 
 Every subtree has a type (Renderer.type_of): a leaf its operand's, an op its operands' (Pow its
@@ -57,12 +59,14 @@ class Renderer:
     `out`'s type when not given). Every subtree has its own type (`type_of`): an op computes in
     its operands' type, a predicate returns bool, a cast its target; a constant takes the type its
     context computes in. Helper functions the text calls (integer division, integer powers, erf)
-    collect in `helpers`; `int64` says whether the text needs 64-bit integers."""
+    collect in `helpers`; `int64` says whether the text needs 64-bit integers, `low_precision`
+    whether it converts a format 1.2 type (the kernel includes templates/low_precision.glsl)."""
 
     def __init__(self, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None):
         self.t, self.operands = out, operands
         self.helpers: dict[str, str] = {}
         self.int64 = out.int64 or any(o.int64 for o in operands or ())
+        self.low_precision = out.low_precision or any(o.low_precision for o in operands or ())
 
     def render(self, tree, leaf) -> str:
         """GLSL for `tree`; `leaf(tree)` renders ("in", j) and ("acc",) leaves."""
@@ -102,7 +106,7 @@ class Renderer:
         t = self.type_of(tree) or want
         self.int64 = self.int64 or t.int64
         if entry.typing == "cast":
-            return self._cast(tree[1], t, leaf), t
+            return self._cast(tree[1], t, leaf, *tree[3:]), t
         # The type the op's text computes in: its operands' (a predicate's differ from its result;
         # constant folding leaves no predicate of constants only).
         ct = (self._first_type(tree[1:]) or self.t) if entry.typing == "predicate" else t
@@ -126,18 +130,30 @@ class Renderer:
 
     # ---- Cast: ONNX's conversions ------------------------------------------------------------
 
-    def _cast(self, operand, to: ScalarType, leaf) -> str:
+    def _cast(self, operand, to: ScalarType, leaf, saturate: bool = True,
+              round_mode: str = "up") -> str:
         """`operand` converted to `to` as ONNX (numpy) does: floats to integers truncate toward
         zero, integers wrap into narrower ones, anything to bool is x != 0 (true for NaN), bool
         to numbers 0 or 1. NaN, inf and out-of-range floats to integers are undefined in ONNX
-        and in GLSL alike."""
+        and in GLSL alike (to the 4- and 2-bit integers they give 0, as ONNX's reference does).
+        To bfloat16, float8 and float4 types the GLSL of templates/low_precision.glsl rounds,
+        with Cast's `saturate` and `round_mode`."""
         x, s = self.typed(operand, leaf, to)
+        self.low_precision = self.low_precision or to.low_precision or s.low_precision
         if s == to:
             return x
         if to.kind == "bool":
             return f"({x} != {s.literal(0)})"
         if s.kind == "bool":
             return f"({x} ? {to.literal(1)} : {to.literal(0)})"
+        if to.coded:
+            return to.decode(to.encode(f"float({x})" if s.glsl != "float" else x,
+                                       bool(saturate), round_mode))
+        if s.kind == "float" and to.low_precision:  # int4, uint4, int2, uint2
+            lo, hi = (-(1 << to.bits - 1), (1 << to.bits - 1) - 1) if to.kind == "int" else \
+                (0, (1 << to.bits) - 1)
+            x = f"lp_float_to_int({'float(' + x + ')' if s.glsl != 'float' else x}, {lo}, {hi})"
+            return x if to.kind == "int" else f"uint({x})"
         if s.glsl == to.glsl:  # float32 -> float16 rounds, int32 -> int8 wraps
             return to.wrap(x)
         if s.kind == "float" and to.packed and to.kind == "uint":

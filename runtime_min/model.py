@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
-from bundles.dtypes import DTYPES
+from bundles.dtypes import DTYPES, host_dtype, pack, unpack
 from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats
 from bundles.spirv import Module as SpirvModule
@@ -31,6 +31,9 @@ from .memory import Buffer
 from .pipelines import Pipelines, cache_file
 
 NUMPY_DTYPES = {name: d.numpy for name, d in DTYPES.items()}
+# The low-precision dtypes of format 1.2 (bfloat16, float8, int4, ...), which numpy knows through
+# ml_dtypes only: their staging bytes are kept packed as the bundle holds them (flat uint8).
+PACKED = {name for name, d in DTYPES.items() if d.numpy is None}
 STAGING_ALIGN = 256
 # Poll a run's fence up to this long before blocking on it: on the H200 a blocking vkWaitForFences
 # woke ~50 us after the GPU finished (MobileNetV2 batch 1: wall - GPU 107 -> 62 us), at the price
@@ -120,6 +123,37 @@ def _describe(arr) -> str:
     return f"{arr.dtype.name}[{', '.join(map(str, arr.shape))}]"
 
 
+# ---- the low-precision dtypes at the I/O boundary (format 1.2) ---------------------------------
+# An input of one is an array whose numpy dtype has its name (an ml_dtypes array, as onnx makes
+# them), or its packed bytes (flat uint8, bundles.dtypes.pack's form); an output is an ml_dtypes
+# array when ml_dtypes is importable, else its packed bytes: a flat uint8 array of nbytes
+# (int4: two elements per byte, the first in the low nibble, as ONNX packs them).
+
+def _io_dtype(name: str) -> np.dtype:
+    """The numpy dtype of an I/O tensor of manifest dtype `name` (uint8 bytes for a packed
+    dtype without ml_dtypes)."""
+    return host_dtype(name) if name in PACKED and host_dtype(name) is not None else \
+        np.dtype(NUMPY_DTYPES[name] or np.uint8)
+
+
+def _packed_form(a: np.ndarray, spec, tensor: dict) -> bool:
+    """Whether input `a` is accepted for a packed-dtype tensor: its dtype by name, or its bytes."""
+    return tensor["dtype"] in PACKED and (
+        (a.dtype.name == tensor["dtype"] and tuple(a.shape) == spec.shape) or
+        (a.dtype == np.uint8 and a.shape == (tensor["nbytes"],)))
+
+
+def _write_input(view: np.ndarray, a: np.ndarray) -> None:
+    np.copyto(view, a if view.dtype == a.dtype and view.shape == a.shape else pack(a))
+
+
+def _read_output(view: np.ndarray, tensor: dict) -> np.ndarray:
+    """A fresh array of an output tensor from its staging view."""
+    if tensor["dtype"] not in PACKED:
+        return view.copy()
+    return unpack(view.copy(), tensor["dtype"], tuple(tensor["shape"]))
+
+
 def _env_flag(name: str, value, default: bool) -> bool:
     if value is not None:
         return bool(value)
@@ -156,7 +190,7 @@ class Model:
             m = self.manifest = bundle.manifest
             tensors = m["tensors"]
             spec = lambda io: TensorInfo(io["name"], tuple(tensors[io["tensor"]]["shape"]),
-                                         np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
+                                         _io_dtype(tensors[io["tensor"]]["dtype"]))
             self.inputs = [spec(i) for i in m["inputs"]]
             self.outputs = [spec(o) for o in m["outputs"]]
             needs = [(f"{i} ({mod['name']})", SpirvModule(words)) for i, (mod, words) in
@@ -210,7 +244,8 @@ class Model:
         in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
         # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
         out_prefer = (cached | coherent, cached, coherent)
-        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
+        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]] if t["dtype"] in PACKED else
+                                     buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
                                      for o, t in zip(at, ts)]
         for k in range(2):
             slot = _Slot()
@@ -530,7 +565,7 @@ class Model:
         for name in feeds:
             if name not in known:
                 problems.append(f"unknown input {name!r}; the model's inputs are: {listing}")
-        for spec in self.inputs:
+        for k, spec in enumerate(self.inputs):
             if spec.name not in feeds:
                 problems.append(f"missing input {spec.name!r}: expected {spec}")
                 continue
@@ -542,7 +577,9 @@ class Model:
                 problems.append(f"input {spec.name!r}: expected {spec}, got a {type(feeds[spec.name]).__name__} "
                                 f"numpy cannot read ({e})")
                 continue
-            if a.dtype.newbyteorder("=") != spec.dtype or tuple(a.shape) != spec.shape:
+            if _packed_form(a, spec, self.manifest["tensors"][self.manifest["inputs"][k]["tensor"]]):
+                arrays.append(a)
+            elif a.dtype.newbyteorder("=") != spec.dtype or tuple(a.shape) != spec.shape:
                 hint = f"; convert it first (e.g. np.asarray(x, np.{spec.dtype.name})), the runtime does not cast" \
                     if a.dtype.newbyteorder("=") != spec.dtype else ""
                 problems.append(f"input {spec.name!r}: expected {spec}, got {_describe(a)}{origin}{hint}")
@@ -587,7 +624,7 @@ class Model:
             if slot.pending is not None:
                 self._complete(slot)
             for view, a in zip(slot.in_views, arrays):
-                np.copyto(view, a)
+                _write_input(view, a)
             slot.inb.flush()
             self._submit(slot.submit[0], slot.fence, self._what)
             slot.pending = handle = RunHandle(self, slot, outs)
@@ -608,11 +645,11 @@ class Model:
                                                    slot.stamps_ptr, 8, 1)  # VK_QUERY_RESULT_64_BIT
             self._last = slot
         result, outs = {}, handle._outputs
-        for spec, view in zip(self.outputs, slot.out_views):
-            out = outs.get(spec.name)
-            result[spec.name] = view.copy() if out is None else out
+        for spec, view, io in zip(self.outputs, slot.out_views, self.manifest["outputs"]):
+            out, value = outs.get(spec.name), _read_output(view, self.manifest["tensors"][io["tensor"]])
+            result[spec.name] = value if out is None else out
             if out is not None:
-                np.copyto(out, view)
+                np.copyto(out, value)
         handle._result = result
 
     @property
@@ -663,7 +700,7 @@ class Model:
                 if slot.pending is not None:
                     self._complete(slot)
             for view, a in zip(self._slots[0].in_views, arrays):
-                np.copyto(view, a)
+                _write_input(view, a)
             self._slots[0].inb.flush()
             stamps = np.zeros(n + 1, dtype=np.uint64)
             samples = []
