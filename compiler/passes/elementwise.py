@@ -16,7 +16,7 @@ from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VAR
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
-from ..registry import declare
+from ..registry import REVIEWED_OPSET, declare
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
 ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
@@ -71,7 +71,9 @@ for _op in sorted(ELEMENTWISE_OPS):
                         "e5m2, e5m2fnuz, e8m0fnu), float4e2m1, int4, uint4, int2, uint2 to any "
                         "of them"),
             constant_inputs=(1, 2) if _op == "Clip" else (),
-            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"))
+            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"),
+            # Cast-24's round_mode (float8e8m0) is implemented, and Cast-25's int2 / uint2
+            schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET)
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():
