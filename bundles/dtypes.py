@@ -76,16 +76,16 @@ def dtype_of(dtype) -> DType | None:
 
 
 def host_dtype(name: str) -> np.dtype | None:
-    """The numpy dtype of the manifest dtype `name`: numpy's own, or ml_dtypes' when ml_dtypes is
-    importable (onnx depends on it); None for an ml_dtypes type without ml_dtypes."""
+    """The numpy dtype of the manifest dtype `name`: numpy's own, or ml_dtypes' while ml_dtypes is
+    loaded (onnx loads it; bundles/ and the runtime never import it themselves: numpy knows its
+    types by name once it is); None for an ml_dtypes type without ml_dtypes."""
     d = DTYPES[name]
     if d.numpy is not None:
         return np.dtype(d.numpy)
     try:
-        import ml_dtypes
-    except ImportError:
+        return np.dtype(name)
+    except TypeError:
         return None
-    return np.dtype(getattr(ml_dtypes, name))
 
 
 def pack(array: np.ndarray) -> np.ndarray:

@@ -125,9 +125,11 @@ def _describe(arr) -> str:
 
 # ---- the low-precision dtypes at the I/O boundary (format 1.2) ---------------------------------
 # An input of one is an array whose numpy dtype has its name (an ml_dtypes array, as onnx makes
-# them), or its packed bytes (flat uint8, bundles.dtypes.pack's form); an output is an ml_dtypes
-# array when ml_dtypes is importable, else its packed bytes: a flat uint8 array of nbytes
-# (int4: two elements per byte, the first in the low nibble, as ONNX packs them).
+# them), or its packed bytes (flat uint8, bundles.dtypes.pack's form). An output is an ml_dtypes
+# array when ml_dtypes is loaded in the process (onnx loads it; runtime_min depends on numpy only
+# and never imports it), else its packed bytes: a flat uint8 array of the tensor's nbytes (int4:
+# two elements per byte, the first in the low nibble, as ONNX packs them); Model.outputs then
+# lists the dtype as uint8.
 
 def _io_dtype(name: str) -> np.dtype:
     """The numpy dtype of an I/O tensor of manifest dtype `name` (uint8 bytes for a packed
@@ -609,7 +611,10 @@ class Model:
 
     def run(self, feeds: dict, outputs: dict | None = None) -> dict:
         """Run the model once. Returns the outputs by ONNX name: the arrays given in `outputs` (written
-        in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest."""
+        in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest.
+        bfloat16, float8, int4 and the other ml_dtypes types go in as ml_dtypes arrays (or their packed
+        bytes) and come out as ml_dtypes arrays, or as their packed bytes (flat uint8) when ml_dtypes
+        is not loaded (see _read_output)."""
         return self.run_async(feeds, outputs).wait()
 
     def run_async(self, feeds: dict, outputs: dict | None = None) -> RunHandle:
