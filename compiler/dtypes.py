@@ -157,9 +157,11 @@ class ScalarType:
 
     def bits_of(self, value: str) -> str:
         """The low `bits` of a uint holding `value` (a packed type's element, for bitfieldInsert);
-        a coded type's `value` is one of its values already: encoding it is exact."""
+        a coded type's `value` is one of its values already: encoding it is exact (rounding
+        down: e8m0's smallest value, 2^-127, is a float32 subnormal, which rounding up would
+        move to 2^-126)."""
         if self.coded:
-            return self.encode(value)
+            return self.encode(value, round_mode="down")
         return f"packHalf2x16(vec2({value}, 0.0))" if self.kind == "float" else f"uint({value})"
 
     def wrap(self, text: str) -> str:

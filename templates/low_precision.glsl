@@ -58,17 +58,19 @@ float from_float8_e4m3fn(uint c) {
     return (c & 0x7fu) == 0x7fu ? lp_nan(c >> 7) : lp_decode(c, 3, 7, 0x80u);
 }
 
-// float8e4m3fnuz: bias 8, no infinity, no negative zero: 0x80 is NaN; largest 240.
+// float8e4m3fnuz: bias 8, no infinity, no negative zero: 0x80 is NaN (decoded with its sign bit,
+// as ml_dtypes does); largest 240.
 uint to_float8_e4m3fnuz(float x, bool saturate) {
     return lp_encode(x, saturate, 3, 8, 0x80u, 0x7fu, 0x43700000u, 0x80u, 0x80u, true);
 }
 float from_float8_e4m3fnuz(uint c) {
-    return c == 0x80u ? lp_nan(0u) : lp_decode(c, 3, 8, 0x80u);
+    return c == 0x80u ? lp_nan(1u) : lp_decode(c, 3, 8, 0x80u);
 }
 
-// float8e5m2: IEEE-like, bias 15, 2 mantissa bits, infinities S.11111.00, largest 57344.
+// float8e5m2: IEEE-like, bias 15, 2 mantissa bits, infinities S.11111.00, largest 57344; NaN
+// becomes the quiet S.11111.10 (float32 NaN's top mantissa bits, as ml_dtypes keeps them).
 uint to_float8_e5m2(float x, bool saturate) {
-    return lp_encode(x, saturate, 2, 15, 0x80u, 0x7bu, 0x47600000u, 0x7cu, 0x7fu, false);
+    return lp_encode(x, saturate, 2, 15, 0x80u, 0x7bu, 0x47600000u, 0x7cu, 0x7eu, false);
 }
 float from_float8_e5m2(uint c) {
     if ((c & 0x7cu) != 0x7cu) return lp_decode(c, 2, 15, 0x80u);
@@ -80,7 +82,7 @@ uint to_float8_e5m2fnuz(float x, bool saturate) {
     return lp_encode(x, saturate, 2, 16, 0x80u, 0x7fu, 0x47600000u, 0x80u, 0x80u, true);
 }
 float from_float8_e5m2fnuz(uint c) {
-    return c == 0x80u ? lp_nan(0u) : lp_decode(c, 2, 16, 0x80u);
+    return c == 0x80u ? lp_nan(1u) : lp_decode(c, 2, 16, 0x80u);
 }
 
 // float4e2m1 (4 bits, S.EE.M, bias 1): 0, 0.5 ... 6, no infinity or NaN. Conversions saturate
