@@ -146,7 +146,7 @@ def _packed_form(a: np.ndarray, spec, tensor: dict) -> bool:
 
 
 def _write_input(view: np.ndarray, a: np.ndarray) -> None:
-    np.copyto(view, a if view.dtype == a.dtype and view.shape == a.shape else pack(a))
+    np.copyto(view, pack(a) if a.dtype.name in PACKED else a)
 
 
 def _read_output(view: np.ndarray, tensor: dict) -> np.ndarray:
