@@ -239,11 +239,21 @@ def pow_text(x: str, y: str, exponent: float | None) -> str:
             f"{x} > 0.0 ? {mag} : floor({y}) != {y} ? {NAN} : {odd} ? -{mag} : {mag})")
 
 
-def needs_int64(tree) -> bool:
-    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
+def _float32_renderer(tree) -> Renderer:
     r = Renderer()
     r.render(tree, lambda t: "x")
-    return r.int64
+    return r
+
+
+def needs_int64(tree) -> bool:
+    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
+    return _float32_renderer(tree).int64
+
+
+def needs_low_precision(tree) -> bool:
+    """True when a float32 tree converts through a low-precision type (a cast to float8 and
+    back): its kernel includes templates/low_precision.glsl."""
+    return _float32_renderer(tree).low_precision
 
 
 def render_size(tree, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None) -> int:

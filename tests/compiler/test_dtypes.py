@@ -191,3 +191,24 @@ def test_runtime_takes_and_gives_int4_by_name_or_as_packed_bytes():
             np.testing.assert_array_equal(y.view(np.uint8), x.view(np.uint8))
         with pytest.raises(ValueError, match="expected int4"):
             m.run({"x": x.astype(np.int8)})
+
+
+def test_matmul_then_float8_round_trip():
+    """MatMul -> Cast to float8 -> Cast back (fake quantization): the casts stay an elementwise
+    kernel of their own (the matmul templates do not include the low-precision conversions)."""
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((8, 6)).astype(np.float32)
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["m"]),
+             helper.make_node("Cast", ["m"], ["q"], to=TensorProto.FLOAT8E4M3FN),
+             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [a], [y],
+                                                [onnx.numpy_helper.from_array(w, "w")]),
+                              opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    (got,) = backend.run_model(model, [x])
+    want = (x @ w).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    # the matmul's float32 sums may differ in the last bit, which can move a value across a
+    # float8 rounding boundary: one float8 step at most
+    np.testing.assert_allclose(got, want, rtol=2 ** -3)
