@@ -129,8 +129,9 @@ def find_rule(op_type: str, domain: str, opset: int) -> OpRule | None:
         return versions[max(versions)]  # other domains' ops have one version here
     try:
         since = onnx.defs.get_schema(op_type, max_inclusive_version=opset).since_version
-    except onnx.defs.SchemaError:
-        since = opset
+    except onnx.defs.SchemaError:  # no ONNX schema (a key of another domain): nothing to compare
+        usable = [v for v in versions if v <= opset]
+        return versions[max(usable)] if usable else None
     usable = [v for v in versions if v <= since]
     if not usable:
         return None
