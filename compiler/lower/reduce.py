@@ -6,7 +6,7 @@ from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims
 from ..registry import FLOATS
-from .kernel import Kernel, constant_input, grid_1d, register
+from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
 OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
@@ -49,20 +49,24 @@ def _reduce(node, target, axes_as_input: bool):
     spec += [(f"R{d}", "int32", s) for d, (s, _) in enumerate(red)]
     spec += [(f"RS{d}", "int32", st) for d, (_, st) in enumerate(red)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red),
-                  **kernel_types(out))
-    return [Kernel("reduce", params, spec, [x, out], writes=[1],
-                   groups=grid_1d(out.size, local), local_size=(local, 1, 1), nodes=node.sources,
+    types = kernel_types(out)
+    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red), **types)
+    words = -(-out.size // types["T"].per_word)  # bool outputs: a packed word per invocation
+    return [Kernel("reduce", params, spec, [buffer_view(x), buffer_view(out)], writes=[1],
+                   groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=x.size)]
 
 
 def _register(op_type: str) -> None:
-    @register(op_type, since=1, dtypes=FLOATS, limits=REDUCE_LIMIT)
+    # ReduceMax and ReduceMin of bool (opset 20) are any and all.
+    dtypes = FLOATS + ("bool",) if op_type in ("ReduceMax", "ReduceMin") else FLOATS
+
+    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
     @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
-              dtypes=FLOATS, limits=REDUCE_LIMIT)
+              dtypes=dtypes, limits=REDUCE_LIMIT)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 
