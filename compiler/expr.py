@@ -25,6 +25,7 @@ call a helper function instead (HELPERS), which the kernel declares.
 """
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -278,12 +279,21 @@ def count_ops(tree) -> int:
     return 1 + sum(count_ops(c) for c in tree[1:] if isinstance(c, tuple))
 
 
-def _horner(coefficients: list[str]) -> str:
-    """c0 + x2 * (c1 + x2 * (c2 + ...)) as GLSL text over the variable x2."""
+def _horner(coefficients: list[str], var: str = "x2") -> str:
+    """c0 + x2 * (c1 + x2 * (c2 + ...)) as GLSL text over the variable x2 (or `var`)."""
     text = coefficients[-1]
     for c in reversed(coefficients[:-1]):
-        text = f"{c} + x2 * ({text})"
+        text = f"{c} + {var} * ({text})"
     return text
+
+
+def _double(x: float) -> str:
+    return TYPES["float64"].literal(x)
+
+
+# ln 2 split in two (fdlibm): LN2_HI has trailing zero bits, so k * LN2_HI is exact for the
+# exponents k exp() and log() meet.
+_LN2_HI, _LN2_LO = float.fromhex("0x1.62e42fee00000p-1"), float.fromhex("0x1.a39ef35793c76p-33")
 
 
 HELPERS = {
@@ -335,6 +345,38 @@ HELPERS = {
                                  "-1.68282697438203e-03", "-2.13374055278905e-04",
                                  "-1.45660718464996e-05"]) + """;
     return p / q;
+}}""",
+    # exp and log in double, which GLSL has only in float: exp(x) = 2^k exp(r) with
+    # r = x - k ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, so r is exact) and exp(r) by its
+    # Taylor polynomial to degree 13 (truncation under 1e-17 relative); results past the double
+    # range are inf / 0.
+    "dexp": """{T} {name}({T} x) {{
+    if (isnan(x)) return x;
+    if (x > """ + _double(709.782712893384) + """) return """ + _double(math.inf) + """;
+    if (x < """ + _double(-745.2) + """) return 0.0lf;
+    const {T} k = floor(x * """ + _double(1 / math.log(2)) + """ + 0.5lf);
+    const {T} r = (x - k * """ + _double(_LN2_HI) + """) - k * """ + _double(_LN2_LO) + """;
+    return ldexp(""" + _horner([_double(1 / math.factorial(k)) for k in range(14)], "r") + """, int(k));
+}}""",
+    # log(x) = e ln 2 + log(m) with m in [sqrt(1/2), sqrt(2)) and log(m) = 2 atanh(s),
+    # s = (m - 1) / (m + 1), |s| < 0.172: its odd series to s^25 (truncation under 1e-18).
+    "dlog": """{T} {name}({T} x) {{
+    if (isnan(x) || x < 0.0lf) return """ + _double(math.nan) + """;
+    if (x == 0.0lf) return """ + _double(-math.inf) + """;
+    if (isinf(x)) return x;
+    // frexp() is undefined for subnormals: scale them into the normal range first
+    const bool tiny = x < """ + _double(2.2250738585072014e-308) + """;
+    int e;
+    {T} m = frexp(tiny ? x * """ + _double(2.0 ** 54) + """ : x, e);
+    e -= tiny ? 54 : 0;
+    if (m < """ + _double(math.sqrt(0.5)) + """) {{
+        m *= 2.0lf;
+        e -= 1;
+    }}
+    const {T} s = (m - 1.0lf) / (m + 1.0lf), s2 = s * s;
+    const {T} log_m = 2.0lf * s + 2.0lf * s * s2 * (""" + _horner(
+        [_double(1 / (2 * k + 1)) for k in range(1, 13)], "s2") + """);
+    return {T}(e) * """ + _double(_LN2_HI) + """ + (log_m + {T}(e) * """ + _double(_LN2_LO) + """);
 }}""",
     # tanh as the elementwise op computes it (elementwise_ops.py), for texts that read the
     # argument of their tanh many times (gelu_tanh).

@@ -2,6 +2,7 @@
 ReduceLogSum and ReduceLogSumExp over any set of axes, on templates/reduce.comp.j2."""
 from __future__ import annotations
 
+from .. import expr as E
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims
@@ -50,7 +51,12 @@ def _reduce(node, target, axes_as_input: bool):
     spec += [(f"RS{d}", "int32", st) for d, (_, st) in enumerate(red)]
     local = target.elementwise_local
     types = kernel_types(out)
-    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red), **types)
+    # exp and log: GLSL's in float, expr.HELPERS' in double
+    r = E.Renderer(types["ACC"])
+    exp, log = (r.helper("dexp", types["ACC"]), r.helper("dlog", types["ACC"])) \
+        if types["ACC"].glsl == "double" else ("exp", "log")
+    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red), EXP=exp,
+                  LOG=log, helpers=list(r.helpers.values()), **types)
     words = -(-out.size // types["T"].per_word)  # bool outputs: a packed word per invocation
     return [Kernel("reduce", params, spec, [buffer_view(x), buffer_view(out)], writes=[1],
                    groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
@@ -59,7 +65,7 @@ def _reduce(node, target, axes_as_input: bool):
 
 def _register(op_type: str) -> None:
     # ReduceMax and ReduceMin of bool (opset 20) are any and all.
-    dtypes = FLOATS + ("bool",) if op_type in ("ReduceMax", "ReduceMin") else FLOATS
+    dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ())
 
     @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT)
     def lower_attr_axes(node, target):

@@ -78,3 +78,14 @@ def test_reduce_bool(op, axes):
     (got,) = onnx_backend.run_model(model, [x])
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_float64(op):
+    """float64 (shaderFloat64): every Reduce op within the harness's float64 bounds (rtol 1e-12);
+    ReduceLogSum and ReduceLogSumExp call expr.HELPERS' double exp and log."""
+    model = at_opset(single_op_model(op, {"x": [2, 3, 4, 5]}, {"keepdims": 0},
+                                     initializers={"axes": np.array([1, 3], np.int64)},
+                                     input_dtypes={"x": np.float64}, output_dtypes=[np.float64]), 18)
+    feeds = {"x": _feeds(model, op)["x"].astype(np.float64) * 3}
+    check_against_onnxruntime(model, feeds=feeds, rtol_l2=1e-12)
