@@ -138,7 +138,8 @@ class Renderer:
         to numbers 0 or 1. NaN, inf and out-of-range floats to integers are undefined in ONNX
         and in GLSL alike (to the 4- and 2-bit integers they give 0, as ONNX's reference does).
         To bfloat16, float8 and float4 types the GLSL of templates/low_precision.glsl rounds,
-        with Cast's `saturate` and `round_mode`."""
+        with Cast's `saturate` and `round_mode`, from float32 (float64 goes through float32: a
+        double rounding, which can differ from a direct one by one step on rare near-ties)."""
         x, s = self.typed(operand, leaf, to)
         self.low_precision = self.low_precision or to.low_precision or s.low_precision
         if s == to:

@@ -8,9 +8,10 @@ An op's module declares it once, next to the code that handles it:
   lowering (views, folds, fused elementwise chains).
 
 A declaration carries everything the rest of the compiler asks about an op: the opset its rule
-starts at, the newest schema version it implements (`schema`; see find_rule for newer ones), the run-time dtypes its kernel computes (checked here, before the rule runs, so rules
-never test dtypes themselves), the inputs that must be compile-time constants (the ONNX backend
-freezes those), and what is not supported (docs/SUPPORT.md). `compiler.ops` imports every module
+starts at, the newest schema version it implements (`schema`; see find_rule for newer ones), the
+run-time dtypes its kernel computes (checked here, before the rule runs, so rules never test
+dtypes themselves), the inputs that must be compile-time constants (the ONNX backend freezes
+those), and what is not supported (docs/SUPPORT.md). `compiler.ops` imports every module
 that declares, so nothing is listed by hand.
 """
 from __future__ import annotations

@@ -134,8 +134,8 @@ def _describe(arr) -> str:
 def _io_dtype(name: str) -> np.dtype:
     """The numpy dtype of an I/O tensor of manifest dtype `name` (uint8 bytes for a packed
     dtype without ml_dtypes)."""
-    return host_dtype(name) if name in PACKED and host_dtype(name) is not None else \
-        np.dtype(NUMPY_DTYPES[name] or np.uint8)
+    dtype = host_dtype(name)
+    return np.dtype(np.uint8) if dtype is None else dtype
 
 
 def _packed_form(a: np.ndarray, spec, tensor: dict) -> bool:
