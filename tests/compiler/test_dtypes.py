@@ -212,3 +212,21 @@ def test_matmul_then_float8_round_trip():
     # the matmul's float32 sums may differ in the last bit, which can move a value across a
     # float8 rounding boundary: one float8 step at most
     np.testing.assert_allclose(got, want, rtol=2 ** -3)
+
+
+def test_bfloat16_arithmetic():
+    """bfloat16 computes in float32 and rounds each op's result back (as ml_dtypes, and so onnx's
+    reference, do): a fused Add -> Mul -> Sub -> Max -> Relu chain, bit for bit."""
+    bf16 = TensorProto.BFLOAT16
+    a, b = (helper.make_tensor_value_info(n, bf16, [300]) for n in "ab")
+    y = helper.make_tensor_value_info("y", bf16, [300])
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Mul", ["s", "a"], ["p"]),
+             helper.make_node("Sub", ["p", "b"], ["d"]), helper.make_node("Max", ["d", "a"], ["m"]),
+             helper.make_node("Relu", ["m"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [a, b], [y]),
+                              opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    rng = np.random.default_rng(3)
+    xa, xb = (rng.standard_normal(300).astype(ml_dtypes.bfloat16) * 8 for _ in range(2))
+    (got,) = backend.run_model(model, [xa, xb])
+    (want,) = ReferenceEvaluator(model).run(None, {"a": xa, "b": xb})
+    same_bits(got, want)
