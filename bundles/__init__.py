@@ -5,8 +5,8 @@ is the C reader (container level). Packaging a bundle into an Android app is `vk
 business: compiler/package_android.py.
 """
 from .format import Bundle, Container, Section, SectionKind, check_container, read_bundle, write_bundle
-from .manifest import DTYPE_ITEMSIZE, BundleError, validate_manifest
+from .manifest import DTYPE_BITS, DTYPE_ITEMSIZE, BundleError, validate_manifest
 from .spirv import device_requirements
 
 __all__ = ["write_bundle", "read_bundle", "check_container", "validate_manifest", "device_requirements",
-           "Bundle", "Container", "Section", "SectionKind", "BundleError", "DTYPE_ITEMSIZE"]
+           "Bundle", "Container", "Section", "SectionKind", "BundleError", "DTYPE_ITEMSIZE", "DTYPE_BITS"]

@@ -12,7 +12,10 @@ from .dtypes import DTYPES
 
 MANIFEST_VERSION = 1
 
-DTYPE_ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items()}
+# Bits per element of every dtype a manifest may name; bytes per element of the whole-byte ones
+# (a tensor's nbytes is DTYPES[name].nbytes(count): the 4- and 2-bit types pack several per byte).
+DTYPE_BITS = {name: d.bits for name, d in DTYPES.items()}
+DTYPE_ITEMSIZE = {name: d.itemsize for name, d in DTYPES.items() if d.itemsize}
 
 # Formats of texel-buffer bindings (modules[].texel_buffers) and the bytes of one texel.
 TEXEL_BYTES = {"r32f": 4, "rgba32f": 16}
@@ -32,6 +35,11 @@ VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "output
 # target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
 DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
 MAX_VENDOR_ID = 2**32 - 1
+
+
+def device_type(code: int) -> str:
+    """The DEVICE_TYPES name of a VkPhysicalDeviceType value (unknown values: "other")."""
+    return DEVICE_TYPES[code] if 0 <= code < len(DEVICE_TYPES) else "other"
 
 
 class BundleError(ValueError):
@@ -229,10 +237,10 @@ def _check_tensors(manifest: dict, memory: dict) -> list[dict]:
     for t, path in tensors:
         _str_field(t, "name", path)
         dtype = _str_field(t, "dtype", path)
-        if dtype not in DTYPE_ITEMSIZE:
-            _fail(f"{path}.dtype", dtype, f"is not one of {', '.join(DTYPE_ITEMSIZE)}")
+        if dtype not in DTYPES:
+            _fail(f"{path}.dtype", dtype, f"is not one of {', '.join(DTYPES)}")
         shape, where = _list(t, "shape", path)
-        expected = _element_count(shape, where) * DTYPE_ITEMSIZE[dtype]
+        expected = DTYPES[dtype].nbytes(_element_count(shape, where))
         nbytes = _int_field(t, "nbytes", path, 0, MAX_BYTES)
         if nbytes != expected:
             _fail(f"{path}.nbytes", nbytes, f"but shape {list(shape)} of {dtype} is {expected} bytes")
@@ -417,6 +425,11 @@ def variant_views(manifest: dict) -> list[dict]:
     if "variants" not in manifest:
         return [manifest]
     return [flat_view(manifest, v) for v in manifest["variants"]]
+
+
+def used_modules(view: dict) -> list[int]:
+    """The ids of the modules a (validated) variant's kernels use, ascending."""
+    return sorted({k["module"] for k in view["kernels"]})
 
 
 def in_variant(label: str, error: BundleError) -> BundleError:

@@ -23,7 +23,7 @@ import struct
 import sys
 from array import array
 
-from .manifest import BundleError, texel_formats, variant_views
+from .manifest import BundleError, texel_formats, used_modules, variant_views
 
 MAGIC = 0x07230203
 MAX_ID_BOUND = 0x3FFFFF              # SPIR-V "universal limits": ids are < 4,194,303
@@ -398,7 +398,7 @@ def device_requirements(bundle) -> dict:
     a device runs the bundle when it meets one of them."""
     if "variants" in bundle.manifest:
         return {"variants": [{"name": v.get("name", ""), "target": v["target"],
-                              **_requirements(v, [bundle.spirv[i] for i in sorted({k["module"] for k in v["kernels"]})])}
+                              **_requirements(v, [bundle.spirv[i] for i in used_modules(v)])}
                              for v in variant_views(bundle.manifest)]}
     return _requirements(bundle.manifest, bundle.spirv)
 

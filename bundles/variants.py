@@ -14,7 +14,7 @@ import json
 from typing import NamedTuple
 
 from .format import MIN_WEIGHTS_ALIGNMENT, read_bundle, write_bundle
-from .manifest import DEVICE_TYPES, VARIANT_KEYS, variant_views
+from .manifest import DEVICE_TYPES, VARIANT_KEYS, used_modules, variant_views
 
 
 class Part(NamedTuple):
@@ -40,11 +40,6 @@ def shapes_label(view: dict) -> str:
 def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
     """The shapes of a (validated) variant's inputs, in input order: what picks it for a run."""
     return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
-
-
-def used_modules(view: dict) -> list[int]:
-    """The ids of the modules a (validated) variant's kernels use, ascending."""
-    return sorted({k["module"] for k in view["kernels"]})
 
 
 def no_variant_message(views: list[dict], shapes: list[tuple]) -> str:
@@ -219,6 +214,7 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     per target what the device lacks ("for target 'nvidia': ...; for target 'generic': ...")."""
     views = variant_views(manifest)
     names = [v["target"]["name"] for v in views]
+    several = len(set(names)) > 1  # reasons name their target only when there are several
     if target is not None and target not in names:
         raise VariantError(f"target {target!r} is not in this bundle; it has "
                            f"{', '.join(map(repr, dict.fromkeys(names)))}")
@@ -226,17 +222,20 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     if target is not None:
         met = [i for i, name in enumerate(names) if name == target and why[i] is None]
         if not met:
-            raise VariantError(f"for target {target!r}: {next(w for w, n in zip(why, names) if n == target)}")
+            reason = next(w for w, n in zip(why, names) if n == target)
+            raise VariantError(f"for target {target!r}: {reason}" if several else reason)
         return target, met
     best = None
     for i, view in enumerate(views):
-        score = None if why[i] else match_score(view["target"].get("match"), vendor_id, device_type)
+        # A flat (format 1.1) manifest's match is ignored: its one variant runs wherever it can.
+        match = view["target"].get("match") if "variants" in manifest else None
+        score = None if why[i] else match_score(match, vendor_id, device_type)
         if score is not None and (best is None or score > best[0]):
             best = (score, i)
     if best is None:
         misses = {}  # per target, the first reason
         for view, name, w in zip(views, names, why):
             misses.setdefault(name, w or f"a device its match names ({view['target'].get('match')})")
-        raise VariantError("; ".join(f"for target {name!r}: {w}" for name, w in misses.items()))
+        raise VariantError("; ".join(f"for target {name!r}: {w}" if several else w for name, w in misses.items()))
     name = names[best[1]]
     return name, [i for i, n in enumerate(names) if n == name and why[i] is None]

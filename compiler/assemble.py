@@ -6,9 +6,10 @@ import hashlib
 
 import numpy as np
 
-from bundles.variants import Part
-from bundles.manifest import DTYPE_ITEMSIZE, TEXEL_BYTES
+from bundles.dtypes import DTYPES, pack
+from bundles.manifest import TEXEL_BYTES
 from bundles.spirv import capability_features
+from bundles.variants import Part
 
 from .codegen import compile_glsl, module_name, render
 from .errors import CompileError
@@ -30,9 +31,9 @@ class TensorTable:
     def id_of(self, v) -> int:
         if id(v) in self.ids:
             return self.ids[id(v)]
-        if np.dtype(v.dtype).name not in DTYPE_ITEMSIZE:
+        if np.dtype(v.dtype).name not in DTYPES:
             raise CompileError(f"tensor '{v.name}' is {np.dtype(v.dtype).name}, a dtype bundles cannot "
-                               f"hold; they hold {', '.join(DTYPE_ITEMSIZE)}.")
+                               f"hold; they hold {', '.join(DTYPES)}.")
         root = v.root()
         if root.is_constant:
             memory, offset = "weights", self._place_weight(root)
@@ -46,7 +47,7 @@ class TensorTable:
 
     def _place_weight(self, root) -> int:
         if id(root) not in self.weight_offsets:
-            data = np.ascontiguousarray(root.data).tobytes()
+            data = pack(root.data).tobytes()
             self.weight_offsets[id(root)] = self.weights_bytes
             padded = align(max(len(data), 4))
             self.weight_chunks.append(data + bytes(padded - len(data)))

@@ -119,7 +119,8 @@ DeviceOpt = typer.Option(None, "--device", help="Device index or name substring 
 def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help="The ONNX model."),
             output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
             input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
-            target: Optional[str] = TargetOpt, tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
+            target: Optional[str] = TargetOpt,
+            tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
                                             "device first (implies --target host): slower compile, faster kernels."),
             precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16: weights and "
                                           "activations stored as float16, accumulated in float32."),
@@ -272,8 +273,8 @@ def _variants_table(b, views: list[dict]) -> None:
         match = v["target"].get("match") or {}
         devices = "; ".join(([f"vendor {', '.join(f'0x{x:04X}' for x in match['vendor_ids'])}"]
                              if "vendor_ids" in match else []) + match.get("device_types", [])) or "any"
-        table.add_row(str(i), v.get("name", ""), v["target"]["name"], devices, shapes_label(v), str(len(v["dispatches"])),
-                      _mib(v["memory"]["arena_bytes"]), f"{own:,}")
+        table.add_row(str(i), v.get("name", ""), v["target"]["name"], devices, shapes_label(v),
+                      str(len(v["dispatches"])), _mib(v["memory"]["arena_bytes"]), f"{own:,}")
     console.print(table)
 
 

@@ -1,7 +1,7 @@
 """How kernels hold and compute each dtype: the GLSL type arithmetic runs in, the buffer's element
 type, and how an element is read, packed and written as a literal.
 
-8- and 16-bit elements live packed in 32-bit words (`uint` buffers): a kernel reads one with
+2- to 16-bit elements live packed in 32-bit words (`uint` buffers): a kernel reads one with
 bitfieldExtract (sign-extending signed types) or unpackHalf2x16, and writes whole words only, so
 the kernels that move and combine elements (elementwise, gather, transpose, slice...) need no
 optional 8/16-bit storage feature. The compute kernels (matmul, conv, pooling, softmax,
@@ -12,6 +12,12 @@ packed kernel's output feeds a native one and back. float16 computes in float32;
 byte (0 or 1) per element, packed like int8, and a GLSL bool in kernels. The 64-bit
 types need the device features shaderInt64 / shaderFloat64, which the bundle records from the
 SPIR-V capabilities its modules declare.
+
+The low-precision types of format 1.2 (bundles/dtypes.py) pack the same way: bfloat16 two to a
+word, the float8 types and 8-bit e8m0 four, int4 / uint4 / float4 eight, int2 / uint2 sixteen.
+Integers compute in int / uint; the floats compute in float32, converted from and to their bits
+by the GLSL functions of templates/low_precision.glsl (`decode`, `encode`), which a kernel
+holding such a type includes (`low_precision`).
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ import numpy as np
 from bundles.dtypes import DTYPES
 
 INT64_EXTENSION = "GL_EXT_shader_explicit_arithmetic_types_int64"
+# Cast's round_mode (opset 24+, for float8e8m0) -> to_float8_e8m0fnu's argument.
+E8M0_ROUND_MODES = {"up": 0, "down": 1, "nearest": 2}
 
 
 def float_literal(x: float) -> str:
@@ -52,6 +60,30 @@ class ScalarType:
     def per_word(self) -> int:
         """Elements per 32-bit word (1 for 32- and 64-bit types)."""
         return max(1, 32 // self.bits)
+
+    @property
+    def low_precision(self) -> bool:
+        """A format 1.2 type: its kernels include templates/low_precision.glsl."""
+        return DTYPES[self.name].since >= (1, 2)
+
+    @property
+    def coded(self) -> bool:
+        """A float type whose bits convert through templates/low_precision.glsl (bfloat16, the
+        float8 and float4 types): `decode` and `encode`."""
+        return self.low_precision and self.kind == "float"
+
+    def decode(self, bits: str) -> str:
+        """The float32 value of a coded type's element whose bits are the uint `bits`."""
+        return f"from_{self.name}({bits})"
+
+    def encode(self, value: str, saturate: bool = False, round_mode: str = "up") -> str:
+        """The bits (a uint) of float `value` converted to a coded type as ONNX's Cast does:
+        round to nearest even; `saturate` clamps out-of-range values to the largest finite one
+        (float8 types; without it they overflow to inf or NaN); `round_mode` is float8e8m0's."""
+        flag = "true" if saturate else "false"
+        if self.name == "float8_e8m0fnu":
+            return f"to_{self.name}({value}, {flag}, {E8M0_ROUND_MODES[round_mode]})"
+        return f"to_{self.name}({value}, {flag})"
 
     @property
     def storage(self) -> str:
@@ -94,11 +126,13 @@ class ScalarType:
             return f"float({buf}[{e}])"
         if not self.packed:
             return f"{buf}[{e}]"
-        shift, mask = (2, 3) if self.bits == 8 else (1, 1)
-        word = f"{buf}[{e} >> {shift}]"
+        mask = self.per_word - 1
+        word = f"{buf}[{e} >> {mask.bit_length()}]"
+        offset = f"({e} & {mask}) * {self.bits}"
+        if self.coded:
+            return self.decode(f"bitfieldExtract({word}, {offset}, {self.bits})")
         if self.kind == "float":
             return f"unpackHalf2x16({word})[{e} & 1]"
-        offset = f"({e} & {mask}) * {self.bits}"
         if self.kind == "bool":
             return f"(bitfieldExtract({word}, {offset}, 8) != 0u)"
         return f"bitfieldExtract({'int(' + word + ')' if self.kind == 'int' else word}, {offset}, {self.bits})"
@@ -122,7 +156,12 @@ class ScalarType:
         return []
 
     def bits_of(self, value: str) -> str:
-        """The low `bits` of a uint holding `value` (a packed type's element, for bitfieldInsert)."""
+        """The low `bits` of a uint holding `value` (a packed type's element, for bitfieldInsert);
+        a coded type's `value` is one of its values already: encoding it is exact (rounding
+        down: e8m0's smallest value, 2^-127, is a float32 subnormal, which rounding up would
+        move to 2^-126)."""
+        if self.coded:
+            return self.encode(value, round_mode="down")
         return f"packHalf2x16(vec2({value}, 0.0))" if self.kind == "float" else f"uint({value})"
 
     def wrap(self, text: str) -> str:
@@ -130,6 +169,8 @@ class ScalarType:
         wrap around, float16 rounds. Wider types need nothing: GLSL integers wrap by themselves."""
         if self.name == "float16":
             return f"unpackHalf2x16(packHalf2x16(vec2({text}, 0.0))).x"
+        if self.coded:  # rounds to nearest even, overflowing to inf or NaN like IEEE arithmetic
+            return self.decode(self.encode(text))
         if self.packed and self.kind == "int":
             return f"bitfieldExtract({text}, 0, {self.bits})"
         if self.packed and self.kind == "uint":
@@ -159,7 +200,7 @@ class ScalarType:
 
 
 # Every dtype of the shared table (bundles/dtypes.py).
-_TYPES = [ScalarType(d.name, d.glsl, d.kind, 8 * d.itemsize) for d in DTYPES.values()]
+_TYPES = [ScalarType(d.name, d.glsl, d.kind, d.bits) for d in DTYPES.values()]
 TYPES = {t.name: t for t in _TYPES}
 # float16 in 16-bit-storage buffers, for the compute kernels (kernel_types).
 FLOAT16_NATIVE = ScalarType("float16", "float", "float", 16, native=True)
@@ -189,3 +230,9 @@ def texel_format(dtype, per_texel: int = 1) -> str | None:
     "rgba32f" for float32); None where kernels read that dtype through storage buffers only."""
     t = scalar_type(dtype)
     return t.texel_format(per_texel) if t else None
+
+
+def element_bits(dtype) -> int:
+    """Bits per element in memory (4 for int4: the data-movement kernels move them packed)."""
+    d = DTYPES.get(np.dtype(dtype).name)
+    return d.bits if d is not None else 8 * np.dtype(dtype).itemsize

@@ -94,7 +94,7 @@ _OPS = [
                   onnx={"Relu": ()}, exact=True),
     ElementwiseOp("prelu", **texts("({0} < {z} ? {1} * {0} : {0})", "double", "int", uint="{0}"),
                   onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
-    # Floating point only (GLSL has no double exp, log or pow).
+    # Floating point only.
     ElementwiseOp("sqrt", **texts("sqrt({0})", "double"), onnx={"Sqrt": ()}),
     ElementwiseOp("reciprocal", **texts("({one} / {0})", "double"), onnx={"Reciprocal": ()}),
     ElementwiseOp("floor", **texts("floor({0})", "double"), onnx={"Floor": ()}),
@@ -105,8 +105,9 @@ _OPS = [
     ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
                   onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
     ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()}),
-    ElementwiseOp("exp", "exp({0})", onnx={"Exp": ()}),
-    ElementwiseOp("log", "log({0})", onnx={"Log": ()}),
+    # float64 exp and log call helpers (expr.HELPERS: GLSL has them in float only)
+    ElementwiseOp("exp", "exp({0})", double="{dexp}({0})", onnx={"Exp": ()}),
+    ElementwiseOp("log", "log({0})", double="{dlog}({0})", onnx={"Log": ()}),
     # tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)); below |x| = 0.125 that form cancels, so an odd
     # Taylor polynomial (error under 1e-9 there) takes over. GLSL's tanh is only specified
     # through the cancelling exp() quotient.

@@ -4,7 +4,9 @@ tree into GLSL computing on any dtype (float32 included).
 A tree is a tuple: ("in", j) reads operand j, ("acc",) the producing kernel's accumulator,
 ("const", x) a literal (a Python int, float or bool, exact: integer constants stay ints), or
 (op, *children) with op an entry of elementwise_ops.OPS; ("clip", x, lo, hi) carries its bounds as
-numbers (None: no bound), ("cast", x, dtype name) its target. An op's attributes (LeakyRelu's
+numbers (None: no bound), ("cast", x, dtype name[, saturate, round_mode]) its target (and Cast's
+saturate and round_mode attributes, which only conversions to float8 types read; default True,
+"up"). An op's attributes (LeakyRelu's
 alpha, ...) are ("const", x) children after its operand.
 
 Every subtree has a type (Renderer.type_of): a leaf its operand's, an op its operands' (Pow its
@@ -23,6 +25,7 @@ call a helper function instead (HELPERS), which the kernel declares.
 """
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -57,12 +60,14 @@ class Renderer:
     `out`'s type when not given). Every subtree has its own type (`type_of`): an op computes in
     its operands' type, a predicate returns bool, a cast its target; a constant takes the type its
     context computes in. Helper functions the text calls (integer division, integer powers, erf)
-    collect in `helpers`; `int64` says whether the text needs 64-bit integers."""
+    collect in `helpers`; `int64` says whether the text needs 64-bit integers, `low_precision`
+    whether it converts a format 1.2 type (the kernel includes templates/low_precision.glsl)."""
 
     def __init__(self, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None):
         self.t, self.operands = out, operands
         self.helpers: dict[str, str] = {}
         self.int64 = out.int64 or any(o.int64 for o in operands or ())
+        self.low_precision = out.low_precision or any(o.low_precision for o in operands or ())
 
     def render(self, tree, leaf) -> str:
         """GLSL for `tree`; `leaf(tree)` renders ("in", j) and ("acc",) leaves."""
@@ -102,7 +107,7 @@ class Renderer:
         t = self.type_of(tree) or want
         self.int64 = self.int64 or t.int64
         if entry.typing == "cast":
-            return self._cast(tree[1], t, leaf), t
+            return self._cast(tree[1], t, leaf, *tree[3:]), t
         # The type the op's text computes in: its operands' (a predicate's differ from its result;
         # constant folding leaves no predicate of constants only).
         ct = (self._first_type(tree[1:]) or self.t) if entry.typing == "predicate" else t
@@ -126,18 +131,31 @@ class Renderer:
 
     # ---- Cast: ONNX's conversions ------------------------------------------------------------
 
-    def _cast(self, operand, to: ScalarType, leaf) -> str:
+    def _cast(self, operand, to: ScalarType, leaf, saturate: bool = True,
+              round_mode: str = "up") -> str:
         """`operand` converted to `to` as ONNX (numpy) does: floats to integers truncate toward
         zero, integers wrap into narrower ones, anything to bool is x != 0 (true for NaN), bool
         to numbers 0 or 1. NaN, inf and out-of-range floats to integers are undefined in ONNX
-        and in GLSL alike."""
+        and in GLSL alike (to the 4- and 2-bit integers they give 0, as ONNX's reference does).
+        To bfloat16, float8 and float4 types the GLSL of templates/low_precision.glsl rounds,
+        with Cast's `saturate` and `round_mode`, from float32 (float64 goes through float32: a
+        double rounding, which can differ from a direct one by one step on rare near-ties)."""
         x, s = self.typed(operand, leaf, to)
+        self.low_precision = self.low_precision or to.low_precision or s.low_precision
         if s == to:
             return x
         if to.kind == "bool":
             return f"({x} != {s.literal(0)})"
         if s.kind == "bool":
             return f"({x} ? {to.literal(1)} : {to.literal(0)})"
+        if to.coded:
+            return to.decode(to.encode(f"float({x})" if s.glsl != "float" else x,
+                                       bool(saturate), round_mode))
+        if s.kind == "float" and to.low_precision:  # int4, uint4, int2, uint2
+            lo, hi = (-(1 << to.bits - 1), (1 << to.bits - 1) - 1) if to.kind == "int" else \
+                (0, (1 << to.bits) - 1)
+            x = f"lp_float_to_int({'float(' + x + ')' if s.glsl != 'float' else x}, {lo}, {hi})"
+            return x if to.kind == "int" else f"uint({x})"
         if s.glsl == to.glsl:  # float32 -> float16 rounds, int32 -> int8 wraps
             return to.wrap(x)
         if s.kind == "float" and to.packed and to.kind == "uint":
@@ -223,11 +241,21 @@ def pow_text(x: str, y: str, exponent: float | None) -> str:
             f"{x} > 0.0 ? {mag} : floor({y}) != {y} ? {NAN} : {odd} ? -{mag} : {mag})")
 
 
-def needs_int64(tree) -> bool:
-    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
+def _float32_renderer(tree) -> Renderer:
     r = Renderer()
     r.render(tree, lambda t: "x")
-    return r.int64
+    return r
+
+
+def needs_int64(tree) -> bool:
+    """True when a float32 tree computes something in 64-bit integers (a cast through int64)."""
+    return _float32_renderer(tree).int64
+
+
+def needs_low_precision(tree) -> bool:
+    """True when a float32 tree converts through a low-precision type (a cast to float8 and
+    back): its kernel includes templates/low_precision.glsl."""
+    return _float32_renderer(tree).low_precision
 
 
 def render_size(tree, out: ScalarType = FLOAT32, operands: list[ScalarType] | None = None) -> int:
@@ -252,12 +280,21 @@ def count_ops(tree) -> int:
     return 1 + sum(count_ops(c) for c in tree[1:] if isinstance(c, tuple))
 
 
-def _horner(coefficients: list[str]) -> str:
-    """c0 + x2 * (c1 + x2 * (c2 + ...)) as GLSL text over the variable x2."""
+def _horner(coefficients: list[str], var: str = "x2") -> str:
+    """c0 + x2 * (c1 + x2 * (c2 + ...)) as GLSL text over the variable x2 (or `var`)."""
     text = coefficients[-1]
     for c in reversed(coefficients[:-1]):
-        text = f"{c} + x2 * ({text})"
+        text = f"{c} + {var} * ({text})"
     return text
+
+
+def _double(x: float) -> str:
+    return TYPES["float64"].literal(x)
+
+
+# ln 2 split in two (fdlibm): LN2_HI has trailing zero bits, so k * LN2_HI is exact for the
+# exponents k exp() and log() meet.
+_LN2_HI, _LN2_LO = float.fromhex("0x1.62e42fee00000p-1"), float.fromhex("0x1.a39ef35793c76p-33")
 
 
 HELPERS = {
@@ -309,6 +346,38 @@ HELPERS = {
                                  "-1.68282697438203e-03", "-2.13374055278905e-04",
                                  "-1.45660718464996e-05"]) + """;
     return p / q;
+}}""",
+    # exp and log in double, which GLSL has only in float: exp(x) = 2^k exp(r) with
+    # r = x - k ln 2 in [-ln2/2, ln2/2] (ln 2 in two parts, so r is exact) and exp(r) by its
+    # Taylor polynomial to degree 13 (truncation under 1e-17 relative); results past the double
+    # range are inf / 0.
+    "dexp": """{T} {name}({T} x) {{
+    if (isnan(x)) return x;
+    if (x > """ + _double(709.782712893384) + """) return """ + _double(math.inf) + """;
+    if (x < """ + _double(-745.2) + """) return 0.0lf;
+    const {T} k = floor(x * """ + _double(1 / math.log(2)) + """ + 0.5lf);
+    const {T} r = (x - k * """ + _double(_LN2_HI) + """) - k * """ + _double(_LN2_LO) + """;
+    return ldexp(""" + _horner([_double(1 / math.factorial(k)) for k in range(14)], "r") + """, int(k));
+}}""",
+    # log(x) = e ln 2 + log(m) with m in [sqrt(1/2), sqrt(2)) and log(m) = 2 atanh(s),
+    # s = (m - 1) / (m + 1), |s| < 0.172: its odd series to s^25 (truncation under 1e-18).
+    "dlog": """{T} {name}({T} x) {{
+    if (isnan(x) || x < 0.0lf) return """ + _double(math.nan) + """;
+    if (x == 0.0lf) return """ + _double(-math.inf) + """;
+    if (isinf(x)) return x;
+    // frexp() is undefined for subnormals: scale them into the normal range first
+    const bool tiny = x < """ + _double(2.2250738585072014e-308) + """;
+    int e;
+    {T} m = frexp(tiny ? x * """ + _double(2.0 ** 54) + """ : x, e);
+    e -= tiny ? 54 : 0;
+    if (m < """ + _double(math.sqrt(0.5)) + """) {{
+        m *= 2.0lf;
+        e -= 1;
+    }}
+    const {T} s = (m - 1.0lf) / (m + 1.0lf), s2 = s * s;
+    const {T} log_m = 2.0lf * s + 2.0lf * s * s2 * (""" + _horner(
+        [_double(1 / (2 * k + 1)) for k in range(1, 13)], "s2") + """);
+    return {T}(e) * """ + _double(_LN2_HI) + """ + (log_m + {T}(e) * """ + _double(_LN2_LO) + """);
 }}""",
     # tanh as the elementwise op computes it (elementwise_ops.py), for texts that read the
     # argument of their tanh many times (gelu_tanh).

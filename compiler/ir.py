@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from bundles.dtypes import dtype_of
+
 
 @dataclass(eq=False)
 class Value:
@@ -31,7 +33,9 @@ class Value:
 
     @property
     def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
+        """Bytes in memory: the 4- and 2-bit dtypes pack several elements per byte (bundles/dtypes.py)."""
+        d = dtype_of(self.dtype)
+        return d.nbytes(self.size) if d is not None else self.size * np.dtype(self.dtype).itemsize
 
     def root(self) -> "Value":
         v = self

@@ -13,10 +13,9 @@ Two things differ from an interpreter, because vkc compiles ahead of time with s
   kernel does not take (most kernels are float32 only; elementwise arithmetic takes every numeric
   type), raises `BackendIsNotSupposedToImplementIt`, which ONNX's runners count as skipped.
 
-Opsets 23 to 25 only widened the type lists of the ops vkc handles; a model importing them runs at
-opset 22 when every one of its ops has the same definition there (compared through onnx.defs).
-Likewise a model of an opset below 7 (Not's cases are opset 1) runs at opset 7 when its ops are
-defined there as they were.
+A model of an opset above MAX_OPSET runs at MAX_OPSET when every one of its ops has the same
+definition there (compared through onnx.defs); likewise a model of an opset below 7 (Not's cases
+are opset 1) runs at opset 7 when its ops are defined there as they were.
 """
 from __future__ import annotations
 
@@ -90,7 +89,7 @@ def _same_use(node: onnx.NodeProto, version: int, target: int, types: dict[str, 
 
 
 def normalize_opset(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Relabel an opset-23+ model as opset 22 (an opset<7 one as 7) when all its ops mean the
+    """Relabel a model above MAX_OPSET as MAX_OPSET (an opset<7 one as 7) when all its ops mean the
     same there: an unchanged schema, or a change the node does not use (_same_use)."""
     imports = [i for i in model.opset_import if i.domain in ("", "ai.onnx")]
     if not imports or MIN_OPSET <= imports[0].version <= MAX_OPSET:

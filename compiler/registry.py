@@ -8,9 +8,10 @@ An op's module declares it once, next to the code that handles it:
   lowering (views, folds, fused elementwise chains).
 
 A declaration carries everything the rest of the compiler asks about an op: the opset its rule
-starts at, the run-time dtypes its kernel computes (checked here, before the rule runs, so rules
-never test dtypes themselves), the inputs that must be compile-time constants (the ONNX backend
-freezes those), and what is not supported (docs/SUPPORT.md). `compiler.ops` imports every module
+starts at, the newest schema version it implements (`schema`; see find_rule for newer ones), the
+run-time dtypes its kernel computes (checked here, before the rule runs, so rules never test
+dtypes themselves), the inputs that must be compile-time constants (the ONNX backend freezes
+those), and what is not supported (docs/SUPPORT.md). `compiler.ops` imports every module
 that declares, so nothing is listed by hand.
 """
 from __future__ import annotations
@@ -34,6 +35,9 @@ DTYPE_PHRASE = "vkc's kernels do not compute"
 
 
 ONNX_DOMAINS = ("", "ai.onnx")
+# The opset every declaration was written against unless it says otherwise (`schema`): a schema
+# version newer than this applies only where it changes nothing but the element types it allows.
+REVIEWED_OPSET = 22
 
 
 def op_key(op_type: str, domain: str = "") -> str:
@@ -58,6 +62,9 @@ class OpRule:
     # For a rule that checks dtypes itself (dtypes None): whether it computes on float16 tensors
     # (the precision pass asks, compiler/passes/precision.py).
     float16: bool = False
+    # The newest schema version of the op this rule implements (attributes, inputs, semantics);
+    # None: every version (ops folded by onnx's reference evaluator, which follows each schema).
+    schema: int | None = REVIEWED_OPSET
 
     @property
     def dtypes_text(self) -> str:
@@ -83,13 +90,14 @@ def _add(rule: OpRule) -> None:
 
 def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
-             constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False):
+             constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False,
+             schema: int | None = REVIEWED_OPSET):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
     `since` on."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
                     dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                    float16=float16))
+                    float16=float16, schema=schema))
         return fn
     return wrap
 
@@ -97,11 +105,11 @@ def register(op_type: str, since: int = 1, *, domain: str = "",
 def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
             constant_inputs: tuple[int, ...] = (), limits: str = "-",
-            float16: bool = False) -> None:
+            float16: bool = False, schema: int | None = REVIEWED_OPSET) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                float16=float16))
+                float16=float16, schema=schema))
 
 
 def registered_ops() -> dict[str, list[int]]:
@@ -111,7 +119,10 @@ def registered_ops() -> dict[str, list[int]]:
 
 def find_rule(op_type: str, domain: str, opset: int) -> OpRule | None:
     """The declaration that applies to `op_type` at `opset`: onnx.defs gives the op's
-    since_version there, and the newest declaration at or below it applies."""
+    since_version there, and the newest declaration at or below it applies, provided it
+    implements that schema version: one newer than its `schema` must change nothing but the
+    element types the op allows (the dtype checks refuse those a kernel does not compute). An
+    op whose newer schema changed otherwise (an attribute, an input) is not supported there."""
     versions = _RULES.get(op_key(op_type, domain))
     if not versions:
         return None
@@ -119,10 +130,36 @@ def find_rule(op_type: str, domain: str, opset: int) -> OpRule | None:
         return versions[max(versions)]  # other domains' ops have one version here
     try:
         since = onnx.defs.get_schema(op_type, max_inclusive_version=opset).since_version
-    except onnx.defs.SchemaError:
-        since = opset
+    except onnx.defs.SchemaError:  # no ONNX schema (a key of another domain): nothing to compare
+        usable = [v for v in versions if v <= opset]
+        return versions[max(usable)] if usable else None
     usable = [v for v in versions if v <= since]
-    return versions[max(usable)] if usable else None
+    if not usable:
+        return None
+    rule = versions[max(usable)]
+    if rule.schema is not None and since > rule.schema and \
+            not _types_only_since(op_type, max(rule.schema, rule.since), since):
+        return None
+    return rule
+
+
+def _signature(schema) -> tuple:
+    """What a schema version says beyond its element types: attributes (with defaults), inputs
+    and outputs, and each constraint's name."""
+    return ({k: (a.type, a.required, a.default_value.SerializeToString())
+             for k, a in schema.attributes.items()},
+            [(p.name, p.type_str, p.option) for p in schema.inputs],
+            [(p.name, p.type_str, p.option) for p in schema.outputs],
+            schema.min_input, schema.max_input, schema.min_output, schema.max_output,
+            sorted(c.type_param_str for c in schema.type_constraints))
+
+
+def _types_only_since(op_type: str, reviewed: int, since: int) -> bool:
+    """Whether every schema version of `op_type` after opset `reviewed`, up to `since`, changed
+    only the element types it allows."""
+    base = _signature(onnx.defs.get_schema(op_type, max_inclusive_version=reviewed))
+    return all(_signature(onnx.defs.get_schema(op_type, max_inclusive_version=v)) == base
+               for v in range(reviewed + 1, since + 1))
 
 
 def is_supported(op_type: str, domain: str, opset: int) -> bool:

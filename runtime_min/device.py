@@ -10,7 +10,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
-from bundles.manifest import DEVICE_TYPES, variant_views
+from bundles.manifest import device_type, variant_views
 from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES
 from bundles.variants import VariantError, pick_profile, used_modules
 
@@ -493,27 +493,16 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, 
     """(the device, the variants it runs: the chosen profile's shape set). The first candidate
     device (best type first) that can run a variant wins; among its variants, the pick rule of
     FORMAT.md ("Which variant runs") chooses. `target` names the profile instead."""
-    candidates = _candidates(infos, device)
-    problems = []
-    multi = "variants" in manifest
     names = list(dict.fromkeys(v["target"]["name"] for v in variant_views(manifest)))
     if target is not None and target not in names:  # no device can help: say so before trying them
         raise VkcRuntimeError(f"Target {target!r} is not in this bundle; it has {', '.join(map(repr, names))}.")
-    for info in candidates:
-        if not multi and target in (None, manifest["target"]["name"]):
-            missing = lacks(info, manifest, needs, robust)
-            if not missing:
-                return info, [0]
-            problems.append(f"device {info} lacks: {'; '.join(missing)}")
-            continue
-
+    problems = []
+    for info in _candidates(infos, device):
         def why(view, info=info):
             found = lacks(info, view, needs and [needs[i] for i in used_modules(view)], robust)
             return "; ".join(found) if found else None
         try:
-            _, ids = pick_profile(manifest, info.vendor_id, DEVICE_TYPES[info.type_code]
-                                  if info.type_code < len(DEVICE_TYPES) else "other", why, target)
-            return info, ids
+            return info, pick_profile(manifest, info.vendor_id, device_type(info.type_code), why, target)[1]
         except VariantError as e:
             problems.append(f"device {info} lacks: {e}")
     who = "No Vulkan device" if device is None else f"The requested Vulkan device ({device!r})"
@@ -533,12 +522,10 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
         if not pdevs:
             raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
         info, ids = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
-        views = variant_views(manifest)
-        exts, feats = set(), set()
-        for i in ids:  # the device serves every variant of the shape set
-            used = needs and [needs[j] for j in used_modules(views[i])]
-            exts |= set(views[i]["requirements"].get("extensions", [])) | spirv_needs(info, used)[1]
-            feats |= needed_features(views[i], info, used)
+        views = [variant_views(manifest)[i] for i in ids]  # the device serves every variant of the shape set
+        used = needs and [needs[j] for j in sorted({k["module"] for v in views for k in v["kernels"]})]
+        exts = {e for v in views for e in v["requirements"].get("extensions", [])} | spirv_needs(info, used)[1]
+        feats = set().union(*(needed_features(v, info, used) for v in views))
         # Models share a device only when it was created with exactly the same extensions and features.
         key = (info.index, bool(validation), bool(robust), frozenset(exts), frozenset(feats))
         with _lock:

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bundles import BundleError, read_bundle
-from bundles.dtypes import DTYPES
+from bundles.dtypes import DTYPES, host_dtype, pack, unpack
 from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats, variant_views
 from bundles.spirv import Module as SpirvModule
@@ -37,6 +37,9 @@ from .memory import Buffer
 from .pipelines import Pipelines, cache_file
 
 NUMPY_DTYPES = {name: d.numpy for name, d in DTYPES.items()}
+# The low-precision dtypes of format 1.2 (bfloat16, float8, int4, ...), which numpy knows through
+# ml_dtypes only: their staging bytes are kept packed as the bundle holds them (flat uint8).
+PACKED = {name for name, d in DTYPES.items() if d.numpy is None}
 STAGING_ALIGN = 256
 # Poll a run's fence up to this long before blocking on it: on the H200 a blocking vkWaitForFences
 # woke ~50 us after the GPU finished (MobileNetV2 batch 1: wall - GPU 107 -> 62 us), at the price
@@ -129,11 +132,10 @@ class _Variant:
         self.name = view.get("name") or f"{view['target']['name']} {shapes_label(view)}"
         tensors = view["tensors"]
         spec = lambda io: TensorInfo(io["name"], tuple(tensors[io["tensor"]]["shape"]),
-                                     np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
+                                     _io_dtype(tensors[io["tensor"]]["dtype"]))
         self.inputs = [spec(i) for i in view["inputs"]]
         self.outputs = [spec(o) for o in view["outputs"]]
         self.shapes = input_shapes(view)  # what picks this variant for a run
-        self.output_specs = {o.name: o for o in self.outputs}
         # The inputs in one buffer, the outputs in another, each at a 256-byte aligned offset; the
         # command buffer copies them to and from their arena tensors. (Binding the I/O tensors
         # straight from these buffers would skip the copies, but views and the memory plan's reuse
@@ -151,6 +153,39 @@ _NO_OUTPUTS = {}
 
 def _describe(arr) -> str:
     return f"{arr.dtype.name}[{', '.join(map(str, arr.shape))}]"
+
+
+# ---- the low-precision dtypes at the I/O boundary (format 1.2) ---------------------------------
+# An input of one is an array whose numpy dtype has its name (an ml_dtypes array, as onnx makes
+# them), or its packed bytes (flat uint8, bundles.dtypes.pack's form). An output is an ml_dtypes
+# array when ml_dtypes is loaded in the process (onnx loads it; runtime_min depends on numpy only
+# and never imports it), else its packed bytes: a flat uint8 array of the tensor's nbytes (int4:
+# two elements per byte, the first in the low nibble, as ONNX packs them); Model.outputs then
+# lists the dtype as uint8.
+
+def _io_dtype(name: str) -> np.dtype:
+    """The numpy dtype of an I/O tensor of manifest dtype `name` (uint8 bytes for a packed
+    dtype without ml_dtypes)."""
+    dtype = host_dtype(name)
+    return np.dtype(np.uint8) if dtype is None else dtype
+
+
+def _packed_form(a: np.ndarray, spec, tensor: dict) -> bool:
+    """Whether input `a` is accepted for a packed-dtype tensor: its dtype by name, or its bytes."""
+    return tensor["dtype"] in PACKED and (
+        (a.dtype.name == tensor["dtype"] and tuple(a.shape) == spec.shape) or
+        (a.dtype == np.uint8 and a.shape == (tensor["nbytes"],)))
+
+
+def _write_input(view: np.ndarray, a: np.ndarray) -> None:
+    np.copyto(view, pack(a) if a.dtype.name in PACKED else a)
+
+
+def _read_output(view: np.ndarray, tensor: dict) -> np.ndarray:
+    """A fresh array of an output tensor from its staging view."""
+    if tensor["dtype"] not in PACKED:
+        return view.copy()
+    return unpack(view.copy(), tensor["dtype"], tuple(tensor["shape"]))
 
 
 def _env_flag(name: str, value, default: bool) -> bool:
@@ -290,7 +325,8 @@ class Model:
         v.texels = [texel_formats(m["modules"][k["module"]]) for k in m["kernels"]]
         self._check_ranges(v)
         v.sets = self._descriptor_sets(v)
-        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
+        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]] if t["dtype"] in PACKED else
+                                     buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
                                      for o, t in zip(at, ts)]
         label = "" if len(self._variants) == 1 else f" ({v.name})"
         runs = []
@@ -590,7 +626,7 @@ class Model:
             if name not in known:
                 problems.append(f"unknown input {name!r}; the model's inputs are: {listing}")
         several = len(self._variants) > 1  # shapes choose the variant; any compiled set of them goes
-        for spec in v.inputs:
+        for spec, tensor in zip(v.inputs, v.ins):
             if spec.name not in feeds:
                 problems.append(f"missing input {spec.name!r}: expected {spec}")
                 continue
@@ -602,7 +638,9 @@ class Model:
                 problems.append(f"input {spec.name!r}: expected {spec}, got a {type(feeds[spec.name]).__name__} "
                                 f"numpy cannot read ({e})")
                 continue
-            if a.dtype.newbyteorder("=") != spec.dtype or (tuple(a.shape) != spec.shape and not several):
+            if _packed_form(a, spec, tensor):
+                arrays.append(a)
+            elif a.dtype.newbyteorder("=") != spec.dtype or (tuple(a.shape) != spec.shape and not several):
                 hint = f"; convert it first (e.g. np.asarray(x, np.{spec.dtype.name})), the runtime does not cast" \
                     if a.dtype.newbyteorder("=") != spec.dtype else ""
                 problems.append(f"input {spec.name!r}: expected {spec}, got {_describe(a)}{origin}{hint}")
@@ -611,8 +649,7 @@ class Model:
         if problems:
             raise ValueError("; ".join(problems))
         if several:
-            found = self._by_shapes.get(tuple(a.shape for a in arrays))
-            if found is None:
+            if (found := self._by_shapes.get(tuple(a.shape for a in arrays))) is None:
                 raise ValueError(no_variant_message([w.view for w in self._variants], [a.shape for a in arrays]))
             self._current = v = found  # the next run likely has the same shapes
         return arrays, v
@@ -620,7 +657,7 @@ class Model:
     def _check_outputs(self, outputs, v: _Variant) -> dict:
         if outputs is None:
             return _NO_OUTPUTS
-        specs, problems = v.output_specs, []
+        specs, problems = {o.name: o for o in v.outputs}, []
         for name, a in outputs.items():
             spec = specs.get(name)
             if spec is None:
@@ -637,7 +674,10 @@ class Model:
 
     def run(self, feeds: dict, outputs: dict | None = None) -> dict:
         """Run the model once. Returns the outputs by ONNX name: the arrays given in `outputs` (written
-        in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest."""
+        in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest.
+        bfloat16, float8, int4 and the other ml_dtypes types go in as ml_dtypes arrays (or their packed
+        bytes) and come out as ml_dtypes arrays, or as their packed bytes (flat uint8) when ml_dtypes
+        is not loaded (see _read_output)."""
         return self.run_async(feeds, outputs).wait()
 
     def run_async(self, feeds: dict, outputs: dict | None = None) -> RunHandle:
@@ -656,7 +696,7 @@ class Model:
                 self._complete(slot)
             in_views, _, _, submit = v.runs[slot.index]
             for view, a in zip(in_views, arrays):
-                np.copyto(view, a)
+                _write_input(view, a)
             slot.inb.flush()
             self._submit(submit[0], slot.fence, self._what)
             slot.pending = handle = RunHandle(self, slot, outs)
@@ -678,11 +718,11 @@ class Model:
                                                    slot.stamps_ptr, 8, 1)  # VK_QUERY_RESULT_64_BIT
             self._last = slot
         result, outs, v = {}, handle._outputs, slot.variant
-        for spec, view in zip(v.outputs, v.runs[slot.index][1]):
-            out = outs.get(spec.name)
-            result[spec.name] = view.copy() if out is None else out
+        for spec, view, tensor in zip(v.outputs, v.runs[slot.index][1], v.outs):
+            out, value = outs.get(spec.name), _read_output(view, tensor)
+            result[spec.name] = value if out is None else out
             if out is not None:
-                np.copyto(out, view)
+                np.copyto(out, value)
         handle._result = result
 
     @property
@@ -735,7 +775,7 @@ class Model:
                 if slot.pending is not None:
                     self._complete(slot)
             for view, a in zip(v.runs[0][0], arrays):
-                np.copyto(view, a)
+                _write_input(view, a)
             self._slots[0].inb.flush()
             stamps = np.zeros(n + 1, dtype=np.uint64)
             samples = []

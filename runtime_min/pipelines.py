@@ -103,14 +103,12 @@ class Pipelines:
     live only while `build` runs; the pipeline cache lives with the model, and is saved after each
     build that added to it (a multi-variant bundle builds a variant's pipelines on its first use)."""
 
-    def __init__(self, dev: Device, modules: list[dict], spirv: list, cleanup: Cleanup, cache_path=None,
-                 used=None):
+    def __init__(self, dev: Device, modules: list[dict], spirv: list, cleanup: Cleanup, cache_path, used):
         vk, ffi = dev.vk, dev.ffi
         self._dev, self._modules, self._cleanup, self._cache_path = dev, modules, cleanup, cache_path
-        # A fresh uint32 copy of each module that may be used: aligned as Vulkan requires, and
-        # independent of the bundle's buffer (closed after load).
-        self._code = {i: np.frombuffer(spirv[i], dtype="<u4").copy() for i in (range(len(spirv)) if used is None
-                                                                              else sorted(used))}
+        # A fresh uint32 copy of each module `used` (by some variant that may run): aligned as Vulkan
+        # requires, and independent of the bundle's buffer (closed after load).
+        self._code = {i: np.frombuffer(spirv[i], dtype="<u4").copy() for i in sorted(used)}
         self.set_layouts, self.layouts, self._built = {}, {}, {}
         self._saved, self.cache_status = read_cache(cache_path, dev.info)
         init_data = ffi.new("char[]", self._saved) if self._saved else ffi.NULL

@@ -3,7 +3,8 @@
 Expressions over float32 operands to a float32 output render into `elementwise` (their
 intermediates may be bool: a comparison feeding a Where); every other dtype goes through
 `elementwise_typed`, which loads each operand in its own dtype, computes each subtree in its type
-(expr.Renderer) and writes packed 8/16-bit (and bool) outputs a whole 32-bit word per invocation.
+(expr.Renderer) and writes packed 2- to 16-bit (and bool) outputs a whole 32-bit word per
+invocation; it includes templates/low_precision.glsl where a type of format 1.2 takes part.
 """
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ def lower_elementwise(node, target):
     tree = node.attrs["expr"]
     renderer = E.Renderer(E.FLOAT32, [E.FLOAT32] * len(operands))
     expr = _render(node, renderer, lambda t: f"LOAD{t[1]}({index[t[1]]})")
-    if renderer.int64:  # a cast to int64 inside: the typed template enables 64-bit integers
+    if renderer.int64 or renderer.low_precision:
+        # a cast to int64 or through a low-precision type inside: the typed template enables
+        # 64-bit integers and includes the low-precision conversions
         return _lower_typed(node, target)
     local = target.elementwise_local
     texel = texel_reads(target, *operands)
@@ -84,7 +87,8 @@ def _lower_typed(node, target):
     dims, modes, spec, index = _indexing(operands, out)
     local = target.elementwise_local
     params = dict(LOCAL=local, rank=len(dims), strided="strided" in modes, expr=expr,
-                  int64=renderer.int64, helpers=list(renderer.helpers.values()),
+                  int64=renderer.int64, low_precision=renderer.low_precision,
+                  helpers=list(renderer.helpers.values()),
                   index=index, out=t, ins=in_types)
     words = -(-out.size // t.per_word)
     return [Kernel("elementwise_typed", params, spec,

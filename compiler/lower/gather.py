@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import element_bits
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
 from .kernel import Kernel, buffer_view, grid_1d, register
@@ -30,7 +31,7 @@ def lower_gather(node, target):
         return strided_copy(node, target, x, out,
                             strides[:axis] + [0] * len(idx.shape) + strides[axis + 1:],
                             i * strides[axis])
-    bits = 8 * np.dtype(x.dtype).itemsize
+    bits = element_bits(x.dtype)
     if bits < 32:  # packed: each invocation assembles one 32-bit word of the output
         words, per_word = 1, 32 // bits
         total = out.size

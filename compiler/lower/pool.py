@@ -9,7 +9,7 @@ from ..errors import CompileError
 from ..shapes import prod
 from .conv import conv_geometry
 from ..registry import FLOATS
-from .kernel import Kernel, grid_1d, register, texel_reads
+from .kernel import Kernel, buffer_view, grid_1d, register, texel_reads
 
 SPATIAL_LIMIT = "4-D and higher spatial ranks"
 
@@ -39,15 +39,17 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
             ("DIL_D", "int32", dd), ("DIL_H", "int32", dh), ("DIL_W", "int32", dw),
             ("PAD_F", "int32", pf), ("PAD_T", "int32", pt), ("PAD_L", "int32", pl),
             ("PAD_K", "int32", pk), ("PAD_B", "int32", pb), ("PAD_R", "int32", pr)]
-    bindings = [x, out] + ([indices] if indices is not None else [])
+    bindings = [buffer_view(x), buffer_view(out)] + ([indices] if indices is not None else [])
     local = target.elementwise_local
     fmt = texel_format(x.dtype)
     texel = fmt is not None and texel_reads(target, x)
+    types = kernel_types(out)
     params = dict(LOCAL=local, mode=mode, count_include_pad=bool(count_include_pad),
                   indices=indices is not None, storage_order=bool(storage_order), TEXEL=texel,
-                  **kernel_types(out))
+                  **types)
+    words = -(-total // types["T"].per_word)  # 8-bit outputs: a packed word per invocation
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
-                   groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
+                   groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {})]
 
 
@@ -68,8 +70,8 @@ def _windowed(node, target, mode):
                  node.attrs.get("storage_order", 0))
 
 
-@register("MaxPool", dtypes=FLOATS, dtypes_doc="float32, float16; Indices int64",
-          limits=SPATIAL_LIMIT)
+@register("MaxPool", dtypes=FLOATS + ("int8", "uint8"),
+          dtypes_doc="float32, float16, int8, uint8; Indices int64", limits=SPATIAL_LIMIT)
 def lower_maxpool(node, target):
     return _windowed(node, target, "max")
 

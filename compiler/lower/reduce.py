@@ -2,11 +2,12 @@
 ReduceLogSum and ReduceLogSumExp over any set of axes, on templates/reduce.comp.j2."""
 from __future__ import annotations
 
+from .. import expr as E
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims
 from ..registry import FLOATS
-from .kernel import Kernel, constant_input, grid_1d, register
+from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
 OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
@@ -49,20 +50,29 @@ def _reduce(node, target, axes_as_input: bool):
     spec += [(f"R{d}", "int32", s) for d, (s, _) in enumerate(red)]
     spec += [(f"RS{d}", "int32", st) for d, (_, st) in enumerate(red)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red),
-                  **kernel_types(out))
-    return [Kernel("reduce", params, spec, [x, out], writes=[1],
-                   groups=grid_1d(out.size, local), local_size=(local, 1, 1), nodes=node.sources,
+    types = kernel_types(out)
+    # exp and log: GLSL's in float, expr.HELPERS' in double
+    r = E.Renderer(types["ACC"])
+    exp, log = (r.helper("dexp", types["ACC"]), r.helper("dlog", types["ACC"])) \
+        if types["ACC"].glsl == "double" else ("exp", "log")
+    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red), EXP=exp,
+                  LOG=log, helpers=list(r.helpers.values()), **types)
+    words = -(-out.size // types["T"].per_word)  # bool outputs: a packed word per invocation
+    return [Kernel("reduce", params, spec, [buffer_view(x), buffer_view(out)], writes=[1],
+                   groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=x.size)]
 
 
 def _register(op_type: str) -> None:
-    @register(op_type, since=1, dtypes=FLOATS, limits=REDUCE_LIMIT)
+    # ReduceMax and ReduceMin of bool (opset 20) are any and all.
+    dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ())
+
+    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
     @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
-              dtypes=FLOATS, limits=REDUCE_LIMIT)
+              dtypes=dtypes, limits=REDUCE_LIMIT)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 

@@ -4,32 +4,33 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import element_bits
 from ..errors import CompileError
 from ..shapes import collapse_dims, contiguous_strides, prod
 from .kernel import Kernel, buffer_view, grid_1d
 
 # The dtypes the data-movement kernels take, as docs/SUPPORT.md states them: strided copies move
 # any element bit for bit, gathers and pads 32- and 64-bit ones (element_words).
-COPIES = "any (8- to 64-bit elements)"
+COPIES = "any (2- to 64-bit elements)"
 MOVES = "float32, int32, int64 (any 32- or 64-bit type)"
 
 
 def element_words(node, values) -> int:
     """32-bit words per element of tensors a data-movement kernel copies bit for bit."""
-    sizes = {np.dtype(v.dtype).itemsize for v in values if v is not None}
-    if len(sizes) != 1 or next(iter(sizes)) not in (4, 8):
+    sizes = {element_bits(v.dtype) for v in values if v is not None}
+    if len(sizes) != 1 or next(iter(sizes)) not in (32, 64):
         names = ", ".join(f"'{v.name}' ({np.dtype(v.dtype).name})" for v in values if v is not None)
         raise CompileError(f"{node.op_type} '{node.name}' moves {names}; vkc's data-movement "
                            "kernels handle 32- and 64-bit elements only.")
-    return next(iter(sizes)) // 4
+    return next(iter(sizes)) // 32
 
 
 def strided_copy(node, target, src, dst, src_strides, offset: int = 0) -> list[Kernel]:
     """Kernels filling `dst` (contiguous) from `src` read at element strides `src_strides`
     (one per dim of dst; 0 broadcasts, negative walks backwards) from element `offset`.
-    8- and 16-bit elements move packed: each invocation assembles one 32-bit word of dst."""
-    sizes = {np.dtype(v.dtype).itemsize for v in (src, dst)}
-    bits = 8 * min(sizes) if sizes in ({1}, {2}) else 32
+    2- to 16-bit elements move packed: each invocation assembles one 32-bit word of dst."""
+    sizes = {element_bits(v.dtype) for v in (src, dst)}
+    bits = min(sizes) if len(sizes) == 1 and min(sizes) < 32 else 32
     words = 1 if bits < 32 else element_words(node, [src, dst])
     shape, strides = list(dst.shape), list(src_strides)
     if words == 2:

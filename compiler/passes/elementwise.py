@@ -11,12 +11,12 @@ import numpy as np
 import onnx
 
 from .. import expr as E
-from ..dtypes import TYPES
+from ..dtypes import E8M0_ROUND_MODES, TYPES
 from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
-from ..registry import declare
+from ..registry import REVIEWED_OPSET, declare
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
 ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
@@ -35,7 +35,8 @@ def _dtypes_doc(op: str) -> str:
     name = (ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op)
             or ATTRIBUTE_OPS[op])
     kinds = OPS[name].kinds
-    vkc = {"float", "float16"} if "float" in kinds else set()  # ONNX's names: float is float32
+    # ONNX's names: float is float32; bfloat16 computes in float32 like float16
+    vkc = {"float", "float16", "bfloat16"} if "float" in kinds else set()
     if "double" in kinds:
         vkc.add("double")
     if "int" in kinds and "uint" in kinds:
@@ -47,7 +48,7 @@ def _dtypes_doc(op: str) -> str:
                       schema.type_constraints[0])
     allowed = {t[len("tensor("):-1] for t in constraint.allowed_type_strs}
     have = vkc & allowed
-    names = [n for n in ("float", "float16", "double", "bool") if n in have]
+    names = [n for n in ("float", "float16", "bfloat16", "double", "bool") if n in have]
     for u in ("int", "uint"):
         ints = [f"{u}{b}" for b in (8, 16, 32, 64) if f"{u}{b}" in have]
         names += [f"{u}8-64"] if len(ints) == 4 else ints
@@ -57,8 +58,8 @@ def _dtypes_doc(op: str) -> str:
 
 _LIMITS = {"Clip": "min and max computed at run time",
            "Pow": "float64 base with a floating-point exponent tensor or a fractional constant",
-           "Cast": "to or from string, bfloat16, float8 and 4-bit types; NaN, inf and "
-                   "out-of-range floats to integers (undefined in ONNX)"}
+           "Cast": "to or from string; NaN, inf and out-of-range floats to integers "
+                   "(undefined in ONNX)"}
 for _op in sorted(ELEMENTWISE_OPS):
     # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
     name = (ONNX_BINARY.get(_op) or ONNX_UNARY.get(_op) or ONNX_VARIADIC.get(_op)
@@ -66,9 +67,13 @@ for _op in sorted(ELEMENTWISE_OPS):
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
             float16="float" in OPS[name].kinds,
             dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
-                        "bool, float16-64, int8-64, uint8-64 to any of them"),
+                        "bool, float16-64, int8-64, uint8-64, bfloat16, float8 (e4m3fn, e4m3fnuz, "
+                        "e5m2, e5m2fnuz, e8m0fnu), float4e2m1, int4, uint4, int2, uint2 to any "
+                        "of them"),
             constant_inputs=(1, 2) if _op == "Clip" else (),
-            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"))
+            limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"),
+            # Cast-24's round_mode (float8e8m0) is implemented, and Cast-25's int2 / uint2
+            schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET)
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():
@@ -102,7 +107,12 @@ def _attribute_tree(node: Node):
         if np.dtype(to).name not in TYPES:
             raise CompileError(f"{node.op_type} '{node.name}' converts to {np.dtype(to).name}, "
                                f"which vkc's kernels do not compute.")
-        return ("cast", x, np.dtype(to).name)
+        mode = node.attrs.get("round_mode", b"up")  # opset 24+: for float8e8m0
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode not in E8M0_ROUND_MODES:
+            raise CompileError(f"{node.op_type} '{node.name}' has round_mode='{mode}'; ONNX "
+                               f"defines {', '.join(E8M0_ROUND_MODES)}.")
+        return ("cast", x, np.dtype(to).name, bool(node.attrs.get("saturate", 1)), mode)
     if node.op_type == "IsInf":
         negative, positive = (node.attrs.get(a, 1) for a in ("detect_negative", "detect_positive"))
         if negative and positive:

@@ -19,8 +19,10 @@ NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Random
                     "Multinomial", "Bernoulli"}
 
 
-declare("Constant", handled_by="folded at compile time", module=__name__)
-declare("Range", handled_by="folded at compile time", module=__name__, dtypes_doc="-",
+# Constant and Range are only ever folded, by onnx's reference evaluator at the model's opset,
+# which implements each of their schema versions (Range-27's stash_type, ...): schema=None.
+declare("Constant", handled_by="folded at compile time", module=__name__, schema=None)
+declare("Range", handled_by="folded at compile time", module=__name__, dtypes_doc="-", schema=None,
         constant_inputs=(0, 1, 2),
         limits="start, limit or delta computed at run time (the output's length would be too)")
 for _op in ("Shape", "Size"):

@@ -31,8 +31,10 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 break
             if any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
-            if E.needs_int64(ew.attrs["expr"]):
-                break  # a cast through int64: the Conv/Gemm/MatMul templates do not enable it
+            if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
+                # a cast through int64 or a low-precision type: the Conv/Gemm/MatMul templates
+                # enable neither 64-bit integers nor include templates/low_precision.glsl
+                break
             others = [v for v in ew.inputs if v is not out]
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break

@@ -49,11 +49,16 @@ typedef struct vkc_error {
 /* Element types, in bundles/dtypes.py order. */
 typedef enum vkc_dtype {
     VKC_FLOAT32 = 0, VKC_FLOAT16, VKC_INT32, VKC_INT64, VKC_UINT8, VKC_INT8, VKC_BOOL,
-    VKC_FLOAT64, VKC_INT16, VKC_UINT16, VKC_UINT32, VKC_UINT64, VKC_DTYPE_COUNT
+    VKC_FLOAT64, VKC_INT16, VKC_UINT16, VKC_UINT32, VKC_UINT64,
+    /* format 1.2: ONNX's low-precision types, in memory as ONNX packs them */
+    VKC_BFLOAT16, VKC_FLOAT8_E4M3FN, VKC_FLOAT8_E4M3FNUZ, VKC_FLOAT8_E5M2, VKC_FLOAT8_E5M2FNUZ,
+    VKC_UINT4, VKC_INT4, VKC_FLOAT4_E2M1FN, VKC_FLOAT8_E8M0FNU, VKC_UINT2, VKC_INT2, VKC_DTYPE_COUNT
 } vkc_dtype;
 
 const char *vkc_dtype_name(vkc_dtype dtype);  /* "float32", ... (the manifest's and numpy's names) */
-size_t vkc_dtype_size(vkc_dtype dtype);       /* bytes per element (bool: 1) */
+size_t vkc_dtype_size(vkc_dtype dtype);       /* bytes per element (bool: 1; 1 for the 4- and 2-bit types) */
+/* Bytes of `count` elements: ceil(count * bits / 8) (int4: two per byte, the first in the low nibble). */
+uint64_t vkc_dtype_nbytes(vkc_dtype dtype, uint64_t count);
 
 typedef struct vkc_open_options {
     /* Device choice: an index or a name substring; NULL means $VKC_DEVICE, else the best type

@@ -19,11 +19,18 @@
 
 static const char *const DTYPE_NAMES[VKC_DTYPE_COUNT] = {
     "float32", "float16", "int32", "int64", "uint8", "int8", "bool",
-    "float64", "int16", "uint16", "uint32", "uint64"};
-static const size_t DTYPE_SIZES[VKC_DTYPE_COUNT] = {4, 2, 4, 8, 1, 1, 1, 8, 2, 2, 4, 8};
+    "float64", "int16", "uint16", "uint32", "uint64",
+    "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "uint4", "int4", "float4_e2m1fn", "float8_e8m0fnu", "uint2", "int2"};
+/* Bits per element: the 4- and 2-bit types pack 2 and 4 elements per byte (format 1.2). */
+static const unsigned DTYPE_BITS[VKC_DTYPE_COUNT] = {
+    32, 16, 32, 64, 8, 8, 8, 64, 16, 16, 32, 64, 16, 8, 8, 8, 8, 4, 4, 4, 8, 2, 2};
 
 const char *vkc_dtype_name(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? DTYPE_NAMES[d] : "?"; }
-size_t vkc_dtype_size(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? DTYPE_SIZES[d] : 0; }
+size_t vkc_dtype_size(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? (DTYPE_BITS[d] + 7) / 8 : 0; }
+uint64_t vkc_dtype_nbytes(vkc_dtype d, uint64_t count) {
+    return (unsigned)d < VKC_DTYPE_COUNT ? (count * DTYPE_BITS[d] + 7) / 8 : 0;
+}
 
 typedef struct ctx {
     const jdoc *doc;
@@ -284,7 +291,8 @@ static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
         snprintf(where, sizeof where, "%s.dtype", path);
         if (dtype < 0)
             return fail(c, where, dt, "is not one of float32, float16, int32, int64, uint8, int8, bool, float64, "
-                        "int16, uint16, uint32, uint64");
+                        "int16, uint16, uint32, uint64, bfloat16, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, "
+                        "float8_e5m2fnuz, uint4, int4, float4_e2m1fn, float8_e8m0fnu, uint2, int2");
         mt->dtype = (vkc_dtype)dtype;
         TRY(list(c, t, "shape", path, -1, &shape));
         snprintf(where, sizeof where, "%s.shape", path);
@@ -304,10 +312,10 @@ static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
             }
         else count = 0;
         TRY(int_field(c, t, "nbytes", path, 0, MAX_BYTES, &nbytes));
-        if ((uint64_t)nbytes != (uint64_t)count * DTYPE_SIZES[dtype]) {
+        if ((uint64_t)nbytes != vkc_dtype_nbytes((vkc_dtype)dtype, (uint64_t)count)) {
             snprintf(where, sizeof where, "%s.nbytes", path);
             return fail(c, where, vkc_json_get(c->doc, t, "nbytes"), "but the shape of %s is %llu bytes",
-                        DTYPE_NAMES[dtype], (unsigned long long)count * DTYPE_SIZES[dtype]);
+                        DTYPE_NAMES[dtype], (unsigned long long)vkc_dtype_nbytes((vkc_dtype)dtype, (uint64_t)count));
         }
         mt->nbytes = (uint64_t)nbytes;
         TRY(str_field(c, t, "memory", path, 0, &mem));

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The format 1.2 types (bfloat16, float8, int4, ...) have no .npy descr of their own (numpy saves
+ * ml_dtypes arrays as raw void): NULL, never matched. */
 static const char *const DESCR[VKC_DTYPE_COUNT] = {"<f4", "<f2", "<i4", "<i8", "|u1", "|i1", "|b1",
                                                    "<f8", "<i2", "<u2", "<u4", "<u8"};
 
@@ -32,7 +34,7 @@ int npy_read(const char *path, npy_array *out, char *err, size_t errlen) {
     p = strchr(p + 8, '\'');
     if (!p) goto bad;
     for (int i = 0; i < VKC_DTYPE_COUNT; i++)
-        if (strncmp(p + 1, DESCR[i], 3) == 0 && p[4] == '\'') dtype = i;
+        if (DESCR[i] && strncmp(p + 1, DESCR[i], 3) == 0 && p[4] == '\'') dtype = i;
     if (dtype < 0) { snprintf(err, errlen, "%s: dtype %.8s is not one vkc bundles hold (little-endian)", path, p + 1); goto fail; }
     if (!strstr(h, "'fortran_order': False")) { snprintf(err, errlen, "%s: Fortran order is not supported", path); goto fail; }
     p = strstr(h, "'shape':");
@@ -68,7 +70,12 @@ fail:
 
 int npy_write(const char *path, vkc_dtype dtype, uint32_t rank, const int64_t *shape, const void *data, size_t nbytes) {
     char dict[512];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", DESCR[dtype]);
+    int n;
+    if (!DESCR[dtype]) {  /* a format 1.2 type: its packed bytes as flat uint8, as runtime_min gives them without ml_dtypes */
+        const int64_t flat = (int64_t)nbytes;
+        return npy_write(path, VKC_UINT8, 1, &flat, data, nbytes);
+    }
+    n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", DESCR[dtype]);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
     size_t total;
     FILE *f;

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from bundles import DTYPE_ITEMSIZE, Bundle, BundleError, SectionKind, read_bundle, write_bundle
+from bundles import DTYPE_BITS, DTYPE_ITEMSIZE, Bundle, BundleError, SectionKind, read_bundle, write_bundle
 
 MANIFEST, SPIRV, WEIGHTS = SectionKind.MANIFEST, SectionKind.SPIRV, SectionKind.WEIGHTS
 
@@ -123,7 +123,12 @@ def test_writer_accepts_buffers(manifest, modules, weights):
 
 def test_dtype_itemsize():
     assert DTYPE_ITEMSIZE == {"float32": 4, "float16": 2, "int32": 4, "int64": 8, "uint8": 1, "int8": 1, "bool": 1,
-                              "float64": 8, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8}  # format 1.1
+                              "float64": 8, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8,  # format 1.1
+                              "bfloat16": 2, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1,
+                              "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1}  # format 1.2
+    # format 1.2's sub-byte types: no whole itemsize; a tensor of n elements is ceil(n * bits / 8) bytes
+    assert {k: v for k, v in DTYPE_BITS.items() if k not in DTYPE_ITEMSIZE} == {
+        "int4": 4, "uint4": 4, "float4_e2m1fn": 4, "int2": 2, "uint2": 2}
 
 
 # ---- the writer refuses what a reader would ----------------------------------------------------

@@ -192,7 +192,8 @@ def test_flat_reader_view_refuses_variants(multi):
 @pytest.mark.parametrize("match, vendor, kind, score", [
     (None, 0x10DE, "discrete_gpu", 0), ({}, 0x10DE, "cpu", 0),
     (NVIDIA, 0x10DE, "discrete_gpu", 2), (NVIDIA, 0x10DE, "cpu", None), (NVIDIA, 0x1002, "discrete_gpu", None),
-    ({"vendor_ids": [0x13B5]}, 0x13B5, "integrated_gpu", 2), (CPU, 0x10005, "cpu", 1), (CPU, 0x10DE, "discrete_gpu", None)])
+    ({"vendor_ids": [0x13B5]}, 0x13B5, "integrated_gpu", 2), (CPU, 0x10005, "cpu", 1),
+    (CPU, 0x10DE, "discrete_gpu", None)])
 def test_match_score(match, vendor, kind, score):
     assert match_score(match, vendor, kind) == score
 
@@ -245,8 +246,16 @@ def test_pick_override_and_errors():
     assert str(info.value) == ("for target 'nvidia': nvidia things; for target 'mobile': mobile things; "
                                "for target 'lavapipe': lavapipe things; for target 'generic': generic things")
     only_cpu = fake_manifest(("lavapipe", CPU, 1))
-    with pytest.raises(VariantError, match=r"for target 'lavapipe': a device its match names \(\{'device_types'"):
+    # One target: the reason alone (nothing to tell apart).
+    with pytest.raises(VariantError, match=r"^a device its match names \(\{'device_types'"):
         pick_profile(only_cpu, 0x10DE, "discrete_gpu", meets_all)
+    with pytest.raises(VariantError, match="^no fp16$"):
+        pick_profile(only_cpu, 0x10005, "cpu", lambda v: "no fp16", target="lavapipe")
+
+
+def test_a_flat_manifests_match_is_ignored():
+    flat = {"manifest_version": 1, "target": {"name": "lavapipe", "match": CPU}, "kernels": []}
+    assert pick_profile(flat, 0x10DE, "discrete_gpu", meets_all) == ("lavapipe", [0])
 
 
 def test_input_shapes():
@@ -257,7 +266,8 @@ def test_no_variant_message():
     from bundles.variants import no_variant_message
 
     def view(a, b):
-        return {"tensors": [{"shape": a}, {"shape": b}], "inputs": [{"name": "a", "tensor": 0}, {"name": "b", "tensor": 1}]}
+        return {"tensors": [{"shape": a}, {"shape": b}],
+                "inputs": [{"name": "a", "tensor": 0}, {"name": "b", "tensor": 1}]}
     views = [view([1, 3], [1, 10]), view([2, 3], [2, 10])]
     assert no_variant_message(views, [(4, 3), (4, 10)]) == (
         "inputs have shapes a=(4, 3), b=(4, 10); this bundle was compiled for a=1x3,b=1x10; a=2x3,b=2x10")

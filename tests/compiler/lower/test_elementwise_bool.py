@@ -270,8 +270,8 @@ ONNX_CAST_CASES = [f"test_cast{like}_{a}_to_{b}{expanded}"
 
 @pytest.mark.parametrize("name", ONNX_CAST_CASES)
 def test_onnx_cast_cases_at_opset_22(name):
-    """ONNX's Cast cases import opset 25 or 28 (exclusions.txt); their conversions between
-    float16, float32 and float64 mean the same at opset 22, where vkc runs them."""
+    """ONNX's Cast cases import opset 25 or 28; their conversions between float16, float32 and
+    float64 mean the same at opset 22: relabelled there, they compile and pass too."""
     from onnx.backend.test.case.node import collect_testcases
 
     from compiler import onnx_backend

@@ -57,3 +57,16 @@ def test_averagepool(attrs, shape, count_include_pad, target):
 @TARGETS
 def test_global_average_pool(shape, target):
     check_against_onnxruntime(single_op_model("GlobalAveragePool", {"x": shape}), target=target)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_maxpool_8bit(dtype):
+    """8-bit MaxPool: outputs packed four to a word (an odd output count leaves a partial last
+    word), windows hanging over padding, with Indices."""
+    model = single_op_model("MaxPool", {"x": [1, 3, 7, 7]},
+                            dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                            outputs=("y", "i"), output_dtypes=[dtype, np.int64],
+                            input_dtypes={"x": dtype})
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(0).integers(info.min, info.max + 1, (1, 3, 7, 7)).astype(dtype)
+    check_against_onnxruntime(model, feeds={"x": x})

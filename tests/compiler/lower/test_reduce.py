@@ -56,3 +56,36 @@ def test_reduce_mean_global_pool_shape():
 def test_reduce_sum_noop_with_empty_axes():
     model = single_op_model("ReduceSum", {"x": [3, 4]}, {"noop_with_empty_axes": 1})
     check_against_onnxruntime(model)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes", [[1], [0, 2], None])
+def test_reduce_bool(op, axes):
+    """ReduceMax / ReduceMin of bool (opset 20): any / all, outputs packed four to a word."""
+    from onnx.reference import ReferenceEvaluator
+
+    from compiler import onnx_backend
+
+    if axes is None:
+        model = single_op_model(op, {"x": [3, 5, 7]}, input_dtypes={"x": np.bool_},
+                                output_dtypes=[np.bool_])
+    else:  # opset 18+: axes as an input
+        model = single_op_model(op, {"x": [3, 5, 7]}, initializers={"axes": np.array(axes)},
+                                node_inputs=["x", "axes"], input_dtypes={"x": np.bool_},
+                                output_dtypes=[np.bool_])
+    model = at_opset(model, 20)
+    x = np.random.default_rng(1).random((3, 5, 7)) < (0.9 if op == "ReduceMin" else 0.1)
+    (got,) = onnx_backend.run_model(model, [x])
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reduce_float64(op):
+    """float64 (shaderFloat64): every Reduce op within the harness's float64 bounds (rtol 1e-12);
+    ReduceLogSum and ReduceLogSumExp call expr.HELPERS' double exp and log."""
+    model = at_opset(single_op_model(op, {"x": [2, 3, 4, 5]}, {"keepdims": 0},
+                                     initializers={"axes": np.array([1, 3], np.int64)},
+                                     input_dtypes={"x": np.float64}, output_dtypes=[np.float64]), 18)
+    feeds = {"x": _feeds(model, op)["x"].astype(np.float64) * 3}
+    check_against_onnxruntime(model, feeds=feeds, rtol_l2=1e-12)
