@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from . import spirv as _spirv
 from .hazards import check_barriers
-from .manifest import BundleError, _is_int, validate_manifest
+from .manifest import BundleError, _is_int, in_variant, validate_manifest, variant_views
 
 MAGIC = b"VKCBNDL\0"
-VERSION = (1, 1)                        # what this code writes; it reads any file with major <= 1
+VERSION = (1, 2)                        # the newest this code writes; it reads any file with major <= 1
+FLAT_VERSION = (1, 1)                   # a bundle of one variant is written as format 1.1, unchanged
 HEADER = struct.Struct("<8sHHIIIQ")     # magic, major, minor, flags, section_count, checksum, file_size
 ENTRY = struct.Struct("<IIQQII")        # kind, alignment, offset, size, checksum, reserved
 CHECKSUMMED_HEADER = 20                 # the header checksum covers bytes 0..20, then the table
@@ -103,7 +104,7 @@ def _name(section_index: int, kind: int) -> str:
 
 # ---- writing -----------------------------------------------------------------------------
 
-def _assemble(sections: list[tuple[int, int, bytes]], version=VERSION, flags: int = 0) -> bytes:
+def _assemble(sections: list[tuple[int, int, bytes]], version=FLAT_VERSION, flags: int = 0) -> bytes:
     """Lay (kind, alignment, data) out in order after the table; gaps are zero bytes."""
     table, pieces = [], []
     pos = HEADER.size + ENTRY.size * len(sections)
@@ -137,13 +138,23 @@ def write_bundle(manifest: dict, spirv_modules: list[bytes], weights: bytes, *,
     validate_manifest(manifest, module_count=len(modules), weights_bytes=len(weights))
     parsed = _spirv.check_interface(manifest, modules)
     if barriers:
-        check_barriers(manifest, [m.written_bindings() for m in parsed])
+        _check_schedules(manifest, parsed)
     text = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     sections = [(SectionKind.MANIFEST, MANIFEST_ALIGNMENT, text)]
     sections += [(SectionKind.SPIRV, SPIRV_ALIGNMENT, m) for m in modules]
     # Always written, even when empty, so section_count >= 2 and readers find one place for weights.
     sections.append((SectionKind.WEIGHTS, weights_alignment, weights))
-    return _assemble(sections)
+    return _assemble(sections, VERSION if "variants" in manifest else FLAT_VERSION)
+
+
+def _check_schedules(manifest: dict, parsed: list) -> None:
+    """The barrier rule over each variant's schedule (the one schedule of a flat manifest)."""
+    written = [m.written_bindings() for m in parsed]
+    for v, view in enumerate(variant_views(manifest)):
+        try:
+            check_barriers(view, written)
+        except BundleError as e:
+            raise in_variant(f"variants[{v}]" if "variants" in manifest else "", e) from None
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -305,7 +316,7 @@ def _parse(base: memoryview, mapping) -> Bundle:
         for view in views:
             view.release()
     # Barrier flags are checked, not trusted: derived from the bindings' ranges and SPIR-V writes.
-    check_barriers(manifest, [m.written_bindings() for m in parsed])
+    _check_schedules(manifest, parsed)
     # Only now hand out views: nothing below can fail, so no view outlives a failed read.
     spirv = [base[s.offset:s.end] for s in spirv_sections]
     weights = base[weights_section.offset:weights_section.end] if weights_section else base[0:0]

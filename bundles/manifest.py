@@ -27,6 +27,12 @@ FLT_MAX = 3.4028234663852886e38
 SPEC_RANGES = {"int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1)}
 SPEC_TYPES = ("int32", "uint32", "float32")
 
+# Format 1.2 (several variants): the keys each variant holds, absent from the top level then.
+VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "outputs", "kernels", "dispatches")
+# target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
+DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
+MAX_VENDOR_ID = 2**32 - 1
+
 
 class BundleError(ValueError):
     """A bundle (container or manifest) failed a check; `check` names it, `detail` says why."""
@@ -131,14 +137,36 @@ def _entries(manifest: dict, key: str) -> list[tuple[dict, str]]:
 
 # ---- the parts, in manifest order ------------------------------------------------------------
 
-def _check_description(manifest: dict) -> None:
-    """model, target and requirements: informational, but the runtime compares requirements."""
+def _check_model(manifest: dict) -> None:
     model, path = _dict(manifest, "model")
     for key in ("name", "producer", "source_sha256"):
         _str_field(model, key, path)
     _int_field(model, "opset", path, 0, MAX_DIM)
+
+
+def _check_match(target: dict, path: str) -> None:
+    """target.match (format 1.2): which devices a variant's profile is for (FORMAT.md, "Which
+    variant runs"). Only variants are picked by it; a flat manifest's match is ignored."""
+    if "match" not in target:
+        return
+    match, path = _dict(target, "match", path)
+    if "vendor_ids" in match:
+        ids, where = _list(match, "vendor_ids", path)
+        for i, vendor in enumerate(ids):
+            _int(vendor, f"{where}[{i}]", 0, MAX_VENDOR_ID)
+    if "device_types" in match:
+        types, where = _list(match, "device_types", path)
+        for i, kind in enumerate(types):
+            if _str(kind, f"{where}[{i}]") not in DEVICE_TYPES:
+                _fail(f"{where}[{i}]", kind, f"is not one of {', '.join(DEVICE_TYPES)}")
+
+
+def _check_description(manifest: dict, *, match: bool = False) -> None:
+    """target and requirements: informational, but the runtime compares requirements."""
     target, path = _dict(manifest, "target")
     _str_field(target, "name", path)
+    if match:
+        _check_match(target, path)
 
     req, path = _dict(manifest, "requirements")
     api, where = _list(req, "vulkan_api", path, 3)
@@ -327,12 +355,14 @@ def _check_dispatches(manifest: dict, kernels: list[dict], modules: list[dict], 
                 _int_field(d, key, path, 0, MAX_COUNT)
 
 
-def _check_requirements(manifest: dict, modules: list[dict], tensors: list[dict]) -> None:
+def _check_requirements(manifest: dict, modules: list[dict], tensors: list[dict], used=None) -> None:
     """`requirements` must not understate what the modules and dispatches use: the runtime compares
-    only `requirements` with the device, so an understated value would reach the driver."""
+    only `requirements` with the device, so an understated value would reach the driver. `used`:
+    the module ids to cover (a variant covers the modules its kernels use; a flat manifest all)."""
     req = manifest["requirements"]
     most, per_axis = req["max_workgroup_invocations"], req["max_workgroup_size"]
-    for i, m in enumerate(modules):
+    for i in range(len(modules)) if used is None else sorted(used):
+        m = modules[i]
         local = m["local_size"]
         if math.prod(local) > most:
             _fail(f"modules[{i}].local_size", local, f"has {math.prod(local)} invocations but "
@@ -360,22 +390,92 @@ def _check_requirements(manifest: dict, modules: list[dict], tensors: list[dict]
                       f"bytes but requirements.max_storage_buffer_range = {widest}")
 
 
+def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, variant: bool) -> None:
+    """Every 1.1 rule but model and modules (checked once per file), over a flat manifest or a
+    variant's flat view (which also checks target.match and covers only the modules it uses)."""
+    _check_description(manifest, match=variant)
+    memory = _check_memory(manifest, weights_bytes)
+    tensors = _check_tensors(manifest, memory)
+    _check_io(manifest, tensors)
+    kernels = _check_kernels(manifest, modules)
+    _check_dispatches(manifest, kernels, modules, tensors)
+    _check_requirements(manifest, modules, tensors,
+                        used={k["module"] for k in kernels} if variant else None)
+
+
+def flat_view(manifest: dict, variant: dict) -> dict:
+    """A variant as a flat (format 1.1) manifest over the shared modules: what every 1.1 rule,
+    the module interface and the barrier walk read."""
+    view = {key: variant[key] for key in VARIANT_KEYS if key in variant}
+    view.update(manifest_version=manifest["manifest_version"], model=manifest["model"],
+                modules=manifest["modules"])
+    return view
+
+
+def variant_views(manifest: dict) -> list[dict]:
+    """A validated manifest's variants as flat views, in list order: [manifest] for a flat one."""
+    if "variants" not in manifest:
+        return [manifest]
+    return [flat_view(manifest, v) for v in manifest["variants"]]
+
+
+def in_variant(label: str, error: BundleError) -> BundleError:
+    """`error` (from checking a variant's flat view) with its detail naming the variant: a path
+    into the variant becomes `variants[i].path`, anything else is prefixed `variants[i]: `."""
+    if not label:
+        return error
+    head = error.detail.split(" ", 1)[0].split(".", 1)[0].split("[", 1)[0]
+    return BundleError(error.check, f"{label}{'.' if head in VARIANT_KEYS else ': '}{error.detail}")
+
+
+def _validate_variants(manifest: dict, module_count: int, weights_bytes: int) -> None:
+    """Format 1.2: shared model and modules, then each variant as a flat manifest over them."""
+    for key in VARIANT_KEYS:
+        if key in manifest:
+            raise BundleError("manifest", f"{key} is present at the top level, but a manifest with variants "
+                                          f"holds it in each variant")
+    modules = _check_modules(manifest, module_count)
+    variants, where = _list(manifest, "variants")
+    if not variants:
+        _fail(where, variants, "must have at least one variant")
+    first = None
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, dict):
+            _fail(f"{where}[{i}]", variant, "must be an object")
+        if "name" in variant:
+            _str(variant["name"], f"{where}[{i}].name")
+        view = flat_view(manifest, variant)
+        try:
+            _check_flat(view, modules, weights_bytes, variant=True)
+        except BundleError as e:
+            raise in_variant(f"{where}[{i}]", e) from None
+        # Same inputs and outputs everywhere (shapes may differ): run() takes one set of names.
+        io = {key: [(x["name"], view["tensors"][x["tensor"]]["dtype"]) for x in view[key]]
+              for key in ("inputs", "outputs")}
+        if first is None:
+            first = io
+            continue
+        for key in ("inputs", "outputs"):
+            if io[key] != first[key]:
+                raise BundleError("manifest", f"{where}[{i}].{key} are {_show(io[key])} (name, dtype) but "
+                                              f"{where}[0].{key} are {_show(first[key])}; every variant has "
+                                              f"the same {key}, in the same order, with the same dtypes")
+
+
 def validate_manifest(manifest: dict, *, module_count: int, weights_bytes: int) -> None:
     """Check every rule of FORMAT.md's manifest; raise BundleError naming the field and value.
 
     `module_count` and `weights_bytes` are what the container holds (SPIRV sections, WEIGHTS size).
-    Unknown keys are ignored so a newer minor version still loads.
+    Unknown keys are ignored so a newer minor version still loads. A manifest with `variants`
+    (format 1.2) is checked variant by variant; details name the variant (`variants[2].dispatches[5]`).
     """
     if not isinstance(manifest, dict):
         _fail("manifest", manifest, "must be a JSON object")
     version = _field(manifest, "manifest_version", "")
     if not _is_int(version) or version != MANIFEST_VERSION:
         _fail("manifest_version", version, f"is not supported (this reader knows {MANIFEST_VERSION})")
-    _check_description(manifest)
-    memory = _check_memory(manifest, weights_bytes)
-    tensors = _check_tensors(manifest, memory)
-    _check_io(manifest, tensors)
-    modules = _check_modules(manifest, module_count)
-    kernels = _check_kernels(manifest, modules)
-    _check_dispatches(manifest, kernels, modules, tensors)
-    _check_requirements(manifest, modules, tensors)
+    _check_model(manifest)
+    if "variants" in manifest:
+        _validate_variants(manifest, module_count, weights_bytes)
+    else:
+        _check_flat(manifest, _check_modules(manifest, module_count), weights_bytes, variant=False)

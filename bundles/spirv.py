@@ -23,7 +23,7 @@ import struct
 import sys
 from array import array
 
-from .manifest import BundleError, texel_formats
+from .manifest import BundleError, texel_formats, variant_views
 
 MAGIC = 0x07230203
 MAX_ID_BOUND = 0x3FFFFF              # SPIR-V "universal limits": ids are < 4,194,303
@@ -278,23 +278,46 @@ def _is_texel_buffer(m: "Module", type_id) -> bool:
     return op == OP_TYPE_IMAGE and len(image) >= 6 and image[1] == DIM_BUFFER and image[5] == 1
 
 
+def _newest_spirv(view: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(Vulkan API major.minor, the newest SPIR-V version it guarantees) of a (flat) manifest."""
+    api = tuple(view["requirements"]["vulkan_api"][:2])
+    return api, SPIRV_FOR_VULKAN.get(api, (1, 6) if api > (1, 3) else (1, 0))
+
+
 def check_interface(manifest: dict, modules: list) -> list[Module]:
     """Check each SPIR-V module against its manifest entry and the kernels built from it.
-    `manifest` has passed validate_manifest; `modules` are structurally checked module bytes."""
-    api = tuple(manifest["requirements"]["vulkan_api"][:2])
-    newest = SPIRV_FOR_VULKAN.get(api, (1, 6) if api > (1, 3) else (1, 0))
-    kernels_of: dict[int, list[tuple[int, dict]]] = {}
-    for k, kernel in enumerate(manifest["kernels"]):
-        kernels_of.setdefault(kernel["module"], []).append((k, kernel))
+    `manifest` has passed validate_manifest; `modules` are structurally checked module bytes.
+    With variants (format 1.2), a module is checked against the kernels of every variant that
+    uses it, and its version against each such variant's vulkan_api."""
+    views = variant_views(manifest)
+    multi = "variants" in manifest
+    # Per module: the strictest (newest SPIR-V, label, api) of the (variant) manifests using it,
+    # and (label, kernel id, kernel) of each kernel built from it.
+    bound: dict[int, tuple] = {}
+    kernels_of: dict[int, list[tuple[str, int, dict]]] = {}
+    seen = set()  # a kernel repeated with the same specialization (in any variant) checks the same
+    for v, view in enumerate(views):
+        label = f"variants[{v}] " if multi else ""
+        api, newest = _newest_spirv(view)
+        used = {kernel["module"] for kernel in view["kernels"]} if multi else range(len(modules))
+        for i in used:
+            if i not in bound or newest < bound[i][0]:
+                bound[i] = (newest, label, api)
+        for k, kernel in enumerate(view["kernels"]):
+            key = (kernel["module"], tuple((e["id"], e["type"], e["value"]) for e in kernel["specialization"]))
+            if key not in seen:
+                seen.add(key)
+                kernels_of.setdefault(kernel["module"], []).append((label, k, kernel))
     parsed = []
     for i, (entry, data) in enumerate(zip(manifest["modules"], modules)):
         where = f"module {i} ({entry['name'][:60]!r})"
         m = Module(data)
         parsed.append(m)
         texels = texel_formats(entry)
-        if m.version > newest:
+        if i in bound and m.version > bound[i][0]:
+            newest, label, api = bound[i]
             _fail("spirv interface", where, f"is SPIR-V {m.version[0]}.{m.version[1]}, newer than the "
-                  f"{newest[0]}.{newest[1]} that requirements.vulkan_api {list(api)} guarantees")
+                  f"{newest[0]}.{newest[1]} that {label}requirements.vulkan_api {list(api)} guarantees")
         mains = [fid for model, fid, name in m.entry_points if model == GL_COMPUTE and name == "main"]
         if len(mains) != 1:
             _fail("spirv interface", where, f"has {len(mains)} GLCompute entry points named 'main', not 1")
@@ -325,8 +348,8 @@ def check_interface(manifest: dict, modules: list) -> list[Module]:
                       f"0..{entry['bindings'] - 1}")
         spec_ids = {decs[DEC_SPEC_ID][0]: cid for cid, decs in m.decorations.items()
                     if decs.get(DEC_SPEC_ID)}
-        for k, kernel in kernels_of.get(i, [(None, {"specialization": []})]):
-            kwhere = where if k is None else f"{where} as kernel {k}"
+        for label, k, kernel in kernels_of.get(i, [("", None, {"specialization": []})]):
+            kwhere = where if k is None else f"{where} as {label}kernel {k}"
             for e in kernel["specialization"]:
                 cid = spec_ids.get(e["id"])
                 if cid is None:

@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 #define VKB_VERSION_MAJOR 1            /* files of this major (any minor) or older are read */
-#define VKB_VERSION_MINOR 1
+#define VKB_VERSION_MINOR 2
 #define VKB_HEADER_SIZE 32u
 #define VKB_ENTRY_SIZE 32u
 #define VKB_MIN_SECTIONS 2u

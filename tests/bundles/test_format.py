@@ -170,7 +170,7 @@ def test_check_magic(sample):
 def test_check_newer_major_refused(sample, raw):
     data = bytearray(sample)
     struct.pack_into("<HH", data, 8, 2, 3)
-    expect(bytes(raw.reseal(data)), "version", "format version 2.3", "supports 1.1")
+    expect(bytes(raw.reseal(data)), "version", "format version 2.3", "supports 1.2")
 
 
 @pytest.mark.parametrize("version", [(1, 0), (1, 7), (1, 65535), (0, 9)])

@@ -473,8 +473,8 @@ def test_c_reader_refuses_newer_major(bases, c_checker):
     buf = bytearray(bases[0].data)
     struct.pack_into("<HH", buf, 8, 2, 3)
     line = c_reader.run(exe, [seal(buf, bases[0])])[0]
-    assert line.startswith("REJECT 0 version: the bundle is format version 2.3 but this reader supports 1.1"), line
-    with pytest.raises(BundleError, match="format version 2.3 but this reader supports 1.1"):
+    assert line.startswith("REJECT 0 version: the bundle is format version 2.3 but this reader supports 1.2"), line
+    with pytest.raises(BundleError, match="format version 2.3 but this reader supports 1.2"):
         read_bundle(seal(buf, bases[0]))
     struct.pack_into("<HH", buf, 8, 1, 7)  # a newer minor of the same major loads
     assert c_reader.run(exe, [seal(buf, bases[0])])[0].startswith("ACCEPT")

@@ -1,0 +1,183 @@
+"""Format 1.2: several variants in one bundle (FORMAT.md, "Variants").
+
+A variant is a kernel set + schedule + memory plan for one (device profile, input shapes) pair.
+`combine` merges single-variant bundles of one model into one bundle whose variants share the
+SPIR-V modules and the weight bytes that are identical; `pick_profile` and `pick_shapes` are the
+rule that says which variant runs (the runtime and the C reader implement the same rule).
+Only the standard library here (bundles may import stdlib + numpy).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from .format import MIN_WEIGHTS_ALIGNMENT, read_bundle, write_bundle
+from .manifest import DEVICE_TYPES, VARIANT_KEYS, variant_views
+
+
+class VariantError(ValueError):
+    """No variant fits: an unknown target name, or a device that meets no variant's requirements."""
+
+
+def shapes_label(view: dict) -> str:
+    """A variant's input shapes as `--variant` spells them: `ids=1x32,mask=1x32` (`x=scalar` for [])."""
+    tensors = view["tensors"]
+    return ",".join(f"{x['name']}={'x'.join(map(str, tensors[x['tensor']]['shape'])) or 'scalar'}"
+                    for x in view["inputs"])
+
+
+def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
+    """The shapes of a (validated) variant's inputs, in input order: what `pick_shapes` compares."""
+    return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
+
+
+def _weight_chunks(view: dict, weights: memoryview, alignment: int) -> list[tuple[int, int]]:
+    """The disjoint [start, end) byte ranges of the WEIGHTS section that the variant's tensors
+    cover: overlapping tensors (views, `/words` aliases) fall in one chunk, so moving a chunk
+    keeps every tensor whole. Ends are rounded up to `alignment` (the writer pads with zeros)."""
+    ranges = sorted((t["offset"], min(len(weights), -(-(t["offset"] + t["nbytes"]) // alignment) * alignment))
+                    for t in view["tensors"] if t["memory"] == "weights" and t["nbytes"])
+    chunks: list[list[int]] = []
+    for start, end in ranges:
+        if chunks and start < chunks[-1][1]:
+            chunks[-1][1] = max(chunks[-1][1], end)
+        else:
+            chunks.append([start, end])
+    return [(a, b) for a, b in chunks]
+
+
+def combine(bundles: list, *, matches: dict[str, dict] | None = None,
+            names: list[str] | None = None, weights_alignment: int = MIN_WEIGHTS_ALIGNMENT) -> bytes:
+    """One bundle holding the variants of `bundles` (bytes, paths or Bundles of the same model;
+    a multi-variant one contributes all its variants), in order: list order is the tie-break
+    order of the pick rule. Identical SPIR-V modules (same bytes and same manifest entry) are
+    stored once, and so are identical weight chunks (same bytes), in the one WEIGHTS section.
+    `matches` sets `target.match` per target name (FORMAT.md: which devices a profile is for);
+    `names` the variants' names (default: "<target> <input shapes>"). One variant in all is
+    written as the flat (format 1.1) bundle it is, unchanged."""
+    opened = [b if hasattr(b, "manifest") else read_bundle(b) for b in bundles]
+    try:
+        parts = [(b, view) for b in opened for view in variant_views(b.manifest)]
+        if not parts:
+            raise ValueError("combine needs at least one bundle")
+        if len(parts) == 1 and not matches and not names:
+            b = parts[0][0]
+            return write_bundle(b.manifest, [bytes(m) for m in b.spirv], bytes(b.weights),
+                                weights_alignment=weights_alignment)
+        return _combine(parts, matches or {}, names, weights_alignment)
+    finally:
+        for b, given in zip(opened, bundles):
+            if b is not given:
+                b.close()
+
+
+def _combine(parts, matches, names, weights_alignment) -> bytes:
+    model = parts[0][1]["model"]
+    for _, view in parts:
+        if view["model"] != model:
+            raise ValueError(f"combine takes bundles of one model; {view['model']} differs from {model}")
+    alignment = max(view["memory"]["alignment"] for _, view in parts)
+    modules, module_ids, blobs = [], {}, []
+    chunk_ids: dict[str, int] = {}     # sha256 of a weight chunk -> its offset in the new section
+    weights: list[bytes] = []
+    size = 0
+    variants = []
+    for n, (bundle, view) in enumerate(parts):
+        # Modules: shared when the bytes and the manifest entry are both the same.
+        remap = []
+        for entry, data in zip(view["modules"], bundle.spirv):
+            key = (hashlib.sha256(data).hexdigest(), json.dumps(entry, sort_keys=True))
+            if key not in module_ids:
+                module_ids[key] = len(modules)
+                modules.append(entry)
+                blobs.append(bytes(data))
+            remap.append(module_ids[key])
+        # Weights: each chunk stored once; a tensor moves with its chunk.
+        moved = {}
+        for start, end in _weight_chunks(view, bundle.weights, alignment):
+            data = bytes(bundle.weights[start:end])
+            digest = hashlib.sha256(data).hexdigest()
+            if digest not in chunk_ids:
+                chunk_ids[digest] = size
+                padded = -(-len(data) // alignment) * alignment
+                weights.append(data + bytes(padded - len(data)))
+                size += padded
+            moved[(start, end)] = chunk_ids[digest]
+        tensors = []
+        for t in view["tensors"]:
+            t = dict(t)
+            if t["memory"] == "weights":
+                if not t["nbytes"]:
+                    t["offset"] = 0  # an empty tensor binds bytes [0, 4) of its buffer wherever it "is"
+                else:
+                    start, end = next(c for c in moved if c[0] <= t["offset"] < c[1])
+                    t["offset"] = moved[(start, end)] + t["offset"] - start
+            tensors.append(t)
+        variant = {"name": names[n] if names else f"{view['target']['name']} {shapes_label(view)}"}
+        variant.update({key: view[key] for key in VARIANT_KEYS})
+        target = dict(view["target"])
+        if target["name"] in matches:
+            target["match"] = matches[target["name"]]
+        variant.update(target=target, memory={**view["memory"], "alignment": alignment}, tensors=tensors,
+                       kernels=[{**k, "module": remap[k["module"]]} for k in view["kernels"]])
+        variants.append(variant)
+    for v in variants:
+        v["memory"]["weights_bytes"] = size
+    manifest = {"manifest_version": parts[0][1]["manifest_version"], "model": model,
+                "modules": modules, "variants": variants}
+    return write_bundle(manifest, blobs, b"".join(weights), weights_alignment=weights_alignment)
+
+
+# ---- which variant runs (FORMAT.md, "Which variant runs") ---------------------------------------
+
+def match_score(match: dict | None, vendor_id: int, device_type: str) -> int | None:
+    """How well a variant's `target.match` fits a device: 2 (vendor, and type when given), 1 (type
+    only), 0 (no match: portable), None (a match that does not fit: the variant is dropped)."""
+    if match is None:
+        return 0
+    if "vendor_ids" in match:
+        fits = vendor_id in match["vendor_ids"] and device_type in match.get("device_types", DEVICE_TYPES)
+        return 2 if fits else None
+    if "device_types" in match:
+        return 1 if device_type in match["device_types"] else None
+    return 0  # an empty match constrains nothing
+
+
+def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, target: str | None = None
+                 ) -> tuple[str, list[int]]:
+    """(the chosen target name, the ids of its variants: the shape set) for a device.
+    `missing(view)` says what requirement of a variant the device misses first (None: it meets
+    them all). `target` overrides the choice by name. Raises VariantError when nothing fits."""
+    views = variant_views(manifest)
+    names = [v["target"]["name"] for v in views]
+    if target is not None and target not in names:
+        raise VariantError(f"target {target!r} is not in this bundle; it has "
+                           f"{', '.join(map(repr, dict.fromkeys(names)))}")
+    why = [missing(v) if target in (None, names[i]) else "not the target asked for" for i, v in enumerate(views)]
+    if target is not None:
+        met = [i for i, name in enumerate(names) if name == target and why[i] is None]
+        if not met:
+            raise VariantError(f"this device cannot run target {target!r}: "
+                               f"{next(w for w, n in zip(why, names) if n == target)}")
+        return target, met
+    best = None
+    for i, view in enumerate(views):
+        score = None if why[i] else match_score(view["target"].get("match"), vendor_id, device_type)
+        if score is not None and (best is None or score > best[0]):
+            best = (score, i)
+    if best is None:
+        misses = {}  # per target, the first reason
+        for view, name, w in zip(views, names, why):
+            misses.setdefault(name, w or f"its match {view['target'].get('match')} does not fit this device")
+        raise VariantError("no variant of this bundle runs on this device: "
+                           + "; ".join(f"target {name!r}: {w}" for name, w in misses.items()))
+    name = names[best[1]]
+    return name, [i for i, n in enumerate(names) if n == name and why[i] is None]
+
+
+def pick_shapes(views: list[dict], ids: list[int], shapes: tuple) -> int | None:
+    """The variant of the shape set `ids` whose input shapes equal `shapes` exactly, else None."""
+    for i in ids:
+        if input_shapes(views[i]) == shapes:
+            return i
+    return None
