@@ -161,8 +161,11 @@ vkc_status vkc_find_variant(const vkc_model *model, const vkc_shape *shapes, uin
 vkc_status vkc_select_variant(vkc_model *model, uint32_t variant, vkc_error *err);
 uint32_t vkc_selected_variant(const vkc_model *model);
 
-/* Run the variant whose inputs have these shapes (as vkc_find_variant), as vkc_run does; outputs[i]
- * receives that variant's output i (vkc_variant_output_info). The selection is left as it was. */
+/* Run one variant as vkc_run does: inputs[i] holds that variant's input i, outputs[i] receives its
+ * output i (vkc_variant_input_info / vkc_variant_output_info). The selection is left as it was. */
+vkc_status vkc_run_variant(vkc_model *model, uint32_t variant, const void *const *inputs, void *const *outputs,
+                           vkc_error *err);
+/* vkc_find_variant, then vkc_run_variant. */
 vkc_status vkc_run_shapes(vkc_model *model, const vkc_shape *shapes, const void *const *inputs,
                           void *const *outputs, vkc_error *err);
 

@@ -661,6 +661,21 @@ static vkc_status check_variant(ctx *c, const jnode *obj, uint64_t weights_bytes
     return check_requirements(c, man, v);
 }
 
+/* A variant's default name, as bundles/variants.py makes it: "<target> ids=1x32,mask=1x32". */
+static char *shapes_label(const variant *v) {
+    size_t n = strlen(v->target) + 2, used;
+    char *out;
+    for (uint32_t i = 0; i < v->n_inputs; i++) n += strlen(v->inputs[i].name) + 8 + 21 * (size_t)v->tensors[v->inputs[i].tensor].rank;
+    if (!(out = malloc(n))) return NULL;
+    used = (size_t)snprintf(out, n, "%s ", v->target);
+    for (uint32_t i = 0; i < v->n_inputs; i++) {
+        const m_tensor *t = &v->tensors[v->inputs[i].tensor];
+        used += (size_t)snprintf(out + used, n - used, "%s%s=%s", i ? "," : "", v->inputs[i].name, t->rank ? "" : "scalar");
+        for (uint32_t d = 0; d < t->rank; d++) used += (size_t)snprintf(out + used, n - used, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+    }
+    return out;
+}
+
 /* Keys a format 1.2 manifest holds per variant only. */
 static const char *const VARIANT_KEYS[8] = {"target", "requirements", "memory", "tensors", "inputs", "outputs",
                                             "kernels", "dispatches"};
@@ -708,11 +723,11 @@ static vkc_status check_variants(ctx *c, const jnode *root, uint32_t module_coun
     man->n_variants = lst->len;
     if (!(man->variants = calloc(lst->len, sizeof *man->variants))) return NOMEM(c);
     for (i = 0, e = FIRST(c, lst); e; e = NEXT(c, e), i++) {
-        const jnode *name;
+        const jnode *name = vkc_json_get(c->doc, e, "name");
         snprintf(c->pre, sizeof c->pre, "variants[%u]", i);
-        TRY(str_field(c, e, "name", c->pre, 0, &name));
-        if (!(man->variants[i].name = dup(name->s))) return NOMEM(c);
+        if (name) TRY(str_field(c, e, "name", c->pre, 0, &name));  /* optional, informational */
         TRY(check_variant(c, e, weights_bytes, man, &man->variants[i]));
+        if (!(man->variants[i].name = name ? dup(name->s) : shapes_label(&man->variants[i]))) return NOMEM(c);
     }
     c->pre[0] = '\0';
     return same_io(c, man);

@@ -1480,6 +1480,12 @@ vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *output
     return run_variant(md, &md->set[md->selected], inputs, outputs, err);
 }
 
+vkc_status vkc_run_variant(vkc_model *md, uint32_t k, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    if (!md || k >= md->n_set)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist (this model has %u)", k, md ? md->n_set : 0);
+    return run_variant(md, &md->set[k], inputs, outputs, err);
+}
+
 vkc_status vkc_run_shapes(vkc_model *md, const vkc_shape *shapes, const void *const *inputs, void *const *outputs,
                           vkc_error *err) {
     uint32_t k;

@@ -342,20 +342,13 @@ static vkc_status check_module(manifest *man, uint32_t index, const uint8_t *cod
     /* Per variant using the module (format 1.2; a flat manifest is one variant, which always counts):
      * the SPIR-V version its requirements.vulkan_api guarantees, then per kernel built from the
      * module: specialization, local size, shared memory. A module no variant uses is checked
-     * unspecialized, its version against every variant, as the Python reader does. */
+     * unspecialized, as the Python reader does. */
     for (uint32_t vi = 0, used = 0; vi <= man->n_variants; vi++) {
         const variant *var = vi < man->n_variants ? &man->variants[vi] : NULL;
         char vpre[32] = "";
         if (!var) {
+            /* no variant uses it: no version to hold it to (the flat manifest's one variant always counts) */
             if (used) break;
-            for (uint32_t q = 0; q < man->n_variants; q++) {  /* unused by all: the version against each */
-                if (man->multi) snprintf(vpre, sizeof vpre, "variants[%u].", q);
-                if (entry->spirv_minor > newest_spirv(&man->variants[q])) {
-                    s = too_new(entry, where, &man->variants[q], vpre, err);
-                    goto done;
-                }
-            }
-            vpre[0] = '\0';
         } else {
             if (man->multi && !var->uses[index]) continue;
             used = 1;
