@@ -1404,12 +1404,14 @@ vkc_status vkc_select_variant(vkc_model *md, uint32_t k, vkc_error *err) {
     return ok(err);
 }
 
-/* "1x3x224x224" (a scalar: "scalar") */
-static size_t put_shape(char *buf, size_t n, size_t used, uint32_t rank, const int64_t *dims) {
+/* "1x3x224x224" (a scalar: "scalar"), as `--variant` spells shapes; or, tuple=1, "(1, 3, 224, 224)". */
+static size_t put_shape(char *buf, size_t n, size_t used, uint32_t rank, const int64_t *dims, int tuple) {
     if (used >= n) return used;
-    if (!rank) return used + (size_t)snprintf(buf + used, n - used, "scalar");
+    if (!rank) return used + (size_t)snprintf(buf + used, n - used, tuple ? "()" : "scalar");
+    if (tuple) used += (size_t)snprintf(buf + used, n - used, "(");
     for (uint32_t d = 0; d < rank && used < n; d++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? "x" : "", (long long)dims[d]);
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? (tuple ? ", " : "x") : "", (long long)dims[d]);
+    if (tuple && used < n) used += (size_t)snprintf(buf + used, n - used, rank == 1 ? ",)" : ")");
     return used;
 }
 
@@ -1419,7 +1421,7 @@ static int same_shape(const m_tensor *t, const vkc_shape *s) {
 
 vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32_t *out, vkc_error *err) {
     const variant *v0;
-    char given[256] = "", compiled[640] = "";
+    char given[512] = "", compiled[768] = "";
     size_t g = 0, c = 0;
     int lone = -1;
     if (!md || !shapes || !out) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_find_variant needs a model, shapes and an out");
@@ -1429,17 +1431,23 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
         while (i < v->n_inputs && same_shape(&v->tensors[v->inputs[i].tensor], &shapes[i])) i++;
         if (i == v->n_inputs) { *out = k; return ok(err); }
     }
-    /* none: name an input whose shape no variant has (else all given shapes), and the compiled ones */
+    /* None: name an input whose shape no variant has (else every input's), then the compiled shapes:
+     * "input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128". */
     v0 = md->set[0].v;
     for (uint32_t i = 0; i < v0->n_inputs && lone < 0; i++) {
         int any = 0;
         for (uint32_t k = 0; k < md->n_set; k++) any |= same_shape(&md->set[k].v->tensors[md->set[k].v->inputs[i].tensor], &shapes[i]);
         if (!any) lone = (int)i;
     }
-    for (uint32_t i = 0; i < v0->n_inputs; i++) {
-        if (lone >= 0 && (uint32_t)lone != i) continue;
-        if (g < sizeof given) g += (size_t)snprintf(given + g, sizeof given - g, "%s%.60s=", i && lone < 0 ? "," : "", v0->inputs[i].name);
-        g = put_shape(given, sizeof given, g, shapes[i].rank, shapes[i].dims);
+    if (lone >= 0) {
+        g = (size_t)snprintf(given, sizeof given, "input '%.60s' has shape ", v0->inputs[lone].name);
+        g = put_shape(given, sizeof given, g, shapes[lone].rank, shapes[lone].dims, 1);
+    } else {
+        g = (size_t)snprintf(given, sizeof given, "inputs have shapes ");
+        for (uint32_t i = 0; i < v0->n_inputs && g < sizeof given; i++) {
+            g += (size_t)snprintf(given + g, sizeof given - g, "%s%.60s=", i ? ", " : "", v0->inputs[i].name);
+            g = put_shape(given, sizeof given, g, shapes[i].rank, shapes[i].dims, 1);
+        }
     }
     for (uint32_t k = 0; k < md->n_set; k++) {
         const variant *v = md->set[k].v;
@@ -1447,11 +1455,11 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
             const m_tensor *t = &v->tensors[v->inputs[i].tensor];
             if (c < sizeof compiled)
                 c += (size_t)snprintf(compiled + c, sizeof compiled - c, "%s%.60s=", i ? "," : k ? ", " : "", v->inputs[i].name);
-            c = put_shape(compiled, sizeof compiled, c, t->rank, t->shape);
+            c = put_shape(compiled, sizeof compiled, c, t->rank, t->shape, 0);
         }
     }
-    return vkc__fail(err, VKC_ERR_ARGUMENT, "", "%s %s matches no variant; this bundle (target '%.60s') was compiled for "
-                     "%s", lone >= 0 ? "input" : "inputs", given, md->set[0].v->target, compiled);
+    return vkc__fail(err, VKC_ERR_ARGUMENT, "", "%s; this bundle (target '%.60s') was compiled for %s", given,
+                     md->set[0].v->target, compiled);
 }
 
 static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs, vkc_error *err) {

@@ -11,6 +11,11 @@
   the same verdict as the Python reader (same check name on rejection), the barrier rule included.
   Soak: VKC_NATIVE_FUZZ_N=100000 (documented in native/README.md).
 - Soak: VKC_NATIVE_SOAK runs (default 3000) of vkc_run in one process with flat RSS, plus load/free cycles.
+- Variants (format 1.2): a bundle of a small CNN at two batch sizes for three profiles (nvidia and
+  lavapipe with a target.match, generic portable), from bundles.variants.combine: vkcrun picks the
+  lavapipe profile here and the variant of the inputs' shapes, and agrees bit-identically with
+  runtime_min on each single-variant bundle; --target overrides; other shapes and unknown targets
+  are errors that list what the bundle has; its fuzz mutations get the Python reader's verdicts.
 - The Android JNI layer compiles against the JDK's jni.h.
 """
 import glob
@@ -213,6 +218,82 @@ def test_refusals_name_the_check(build, bundles, tmp_path):
     assert r.returncode == 2 and "bundle check 'barriers' failed" in r.stderr, r.stderr
 
 
+# ---- variants (format 1.2) ---------------------------------------------------------------------
+
+VARIANT_BATCHES = (1, 3)
+VARIANT_TARGETS = ("nvidia", "lavapipe", "generic")
+MATCHES = {"nvidia": {"vendor_ids": [0x10DE], "device_types": ["discrete_gpu", "integrated_gpu"]},
+           "lavapipe": {"device_types": ["cpu"]}}
+
+
+@pytest.fixture(scope="module")
+def variant_bundles(tmp_path_factory):
+    """{(target, batch): single-variant bundle path} and the multi-variant bundle of all of them."""
+    from bundles.variants import combine
+    from harness import compile_cached
+    from onnx_builders import small_cnn
+    folder = tmp_path_factory.mktemp("variants")
+    singles = {}
+    for target in VARIANT_TARGETS:
+        for batch in VARIANT_BATCHES:
+            path = folder / f"cnn-{target}-{batch}.vkb"
+            path.write_bytes(compile_cached(small_cnn(hw=16), target=target,
+                                            input_shapes={"input": [batch, 3, 16, 16]}))
+            singles[(target, batch)] = path
+    multi = folder / "cnn-variants.vkb"
+    multi.write_bytes(combine([str(p) for p in singles.values()], matches=MATCHES))
+    return singles, multi
+
+
+def _cnn_feeds(batch):
+    return {"input": np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("target", [None, "generic"])
+def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
+    """Each batch size runs the variant compiled for it, of the profile the rule picks on lavapipe
+    (its match names CPUs; nvidia's does not fit; generic has none) or of --target: outputs
+    bit-identical to runtime_min running that variant's single-variant bundle, validation silent."""
+    from runtime_min import load
+    singles, multi = variant_bundles
+    profile = target or "lavapipe"
+    for batch in VARIANT_BATCHES:
+        feeds = _cnn_feeds(batch)
+        with load(str(singles[(profile, batch)])) as model:
+            want = model.run(feeds)
+        out = tmp_path / f"{profile}-{batch}"
+        extra = ["--bench", "1"] + (["--target", target] if target else [])
+        r = vkcrun(build, multi, feeds, out, *extra, env={"VKC_VALIDATION": "1"})
+        assert r.returncode == 0, r.stderr
+        info = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
+        assert info["target"] == profile and info["variant"] == f"{profile} input={batch}x3x16x16", r.stdout
+        for name, value in want.items():
+            got = np.load(out / f"{name}.npy")
+            assert got.shape == value.shape and got.tobytes() == value.tobytes(), (profile, batch, name)
+
+
+def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_path):
+    _, multi = variant_bundles
+    r = vkcrun(build, multi, _cnn_feeds(2), tmp_path / "b2")
+    assert r.returncode == 2, r.stderr
+    assert ("input 'input' has shape (2, 3, 16, 16); this bundle (target 'lavapipe') was compiled for "
+            "input=1x3x16x16, input=3x3x16x16") in r.stderr, r.stderr
+    r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
+    assert r.returncode == 2 and "no target 'tpu'; its targets are 'nvidia', 'lavapipe', 'generic'" in r.stderr, r.stderr
+
+
+def test_variants_soak_switches_shapes(build, variant_bundles):
+    """Runs alternating between the two variants of one process: each built on first use, one
+    arena, flat memory."""
+    _, multi = variant_bundles
+    r = subprocess.run([str(build / "vkc_soak"), str(multi), "400", "--reloads", "3"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    f = r.stdout.split()
+    assert f[f.index("variants") + 1] == str(len(VARIANT_BATCHES)), r.stdout
+    assert int(f[f.index("rss_end_kb") + 1]) - int(f[f.index("rss_start_kb") + 1]) < 4096, r.stdout
+
+
 # ---- fuzz --------------------------------------------------------------------------------------
 
 def python_verdict(data: bytes):
@@ -224,13 +305,30 @@ def python_verdict(data: bytes):
         return "REJECT", e.check
 
 
-def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path):
+def _variant_bases():
+    """Multi-variant fuzz bases: tests/bundles/test_variants.py's Gemm model at two batch sizes for
+    two profiles with target.match, combined (4 KiB and 16 KiB weights)."""
+    import test_fuzz
+    from bundles.variants import combine
+    from compiler import compile_model
+    from test_variants import gemm_model
+    singles = [compile_model(gemm_model(), target=t, input_shapes={"x": [rows, 16]})
+               for t in ("nvidia", "lavapipe") for rows in (2, 8)]
+    return [test_fuzz.Base(combine(singles, matches=MATCHES, weights_alignment=a)) for a in (4096, 16384)]
+
+
+@pytest.mark.parametrize("corpus_of", ["flat", "variants"])
+def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
     import test_fuzz
     from compiler import compile_model
-    base = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
-    page16 = test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
+    if corpus_of == "flat":
+        base = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
+        bases = [base, test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights,
+                                                             weights_alignment=16384))]
+    else:
+        bases = _variant_bases()
     rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
-    corpus = [base.data] + [test_fuzz.mutate(rng, [base, page16])[1] for _ in range(FUZZ_N)]
+    corpus = [bases[0].data] + [test_fuzz.mutate(rng, bases)[1] for _ in range(FUZZ_N)]
     stream = b"".join(struct.pack("<Q", len(d)) + d for d in corpus)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
@@ -246,8 +344,8 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path):
         counts[c_verdict] += 1
         if (verdict, check) != (c_verdict, c_check):
             mismatches.append((i, verdict, check, line[:300]))
-    print(f"\nnative fuzz: {len(corpus)} bundles, C accepted {counts['ACCEPT']}, rejected {counts['REJECT']}, "
-          "same verdicts as the Python reader")
+    print(f"\nnative fuzz ({corpus_of}): {len(corpus)} bundles, C accepted {counts['ACCEPT']}, rejected "
+          f"{counts['REJECT']}, same verdicts as the Python reader")
     assert lines[0] == "ACCEPT 0"
     assert not mismatches, mismatches[:10]
 
@@ -263,15 +361,17 @@ def test_soak_flat_rss(build, bundles):
     assert end - start < 4096, r.stdout  # flat: under 4 MiB for thousands of runs and 20 load/free cycles
 
 
-def test_asan_full_load_and_run(asan_build, bundles, tmp_path):
+def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
     """The Vulkan half under ASan/UBSan too (a leak check inside the driver is out of our hands)."""
     from runtime_min import load
+    env = {"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
     for key in (("small_cnn", "lavapipe"), ("gather_int64", "generic")):
         with load(str(bundles[key])) as model:
             feeds = feeds_for(model)
-        r = vkcrun(asan_build, bundles[key], feeds, tmp_path / key[0],
-                   env={"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"})
+        r = vkcrun(asan_build, bundles[key], feeds, tmp_path / key[0], env=env)
         assert r.returncode == 0, r.stderr[-4000:]
+    r = vkcrun(asan_build, variant_bundles[1], _cnn_feeds(3), tmp_path / "variants", env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
 
 
 def test_summary():
