@@ -92,25 +92,59 @@ def _gather():
     return make_model(graph)
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures"
+MODEL_TESTS = ROOT / "tests" / "models"
+FIXTURES = MODEL_TESTS / "fixtures"
+sys.path.insert(0, str(MODEL_TESTS))
 # The transformer and 3-D CNN fixtures of the model tests: attention, LayerNorm, bool masks,
-# embedding gathers, 3-D convolution; BERT also as an fp16 bundle (16-bit storage features).
-TRANSFORMERS = ("bert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny", "r3d_tiny")
+# embedding gathers, 3-D convolution.
+TRANSFORMERS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny",
+                "r3d_tiny")
 
 
 def _models():
+    """name -> builder: the small models here, and every model the model tests (tests/models)
+    compile, at their sizes: the zoo CNNs (test_zoo.CASES), test_models.MODELS, the fixtures."""
     import onnx
-    from onnx_builders import mlp, small_cnn
+    import test_models
+    import test_zoo
+    from onnx_builders import light_model, mlp, small_cnn
     made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
             "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather}
     for name in TRANSFORMERS:
         made[name] = lambda name=name: onnx.load(str(FIXTURES / f"{name}.onnx"))
+    for case in test_zoo.CASES:
+        made[case] = lambda case=case: test_zoo._model(case)
+    for name, builder in test_models.MODELS.items():
+        made[f"models.{name}"] = builder
+    for name in LIGHT:
+        made[f"light_{name}"] = lambda name=name: light_model(name)
     return made
 
 
-CASES = [(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
-                                     *TRANSFORMERS]
-         for target in ("generic", "lavapipe")] + [("bert_tiny", "generic-fp16")]
+# What the model tests compile: test_zoo's cases on the generic and lavapipe profiles, the fp16 zoo
+# and fixtures of test_fp16 (lavapipe; four on generic too), test_models on generic, the light
+# models at 224x224 (slow tests, generic).
+ZOO_CASES = ("mobilenet_v2-64", "mobilenet_v2-w0.5-foldbn-reshape-op17-b2", "mobilenet_v3_small-64-op14-hardswish",
+             "mobilenet_v3_small-64-op13-hardsigmoid-mul", "resnet18-64", "resnet18-64-foldbn-reshape-op15",
+             "resnet50-64", "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops",
+             "shufflenet_v2-64-slice-constshapes-foldbn-op16", "unet_small-64", "unet_small-64-foldbn-op17-b2")
+FP16_ZOO = ("mobilenet_v2-64", "mobilenet_v3_small-64-op14-hardswish", "resnet18-64", "resnet50-64",
+            "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops", "unet_small-64")
+MODEL_TESTS_MODELS = ("mlp-784-1024-1024-10", "mlp-batch4", "small_cnn", "small_cnn-batch2",
+                      "mobilenetv2-block-s1-residual", "mobilenetv2-block-s2", "mobilenetv2-block-s1-32ch-28x28")
+LIGHT = ("squeezenet", "resnet50")
+
+CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
+                                      *TRANSFORMERS, *ZOO_CASES]
+          for target in ("generic", "lavapipe")]
+         + [(name, "lavapipe-fp16") for name in (*FP16_ZOO, *TRANSFORMERS)]
+         + [(name, "generic-fp16") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "convnext_tiny")]
+         + [(f"models.{name}", "generic") for name in MODEL_TESTS_MODELS]
+         + [(f"light_{name}", "generic") for name in LIGHT])
+# the light models at 224x224 are the model tests' slow ones: slow here too
+PARAMS = [pytest.param(name, target, id=f"{name}-{target}",
+                       marks=[pytest.mark.slow] if name.startswith("light_") else [])
+          for name, target in CASES]
 
 
 def feeds_for(model):
@@ -124,17 +158,29 @@ def feeds_for(model):
     return out
 
 
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory):
-    from harness import compile_cached
-    folder = tmp_path_factory.mktemp("native_bundles")
-    made = {}
-    for name, target in CASES:
-        path = folder / f"{name}-{target}.vkb"
+class Bundles(dict):
+    """(name, target) -> bundle path, compiled on first use (compile_cached: once per session)."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def __missing__(self, key):
+        from harness import compile_cached
+        from onnx_builders import light_model_path
+        name, target = key
+        if name.startswith("light_") and not os.path.exists(light_model_path(name[len("light_"):])):
+            pytest.skip(f"{name} is not in this onnx wheel")
+        path = self.folder / f"{name}-{target}.vkb"
         profile, _, precision = target.partition("-")
         path.write_bytes(compile_cached(_models()[name](), target=profile, precision=precision or "fp32"))
-        made[(name, target)] = path
-    return made
+        self[key] = path
+        return path
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    return Bundles(tmp_path_factory.mktemp("native_bundles"))
 
 
 def vkcrun(binary, bundle, feeds, out_dir, *extra, env=None):
@@ -150,7 +196,7 @@ def vkcrun(binary, bundle, feeds, out_dir, *extra, env=None):
 RESULTS = []  # (bundle, outputs, max rel L2, identical) for the summary printed at the end
 
 
-@pytest.mark.parametrize("name,target", CASES, ids=[f"{n}-{t}" for n, t in CASES])
+@pytest.mark.parametrize("name,target", PARAMS)
 def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
     from harness import rel_l2
     from runtime_min import load
