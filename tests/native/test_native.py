@@ -318,6 +318,36 @@ def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
             assert got.shape == value.shape and got.tobytes() == value.tobytes(), (profile, batch, name)
 
 
+MESA = 0x10005  # lavapipe's VkPhysicalDeviceProperties.vendorID
+
+
+@pytest.mark.parametrize("order,matches,profile", [
+    # no match anywhere: every score is 0, list order decides
+    (("generic", "lavapipe", "nvidia"), {}, "generic"),
+    # a vendor match (2) beats a device-type match (1) beats none (0)
+    (VARIANT_TARGETS, {"generic": {"vendor_ids": [MESA]}, "lavapipe": {"device_types": ["cpu"]}}, "generic"),
+    (VARIANT_TARGETS, {"lavapipe": {"device_types": ["cpu", "discrete_gpu"]}}, "lavapipe"),
+    # a vendor that fits with a device type that does not: dropped; nvidia (no match) is first of the rest
+    (VARIANT_TARGETS, {"generic": {"vendor_ids": [MESA], "device_types": ["discrete_gpu"]}}, "nvidia"),
+    # no match fits: an error naming per target what this device misses
+    (VARIANT_TARGETS, {t: {"device_types": ["discrete_gpu"]} for t in VARIANT_TARGETS}, None),
+], ids=["list-order", "vendor-beats-type", "type-beats-none", "vendor-and-wrong-type", "none-fits"])
+def test_variants_profile_rule(build, variant_bundles, tmp_path, order, matches, profile):
+    """FORMAT.md "Which variant runs", step 1, on this device (llvmpipe: vendor 0x10005, a CPU)."""
+    from bundles.variants import combine
+    singles, _ = variant_bundles
+    path = tmp_path / "picked.vkb"
+    path.write_bytes(combine([str(singles[(t, b)]) for t in order for b in VARIANT_BATCHES], matches=matches))
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "out", "--bench", "1")
+    if profile is None:
+        assert r.returncode == 2, r.stdout
+        for t in VARIANT_TARGETS:
+            assert f"target '{t}': a device its target.match fits (this one is vendor 0x10005, CPU)" in r.stderr, r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    assert f"target: {profile}\n" in r.stdout, r.stdout
+
+
 def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_path):
     _, multi = variant_bundles
     r = vkcrun(build, multi, _cnn_feeds(2), tmp_path / "b2")
@@ -326,6 +356,28 @@ def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_pa
             "input=1x3x16x16, input=3x3x16x16") in r.stderr, r.stderr
     r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
     assert r.returncode == 2 and "no target 'tpu'; its targets are 'nvidia', 'lavapipe', 'generic'" in r.stderr, r.stderr
+
+
+def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
+    """A profile asking more than the device has: skipped by the rule, refused by name when asked for."""
+    import json
+
+    from bundles import read_bundle
+    from test_fuzz import assemble
+    _, multi = variant_bundles
+    with read_bundle(str(multi)) as b:
+        m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
+    for v in m["variants"]:
+        if v["target"]["name"] == "lavapipe":
+            v["requirements"]["max_shared_memory_bytes"] = 2**30
+    path = tmp_path / "greedy.vkb"
+    path.write_bytes(assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)]))
+    read_bundle(str(path)).close()  # overstating is allowed
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "rule", "--bench", "1")
+    assert r.returncode == 0 and "target: generic\n" in r.stdout, r.stdout + r.stderr
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "asked", "--target", "lavapipe")
+    assert r.returncode == 2 and "as target 'lavapipe'" in r.stderr and "1073741824 shared memory bytes" in r.stderr, \
+        r.stderr
 
 
 def test_variants_soak_switches_shapes(build, variant_bundles):
