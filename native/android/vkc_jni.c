@@ -108,28 +108,31 @@ JNIEXPORT jstring JNICALL Java_dev_vkc_VkcModel_nativeProfile(JNIEnv *env, jclas
 /* The variant compiled for these input shapes (one long[] per input, in input order). */
 JNIEXPORT jint JNICALL Java_dev_vkc_VkcModel_nativeFind(JNIEnv *env, jclass cls, jlong ptr, jobjectArray shapes) {
     handle *h = get(env, ptr);
-    vkc_shape s[256];
-    int64_t dims[256][16];
+    vkc_shape *s;
     uint32_t n, k = 0;
+    jint found = -1;
     vkc_error e;
     (void)cls;
     if (!h) return -1;
     n = vkc_input_count(h->model);
-    if (n > 256 || (*env)->GetArrayLength(env, shapes) != (jsize)n) {
-        throw_vkc(env, "find needs one shape per input");
-        return -1;
-    }
+    if ((*env)->GetArrayLength(env, shapes) != (jsize)n) { throw_vkc(env, "find needs one shape per input"); return -1; }
+    if (!(s = calloc(n + 1, sizeof *s))) { throw_vkc(env, "out of memory"); return -1; }
     for (uint32_t i = 0; i < n; i++) {
         jlongArray a = (jlongArray)(*env)->GetObjectArrayElement(env, shapes, (jsize)i);
-        jsize rank = a ? (*env)->GetArrayLength(env, a) : -1;
-        if (rank < 0 || rank > 16) { throw_vkc(env, "each shape is a long[] of at most 16 dimensions"); return -1; }
-        (*env)->GetLongArrayRegion(env, a, 0, rank, (jlong *)dims[i]);
+        jsize rank = a ? (*env)->GetArrayLength(env, a) : 0;
+        int64_t *dims = malloc(((size_t)rank + 1) * sizeof *dims);
+        if (!a || !dims) { free(dims); throw_vkc(env, a ? "out of memory" : "a shape is null"); goto done; }
+        (*env)->GetLongArrayRegion(env, a, 0, rank, (jlong *)dims);
         s[i].rank = (uint32_t)rank;
-        s[i].dims = dims[i];
+        s[i].dims = dims;
         (*env)->DeleteLocalRef(env, a);
     }
-    if (vkc_find_variant(h->model, s, &k, &e) != VKC_OK) { throw_vkc(env, e.message); return -1; }
-    return (jint)k;
+    if (vkc_find_variant(h->model, s, &k, &e) != VKC_OK) throw_vkc(env, e.message);
+    else found = (jint)k;
+done:
+    for (uint32_t i = 0; i < n; i++) free((void *)s[i].dims);
+    free(s);
+    return found;
 }
 
 JNIEXPORT jstring JNICALL Java_dev_vkc_VkcModel_nativeName(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs, jint i) {
