@@ -18,6 +18,7 @@
   are errors that list what the bundle has; its fuzz mutations get the Python reader's verdicts.
 - The Android JNI layer compiles against the JDK's jni.h.
 """
+import functools
 import glob
 import os
 import random
@@ -403,6 +404,7 @@ def python_verdict(data: bytes):
         return "REJECT", e.check
 
 
+@functools.lru_cache(maxsize=1)
 def _variant_bases():
     """Multi-variant fuzz bases: tests/bundles/test_variants.py's Gemm model at two batch sizes for
     two profiles with target.match, combined (4 KiB and 16 KiB weights)."""
@@ -413,6 +415,75 @@ def _variant_bases():
     singles = [compile_model(gemm_model(), target=t, input_shapes={"x": [rows, 16]})
                for t in ("nvidia", "lavapipe") for rows in (2, 8)]
     return [test_fuzz.Base(combine(singles, matches=MATCHES, weights_alignment=a)) for a in (4096, 16384)]
+
+
+def _edit_spirv_version(m):
+    m["variants"][2]["requirements"]["vulkan_api"] = [1, 0, 0]
+
+
+def _clear_barriers(m):
+    for d in m["variants"][3]["dispatches"]:
+        d["barrier"] = False
+
+
+# Malformed (and a few valid) multi-variant manifests: test_variants.py's cases plus more, each
+# through both readers.
+VARIANT_EDITS = {
+    "top-level-key": lambda m: m.update(tensors=m["variants"][0]["tensors"]),
+    "variants-empty": lambda m: m.update(variants=[]),
+    "variants-not-a-list": lambda m: m.update(variants={"a": 1}),
+    "variant-not-an-object": lambda m: m["variants"].append(7),
+    "name-not-a-string": lambda m: m["variants"][1].update(name=3),
+    "name-absent": lambda m: m["variants"][1].pop("name"),
+    "kernel-index": lambda m: m["variants"][1]["dispatches"][0].update(kernel=99),
+    "memory-missing": lambda m: m["variants"][2].pop("memory"),
+    "model-missing": lambda m: m.pop("model"),
+    "modules-count": lambda m: m["modules"].pop(),
+    "input-renamed": lambda m: m["variants"][3]["inputs"][0].update(name="z"),
+    "output-retyped": lambda m: m["variants"][1]["tensors"][m["variants"][1]["outputs"][0]["tensor"]].update(
+        dtype="int32"),
+    "match-negative-vendor": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": [-1]}),
+    "match-huge-vendor": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": [2**32]}),
+    "match-vendor-not-a-list": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": 4318}),
+    "match-unknown-type": lambda m: m["variants"][0]["target"].update(match={"device_types": ["gpu"]}),
+    "match-not-an-object": lambda m: m["variants"][0]["target"].update(match=[]),
+    "match-empty": lambda m: m["variants"][0]["target"].update(match={}),
+    "understated-invocations": lambda m: m["variants"][0]["requirements"].update(max_workgroup_invocations=1),
+    "weights-bytes": lambda m: m["variants"][1]["memory"].update(weights_bytes=8),
+    "spirv-version-per-variant": _edit_spirv_version,
+    "barriers-per-variant": _clear_barriers,
+    "flat-match-ignored": None,  # below: a flat manifest's bad match is not checked
+}
+EXPECTED = {edit: "manifest" for edit in VARIANT_EDITS}  # the check each case fails, or ACCEPT
+EXPECTED.update({"name-absent": "ACCEPT", "match-empty": "ACCEPT", "flat-match-ignored": "ACCEPT",
+                 "spirv-version-per-variant": "spirv interface", "barriers-per-variant": "barriers"})
+
+
+@pytest.mark.parametrize("edit", list(VARIANT_EDITS))
+def test_variant_rules_same_verdict_in_c(build, edit):
+    """Each rule of format 1.2 through the C loader (vkc_check) and the Python reader: same verdict,
+    same check name."""
+    import copy
+    import json
+
+    import test_fuzz
+    base = _variant_bases()[0] if edit != "flat-match-ignored" else None
+    if base is None:
+        from compiler import compile_model
+        flat = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
+        m, mods, weights = copy.deepcopy(flat.manifest), flat.modules, flat.weights
+        m["target"]["match"] = {"vendor_ids": "not checked in a flat manifest"}
+    else:
+        m, mods, weights = copy.deepcopy(base.manifest), base.modules, base.weights
+        VARIANT_EDITS[edit](m)
+    data = test_fuzz.assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)])
+    r = subprocess.run([str(build / "vkc_fuzz")], input=struct.pack("<Q", len(data)) + data, capture_output=True,
+                       timeout=60)
+    line = r.stdout.decode().strip()
+    verdict, check = python_verdict(data)
+    assert (check or verdict) == EXPECTED[edit], (verdict, check)
+    assert line.split()[0] == verdict and (verdict == "ACCEPT" or line.split(" ", 2)[2].split(":")[0] == check), \
+        (verdict, check, line)
 
 
 @pytest.mark.parametrize("corpus_of", ["flat", "variants"])
@@ -434,16 +505,18 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
     assert r.returncode == 0, r.stderr.decode()[-4000:]
     lines = r.stdout.decode().splitlines()
     assert len(lines) == len(corpus)
-    counts, mismatches = {"ACCEPT": 0, "REJECT": 0}, []
+    counts, mismatches, by_check = {"ACCEPT": 0, "REJECT": 0}, [], {}
     for i, (line, data) in enumerate(zip(lines, corpus)):
         verdict, check = python_verdict(data)
         c_verdict = line.split()[0]
         c_check = line.split(" ", 2)[2].split(":")[0] if c_verdict == "REJECT" else ""
         counts[c_verdict] += 1
+        by_check[c_check] = by_check.get(c_check, 0) + (c_verdict == "REJECT")
         if (verdict, check) != (c_verdict, c_check):
             mismatches.append((i, verdict, check, line[:300]))
     print(f"\nnative fuzz ({corpus_of}): {len(corpus)} bundles, C accepted {counts['ACCEPT']}, rejected "
-          f"{counts['REJECT']}, same verdicts as the Python reader")
+          f"{counts['REJECT']}, same verdicts as the Python reader; rejections by check: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(by_check.items(), key=lambda kv: -kv[1]) if v))
     assert lines[0] == "ACCEPT 0"
     assert not mismatches, mismatches[:10]
 
