@@ -406,7 +406,7 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
 def flat_view(manifest: dict, variant: dict) -> dict:
     """A variant as a flat (format 1.1) manifest over the shared modules: what every 1.1 rule,
     the module interface and the barrier walk read."""
-    view = {key: variant[key] for key in VARIANT_KEYS if key in variant}
+    view = {key: variant[key] for key in ("name", *VARIANT_KEYS) if key in variant}
     view.update(manifest_version=manifest["manifest_version"], model=manifest["model"],
                 modules=manifest["modules"])
     return view

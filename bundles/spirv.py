@@ -393,10 +393,20 @@ def capability_features(modules) -> list[str]:
 
 def device_requirements(bundle) -> dict:
     """What a device needs to run a (validated) bundle, in Vulkan's own names, for an app to check
-    before loading: API version, extensions, features (from the modules' capabilities), limits."""
-    m = bundle.manifest
+    before loading: API version, extensions, features (from the modules' capabilities), limits.
+    A bundle of several variants (format 1.2): {"variants": [{"name", "target", **those}, ...]};
+    a device runs the bundle when it meets one of them."""
+    if "variants" in bundle.manifest:
+        return {"variants": [{"name": v.get("name", ""), "target": v["target"],
+                              **_requirements(v, [bundle.spirv[i] for i in sorted({k["module"] for k in v["kernels"]})])}
+                             for v in variant_views(bundle.manifest)]}
+    return _requirements(bundle.manifest, bundle.spirv)
+
+
+def _requirements(m: dict, spirv: list) -> dict:
+    """device_requirements of one flat manifest (or variant) whose kernels use the modules `spirv`."""
     req, mem, tensors = m["requirements"], m["memory"], m["tensors"]
-    parsed = [Module(s) for s in bundle.spirv]
+    parsed = [Module(s) for s in spirv]
     caps = sorted({c for p in parsed for c in p.capabilities})
     features = sorted({CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]})
     # requirements.features (format 1.1) names what the capabilities imply, and possibly more.
@@ -420,8 +430,9 @@ def device_requirements(bundle) -> dict:
             "maxComputeWorkGroupCount": groups,
             "maxStorageBufferRange": req["max_storage_buffer_range"],
             "maxBoundDescriptorSets": 1,
-            "maxPerStageDescriptorStorageBuffers": max((x["bindings"] - len(texel_formats(x))
-                                                        for x in m["modules"]), default=0),
+            "maxPerStageDescriptorStorageBuffers": max((m["modules"][k["module"]]["bindings"] -
+                                                        len(texel_formats(m["modules"][k["module"]]))
+                                                        for k in m["kernels"]), default=0),
             "maxTexelBufferElements": req.get("max_texel_buffer_elements", 0),
         },
         # ... and the device's minStorageBufferOffsetAlignment (with texel buffers also its

@@ -31,19 +31,40 @@ def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
 
 
-def _weight_chunks(view: dict, weights: memoryview, alignment: int) -> list[tuple[int, int]]:
-    """The disjoint [start, end) byte ranges of the WEIGHTS section that the variant's tensors
-    cover: overlapping tensors (views, `/words` aliases) fall in one chunk, so moving a chunk
-    keeps every tensor whole. Ends are rounded up to `alignment` (the writer pads with zeros)."""
-    ranges = sorted((t["offset"], min(len(weights), -(-(t["offset"] + t["nbytes"]) // alignment) * alignment))
-                    for t in view["tensors"] if t["memory"] == "weights" and t["nbytes"])
-    chunks: list[list[int]] = []
-    for start, end in ranges:
-        if chunks and start < chunks[-1][1]:
-            chunks[-1][1] = max(chunks[-1][1], end)
+def used_modules(view: dict) -> list[int]:
+    """The ids of the modules a (validated) variant's kernels use, ascending."""
+    return sorted({k["module"] for k in view["kernels"]})
+
+
+def no_variant_message(views: list[dict], names: list[str], shapes: list[tuple]) -> str:
+    """The error for inputs (`names`, given `shapes`) that no variant in `views` was compiled for:
+    `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+    if len(names) == 1:
+        given = f"input {names[0]!r} has shape {tuple(shapes[0])}"
+    else:
+        given = "inputs have shapes " + ", ".join(f"{n}={tuple(s)}" for n, s in zip(names, shapes))
+    compiled = (", " if len(names) == 1 else "; ").join(shapes_label(v) for v in views)
+    return f"{given}; this bundle was compiled for {compiled}"
+
+
+def _weight_chunks(view: dict, size: int, alignment: int) -> list[tuple[int, int]]:
+    """The disjoint [start, end) byte ranges of the WEIGHTS section (`size` bytes) that the
+    variant's tensors cover: overlapping tensors (views, `/words` aliases) fall in one chunk, so
+    moving a chunk keeps every tensor whole. Ends are rounded up to `alignment` (the writer pads
+    with zeros)."""
+    return _merged([(t["offset"], min(size, -(-(t["offset"] + t["nbytes"]) // alignment) * alignment))
+                    for t in view["tensors"] if t["memory"] == "weights" and t["nbytes"]])
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) ranges, overlapping ones merged, sorted."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a < out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
         else:
-            chunks.append([start, end])
-    return [(a, b) for a, b in chunks]
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def combine(bundles: list, *, matches: dict[str, dict] | None = None,
@@ -94,7 +115,7 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
             remap.append(module_ids[key])
         # Weights: each chunk stored once; a tensor moves with its chunk.
         moved = {}
-        for start, end in _weight_chunks(view, bundle.weights, alignment):
+        for start, end in _weight_chunks(view, len(bundle.weights), alignment):
             data = bytes(bundle.weights[start:end])
             digest = hashlib.sha256(data).hexdigest()
             if digest not in chunk_ids:
@@ -128,6 +149,23 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
     return write_bundle(manifest, blobs, b"".join(weights), weights_alignment=weights_alignment)
 
 
+def exclusive_bytes(bundle) -> list[int]:
+    """Per variant of a (read) bundle, the bytes of SPIR-V modules and weights that no other variant
+    uses: what it adds to the bundle's size (`vkc inspect`)."""
+    views = variant_views(bundle.manifest)
+    modules = [set(used_modules(v)) for v in views]
+    chunks = [_weight_chunks(v, len(bundle.weights), v["memory"]["alignment"]) for v in views]
+    out = []
+    for i in range(len(views)):
+        others = set().union(*(modules[:i] + modules[i + 1:]))
+        own = sum(len(bundle.spirv[m]) for m in modules[i] - others)
+        covered = _merged([c for j, cs in enumerate(chunks) if j != i for c in cs])
+        for start, end in chunks[i]:
+            own += end - start - sum(max(0, min(end, b) - max(start, a)) for a, b in covered)
+        out.append(own)
+    return out
+
+
 # ---- which variant runs (FORMAT.md, "Which variant runs") ---------------------------------------
 
 def match_score(match: dict | None, vendor_id: int, device_type: str) -> int | None:
@@ -147,7 +185,8 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
                  ) -> tuple[str, list[int]]:
     """(the chosen target name, the ids of its variants: the shape set) for a device.
     `missing(view)` says what requirement of a variant the device misses first (None: it meets
-    them all). `target` overrides the choice by name. Raises VariantError when nothing fits."""
+    them all). `target` overrides the choice by name. Raises VariantError when nothing fits, saying
+    per target what the device lacks ("for target 'nvidia': ...; for target 'generic': ...")."""
     views = variant_views(manifest)
     names = [v["target"]["name"] for v in views]
     if target is not None and target not in names:
@@ -157,8 +196,7 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     if target is not None:
         met = [i for i, name in enumerate(names) if name == target and why[i] is None]
         if not met:
-            raise VariantError(f"this device cannot run target {target!r}: "
-                               f"{next(w for w, n in zip(why, names) if n == target)}")
+            raise VariantError(f"for target {target!r}: {next(w for w, n in zip(why, names) if n == target)}")
         return target, met
     best = None
     for i, view in enumerate(views):
@@ -168,9 +206,8 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
     if best is None:
         misses = {}  # per target, the first reason
         for view, name, w in zip(views, names, why):
-            misses.setdefault(name, w or f"its match {view['target'].get('match')} does not fit this device")
-        raise VariantError("no variant of this bundle runs on this device: "
-                           + "; ".join(f"target {name!r}: {w}" for name, w in misses.items()))
+            misses.setdefault(name, w or f"a device its match names ({view['target'].get('match')})")
+        raise VariantError("; ".join(f"for target {name!r}: {w}" for name, w in misses.items()))
     name = names[best[1]]
     return name, [i for i, n in enumerate(names) if n == name and why[i] is None]
 

@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bundles import BundleError, read_bundle
+from bundles.manifest import variant_views
+from bundles.variants import exclusive_bytes, shapes_label, used_modules
 from bundles.spirv import CAPABILITIES, Module, device_requirements
 # The commands that run a bundle (run, bench, verify, devices) use the runtime directly; the
 # compiler proper reaches a device only through compiler/host.py.
@@ -22,6 +24,7 @@ from runtime_min import VkcRuntimeError, list_devices, load
 
 from .check import check_model
 from .compile import compile_model
+from .targets import DEFAULT_TARGETS
 from .errors import CompileError
 from .package_android import PackageError, package_android
 from .tune import tune as run_tuner
@@ -38,42 +41,54 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _parse_shapes(specs: list[str] | None) -> dict[str, list[int]]:
+def _parse_shapes(specs: list[str] | None, flag: str = "--input-shape") -> dict[str, list[int]]:
+    """NAME=DIMxDIM... specs (each may hold several, joined by commas) as {name: shape}."""
     shapes = {}
-    for spec in specs or []:
-        name, sep, dims = spec.rpartition("=")
+    for spec in (part for given in specs or [] for part in given.split(",")):
+        name, sep, dims = spec.strip().rpartition("=")
         try:
             shapes[name] = [int(d) for d in dims.lower().split("x")]
         except ValueError:
             name = ""
         if not sep or not name:
-            _fail(f"--input-shape '{spec}' is not NAME=DIMxDIMx...; e.g. input=1x3x224x224.")
+            _fail(f"{flag} '{spec}' is not NAME=DIMxDIMx...; e.g. input=1x3x224x224.")
     return shapes
+
+
+def _variants(input_shape, variant) -> dict:
+    """compile_model's shape arguments from --input-shape (one set) or --variant (one set each)."""
+    if input_shape and variant:
+        _fail("give --input-shape (one set of input shapes) or --variant (one per set), not both.")
+    if variant:
+        return {"variants": [_parse_shapes([v], "--variant") for v in variant]}
+    return {"input_shapes": _parse_shapes(input_shape)}
 
 
 def _mib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
-def _compile(model: Path, input_shape, target: str, **precision) -> bytes:
+def _compile(model: Path, input_shape, target: str | None, variant=None, **precision) -> bytes:
     try:
-        return compile_model(model, input_shapes=_parse_shapes(input_shape), target=target,
+        return compile_model(model, target=target or DEFAULT_TARGETS, **_variants(input_shape, variant),
                              **precision)
     except (CompileError, ValueError) as exc:
         _fail(str(exc))
 
 
-def _load(bundle, device):
+def _load(bundle, device, target=None):
     try:
-        return load(bundle, device=device)
+        return load(bundle, device=device, target=target)
     except (BundleError, VkcRuntimeError) as exc:
         _fail(str(exc))
 
 
-def _random_feeds(model, seed: int) -> dict[str, np.ndarray]:
+def _random_feeds(model, seed: int, shapes: dict | None = None) -> dict[str, np.ndarray]:
+    """Random inputs for the model's first variant, or of the given {name: shape}."""
     rng = np.random.default_rng(seed)
-    return {t.name: rng.standard_normal(t.shape).astype(t.dtype) if t.dtype.kind == "f"
-            else rng.integers(0, 4, t.shape).astype(t.dtype) for t in model.inputs}
+    shape = lambda t: shapes[t.name] if shapes else t.shape
+    return {t.name: rng.standard_normal(shape(t)).astype(t.dtype) if t.dtype.kind == "f"
+            else rng.integers(0, 4, shape(t)).astype(t.dtype) for t in model.inputs}
 
 
 def _summary(name: str, a: np.ndarray) -> str:
@@ -89,16 +104,22 @@ def _summary(name: str, a: np.ndarray) -> str:
 
 
 ShapeOpt = typer.Option(None, "--input-shape", help="Pin a dynamic input: NAME=1x3x224x224 (repeatable).")
-TargetOpt = typer.Option("generic", "--target",
-                         help="Device profile: generic, lavapipe, nvidia, mobile, or host (the local device).")
+VariantOpt = typer.Option(None, "--variant", help="One full set of input shapes, NAME=1x32[,NAME2=...] "
+                          "(repeatable: one shape variant each; the runtime picks by the inputs' shapes).")
+TargetOpt = typer.Option(None, "--target",
+                         help="Device profiles, joined by commas: nvidia, mobile, lavapipe, generic, or host "
+                              f"(the local device). Default: {','.join(DEFAULT_TARGETS)} (the runtime picks "
+                              "the device's).")
+RunTargetOpt = typer.Option(None, "--target", help="Run this profile of a multi-variant bundle (default: "
+                            "the one the runtime picks for the device).")
 DeviceOpt = typer.Option(None, "--device", help="Device index or name substring (default: best, or VKC_DEVICE).")
 
 
 @app.command()
 def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help="The ONNX model."),
             output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
-            input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt,
-            tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
+            input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
+            target: Optional[str] = TargetOpt, tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
                                             "device first (implies --target host): slower compile, faster kernels."),
             precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16: weights and "
                                           "activations stored as float16, accumulated in float32."),
@@ -112,12 +133,15 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         tune(model, input_shape=input_shape, target="host", device=None, repeat=5)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
-    data = _compile(model, input_shape, target, precision=precision, io=io, keep_fp32=keep)
+    data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep)
     output.write_bytes(data)
     m = read_bundle(data).manifest
-    console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: "
-                  f"{len(m['dispatches'])} dispatches, {len(m['modules'])} SPIR-V modules, "
-                  f"arena {_mib(m['memory']['arena_bytes'])}, weights {_mib(m['memory']['weights_bytes'])}")
+    views = variant_views(m)
+    what = (f"{len(m['dispatches'])} dispatches" if len(views) == 1 else
+            f"{len(views)} variants ({', '.join(v.get('name', '?') for v in views)})")
+    console.print(f"wrote {output} ({_mib(len(data))}) in {time.perf_counter() - start:.2f} s: {what}, "
+                  f"{len(m['modules'])} SPIR-V modules, arena {_mib(max(v['memory']['arena_bytes'] for v in views))}, "
+                  f"weights {_mib(views[0]['memory']['weights_bytes'])}", highlight=False)
 
 
 @app.command()
@@ -176,8 +200,10 @@ def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 @app.command()
 def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             as_json: bool = typer.Option(False, "--json", help="Print the manifest and computed facts (sections, "
-                                         "checksums verified, device requirements) as JSON.")):
-    """Show a bundle's inputs, outputs, kernels, schedule and memory plan."""
+                                         "checksums verified, device requirements) as JSON."),
+            variant: Optional[int] = typer.Option(None, "--variant", help="Of a bundle with variants: show this "
+                                                  "one's inputs, kernels, schedule and memory plan (by #).")):
+    """Show a bundle's variants, inputs, outputs, kernels, schedule and memory plan."""
     if as_json:
         _inspect_json(bundle)
         return
@@ -185,10 +211,20 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         b = read_bundle(bundle)
     except BundleError as exc:
         _fail(str(exc))
-    m = b.manifest
+    views = variant_views(b.manifest)
+    if variant is not None and not 0 <= variant < len(views):
+        _fail(f"--variant {variant}: the bundle has variants 0..{len(views) - 1}.")
+    m = views[variant or 0]
     t = m["tensors"]
+    what = f"target {m['target']['name']}" if len(views) == 1 else f"{len(views)} variants"
     console.print(f"[bold]{bundle}[/]: model '{m['model']['name']}' opset {m['model']['opset']}, "
-                  f"target {m['target']['name']}, format {b.version[0]}.{b.version[1]}")
+                  f"{what}, format {b.version[0]}.{b.version[1]}")
+    if len(views) > 1:
+        _variants_table(b, views)
+        if variant is None:
+            console.print("`vkc inspect --variant N` shows variant N's kernels, schedule and memory plan.")
+            return
+        console.print(f"[bold]variant {variant}[/]: {m.get('name', '')}", highlight=False)
     io = Table(title="inputs and outputs")
     for col in ("", "name", "dtype", "shape"):
         io.add_column(col)
@@ -196,11 +232,12 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         for e in m[kind]:
             io.add_row(kind[:-1], e["name"], t[e["tensor"]]["dtype"], str(t[e["tensor"]]["shape"]))
     console.print(io)
-    mods = Table(title=f"{len(m['modules'])} SPIR-V modules, {len(m['kernels'])} pipelines")
+    used = used_modules(m) if len(views) > 1 else range(len(m["modules"]))
+    mods = Table(title=f"{len(used)} SPIR-V modules, {len(m['kernels'])} pipelines")
     for col in ("module", "name", "bindings", "local size", "shared bytes", "SPIR-V bytes", "pipelines"):
         mods.add_column(col)
-    for i, mod in enumerate(m["modules"]):
-        uses = sum(k["module"] == i for k in m["kernels"])
+    for i in used:
+        mod, uses = m["modules"][i], sum(k["module"] == i for k in m["kernels"])
         mods.add_row(str(i), mod["name"], str(mod["bindings"]), "x".join(map(str, mod["local_size"])),
                      str(mod["shared_memory_bytes"]), str(len(b.spirv[i])), str(uses))
     console.print(mods)
@@ -223,6 +260,21 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     console.print(f"requires: Vulkan {'.'.join(map(str, req['vulkan_api'][:2]))}; features "
                   f"{', '.join(req['features']) or 'none'}; extensions "
                   f"{', '.join(req['extensions']) or 'none'}")
+
+
+def _variants_table(b, views: list[dict]) -> None:
+    """One row per variant: its profile, the devices it is for, its shapes and what it adds to the size."""
+    table = Table(title=f"{len(views)} variants, sharing {sum(map(len, b.spirv)):,} bytes of SPIR-V and "
+                        f"{len(b.weights):,} of weights")
+    for col in ("#", "name", "target", "for devices", "inputs", "dispatches", "arena", "adds (bytes only it uses)"):
+        table.add_column(col)
+    for i, (v, own) in enumerate(zip(views, exclusive_bytes(b))):
+        match = v["target"].get("match") or {}
+        devices = "; ".join(([f"vendor {', '.join(f'0x{x:04X}' for x in match['vendor_ids'])}"]
+                             if "vendor_ids" in match else []) + match.get("device_types", [])) or "any"
+        table.add_row(str(i), v.get("name", ""), v["target"]["name"], devices, shapes_label(v), str(len(v["dispatches"])),
+                      _mib(v["memory"]["arena_bytes"]), f"{own:,}")
+    console.print(table)
 
 
 def _inspect_json(path: Path) -> None:
@@ -299,9 +351,10 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         input: Optional[List[str]] = typer.Option(None, "--input", help="NAME=file.npy (repeatable); "
                                                   "inputs not given are random."),
         save: Optional[Path] = typer.Option(None, "--save", help="Write each output to DIR/NAME.npy."),
-        seed: int = typer.Option(0, help="Seed for random inputs."), device: Optional[str] = DeviceOpt):
+        seed: int = typer.Option(0, help="Seed for random inputs."), device: Optional[str] = DeviceOpt,
+        target: Optional[str] = RunTargetOpt):
     """Run a bundle once and summarize its outputs."""
-    model = _load(bundle, _device_arg(device))
+    model = _load(bundle, _device_arg(device), target)
     with model:
         given = {}  # every name checked before any file is read
         for spec in input or []:
@@ -324,7 +377,7 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             outputs = model.run(feeds)
         except ValueError as exc:
             _fail(str(exc))
-        console.print(f"ran on {model.device_name}")
+        console.print(f"ran {model.target} on {model.device_name}", highlight=False)
         for name, value in outputs.items():
             console.print(_summary(name, value), highlight=False)
             if save:
@@ -396,7 +449,7 @@ def _profile_chart(path: Path, records, manifest: dict, title: str) -> None:
 @app.command()
 def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
           repeat: int = typer.Option(20, help="Timed runs."), warmup: int = typer.Option(3, help="Untimed runs first."),
-          device: Optional[str] = DeviceOpt,
+          device: Optional[str] = DeviceOpt, target: Optional[str] = RunTargetOpt,
           profile: bool = typer.Option(False, "--profile", help="Also time every dispatch on the GPU (timestamp "
                                        "queries) and print them, slowest first."),
           chart: Optional[Path] = typer.Option(None, "--chart", help="With --profile: write a PNG of the "
@@ -408,7 +461,7 @@ def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         except ImportError:
             _fail("--chart needs matplotlib, which is not installed: `pip install matplotlib`, "
                   "or drop --chart to print the table only.")
-    model = _load(bundle, _device_arg(device))
+    model = _load(bundle, _device_arg(device), target)
     records = None
     with model:
         feeds = _random_feeds(model, 0)
@@ -419,35 +472,57 @@ def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             except Exception as exc:  # e.g. a device without timestamp queries
                 _fail(str(exc))
     ms = sorted(t * 1e3 for t in times)
-    console.print(f"{bundle.name} on {model.device_name}: median {statistics.median(ms):.3f} ms "
+    console.print(f"{bundle.name} ({model.target}) on {model.device_name}: median {statistics.median(ms):.3f} ms "
                   f"(min {ms[0]:.3f}, max {ms[-1]:.3f}, {repeat} runs after {warmup} warm-up)")
     if records is not None:
         title = f"{bundle.name} on {model.device_name}: GPU time per dispatch (median of {max(1, min(repeat, 10))})"
         console.print(_profile_table(records, title))
     if chart is not None:
-        _profile_chart(chart, records, model.manifest, f"{bundle.name} on {model.device_name}")
+        # The variant that ran: the first of the shape set (random inputs take its shapes).
+        ran = next(v for v in variant_views(model.manifest)
+                   if (v.get("name") or f"{v['target']['name']} {shapes_label(v)}") == model.variants[0])
+        _profile_chart(chart, records, ran, f"{bundle.name} on {model.device_name}")
         console.print(f"wrote {chart}")
 
 
 @app.command()
 def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
-           input_shape: Optional[List[str]] = ShapeOpt, target: str = TargetOpt,
+           input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
+           target: Optional[str] = TargetOpt,
            device: Optional[str] = DeviceOpt, seed: int = typer.Option(0, help="Seed for random inputs."),
            tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted.")):
-    """Compile, run on Vulkan with random inputs and compare every output with onnxruntime."""
+    """Compile, run on Vulkan with random inputs and compare every output with onnxruntime (every
+    shape variant of the profile the runtime picks)."""
     import onnxruntime as ort  # lazy: an optional dependency (the test extra), only verify needs it
 
     start = time.perf_counter()
-    data = _compile(model, input_shape, target)
+    data = _compile(model, input_shape, target, variant)
     console.print(f"compiled {model.name} in {time.perf_counter() - start:.2f} s ({_mib(len(data))} bundle)")
     vk_model = _load(data, _device_arg(device))
+    runs = []
     with vk_model:
-        feeds = _random_feeds(vk_model, seed)
-        start = time.perf_counter()
-        got = vk_model.run(feeds)
-        console.print(f"ran on {vk_model.device_name} in {(time.perf_counter() - start) * 1e3:.1f} ms")
+        for shapes in vk_model.shapes:
+            feeds = _random_feeds(vk_model, seed, shapes)
+            start = time.perf_counter()
+            runs.append((feeds, vk_model.run(feeds)))
+            console.print(f"ran {vk_model.target} {shapes_label_of(shapes)} on {vk_model.device_name} in "
+                          f"{(time.perf_counter() - start) * 1e3:.1f} ms", highlight=False)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    ref = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+    worst = 0.0
+    for feeds, got in runs:
+        worst = max(worst, _compare(got, dict(zip([o.name for o in session.get_outputs()],
+                                                  session.run(None, feeds)))))
+    if not worst <= tolerance:
+        _fail(f"outputs differ from onnxruntime: worst relative L2 error {worst:.2e} > {tolerance:.0e}.")
+    console.print(f"[green]agrees with onnxruntime[/] (worst relative L2 error {worst:.2e})")
+
+
+def shapes_label_of(shapes: dict) -> str:
+    return ",".join(f"{n}={'x'.join(map(str, s))}" for n, s in shapes.items())
+
+
+def _compare(got: dict, ref: dict) -> float:
+    """Print each output's summary and error against onnxruntime's; the worst relative L2 error."""
     worst = 0.0
     for name, value in got.items():
         err = float(np.linalg.norm((value - ref[name]).astype(np.float64)) /
@@ -457,9 +532,7 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
         agree = "same top-1" if value.ndim == 2 and value.shape[0] == 1 and \
             np.argmax(value) == np.argmax(ref[name]) else ""
         console.print(f"  vs onnxruntime: relative L2 error {err:.2e} {agree}", highlight=False)
-    if not worst <= tolerance:
-        _fail(f"outputs differ from onnxruntime: worst relative L2 error {worst:.2e} > {tolerance:.0e}.")
-    console.print(f"[green]agrees with onnxruntime[/] (worst relative L2 error {worst:.2e})")
+    return worst
 
 
 @app.command()

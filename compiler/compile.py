@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
+
+from bundles.variants import combine
 
 from .assemble import assemble
 from .errors import CompileError, UnsupportedOpsError
@@ -15,7 +18,7 @@ from .memory import plan_memory
 from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
 from .passes.precision import Precision
-from .targets import Target
+from .targets import DEFAULT_TARGETS, TARGETS, Target
 
 
 def require_static_shapes(graph) -> None:
@@ -28,13 +31,37 @@ def require_static_shapes(graph) -> None:
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
-                  target: "str | Target" = "generic", precision: str = "fp32",
+                  target: "str | Target | Sequence[str | Target]" = DEFAULT_TARGETS,
+                  variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
                   io: str | None = None, keep_fp32=()) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
-    unless io="fp16"; the nodes named in keep_fp32 stay float32."""
-    return compile_with_kernels(model, input_shapes=input_shapes, target=target,
-                                precision=precision, io=io, keep_fp32=keep_fp32)[0]
+    unless io="fp16"; the nodes named in keep_fp32 stay float32.
+
+    target: a profile (compiler.targets: "nvidia", "mobile", "lavapipe", "generic", or "host"), or
+    several (a list, or names joined by commas); by default DEFAULT_TARGETS, which cover common
+    devices. variants: several full sets of input shapes (`input_shapes` is one). Every (profile,
+    shapes) pair is compiled on its own and the results are combined into one bundle whose runtime
+    picks the profile for its device and the shapes per run (bundles/variants.py); a single pair
+    gives the single-variant (format 1.1) bundle."""
+    if input_shapes and variants:
+        raise ValueError("give input_shapes (one set of input shapes) or variants (several), not both")
+    targets = list(dict.fromkeys([t.strip() for t in target.split(",")] if isinstance(target, str) else
+                                 [target] if isinstance(target, Target) else target))
+    if not targets or not all(isinstance(t, Target) or (isinstance(t, str) and t.strip()) for t in targets):
+        raise ValueError(f"target {target!r} names no profile; give one or more of {', '.join(TARGETS)}, host")
+    shape_sets = list(variants) if variants else [input_shapes]
+    proto = load_model(model)
+    parts, profiles = [], {}
+    for name in targets:
+        tgt = resolve_target(name)
+        profiles[tgt.name] = tgt
+        for shapes in shape_sets:
+            parts.append(compile_with_kernels(proto, input_shapes=shapes, target=tgt, precision=precision,
+                                              io=io, keep_fp32=keep_fp32)[0])
+    if len(parts) == 1:
+        return parts[0]
+    return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",

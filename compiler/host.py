@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from bundles.manifest import DEVICE_TYPES
 from runtime_min import choose_device, load
 
 from .targets import TARGETS, Target, get_target
@@ -23,7 +24,9 @@ def host_target(device=None) -> Target:
     name = dev.name.lower()
     base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
         else TARGETS["generic"]
-    return replace(base, name=f"host:{dev.name}",
+    # Its variants are for this device's vendor and type (in a bundle of several profiles).
+    kind = DEVICE_TYPES[dev.type_code] if dev.type_code < len(DEVICE_TYPES) else "other"
+    return replace(base, name=f"host:{dev.name}", vendor_ids=(dev.vendor_id,), device_types=(kind,),
                    max_shared_memory=min(base.max_shared_memory, dev.max_shared_memory_bytes),
                    max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
                    subgroup_size=dev.subgroup_size or base.subgroup_size,

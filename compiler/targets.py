@@ -2,7 +2,8 @@
 
 `generic` fits any Vulkan 1.1 compute device (16 KiB shared memory, 256 invocations), so a bundle
 compiled for it runs everywhere. The `host` profile, read from the local device, is built by
-compiler/host.py on top of one of these.
+compiler/host.py on top of one of these. A bundle of several profiles (format 1.2 variants) says
+which devices each is for (`match`); the runtime picks the best one that fits.
 """
 from __future__ import annotations
 
@@ -52,6 +53,15 @@ class Target:
     # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
     # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).
     tuned: tuple = ()
+    # The devices this profile is for, by VkPhysicalDeviceProperties vendorID and deviceType (names
+    # of bundles.manifest.DEVICE_TYPES); both empty: any device (the portable fallback).
+    vendor_ids: tuple = ()
+    device_types: tuple = ()
+
+    def match(self) -> dict | None:
+        """`target.match` of the variants compiled for this profile (FORMAT.md, "Which variant runs")."""
+        found = {"vendor_ids": list(self.vendor_ids), "device_types": list(self.device_types)}
+        return {k: v for k, v in found.items() if v} or None
 
     def for_problem(self, key: str) -> "Target":
         for problem, fields in self.tuned:
@@ -62,14 +72,22 @@ class Target:
 
 TARGETS = {
     "generic": Target("generic"),
-    "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32),
+    # ARM Mali, Qualcomm Adreno, Imagination PowerVR, Samsung Xclipse.
+    "mobile": Target("mobile", max_invocations=128, elementwise_local=128, tile_m=32, tile_n=32,
+                     vendor_ids=(0x13B5, 0x5143, 0x1010, 0x144D)),
+    # Any CPU implementation (lavapipe, SwiftShader: the latter misses the texel limit and falls back).
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="texel", cpu_lanes=8, max_texel_elements=2**27, winograd=4,
-                       im2col_max_bytes=64 << 20),
+                       im2col_max_bytes=64 << 20, device_types=("cpu",)),
     # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
-                     tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264),
+                     tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
+                     vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu")),
 }
+
+# What `vkc compile` and compile_model build without a target: the profiles of common devices, best
+# first (list order breaks ties in the pick rule), and `generic`, which runs on any device, last.
+DEFAULT_TARGETS = ("nvidia", "mobile", "lavapipe", "generic")
 
 
 def get_target(name: "str | Target") -> Target:

@@ -10,7 +10,9 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from bundles.manifest import DEVICE_TYPES, variant_views
 from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES
+from bundles.variants import VariantError, pick_profile, used_modules
 
 from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
 
@@ -118,6 +120,7 @@ class DeviceInfo:
     all_extensions: frozenset = field(repr=False, default=frozenset())
     all_features: frozenset = field(repr=False, default=frozenset())
     type_code: int = field(repr=False, default=0)
+    vendor_id: int = field(repr=False, default=0)  # VkPhysicalDeviceProperties.vendorID: picks a variant
     cache_header: bytes = field(repr=False, default=b"")  # vendorID, deviceID, pipelineCacheUUID
 
     def __str__(self):
@@ -317,7 +320,7 @@ class Instance:
             min_texel_buffer_offset_alignment=lim.minTexelBufferOffsetAlignment,
             timestamps=bool(compute and compute[0].timestampValidBits), timestamp_period_ns=float(lim.timestampPeriod),
             device_uuid=uuid(ids.deviceUUID), driver_uuid=uuid(ids.driverUUID),
-            all_extensions=exts, all_features=features, type_code=base.deviceType,
+            all_extensions=exts, all_features=features, type_code=base.deviceType, vendor_id=base.vendorID,
             cache_header=bytes(ffi.buffer(ffi.addressof(raw, "vendorID"), 8))
             + bytes(ffi.buffer(raw.pipelineCacheUUID, 16)))
 
@@ -427,7 +430,9 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
     out += [f"feature {f} (requirements.features)" for f in req.get("features", [])
             if f not in info.all_features and f not in spirv_feats]  # those are named just below
     out += spirv_lacks
-    widest = max((m["bindings"] for m in manifest["modules"]), default=0)
+    # The modules its kernels use (a variant of a format 1.2 bundle shares the list with others).
+    modules = [manifest["modules"][i] for i in used_modules(manifest)]
+    widest = max((m["bindings"] for m in modules), default=0)
     if widest > info.max_storage_buffers_per_stage:
         out.append(f"{widest} storage buffers in one kernel (it allows {info.max_storage_buffers_per_stage})")
     mib = lambda n: f"{n / 2**20:.1f} MiB"
@@ -444,7 +449,7 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
         out.append(f"{mib(sum(io))} of host-visible memory for inputs and outputs "
                    f"(its largest host-visible heap has {mib(info.host_visible_bytes)})")
     align = info.min_storage_buffer_offset_alignment
-    if any(m.get("texel_buffers") for m in manifest["modules"]):
+    if any(m.get("texel_buffers") for m in modules):
         align = max(align, info.min_texel_buffer_offset_alignment)
     bad = [t["name"] for t in manifest["tensors"] if t["offset"] % align]
     if bad:
@@ -483,21 +488,43 @@ def _candidates(infos: list[DeviceInfo], device) -> list[DeviceInfo]:
     return sorted(candidates, key=lambda i: (_TYPE_RANK.get(i.type_code, 9), i.index))
 
 
-def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False) -> DeviceInfo:
+def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, target=None
+          ) -> tuple[DeviceInfo, list[int]]:
+    """(the device, the variants it runs: the chosen profile's shape set). The first candidate
+    device (best type first) that can run a variant wins; among its variants, the pick rule of
+    FORMAT.md ("Which variant runs") chooses. `target` names the profile instead."""
     candidates = _candidates(infos, device)
     problems = []
+    multi = "variants" in manifest
+    names = list(dict.fromkeys(v["target"]["name"] for v in variant_views(manifest)))
+    if target is not None and target not in names:  # no device can help: say so before trying them
+        raise VkcRuntimeError(f"Target {target!r} is not in this bundle; it has {', '.join(map(repr, names))}.")
     for info in candidates:
-        missing = lacks(info, manifest, needs, robust)
-        if not missing:
-            return info
-        problems.append(f"device {info} lacks: {'; '.join(missing)}")
+        if not multi and target in (None, manifest["target"]["name"]):
+            missing = lacks(info, manifest, needs, robust)
+            if not missing:
+                return info, [0]
+            problems.append(f"device {info} lacks: {'; '.join(missing)}")
+            continue
+
+        def why(view, info=info):
+            found = lacks(info, view, needs and [needs[i] for i in used_modules(view)], robust)
+            return "; ".join(found) if found else None
+        try:
+            _, ids = pick_profile(manifest, info.vendor_id, DEVICE_TYPES[info.type_code]
+                                  if info.type_code < len(DEVICE_TYPES) else "other", why, target)
+            return info, ids
+        except VariantError as e:
+            problems.append(f"device {info} lacks: {e}")
     who = "No Vulkan device" if device is None else f"The requested Vulkan device ({device!r})"
     raise VkcRuntimeError(f"{who} can run this bundle: {' | '.join(problems)}. Choose another "
                           "device (`vkc devices`) or compile for a profile this device meets (`--target host`).")
 
 
-def acquire(manifest: dict, device=None, validation=None, robust=False, needs=None) -> "Device":
-    """The shared Device that can run this bundle (created on first use); release() it when done."""
+def acquire(manifest: dict, device=None, validation=None, robust=False, needs=None, target=None
+            ) -> tuple["Device", list[int]]:
+    """(the shared Device that can run this bundle, created on first use, and the ids of the
+    variants it runs); release() the device when done. `needs`: (name, SPIR-V Module) per module."""
     if validation is None:
         validation = os.environ.get("VKC_VALIDATION", "") not in ("", "0")
     inst = _instance(bool(validation))
@@ -505,9 +532,13 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
         pdevs = inst.physical_devices()
         if not pdevs:
             raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
-        info = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust)
-        exts = set(manifest.get("requirements", {}).get("extensions", [])) | spirv_needs(info, needs)[1]
-        feats = needed_features(manifest, info, needs)
+        info, ids = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
+        views = variant_views(manifest)
+        exts, feats = set(), set()
+        for i in ids:  # the device serves every variant of the shape set
+            used = needs and [needs[j] for j in used_modules(views[i])]
+            exts |= set(views[i]["requirements"].get("extensions", [])) | spirv_needs(info, used)[1]
+            feats |= needed_features(views[i], info, used)
         # Models share a device only when it was created with exactly the same extensions and features.
         key = (info.index, bool(validation), bool(robust), frozenset(exts), frozenset(feats))
         with _lock:
@@ -516,7 +547,7 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
                 dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key, feats)
                 inst.refs += 1  # the device holds the instance
             dev.refs += 1
-            return dev
+            return dev, ids
     finally:
         _release_instance(inst)
 

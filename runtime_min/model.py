@@ -4,6 +4,11 @@ Per run the host checks the feeds, writes them into mapped memory, submits a com
 at load, and reads the outputs from mapped memory. Two I/O sets let run_async() write run N+1's
 inputs while run N computes.
 
+Variants (format 1.2): load picks the device profile (bundles/variants.py, FORMAT.md "Which variant
+runs"); its variants are the shape set, and each run takes the one whose input shapes equal the
+feeds'. A variant's pipelines, descriptor sets and command buffers are made on its first run (or
+all at load: build_all=True); one arena, sized for the largest of the set, serves them all.
+
 Threads: one Model may be used from several threads; its lock serializes run_async(), wait() and
 profile() (at most two runs in flight; a handle may be waited for from any thread). Models share
 their device, each with its own lock, so several models (or several loads of one bundle) run side
@@ -22,8 +27,9 @@ import numpy as np
 from bundles import BundleError, read_bundle
 from bundles.dtypes import DTYPES
 from bundles.hazards import bound_range
-from bundles.manifest import TEXEL_BYTES, texel_formats
+from bundles.manifest import TEXEL_BYTES, texel_formats, variant_views
 from bundles.spirv import Module as SpirvModule
+from bundles.variants import no_variant_message, shapes_label
 
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
@@ -108,9 +114,36 @@ class RunHandle:
 
 
 class _Slot:
-    """One I/O set: mapped input and output buffers, the command buffer that copies them in and out
-    around the schedule, its fence, timestamps, and the run using it until that run is waited for."""
-    pending = cmd = submit = None
+    """One I/O set: mapped input and output buffers (sized for the largest variant), its fence,
+    timestamps, and the run using it (and that run's variant) until that run is waited for."""
+    pending = variant = None
+
+
+class _Variant:
+    """One variant of the shape set: its flat manifest, I/O specs and where its inputs and outputs sit
+    in the I/O buffers; once prepared, its pipelines, descriptor sets and, per I/O set, (input views,
+    output views, command buffer, submit info)."""
+
+    def __init__(self, index: int, view: dict):
+        self.index, self.view = index, view
+        self.name = view.get("name") or f"{view['target']['name']} {shapes_label(view)}"
+        tensors = view["tensors"]
+        spec = lambda io: TensorInfo(io["name"], tuple(tensors[io["tensor"]]["shape"]),
+                                     np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
+        self.inputs = [spec(i) for i in view["inputs"]]
+        self.outputs = [spec(o) for o in view["outputs"]]
+        self.shapes = tuple(i.shape for i in self.inputs)
+        self.output_specs = {o.name: o for o in self.outputs}
+        # The inputs in one buffer, the outputs in another, each at a 256-byte aligned offset; the
+        # command buffer copies them to and from their arena tensors. (Binding the I/O tensors
+        # straight from these buffers would skip the copies, but views and the memory plan's reuse
+        # make other tensors share their arena bytes, and the manifest does not say which.)
+        self.ins, self.outs = ([tensors[x["tensor"]] for x in view[k]] for k in ("inputs", "outputs"))
+        place = lambda ts: np.cumsum([0] + [-(-t["nbytes"] // STAGING_ALIGN) * STAGING_ALIGN for t in ts]).tolist()
+        self.in_at, self.out_at = place(self.ins), place(self.outs)
+        self.copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(self.in_at, self.ins) if t["nbytes"]],
+                       [(t["offset"], o, t["nbytes"]) for o, t in zip(self.out_at, self.outs) if t["nbytes"]])
+        self.runs = self.profile_cmd = None
 
 
 _NO_OUTPUTS = {}
@@ -138,37 +171,42 @@ class Model:
     timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
     timing: timestamps around each run's copies and dispatches, read back as gpu_time (off by default,
         or VKC_TIMING=1). On lavapipe each timestamp waits for the work before it: 50 us more per run.
+    target: run this device profile of a multi-variant bundle (else the pick rule chooses).
+    build_all: build every variant's pipelines at load (else each on its first run).
     """
 
     timeout_s = 300.0
 
     def __init__(self, source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True,
-                 robust=None, timeout_s=None, timing=None):
+                 robust=None, timeout_s=None, timing=None, target=None, build_all=False):
         start = time.perf_counter()
         self.timing = _env_flag("VKC_TIMING", timing, False)
         self._closed, self._dev, self._lock = True, None, threading.Lock()
-        self._profile_cmd = self._stamp_pool = self._last = None
+        self._stamp_pool = self._last = None
         self._slots, self._next = [], 0
         if timeout_s is not None:
             self.timeout_s = float(timeout_s)
         bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
         try:
             m = self.manifest = bundle.manifest
-            tensors = m["tensors"]
-            spec = lambda io: TensorInfo(io["name"], tuple(tensors[io["tensor"]]["shape"]),
-                                         np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
-            self.inputs = [spec(i) for i in m["inputs"]]
-            self.outputs = [spec(o) for o in m["outputs"]]
             needs = [(f"{i} ({mod['name']})", SpirvModule(words)) for i, (mod, words) in
                      enumerate(zip(m["modules"], bundle.spirv))]
             self.robust = _env_flag("VKC_ROBUST", robust, True)
-            self._dev = acquire(m, device, validation, self.robust, needs)
+            self._dev, ids = acquire(m, device, validation, self.robust, needs, target)
+            views = variant_views(m)
+            self._variants = [_Variant(i, views[i]) for i in ids]
+            self._by_shapes = {v.shapes: v for v in self._variants}
+            self._current = first = self._variants[0]  # the fast path of _check_feeds tries it first
+            #: the profile that runs (target.name), and the inputs and outputs of its first variant
+            self.target = first.view["target"]["name"]
+            self.inputs, self.outputs = first.inputs, first.outputs
             spin = os.environ.get("VKC_WAIT_SPIN_US")
             self._spin_s = (float(spin) * 1e-6 if spin else
                             0.0 if self._dev.info.type == "CPU" else DEFAULT_SPIN_S)
             self._cleanup, self._closed = Cleanup(), False
             try:
-                self._build(m, bundle, cache_file(self._dev.info, cache_dir, pipeline_cache))
+                self._build(m, bundle, cache_file(self._dev.info, cache_dir, pipeline_cache),
+                            build_all or len(self._variants) == 1)
             except BaseException:
                 self.close()
                 raise
@@ -179,29 +217,28 @@ class Model:
                 pass
         self.device_info = self._dev.info
         self.device_name = self._dev.info.name
+        #: the variants this device runs (the chosen profile's shape set), by name, and their input shapes
+        self.variants = [v.name for v in self._variants]
+        self.shapes = [{i.name: i.shape for i in v.inputs} for v in self._variants]
         self.debug_labels = self._dev.debug_labels
         self.load_info["seconds"] = time.perf_counter() - start
         _live.add(self)
 
     # ---- loading ------------------------------------------------------------------------------
 
-    def _build(self, m, bundle, cache_path):
+    def _build(self, m, bundle, cache_path, build_all: bool):
         dev, c = self._dev, self._cleanup
         vk, ffi, d = dev.vk, dev.ffi, dev.handle
+        views = [v.view for v in self._variants]
+        used = {k["module"] for v in views for k in v["kernels"]}
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-        if any(texel_formats(mod) for mod in m["modules"]):
+        if any(texel_formats(m["modules"][i]) for i in used):
             usage |= vk.VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT
-        self._arena = Buffer(dev, m["memory"]["arena_bytes"], usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
-        self._weights = Buffer(dev, m["memory"]["weights_bytes"], usage, "weights", c, map_if_visible=True)
-        # Each I/O set: the inputs in one buffer, the outputs in another, each at a 256-byte aligned
-        # offset; the command buffer copies them to and from their arena tensors. (Binding the I/O
-        # tensors straight from these buffers would skip the copies, but views and the memory plan's
-        # reuse make other tensors share their arena bytes, and the manifest does not say which.)
-        ins, outs = ([m["tensors"][x["tensor"]] for x in m[k]] for k in ("inputs", "outputs"))
-        place = lambda ts: np.cumsum([0] + [-(-t["nbytes"] // STAGING_ALIGN) * STAGING_ALIGN for t in ts]).tolist()
-        in_at, out_at = place(ins), place(outs)
-        self._copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(in_at, ins) if t["nbytes"]],
-                        [(t["offset"], o, t["nbytes"]) for o, t in zip(out_at, outs) if t["nbytes"]])
+        # One arena for the whole shape set: switching shapes reallocates nothing.
+        arena_bytes = max(v["memory"]["arena_bytes"] for v in views)
+        self._arena = Buffer(dev, arena_bytes, usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
+        weights_bytes = views[0]["memory"]["weights_bytes"]  # the one WEIGHTS section, shared
+        self._weights = Buffer(dev, weights_bytes, usage, "weights", c, map_if_visible=True)
         local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                    vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
@@ -210,15 +247,13 @@ class Model:
         in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
         # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
         out_prefer = (cached | coherent, cached, coherent)
-        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
-                                     for o, t in zip(at, ts)]
+        in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
         for k in range(2):
             slot = _Slot()
             slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
             slot.stamps_ptr = ffi.from_buffer(slot.stamps)
-            slot.inb = Buffer(dev, in_at[-1], vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer)
-            slot.outb = Buffer(dev, out_at[-1], vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, f"outputs {k}", c, True, out_prefer)
-            slot.in_views, slot.out_views = views(slot.inb, in_at, ins), views(slot.outb, out_at, outs)
+            slot.inb = Buffer(dev, in_size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer)
+            slot.outb = Buffer(dev, out_size, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, f"outputs {k}", c, True, out_prefer)
             self._slots.append(slot)
         with step("creating the command pool"):
             pool_info = new(ffi, "VkCommandPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -233,20 +268,36 @@ class Model:
                 self._stamp_pool = vk.vkCreateQueryPool(d, info, None)
             c.push(vk.vkDestroyQueryPool, d, self._stamp_pool, None)
         t0 = time.perf_counter()
-        self._upload_weights(bundle.weights, m["memory"]["weights_bytes"])
+        self._upload_weights(bundle.weights, weights_bytes)
         t1 = time.perf_counter()
-        self._pipes = Pipelines(dev, m, bundle.spirv, c, cache_path)
-        t2 = time.perf_counter()
+        self._pipes = Pipelines(dev, m["modules"], bundle.spirv, c, cache_path, used)
         self.load_info = {"pipeline_cache": self._pipes.cache_status, "cache_file": cache_path and str(cache_path),
-                          "upload_seconds": t1 - t0, "pipelines_seconds": t2 - t1}
-        self._texels = [texel_formats(m["modules"][k["module"]]) for k in m["kernels"]]
-        self._check_ranges(m)
-        self._sets = self._descriptor_sets(m)
-        for slot in self._slots:
-            slot.cmd = self._command_buffer(f"run {slot.index}")
-            self._record(slot.cmd, m, slot, profile=False)
-            slot.submit = self._submit_info(slot.cmd)
+                          "upload_seconds": t1 - t0, "pipelines_seconds": 0.0}
         self._what = f"running the model on {dev.info.name}"
+        if build_all:
+            for v in self._variants:
+                self._prepare(v)
+        self.load_info["pipeline_cache"] = self._pipes.cache_status
+
+    def _prepare(self, v: _Variant):
+        """Build a variant's pipelines, descriptor sets and both I/O sets' command buffers (at load,
+        or on its first run, with the lock held)."""
+        t0, m = time.perf_counter(), v.view
+        v.pipelines, v.layouts = self._pipes.build(m["kernels"])
+        self.load_info["pipelines_seconds"] += time.perf_counter() - t0
+        v.texels = [texel_formats(m["modules"][k["module"]]) for k in m["kernels"]]
+        self._check_ranges(v)
+        v.sets = self._descriptor_sets(v)
+        views = lambda buf, at, ts: [buf.bytes[o:o + t["nbytes"]].view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
+                                     for o, t in zip(at, ts)]
+        label = "" if len(self._variants) == 1 else f" ({v.name})"
+        runs = []
+        for slot in self._slots:
+            cmd = self._command_buffer(f"run {slot.index}{label}")
+            self._record(cmd, v, slot, profile=False)
+            runs.append((views(slot.inb, v.in_at, v.ins), views(slot.outb, v.out_at, v.outs), cmd,
+                         self._submit_info(cmd)))
+        v.runs = runs
 
     def _fence_pair(self):
         vk, ffi, d = self._dev.vk, self._dev.ffi, self._dev.handle
@@ -330,12 +381,12 @@ class Model:
         start, end = bound_range(t)
         return buf, start, end - start
 
-    def _check_ranges(self, m):
+    def _check_ranges(self, v: _Variant):
         """Every range recorded below lies inside its buffer and within the device's limits (the bundle
         reader checked the manifest; this checks it against what was allocated on this device)."""
-        info, problems = self._dev.info, []
+        info, problems, m = self._dev.info, [], v.view
         for i, x in enumerate(m["dispatches"]):
-            texels = self._texels[x["kernel"]]
+            texels = v.texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
                 buf, off, rng = self._binding(m["tensors"][t])
                 if b in texels and (rng // TEXEL_BYTES[texels[b]] > info.max_texel_buffer_elements
@@ -348,20 +399,20 @@ class Model:
                     problems.append(f"dispatch {i} binding {b} (tensor {t}): bytes {off}..{off + rng} of a "
                                     f"{buf.size}-byte buffer (device: range <= {info.max_storage_buffer_range}, "
                                     f"offset alignment {info.min_storage_buffer_offset_alignment})")
-        for src_size, dst_size, copies in ((self._slots[0].inb.size, self._arena.size, self._copies[0]),
-                                           (self._arena.size, self._slots[0].outb.size, self._copies[1])):
+        for src_size, dst_size, copies in ((self._slots[0].inb.size, self._arena.size, v.copies[0]),
+                                           (self._arena.size, self._slots[0].outb.size, v.copies[1])):
             problems += [f"copy of {n} bytes from {s} to {d}" for s, d, n in copies if s + n > src_size or
                          d + n > dst_size]
         if problems:
             raise BundleError("buffer ranges", "; ".join(problems[:5]))
 
-    def _descriptor_sets(self, m):
-        dev, vk, ffi = self._dev, self._dev.vk, self._dev.ffi
+    def _descriptor_sets(self, v: _Variant):
+        dev, vk, ffi, m = self._dev, self._dev.vk, self._dev.ffi, v.view
         dispatches = m["dispatches"]
         if not dispatches:
             return []
         total = sum(len(x["bindings"]) for x in dispatches)
-        n_texel = sum(len(self._texels[x["kernel"]]) for x in dispatches)
+        n_texel = sum(len(v.texels[x["kernel"]]) for x in dispatches)
         size = ffi.new("VkDescriptorPoolSize[2]", [(vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max(total - n_texel, 1)),
                                                    (vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, max(n_texel, 1))])
         info = new(ffi, "VkDescriptorPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
@@ -381,9 +432,9 @@ class Model:
         infos = ffi.new("VkDescriptorBufferInfo[]", max(total, 1))
         views = ffi.new("VkBufferView[]", max(n_texel, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(total, 1))
-        made, n, v = {}, 0, 0
+        made, n, nv = {}, 0, 0
         for i, x in enumerate(dispatches):
-            texels = self._texels[x["kernel"]]
+            texels = v.texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
                 wr = writes[n]
                 wr.sType, wr.dstSet, wr.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[i], b
@@ -393,9 +444,9 @@ class Model:
                     key = (t, texels[b])
                     if key not in made:
                         made[key] = self._buffer_view(buf, off, rng, texels[b], m["tensors"][t]["name"])
-                    views[v] = made[key]
-                    wr.descriptorType, wr.pTexelBufferView = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, views + v
-                    v += 1
+                    views[nv] = made[key]
+                    wr.descriptorType, wr.pTexelBufferView = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, views + nv
+                    nv += 1
                 else:
                     infos[n].buffer, infos[n].offset, infos[n].range = buf.handle, off, rng
                     wr.descriptorType, wr.pBufferInfo = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, infos + n
@@ -414,16 +465,16 @@ class Model:
         self._cleanup.push(vk.vkDestroyBufferView, dev.handle, view, None)
         return view
 
-    def _record(self, cmd, m, slot, profile: bool):
+    def _record(self, cmd, v: _Variant, slot, profile: bool):
         """The whole schedule (FORMAT.md, 'How a runtime replays it') between the copies from and to
         `slot`'s buffers. Timestamps (Model.gpu_time) before the copy-in, before the first dispatch,
         after the last, after the copy-out. The profiling variant writes a timestamp before the first
         dispatch and after each, with a barrier between all dispatches so each one's time is its own."""
-        dev, vk, ffi = self._dev, self._dev.vk, self._dev.ffi
+        dev, vk, ffi, m = self._dev, self._dev.vk, self._dev.ffi, v.view
         arena = self._arena.handle
-        copy_in, copy_out = self._copies
+        copy_in, copy_out = v.copies
         n = len(m["dispatches"])
-        pool, base = (self._queries, 0) if profile else (self._stamp_pool, 4 * slot.index)
+        pool, base = (v.queries, 0) if profile else (self._stamp_pool, 4 * slot.index)
         stamp = lambda q: pool and vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, base + q)
         if pool:
             vk.vkCmdResetQueryPool(cmd, pool, base, n + 1 if profile else 4)
@@ -446,10 +497,10 @@ class Model:
             k = x["kernel"]
             dev.begin_label(cmd, f"{m['kernels'][k]['name']} [{', '.join(x.get('nodes', []))}]")
             if bound != k:
-                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self._pipes.pipelines[k])
+                vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, v.pipelines[k])
                 bound = k
-            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self._pipes.kernel_layouts[k],
-                                       0, 1, ffi.new("VkDescriptorSet[1]", [self._sets[i]]), 0, None)
+            vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, v.layouts[k],
+                                       0, 1, ffi.new("VkDescriptorSet[1]", [v.sets[i]]), 0, None)
             vk.vkCmdDispatch(cmd, *x["groups"])
             dev.end_label(cmd)
             if profile:
@@ -511,26 +562,29 @@ class Model:
             raise DeviceLostError(f"This model cannot run any more: its device {self._dev.info.name} is lost "
                                   f"({self._dev.lost}); load it again.")
 
-    def _check_feeds(self, feeds) -> list:
-        """The inputs as arrays of exactly the declared dtype and shape. Anything numpy can view as an
-        array is accepted (lists too), but never cast: float64 for a float32 input is an error."""
-        try:  # the usual case, cheaply: exactly the inputs, as arrays of their dtype and shape
-            if len(feeds) == len(self.inputs):
-                arrays = [feeds[spec.name] for spec in self.inputs]
+    def _check_feeds(self, feeds) -> tuple[list, _Variant]:
+        """The inputs as arrays of exactly the declared dtype and shape, and the variant compiled for
+        those shapes. Anything numpy can view as an array is accepted (lists too), but never cast:
+        float64 for a float32 input is an error."""
+        v = self._current
+        try:  # the usual case, cheaply: exactly the inputs, as arrays of their dtype and the last shapes
+            if len(feeds) == len(v.inputs):
+                arrays = [feeds[spec.name] for spec in v.inputs]
                 if all(type(a) is np.ndarray and a.dtype == spec.dtype and a.shape == spec.shape
-                       for a, spec in zip(arrays, self.inputs)):
-                    return arrays
+                       for a, spec in zip(arrays, v.inputs)):
+                    return arrays, v
         except (KeyError, TypeError):
             pass
         problems, arrays = [], []
-        known = {i.name for i in self.inputs}
-        listing = ", ".join(f"{i.name} ({i})" for i in self.inputs)
+        known = {i.name for i in v.inputs}
+        listing = ", ".join(f"{i.name} ({i})" for i in v.inputs)
         if not hasattr(feeds, "keys"):
             raise TypeError(f"feeds must be a dict of input name -> array, not {type(feeds).__name__}")
         for name in feeds:
             if name not in known:
                 problems.append(f"unknown input {name!r}; the model's inputs are: {listing}")
-        for spec in self.inputs:
+        several = len(self._variants) > 1  # shapes choose the variant; any compiled set of them goes
+        for spec in v.inputs:
             if spec.name not in feeds:
                 problems.append(f"missing input {spec.name!r}: expected {spec}")
                 continue
@@ -542,7 +596,7 @@ class Model:
                 problems.append(f"input {spec.name!r}: expected {spec}, got a {type(feeds[spec.name]).__name__} "
                                 f"numpy cannot read ({e})")
                 continue
-            if a.dtype.newbyteorder("=") != spec.dtype or tuple(a.shape) != spec.shape:
+            if a.dtype.newbyteorder("=") != spec.dtype or (tuple(a.shape) != spec.shape and not several):
                 hint = f"; convert it first (e.g. np.asarray(x, np.{spec.dtype.name})), the runtime does not cast" \
                     if a.dtype.newbyteorder("=") != spec.dtype else ""
                 problems.append(f"input {spec.name!r}: expected {spec}, got {_describe(a)}{origin}{hint}")
@@ -550,17 +604,23 @@ class Model:
                 arrays.append(a)
         if problems:
             raise ValueError("; ".join(problems))
-        return arrays
+        if several:
+            v = self._by_shapes.get(tuple(a.shape for a in arrays))
+            if v is None:
+                raise ValueError(no_variant_message([w.view for w in self._variants], list(known),
+                                                    [a.shape for a in arrays]))
+            self._current = v  # the next run likely has the same shapes
+        return arrays, v
 
-    def _check_outputs(self, outputs) -> dict:
+    def _check_outputs(self, outputs, v: _Variant) -> dict:
         if outputs is None:
             return _NO_OUTPUTS
-        specs, problems = {o.name: o for o in self.outputs}, []
+        specs, problems = v.output_specs, []
         for name, a in outputs.items():
             spec = specs.get(name)
             if spec is None:
                 problems.append(f"unknown output {name!r}; the model's outputs are: "
-                                f"{', '.join(f'{o.name} ({o})' for o in self.outputs)}")
+                                f"{', '.join(f'{o.name} ({o})' for o in v.outputs)}")
             elif not isinstance(a, np.ndarray) or a.dtype != spec.dtype or tuple(a.shape) != spec.shape:
                 got = _describe(a) if isinstance(a, np.ndarray) else type(a).__name__
                 problems.append(f"output {name!r}: expected a numpy array {spec}, got {got}")
@@ -580,17 +640,22 @@ class Model:
         copied before this returns. Two runs may be in flight (two I/O sets): writing the next run's
         inputs overlaps this one's compute. A third run_async first waits for the oldest run (its
         handle keeps its outputs)."""
-        arrays, outs = self._check_feeds(feeds), self._check_outputs(outputs)
+        arrays, v = self._check_feeds(feeds)
+        outs = self._check_outputs(outputs, v)
         with self._lock:
             self._usable()
+            if v.runs is None:
+                self._prepare(v)
             slot = self._slots[self._next]
             if slot.pending is not None:
                 self._complete(slot)
-            for view, a in zip(slot.in_views, arrays):
+            in_views, _, _, submit = v.runs[slot.index]
+            for view, a in zip(in_views, arrays):
                 np.copyto(view, a)
             slot.inb.flush()
-            self._submit(slot.submit[0], slot.fence, self._what)
+            self._submit(submit[0], slot.fence, self._what)
             slot.pending = handle = RunHandle(self, slot, outs)
+            slot.variant = v
             self._next ^= 1
         return handle
 
@@ -607,8 +672,8 @@ class Model:
             self._dev.vk.lib.vkGetQueryPoolResults(self._dev.handle, self._stamp_pool, 4 * slot.index, 4, 32,
                                                    slot.stamps_ptr, 8, 1)  # VK_QUERY_RESULT_64_BIT
             self._last = slot
-        result, outs = {}, handle._outputs
-        for spec, view in zip(self.outputs, slot.out_views):
+        result, outs, v = {}, handle._outputs, slot.variant
+        for spec, view in zip(v.outputs, v.runs[slot.index][1]):
             out = outs.get(spec.name)
             result[spec.name] = view.copy() if out is None else out
             if out is not None:
@@ -627,7 +692,7 @@ class Model:
 
     def bench(self, feeds: dict, warmup: int = 3, repeat: int = 20) -> list:
         """Wall-clock seconds of each of `repeat` run() calls, after `warmup` untimed ones."""
-        outputs = {o.name: np.empty(o.shape, o.dtype) for o in self.outputs}
+        outputs = {o.name: np.empty(o.shape, o.dtype) for o in self._check_feeds(feeds)[1].outputs}
         for _ in range(warmup):
             self.run(feeds, outputs)
         times = []
@@ -641,36 +706,38 @@ class Model:
         """GPU time of every dispatch, from timestamp queries: a DispatchTime per dispatch, in schedule
         order, with the median over `repeat` runs. Dispatches are separated by barriers while profiling,
         so the sum can exceed a normal run's time, where independent dispatches may overlap."""
-        arrays = self._check_feeds(feeds)
+        arrays, v = self._check_feeds(feeds)
         dev = self._dev
-        vk, ffi, m = dev.vk, dev.ffi, self.manifest
+        vk, ffi, m = dev.vk, dev.ffi, v.view
         n = len(m["dispatches"])
         with self._lock:
             self._usable()
             if not dev.info.timestamps:
                 raise VkcRuntimeError(f"Device {dev.info.name} has no timestamp queries on its compute queue, so "
                                       "per-dispatch times cannot be measured; use bench() for wall-clock times.")
-            if self._profile_cmd is None:
+            if v.runs is None:
+                self._prepare(v)
+            if v.profile_cmd is None:
                 info = new(ffi, "VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=n + 1)
                 with step("creating the timestamp query pool"):
-                    self._queries = vk.vkCreateQueryPool(dev.handle, info, None)
-                self._cleanup.push(vk.vkDestroyQueryPool, dev.handle, self._queries, None)
+                    v.queries = vk.vkCreateQueryPool(dev.handle, info, None)
+                self._cleanup.push(vk.vkDestroyQueryPool, dev.handle, v.queries, None)
                 cmd = self._command_buffer("profile")
-                self._record(cmd, m, self._slots[0], profile=True)
-                self._profile_cmd, self._profile_submit = cmd, self._submit_info(cmd)
+                self._record(cmd, v, self._slots[0], profile=True)
+                v.profile_cmd, v.profile_submit = cmd, self._submit_info(cmd)
             for slot in self._slots:  # finish the runs in flight: the profile uses I/O set 0
                 if slot.pending is not None:
                     self._complete(slot)
-            for view, a in zip(self._slots[0].in_views, arrays):
+            for view, a in zip(v.runs[0][0], arrays):
                 np.copyto(view, a)
             self._slots[0].inb.flush()
             stamps = np.zeros(n + 1, dtype=np.uint64)
             samples = []
             for _ in range(max(1, int(repeat))):
-                self._submit_and_wait(self._profile_submit[0], "profiling the model")
+                self._submit_and_wait(v.profile_submit[0], "profiling the model")
                 with step("reading timestamps"):
-                    vk.vkGetQueryPoolResults(dev.handle, self._queries, 0, n + 1, stamps.nbytes,
+                    vk.vkGetQueryPoolResults(dev.handle, v.queries, 0, n + 1, stamps.nbytes,
                                              ffi.from_buffer(stamps), 8,
                                              vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
                 samples.append((np.diff(stamps) & np.uint64(dev.timestamp_mask)).astype(np.float64))
@@ -695,8 +762,8 @@ class Model:
                     except Exception:
                         pass
             self._closed = True
-            for slot in self._slots:
-                slot.in_views = slot.out_views = []
+            for v in self._variants:  # the views point into mapped memory about to be freed
+                v.runs = None
             if self._dev.hung:
                 self._cleanup.abandon()
             else:
@@ -722,7 +789,7 @@ class Model:
 
 
 def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True, robust=None,
-         timeout_s=None, timing=None) -> Model:
+         timeout_s=None, timing=None, target=None, build_all=False) -> Model:
     """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
 
     device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
@@ -730,6 +797,9 @@ def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache
         (else $VKC_VALIDATION).
     cache_dir / pipeline_cache: where the pipeline cache lives (see runtime_min.pipelines);
         pipeline_cache=False or "off", or $VKC_CACHE_DIR=off, turns it off; a path names the file.
+    target: the device profile to run (a `target.name` of the bundle's variants) instead of the one
+        the pick rule chooses for the device (FORMAT.md, "Which variant runs").
+    build_all: build every variant's pipelines at load, not on each one's first run.
     robust, timeout_s, timing: see Model."""
     return Model(source, device, validation=validation, cache_dir=cache_dir, pipeline_cache=pipeline_cache,
-                 robust=robust, timeout_s=timeout_s, timing=timing)
+                 robust=robust, timeout_s=timeout_s, timing=timing, target=target, build_all=build_all)

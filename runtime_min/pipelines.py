@@ -34,6 +34,12 @@ def specialization_data(entries: list) -> bytes:
     return b"".join(struct.pack(_SPEC_FORMAT[e["type"]], e["value"]) for e in entries)
 
 
+def _key(kernel: dict) -> tuple:
+    """What makes two kernels the same pipeline: the module and its specialization."""
+    spec = kernel.get("specialization", [])
+    return kernel["module"], tuple(e["id"] for e in spec), specialization_data(spec)
+
+
 def cache_file(info, cache_dir=None, pipeline_cache=True):
     """Where this device's pipeline cache lives, or None when caching is off."""
     if pipeline_cache is False or str(pipeline_cache).lower() == "off":
@@ -92,35 +98,50 @@ def write_cache(path, data: bytes) -> bool:
 
 
 class Pipelines:
-    """Per module: set layout, pipeline layout. Per kernel: pipeline (+ its layout). Shader modules and
-    the pipeline cache live only while the pipelines are built."""
+    """Per module (created when a kernel first needs it): set layout, pipeline layout. Per (module,
+    specialization): one pipeline, shared by every variant's kernels that have it. Shader modules
+    live only while `build` runs; the pipeline cache lives with the model, and is saved after each
+    build that added to it (a multi-variant bundle builds a variant's pipelines on its first use)."""
 
-    def __init__(self, dev: Device, manifest: dict, spirv: list, cleanup: Cleanup, cache_path=None):
+    def __init__(self, dev: Device, modules: list[dict], spirv: list, cleanup: Cleanup, cache_path=None,
+                 used=None):
         vk, ffi = dev.vk, dev.ffi
-        self.set_layouts, self.layouts, self.pipelines, self.kernel_layouts = [], [], [], []
-        initial, self.cache_status = read_cache(cache_path, dev.info)
-        temp = Cleanup()  # shader modules and the cache: not needed once the pipelines exist
+        self._dev, self._modules, self._cleanup, self._cache_path = dev, modules, cleanup, cache_path
+        # A fresh uint32 copy of each module that may be used: aligned as Vulkan requires, and
+        # independent of the bundle's buffer (closed after load).
+        self._code = {i: np.frombuffer(spirv[i], dtype="<u4").copy() for i in (range(len(spirv)) if used is None
+                                                                              else sorted(used))}
+        self.set_layouts, self.layouts, self._built = {}, {}, {}
+        self._saved, self.cache_status = read_cache(cache_path, dev.info)
+        init_data = ffi.new("char[]", self._saved) if self._saved else ffi.NULL
+        cache_info = new(ffi, "VkPipelineCacheCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                         initialDataSize=len(self._saved), pInitialData=init_data)
+        with step("creating the pipeline cache"):
+            self._cache = vk.vkCreatePipelineCache(dev.handle, cache_info, None)
+        cleanup.push(vk.vkDestroyPipelineCache, dev.handle, self._cache, None)
+
+    def build(self, kernels: list[dict]) -> tuple[list, list]:
+        """(pipelines, pipeline layouts), one each per kernel, building what is not built yet."""
+        dev, temp, shaders = self._dev, Cleanup(), {}
         try:
-            init_data = ffi.new("char[]", initial) if initial else ffi.NULL
-            cache_info = new(ffi, "VkPipelineCacheCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
-                             initialDataSize=len(initial), pInitialData=init_data)
-            with step("creating the pipeline cache"):
-                cache = vk.vkCreatePipelineCache(dev.handle, cache_info, None)
-            temp.push(vk.vkDestroyPipelineCache, dev.handle, cache, None)
-            shaders = [self._module(dev, m, module, words, cleanup, temp)
-                       for m, (module, words) in enumerate(zip(manifest["modules"], spirv))]
-            self._pipelines(dev, manifest, shaders, cache, cleanup)
-            if cache_path is not None:
-                data = self._cache_data(dev, cache)
-                if data and data != initial and write_cache(cache_path, data):
+            for k, kernel in enumerate(kernels):
+                m, key = kernel["module"], _key(kernel)
+                if key in self._built:
+                    continue
+                if m not in shaders:
+                    shaders[m] = self._module(dev, m, self._modules[m], self._code[m], temp)
+                self._built[key] = self._pipeline(dev, k, kernel, shaders[m])
+            if shaders and self._cache_path is not None:
+                data = self._cache_data(dev, self._cache)
+                if data and data != self._saved and write_cache(self._cache_path, data):
+                    self._saved = data
                     self.cache_status += f", saved {len(data)} bytes"
         finally:
             temp.release()
+        return [self._built[_key(k)] for k in kernels], [self.layouts[k["module"]] for k in kernels]
 
-    def _module(self, dev, m, module, words, cleanup, temp):
+    def _module(self, dev, m, module, code, temp):
         vk, ffi = dev.vk, dev.ffi
-        # A fresh uint32 copy: aligned as Vulkan requires, and independent of the bundle's buffer.
-        code = np.frombuffer(words, dtype="<u4").copy()
         code_ptr = ffi.cast("uint32_t*", ffi.from_buffer(code))
         info = new(ffi, "VkShaderModuleCreateInfo", sType=vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                    codeSize=code.nbytes, pCode=code_ptr)
@@ -128,6 +149,8 @@ class Pipelines:
             shader = vk.vkCreateShaderModule(dev.handle, info, None)
         temp.push(vk.vkDestroyShaderModule, dev.handle, shader, None)
         dev.name(vk.VK_OBJECT_TYPE_SHADER_MODULE, shader, module["name"])
+        if m in self.layouts:
+            return shader
         n, texels = module["bindings"], texel_formats(module)
         binds = ffi.new("VkDescriptorSetLayoutBinding[]", max(n, 1))
         for i in range(n):
@@ -140,40 +163,37 @@ class Pipelines:
                        sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, bindingCount=n, pBindings=binds)
         with step(f"creating the descriptor set layout of module {m} ({module['name']})"):
             dsl = vk.vkCreateDescriptorSetLayout(dev.handle, dsl_info, None)
-        cleanup.push(vk.vkDestroyDescriptorSetLayout, dev.handle, dsl, None)
+        self._cleanup.push(vk.vkDestroyDescriptorSetLayout, dev.handle, dsl, None)
         dsl_arr = ffi.new("VkDescriptorSetLayout[1]", [dsl])
         pl_info = new(ffi, "VkPipelineLayoutCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                       setLayoutCount=1, pSetLayouts=dsl_arr)
         with step(f"creating the pipeline layout of module {m} ({module['name']})"):
             layout = vk.vkCreatePipelineLayout(dev.handle, pl_info, None)
-        cleanup.push(vk.vkDestroyPipelineLayout, dev.handle, layout, None)
-        self.set_layouts.append(dsl)
-        self.layouts.append(layout)
+        self._cleanup.push(vk.vkDestroyPipelineLayout, dev.handle, layout, None)
+        self.set_layouts[m], self.layouts[m] = dsl, layout
         return shader
 
-    def _pipelines(self, dev, manifest, shaders, cache, cleanup):
+    def _pipeline(self, dev, k, kernel, shader):
         vk, ffi = dev.vk, dev.ffi
         entry = ffi.new("char[]", b"main")  # its own variable: the stage info only points at it
-        for k, kernel in enumerate(manifest["kernels"]):
-            spec = kernel.get("specialization", [])
-            data = ffi.new("char[]", specialization_data(spec) or b"\0")
-            entries = ffi.new("VkSpecializationMapEntry[]", max(len(spec), 1))
-            for i, e in enumerate(spec):
-                entries[i].constantID, entries[i].offset, entries[i].size = e["id"], 4 * i, 4
-            spec_info = new(ffi, "VkSpecializationInfo", mapEntryCount=len(spec), pMapEntries=entries,
-                            dataSize=4 * len(spec), pData=data)
-            stage = new(ffi, "VkPipelineShaderStageCreateInfo",
-                        sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                        stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shaders[kernel["module"]], pName=entry,
-                        pSpecializationInfo=spec_info)
-            info = new(ffi, "VkComputePipelineCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                       stage=stage[0], layout=self.layouts[kernel["module"]])  # stage is copied by value
-            with step(f"building the pipeline of kernel {k} ({kernel['name']})"):
-                pipeline = vk.vkCreateComputePipelines(dev.handle, cache, 1, info, None)[0]
-            cleanup.push(vk.vkDestroyPipeline, dev.handle, pipeline, None)
-            dev.name(vk.VK_OBJECT_TYPE_PIPELINE, pipeline, f"{k}: {kernel['name']}")
-            self.pipelines.append(pipeline)
-            self.kernel_layouts.append(self.layouts[kernel["module"]])
+        spec = kernel.get("specialization", [])
+        data = ffi.new("char[]", specialization_data(spec) or b"\0")
+        entries = ffi.new("VkSpecializationMapEntry[]", max(len(spec), 1))
+        for i, e in enumerate(spec):
+            entries[i].constantID, entries[i].offset, entries[i].size = e["id"], 4 * i, 4
+        spec_info = new(ffi, "VkSpecializationInfo", mapEntryCount=len(spec), pMapEntries=entries,
+                        dataSize=4 * len(spec), pData=data)
+        stage = new(ffi, "VkPipelineShaderStageCreateInfo",
+                    sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                    stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=shader, pName=entry,
+                    pSpecializationInfo=spec_info)
+        info = new(ffi, "VkComputePipelineCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                   stage=stage[0], layout=self.layouts[kernel["module"]])  # stage is copied by value
+        with step(f"building the pipeline of kernel {k} ({kernel['name']})"):
+            pipeline = vk.vkCreateComputePipelines(dev.handle, self._cache, 1, info, None)[0]
+        self._cleanup.push(vk.vkDestroyPipeline, dev.handle, pipeline, None)
+        dev.name(vk.VK_OBJECT_TYPE_PIPELINE, pipeline, f"{k}: {kernel['name']}")
+        return pipeline
 
     @staticmethod
     def _cache_data(dev, cache) -> bytes:

@@ -420,5 +420,20 @@ def _rescale_logits(m: onnx.ModelProto, producer: dict, seed: int, target_std: f
             t.CopyFrom(init(t.name, numpy_helper.to_array(t) * factor))
 
 
+def dynamic_mlp(seed: int = 7) -> onnx.ModelProto:
+    """x[n, 16] -> Gemm -> Relu -> Gemm -> Softmax -> y[n, 8], random weights, the batch `n` free
+    (pinned per shape variant: compile_model(..., variants=[{"x": [1, 16]}, ...]))."""
+    rng = np.random.default_rng(seed)
+    w1, b1 = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    w2, b2 = rng.standard_normal((32, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W1", "B1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "W2", "B2"], ["z"]), helper.make_node("Softmax", ["z"], ["y"], axis=1)],
+        "dynamic_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+        [init("W1", w1), init("B1", b1), init("W2", w2), init("B2", b2)])
+    return make_model(graph)
+
+
 def light_model(name: str, seed: int = 0) -> onnx.ModelProto:
     return randomize_light_model(onnx.load(light_model_path(name)), seed=seed)

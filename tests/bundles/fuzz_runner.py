@@ -3,7 +3,8 @@ and reported, not fatal to pytest). Used by test_fuzz.py; not a test module.
 
     python fuzz_runner.py JOBS.json
 
-JOBS.json: {"reference": "base.vkb", "jobs": [{"id": 7, "path": "7.vkb", "identical": true}, ...]}.
+JOBS.json: {"jobs": [{"id": 7, "path": "7.vkb", "identical": true, "reference": "base0.vkb"}, ...]}
+(each job's outputs are compared with those of the base bundle it is a mutation of).
 Prints one JSON line per job, after a {"start": id} line, so the parent can name the job in flight:
   {"id", "status": "ran" | "refused" | "error", "identical": bool | null, "messages": [...], "detail"}
 """
@@ -43,10 +44,13 @@ def run(path):
 def main():
     faulthandler.enable()  # a driver crash prints where it happened
     spec = json.loads(Path(sys.argv[1]).read_text())
-    runtime_min.clear_validation_messages()
-    reference = run(spec["reference"])
-    assert runtime_min.validation_messages() == [], runtime_min.validation_messages()
+    references = {}
+    for path in sorted({job["reference"] for job in spec["jobs"]}):
+        runtime_min.clear_validation_messages()
+        references[path] = run(path)
+        assert runtime_min.validation_messages() == [], runtime_min.validation_messages()
     for job in spec["jobs"]:
+        reference = references[job["reference"]]
         print(json.dumps({"start": job["id"]}), flush=True)
         runtime_min.clear_validation_messages()
         result = {"id": job["id"], "identical": None, "detail": ""}

@@ -1,4 +1,6 @@
-"""Fuzz the .vkb readers with mutations of a real compiled bundle (Gemm + Relu + Softmax).
+"""Fuzz the .vkb readers with mutations of a real compiled bundle (Gemm + Relu + Softmax): the
+single-variant bundle (4 KiB and 16 KiB weights alignment) and a format 1.2 bundle of two variants
+(profiles generic and lavapipe, sharing modules and weights).
 
 Seeded and reproducible: VKC_FUZZ_SEED (default 1), VKC_FUZZ_N mutations (default 10,000),
 VKC_FUZZ_RUNS distinct accepted bundles run on the device at most (default 400, more than the
@@ -50,6 +52,7 @@ from onnx import helper
 
 import c_reader
 from bundles import BundleError, read_bundle, write_bundle
+from bundles.manifest import variant_views
 
 SEED = int(os.environ.get("VKC_FUZZ_SEED", "1"))
 N = int(os.environ.get("VKC_FUZZ_N", "10000"))
@@ -94,10 +97,12 @@ def tiny_model():
 @pytest.fixture(scope="module")
 def bases():
     from compiler import compile_model
-    data = compile_model(tiny_model())
+    data = compile_model(tiny_model(), target="generic")
     base = Base(data)
     page16 = Base(write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
-    return [base, page16]
+    variants = Base(compile_model(tiny_model(), target="generic,lavapipe"))
+    assert variants.manifest["variants"]
+    return [base, page16, variants]
 
 
 # ---- mutations -------------------------------------------------------------------------------
@@ -273,10 +278,13 @@ def assemble(sections) -> bytes:
     return head + struct.pack("<IQ", checksum, pos) + table + b"".join(pieces)
 
 
-def mutate(rng: random.Random, bases: list[Base]) -> tuple[str, bytes]:
-    """One mutation that changes at least one byte (edits that happen to change nothing are redrawn)."""
+def mutate(rng: random.Random, bases: list[Base]) -> tuple[str, bytes, int]:
+    """One mutation that changes at least one byte (edits that happen to change nothing are redrawn),
+    and the index of the base it mutated."""
     while True:
-        base = bases[0] if rng.random() < 0.8 else bases[1]
+        pick = rng.random()
+        k = 0 if pick < 0.65 else 1 if pick < 0.8 else 2
+        base = bases[k]
         r = rng.random()
         if r < 0.38:
             op, buf = byte_edit(rng, base, resealable=False)
@@ -289,7 +297,7 @@ def mutate(rng: random.Random, bases: list[Base]) -> tuple[str, bytes]:
         else:
             family, data = weights_edit(rng, base)
         if data != base.data:
-            return family, data
+            return family, data, k
 
 
 # ---- what the runtime computes with ----------------------------------------------------------
@@ -298,9 +306,23 @@ def runtime_view(bundle) -> str:
     """A digest of everything that decides the runtime's numbers: the manifest without its
     informational parts (FORMAT.md: model, target, names of tensors/modules/kernels, nodes, flops,
     bytes, intermediates_sum_bytes, lower_bound_bytes, requirements, shared_memory_bytes, unknown
-    keys), the SPIR-V modules and the weights."""
-    m = bundle.manifest
-    keep = {
+    keys), the SPIR-V modules and the weights. In a bundle with variants, each variant's, with its
+    target (name and match: they pick the variant that runs)."""
+    if "variants" in bundle.manifest:
+        views = variant_views(bundle.manifest)
+        keep = [[_kept(v), v["target"]] for v in views]
+    else:
+        keep = _kept(bundle.manifest)
+    h = hashlib.sha256(json.dumps(keep, sort_keys=True).encode())
+    for module in bundle.spirv:
+        h.update(hashlib.sha256(module).digest())
+    h.update(hashlib.sha256(bundle.weights).digest())
+    return h.hexdigest()
+
+
+def _kept(m: dict) -> dict:
+    """What the runtime computes with, of a flat manifest (or a variant's view)."""
+    return {
         "memory": {k: m["memory"][k] for k in ("alignment", "arena_bytes", "weights_bytes")},
         "tensors": [{k: t[k] for k in ("dtype", "shape", "memory", "offset", "nbytes")} for t in m["tensors"]],
         "inputs": [{k: x[k] for k in ("name", "tensor")} for x in m["inputs"]],
@@ -311,11 +333,6 @@ def runtime_view(bundle) -> str:
                     for k in m["kernels"]],
         "dispatches": [{k: d[k] for k in ("kernel", "bindings", "groups", "barrier")} for d in m["dispatches"]],
     }
-    h = hashlib.sha256(json.dumps(keep, sort_keys=True).encode())
-    for module in bundle.spirv:
-        h.update(hashlib.sha256(module).digest())
-    h.update(hashlib.sha256(bundle.weights).digest())
-    return h.hexdigest()
 
 
 # ---- the test --------------------------------------------------------------------------------
@@ -324,7 +341,8 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
     exe, c_build = c_checker
     started = time.perf_counter()
     rng = random.Random(SEED)
-    original_view = runtime_view(read_bundle(bases[0].data))
+    original_views = [runtime_view(read_bundle(b.data)) for b in bases]
+    modules = {m for b in bases for m in b.modules}
     counts = {"rejected": 0, "accepted": 0}
     by_check: dict[str, int] = {}
     by_family: dict[str, list[int]] = {}    # family -> [tried, rejected]
@@ -345,7 +363,7 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
         batch.clear()
 
     for i in range(N):
-        family, data = mutate(rng, bases)
+        family, data, k = mutate(rng, bases)
         stats = by_family.setdefault(family.split("+")[0], [0, 0])
         stats[0] += 1
         try:
@@ -358,11 +376,12 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
             python_errors.append(f"mutation {i} ({family}): {type(e).__name__}: {e}"[:500])
         else:
             counts["accepted"] += 1
-            assert all(bytes(m) in bases[0].modules for m in bundle.spirv), f"mutation {i}: altered SPIR-V accepted"
+            assert all(bytes(m) in modules for m in bundle.spirv), f"mutation {i}: altered SPIR-V accepted"
             view = runtime_view(bundle)
             accepted_views.append(view)
             if view not in to_run:
-                to_run[view] = {"id": i, "family": family, "data": data, "identical": view == original_view}
+                to_run[view] = {"id": i, "family": family, "data": data, "base": k,
+                                "identical": view == original_views[k]}
             bundle.close()
         batch.append((i, data, c_reader.python_verdict(data)))
         if len(batch) == 1000:
@@ -374,17 +393,19 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
     # Run the distinct accepted bundles (those equivalent to the original first), in a child process.
     jobs_dir = tmp_path / "accepted"
     jobs_dir.mkdir()
-    (jobs_dir / "base.vkb").write_bytes(bases[0].data)
+    for k, base in enumerate(bases):
+        (jobs_dir / f"base{k}.vkb").write_bytes(base.data)
     chosen = sorted(to_run.values(), key=lambda j: (not j["identical"], j["id"]))[:RUN_CAP]
     jobs = []
     for job in chosen:
         path = jobs_dir / f"{job['id']}.vkb"
         path.write_bytes(job["data"])
-        jobs.append({"id": job["id"], "path": str(path), "identical": job["identical"]})
+        jobs.append({"id": job["id"], "path": str(path), "identical": job["identical"],
+                     "reference": str(jobs_dir / f"base{job['base']}.vkb")})
     specs = []
     for k in range(RUNNERS):
         specs.append(jobs_dir / f"jobs{k}.json")
-        specs[-1].write_text(json.dumps({"reference": str(jobs_dir / "base.vkb"), "jobs": jobs[k::RUNNERS]}))
+        specs[-1].write_text(json.dumps({"jobs": jobs[k::RUNNERS]}))
     results, in_flight = run_jobs(specs, timeout=300)
     ran_ok = {r["id"] for r in results if r["status"] == "ran" and not r["messages"]
               and (r["identical"] or not by_id(jobs, r["id"])["identical"])}
@@ -403,7 +424,7 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
         f"rejected (BundleError) {counts['rejected']}; accepted {counts['accepted']} "
         f"({len(to_run)} distinct runtime views, {len(jobs)} run on the device)",
         f"accepted and ran correctly {ran_correctly} "
-        f"(bit-identical: {sum(id_of_view[v] in ran_ok and v == original_view for v in accepted_views)}); "
+        f"(bit-identical: {sum(id_of_view[v] in ran_ok and v in original_views for v in accepted_views)}); "
         f"refused by the runtime's device check {device_refused}; not run (over VKC_FUZZ_RUNS) {not_run}; "
         f"anything else {other}",
         f"C/Python container verdicts agree on {agreed} of {N}",

@@ -470,7 +470,7 @@ def test_variant_rules_same_verdict_in_c(build, edit):
     base = _variant_bases()[0] if edit != "flat-match-ignored" else None
     if base is None:
         from compiler import compile_model
-        flat = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
+        flat = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
         m, mods, weights = copy.deepcopy(flat.manifest), flat.modules, flat.weights
         m["target"]["match"] = {"vendor_ids": "not checked in a flat manifest"}
     else:
@@ -486,16 +486,19 @@ def test_variant_rules_same_verdict_in_c(build, edit):
         (verdict, check, line)
 
 
-@pytest.mark.parametrize("corpus_of", ["flat", "variants"])
+@pytest.mark.parametrize("corpus_of", ["test_fuzz", "variants"])
 def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
+    """test_fuzz's corpus (its three bases: flat 4 KiB, flat 16 KiB, two variants), then one of the
+    four-variant bundle with target.match (4 KiB, 16 KiB)."""
     import test_fuzz
     from compiler import compile_model
-    if corpus_of == "flat":
-        base = test_fuzz.Base(compile_model(test_fuzz.tiny_model()))
+    if corpus_of == "test_fuzz":
+        base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
         bases = [base, test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights,
-                                                             weights_alignment=16384))]
+                                                             weights_alignment=16384)),
+                 test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic,lavapipe"))]
     else:
-        bases = _variant_bases()
+        bases = [*_variant_bases(), _variant_bases()[0]]
     rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
     corpus = [bases[0].data] + [test_fuzz.mutate(rng, bases)[1] for _ in range(FUZZ_N)]
     stream = b"".join(struct.pack("<Q", len(d)) + d for d in corpus)

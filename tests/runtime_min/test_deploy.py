@@ -74,17 +74,17 @@ def fake_devices():
 
 def test_device_preference_order(monkeypatch):
     infos, m = fake_devices(), manifest()
-    assert rdevice._pick(infos, m, None, None).name == "dgpu-dev"
+    assert rdevice._pick(infos, m, None, None)[0].name == "dgpu-dev"
     # A discrete GPU that cannot run the bundle gives way to the integrated one, and so on.
     infos[3] = dataclasses.replace(infos[3], max_shared_memory_bytes=0)
-    assert rdevice._pick(infos, manifest(max_shared_memory_bytes=1024), None, None).name == "igpu-dev"
-    assert rdevice._pick(infos[:2], m, None, None).name == "virt-dev"
-    assert rdevice._pick(infos, m, "CPU-D", None).name == "cpu-dev"
-    assert rdevice._pick(infos, m, 1, None).name == "virt-dev"
+    assert rdevice._pick(infos, manifest(max_shared_memory_bytes=1024), None, None)[0].name == "igpu-dev"
+    assert rdevice._pick(infos[:2], m, None, None)[0].name == "virt-dev"
+    assert rdevice._pick(infos, m, "CPU-D", None)[0].name == "cpu-dev"
+    assert rdevice._pick(infos, m, 1, None)[0].name == "virt-dev"
     monkeypatch.setenv("VKC_DEVICE", "igpu")
-    assert rdevice._pick(infos, m, None, None).name == "igpu-dev"
+    assert rdevice._pick(infos, m, None, None)[0].name == "igpu-dev"
     monkeypatch.setenv("VKC_DEVICE", "2")
-    assert rdevice._pick(infos, m, None, None).name == "igpu-dev"
+    assert rdevice._pick(infos, m, None, None)[0].name == "igpu-dev"
 
 
 def test_missing_features_are_named(spv, monkeypatch):
@@ -523,7 +523,7 @@ def test_one_model_from_many_threads(bundle):
 def test_models_share_a_device_and_run_side_by_side(bundle):
     from compiler import compile_model
     from onnx_builders import mlp
-    other = compile_model(mlp(16, 32, 4))
+    other = compile_model(mlp(16, 32, 4), target="generic")
     errors = []
     with load(bundle) as a, load(other) as b:
         assert a._dev is b._dev
@@ -620,7 +620,7 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 x = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
-with runtime_min.load(compile_model(mlp(64, 128, 10))) as m:
+with runtime_min.load(compile_model(mlp(64, 128, 10), target="generic")) as m:
     ref = m.run({"input": x})["output"].tobytes()
     out = np.empty((1, 10), np.float32)
     for i in range(500):  # warm up allocators

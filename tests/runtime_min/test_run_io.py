@@ -50,8 +50,8 @@ def test_outputs_never_alias_runtime_memory(model):
     runs = [(f, model.run(f)) for f in map(random_inputs, range(30, 34))]  # both I/O sets used twice
     for f, out in runs:
         check(out, f)  # later runs overwrote nothing of it
-        for slot in model._slots:
-            for view in slot.out_views + slot.in_views:
+        for in_views, out_views, _, _ in model._variants[0].runs:  # per I/O set
+            for view in out_views + in_views:
                 assert not any(np.shares_memory(view, a) for a in out.values())
 
 
@@ -170,6 +170,7 @@ def test_each_run_is_ordered_after_the_one_before(bundle, monkeypatch):
     writes = vk.VK_ACCESS_TRANSFER_WRITE_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
     with load(bundle, validation=True) as m:
         for slot in m._slots:
-            src_stage, src_access, dst_stage, dst_access = next(a for cmd, a in calls if cmd == slot.cmd)
+            run_cmd = m._variants[0].runs[slot.index][2]
+            src_stage, src_access, dst_stage, dst_access = next(a for cmd, a in calls if cmd == run_cmd)
             assert src_stage & stages == stages and dst_stage & stages == stages
             assert src_access & writes == writes and dst_access & writes == writes
