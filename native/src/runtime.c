@@ -1423,7 +1423,6 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
     const variant *v0;
     char given[512] = "", compiled[768] = "";
     size_t g = 0, c = 0;
-    int lone = -1;
     if (!md || !shapes || !out) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_find_variant needs a model, shapes and an out");
     for (uint32_t k = 0; k < md->n_set; k++) {
         const variant *v = md->set[k].v;
@@ -1431,17 +1430,13 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
         while (i < v->n_inputs && same_shape(&v->tensors[v->inputs[i].tensor], &shapes[i])) i++;
         if (i == v->n_inputs) { *out = k; return ok(err); }
     }
-    /* None: name an input whose shape no variant has (else every input's), then the compiled shapes:
-     * "input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128". */
+    /* None: the message of bundles/variants.py no_variant_message, "input 'ids' has shape (1, 64);
+     * this bundle was compiled for ids=1x32, ids=1x128" (several inputs: "inputs have shapes a=(1, 2),
+     * b=(3,); this bundle was compiled for a=1x2,b=3; a=2x2,b=3"). */
     v0 = md->set[0].v;
-    for (uint32_t i = 0; i < v0->n_inputs && lone < 0; i++) {
-        int any = 0;
-        for (uint32_t k = 0; k < md->n_set; k++) any |= same_shape(&md->set[k].v->tensors[md->set[k].v->inputs[i].tensor], &shapes[i]);
-        if (!any) lone = (int)i;
-    }
-    if (lone >= 0) {
-        g = (size_t)snprintf(given, sizeof given, "input '%.60s' has shape ", v0->inputs[lone].name);
-        g = put_shape(given, sizeof given, g, shapes[lone].rank, shapes[lone].dims, 1);
+    if (v0->n_inputs == 1) {
+        g = (size_t)snprintf(given, sizeof given, "input '%.60s' has shape ", v0->inputs[0].name);
+        g = put_shape(given, sizeof given, g, shapes[0].rank, shapes[0].dims, 1);
     } else {
         g = (size_t)snprintf(given, sizeof given, "inputs have shapes ");
         for (uint32_t i = 0; i < v0->n_inputs && g < sizeof given; i++) {
@@ -1454,12 +1449,12 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
         for (uint32_t i = 0; i < v->n_inputs; i++) {
             const m_tensor *t = &v->tensors[v->inputs[i].tensor];
             if (c < sizeof compiled)
-                c += (size_t)snprintf(compiled + c, sizeof compiled - c, "%s%.60s=", i ? "," : k ? ", " : "", v->inputs[i].name);
+                c += (size_t)snprintf(compiled + c, sizeof compiled - c, "%s%.60s=", i ? "," : !k ? "" :
+                                      v->n_inputs == 1 ? ", " : "; ", v->inputs[i].name);
             c = put_shape(compiled, sizeof compiled, c, t->rank, t->shape, 0);
         }
     }
-    return vkc__fail(err, VKC_ERR_ARGUMENT, "", "%s; this bundle (target '%.60s') was compiled for %s", given,
-                     md->set[0].v->target, compiled);
+    return vkc__fail(err, VKC_ERR_ARGUMENT, "", "%s; this bundle was compiled for %s", given, compiled);
 }
 
 static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs, vkc_error *err) {

@@ -300,7 +300,8 @@ def _cnn_feeds(batch):
 def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
     """Each batch size runs the variant compiled for it, of the profile the rule picks on lavapipe
     (its match names CPUs; nvidia's does not fit; generic has none) or of --target: outputs
-    bit-identical to runtime_min running that variant's single-variant bundle, validation silent."""
+    bit-identical to runtime_min running the same multi-variant bundle (which picks the same
+    profile) and running that variant's single-variant bundle; validation silent."""
     from runtime_min import load
     singles, multi = variant_bundles
     profile = target or "lavapipe"
@@ -308,6 +309,10 @@ def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
         feeds = _cnn_feeds(batch)
         with load(str(singles[(profile, batch)])) as model:
             want = model.run(feeds)
+        with load(str(multi), target=target) as model:
+            assert model.target == profile
+            same = model.run(feeds)
+        assert all(same[k].tobytes() == v.tobytes() for k, v in want.items())
         out = tmp_path / f"{profile}-{batch}"
         extra = ["--bench", "1"] + (["--target", target] if target else [])
         r = vkcrun(build, multi, feeds, out, *extra, env={"VKC_VALIDATION": "1"})
@@ -334,12 +339,20 @@ MESA = 0x10005  # lavapipe's VkPhysicalDeviceProperties.vendorID
     (VARIANT_TARGETS, {t: {"device_types": ["discrete_gpu"]} for t in VARIANT_TARGETS}, None),
 ], ids=["list-order", "vendor-beats-type", "type-beats-none", "vendor-and-wrong-type", "none-fits"])
 def test_variants_profile_rule(build, variant_bundles, tmp_path, order, matches, profile):
-    """FORMAT.md "Which variant runs", step 1, on this device (llvmpipe: vendor 0x10005, a CPU)."""
+    """FORMAT.md "Which variant runs", step 1, on this device (llvmpipe: vendor 0x10005, a CPU): the
+    C runtime and runtime_min pick the same profile (or both refuse)."""
     from bundles.variants import combine
+    from runtime_min import VkcRuntimeError, load
     singles, _ = variant_bundles
     path = tmp_path / "picked.vkb"
     path.write_bytes(combine([str(singles[(t, b)]) for t in order for b in VARIANT_BATCHES], matches=matches))
     r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "out", "--bench", "1")
+    if profile is None:
+        with pytest.raises(VkcRuntimeError, match="can run this bundle"):
+            load(str(path)).close()
+    else:
+        with load(str(path)) as model:
+            assert model.target == profile
     if profile is None:
         assert r.returncode == 2, r.stdout
         for t in VARIANT_TARGETS:
@@ -353,7 +366,7 @@ def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_pa
     _, multi = variant_bundles
     r = vkcrun(build, multi, _cnn_feeds(2), tmp_path / "b2")
     assert r.returncode == 2, r.stderr
-    assert ("input 'input' has shape (2, 3, 16, 16); this bundle (target 'lavapipe') was compiled for "
+    assert ("input 'input' has shape (2, 3, 16, 16); this bundle was compiled for "
             "input=1x3x16x16, input=3x3x16x16") in r.stderr, r.stderr
     r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
     assert r.returncode == 2 and "no target 'tpu'; its targets are 'nvidia', 'lavapipe', 'generic'" in r.stderr, r.stderr
