@@ -682,16 +682,15 @@ static int choose(const vkc_context *ctx, const devinfo *d, const manifest *man,
             if (score > best_score) { best = (int)k; best_score = score; }
             continue;
         }
-        /* a reason per target name: its first variant's first missing requirement */
+        /* a reason per target name: what its first variant misses (runtime_min's wording) */
         for (uint32_t q = 0; q < k; q++) seen |= strcmp(man->variants[q].target, v->target) == 0;
         if (seen || used >= whylen) continue;
         if (score < 0)
             snprintf(lack, sizeof lack, "a device its target.match fits (this one is vendor 0x%x, %s)",
                      d->props.vendorID, type_name(d->props.deviceType));
-        else if (man->multi && strstr(lack, "; "))
-            *strstr(lack, "; ") = '\0';
         if (man->multi)
-            used += (size_t)snprintf(why + used, whylen - used, "%starget '%.60s': %s", used ? "; " : "", v->target, lack);
+            used += (size_t)snprintf(why + used, whylen - used, "%sfor target '%.60s': %s", used ? "; " : "", v->target,
+                                     lack);
         else
             used += (size_t)snprintf(why + used, whylen - used, "%s", lack);
     }

@@ -356,7 +356,8 @@ def test_variants_profile_rule(build, variant_bundles, tmp_path, order, matches,
     if profile is None:
         assert r.returncode == 2, r.stdout
         for t in VARIANT_TARGETS:
-            assert f"target '{t}': a device its target.match fits (this one is vendor 0x10005, CPU)" in r.stderr, r.stderr
+            assert f"for target '{t}': a device its target.match fits (this one is vendor 0x10005, CPU)" in r.stderr, \
+                r.stderr
         return
     assert r.returncode == 0, r.stderr
     assert f"target: {profile}\n" in r.stdout, r.stdout
