@@ -167,7 +167,7 @@ typedef struct vstate {
     uint32_t index;                     /* in the manifest's variants */
     int built;
     VkDeviceSize *stage_off;            /* per input, then per output */
-    VkPipeline *pipelines;              /* per kernel */
+    VkPipeline *pipelines;              /* per kernel (owned by vkc_model.pipes) */
     VkDescriptorPool pool;
     VkBufferView *views;
     uint32_t n_views;
@@ -186,6 +186,9 @@ struct vkc_model {
     vstate *set;                        /* the shape set: the chosen profile's variants */
     uint32_t n_set, selected;
     VkShaderModule *shaders;            /* per module the shape set uses (kept for first-use builds) */
+    const m_kernel **pipe_kernels;      /* the pipelines built, by module + specialization, shared */
+    VkPipeline *pipes;                  /* between variants: kernels the same in several build once */
+    uint32_t n_pipes;
     VkDescriptorSetLayout *set_layouts;
     VkPipelineLayout *layouts;
     VkCommandPool cmd_pool;
@@ -989,6 +992,12 @@ static vkc_status build_modules(vkc_model *md, const vkb_bundle *b, const uint8_
     return VKC_OK;
 }
 
+static int same_kernel(const m_kernel *a, const m_kernel *b) {
+    return a->module == b->module && a->n_spec == b->n_spec && !memcmp(a->spec, b->spec, a->n_spec * sizeof *a->spec);
+}
+
+/* One variant's pipelines; a kernel with the module and specialization of one built before (by
+ * any variant) takes that pipeline, as runtime_min shares them. */
 static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
     const variant *v = vs->v;
     vkc_status s = VKC_OK;
@@ -996,9 +1005,14 @@ static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
         return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
     for (uint32_t k = 0; k < v->n_kernels && s == VKC_OK; k++) {
         const m_kernel *kn = &v->kernels[k];
-        VkSpecializationMapEntry *entries = calloc(kn->n_spec + 1, sizeof *entries);
-        uint32_t *data = calloc(kn->n_spec + 1, sizeof *data);
+        VkSpecializationMapEntry *entries;
+        uint32_t *data;
         VkResult r;
+        for (uint32_t p = 0; p < md->n_pipes && !vs->pipelines[k]; p++)
+            if (same_kernel(md->pipe_kernels[p], kn)) vs->pipelines[k] = md->pipes[p];
+        if (vs->pipelines[k]) continue;
+        entries = calloc(kn->n_spec + 1, sizeof *entries);
+        data = calloc(kn->n_spec + 1, sizeof *data);
         if (!entries || !data) { free(entries); free(data); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
         for (uint32_t e = 0; e < kn->n_spec; e++) {
             entries[e].constantID = kn->spec[e].id;
@@ -1016,6 +1030,10 @@ static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
             snprintf(step, sizeof step, "building the pipeline of kernel %u (%.60s) of variant '%.60s'", k, kn->name,
                      v->name);
             if (r != VK_SUCCESS) s = vkfail(err, r, step);
+            else {  /* room for every kernel of every variant was made at load */
+                md->pipe_kernels[md->n_pipes] = kn;
+                md->pipes[md->n_pipes++] = vs->pipelines[k];
+            }
         }
         free(entries);
         free(data);
@@ -1177,11 +1195,27 @@ static vkc_status record(vkc_model *md, vstate *vs, const VkDescriptorSet *sets,
     return VKC_OK;
 }
 
+/* What a failed build of a variant left (so the next run can try again cleanly). Its pipelines
+ * stay in md->pipes, shared. */
+static void unbuild_variant(vkc_model *md, vstate *vs) {
+    for (uint32_t i = 0; i < vs->n_views; i++) md->vk.vkDestroyBufferView(md->device, vs->views[i], NULL);
+    if (vs->cmd) md->vk.vkFreeCommandBuffers(md->device, md->cmd_pool, 1, &vs->cmd);
+    if (vs->pool) md->vk.vkDestroyDescriptorPool(md->device, vs->pool, NULL);
+    free(vs->views);
+    free(vs->pipelines);
+    vs->views = NULL;
+    vs->pipelines = NULL;
+    vs->n_views = 0;
+    vs->cmd = VK_NULL_HANDLE;
+    vs->pool = VK_NULL_HANDLE;
+}
+
 /* Pipelines, descriptor sets and the command buffer of one variant (its first run, or load). */
 static vkc_status build_variant(vkc_model *md, vstate *vs, vkc_error *err) {
     VkDescriptorSet *sets;
     vkc_status s;
     if (vs->built) return VKC_OK;
+    unbuild_variant(md, vs);
     if ((s = build_pipelines(md, vs, err)) != VKC_OK) return s;
     if (!(sets = calloc(vs->v->n_dispatches + 1, sizeof *sets))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
     s = descriptor_sets(md, vs, sets, err);
@@ -1233,6 +1267,13 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
         j++;
     }
     free(in_set);
+    if (s == VKC_OK) {
+        uint32_t kernels = 0;
+        for (uint32_t j = 0; j < md->n_set; j++) kernels += md->set[j].v->n_kernels;
+        md->pipe_kernels = calloc(kernels + 1, sizeof *md->pipe_kernels);
+        md->pipes = calloc(kernels + 1, sizeof *md->pipes);
+        if (!md->pipe_kernels || !md->pipes) s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    }
     if (s != VKC_OK) { free(wanted); return s; }
     snprintf(md->device_name, sizeof md->device_name, "%s", md->info->props.deviceName);
     if (md->ctx->user_device) {
@@ -1314,9 +1355,8 @@ void vkc_free(vkc_model *md) {
             vstate *vs = &md->set[j];
             for (uint32_t i = 0; i < vs->n_views; i++) md->vk.vkDestroyBufferView(md->device, vs->views[i], NULL);
             if (vs->pool) md->vk.vkDestroyDescriptorPool(md->device, vs->pool, NULL);
-            for (uint32_t k = 0; vs->pipelines && k < vs->v->n_kernels; k++)
-                if (vs->pipelines[k]) md->vk.vkDestroyPipeline(md->device, vs->pipelines[k], NULL);
         }
+        for (uint32_t p = 0; p < md->n_pipes; p++) md->vk.vkDestroyPipeline(md->device, md->pipes[p], NULL);
         for (uint32_t i = 0; md->shaders && md->layouts && md->set_layouts && i < md->m.n_modules; i++) {
             if (md->shaders[i]) md->vk.vkDestroyShaderModule(md->device, md->shaders[i], NULL);
             if (md->layouts[i]) md->vk.vkDestroyPipelineLayout(md->device, md->layouts[i], NULL);
@@ -1338,6 +1378,8 @@ void vkc_free(vkc_model *md) {
         free(md->set[j].stage_off);
     }
     free(md->set);
+    free(md->pipes);
+    free(md->pipe_kernels);
     free(md->shaders);
     free(md->layouts);
     free(md->set_layouts);
