@@ -141,6 +141,8 @@ CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwi
          + [(name, "lavapipe-fp16") for name in (*FP16_ZOO, *TRANSFORMERS)]
          + [(name, "generic-fp16") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "convnext_tiny")]
          + [(f"models.{name}", "generic") for name in MODEL_TESTS_MODELS]
+         # `vkc compile`'s default: every profile of DEFAULT_TARGETS in one bundle (lavapipe runs here)
+         + [(name, "default") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "gather_int64")]
          + [(f"light_{name}", "generic") for name in LIGHT])
 # the light models at 224x224 are the model tests' slow ones: slow here too
 PARAMS = [pytest.param(name, target, id=f"{name}-{target}",
@@ -172,8 +174,10 @@ class Bundles(dict):
         name, target = key
         if name.startswith("light_") and not os.path.exists(light_model_path(name[len("light_"):])):
             pytest.skip(f"{name} is not in this onnx wheel")
+        from compiler.targets import DEFAULT_TARGETS
         path = self.folder / f"{name}-{target}.vkb"
         profile, _, precision = target.partition("-")
+        profile = ",".join(DEFAULT_TARGETS) if profile == "default" else profile
         path.write_bytes(compile_cached(_models()[name](), target=profile, precision=precision or "fp32"))
         self[key] = path
         return path
