@@ -117,14 +117,15 @@ def _models():
         made[case] = lambda case=case: test_zoo._model(case)
     for name, builder in test_models.MODELS.items():
         made[f"models.{name}"] = builder
-    for name in LIGHT:
+    for name in (*LIGHT, *LIGHT_HOST):
         made[f"light_{name}"] = lambda name=name: light_model(name)
     return made
 
 
 # What the model tests compile: test_zoo's cases on the generic and lavapipe profiles, the fp16 zoo
 # and fixtures of test_fp16 (lavapipe; four on generic too), test_models on generic, the light
-# models at 224x224 (slow tests, generic).
+# models at 224x224 (slow tests: SqueezeNet and ResNet-50 on generic, the others on the local
+# device's profile, `host`).
 ZOO_CASES = ("mobilenet_v2-64", "mobilenet_v2-w0.5-foldbn-reshape-op17-b2", "mobilenet_v3_small-64-op14-hardswish",
              "mobilenet_v3_small-64-op13-hardsigmoid-mul", "resnet18-64", "resnet18-64-foldbn-reshape-op15",
              "resnet50-64", "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops",
@@ -134,6 +135,7 @@ FP16_ZOO = ("mobilenet_v2-64", "mobilenet_v3_small-64-op14-hardswish", "resnet18
 MODEL_TESTS_MODELS = ("mlp-784-1024-1024-10", "mlp-batch4", "small_cnn", "small_cnn-batch2",
                       "mobilenetv2-block-s1-residual", "mobilenetv2-block-s2", "mobilenetv2-block-s1-32ch-28x28")
 LIGHT = ("squeezenet", "resnet50")
+LIGHT_HOST = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "vgg19", "zfnet512")
 
 CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
                                       *TRANSFORMERS, *ZOO_CASES]
@@ -143,7 +145,8 @@ CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwi
          + [(f"models.{name}", "generic") for name in MODEL_TESTS_MODELS]
          # `vkc compile`'s default: every profile of DEFAULT_TARGETS in one bundle (lavapipe runs here)
          + [(name, "default") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "gather_int64")]
-         + [(f"light_{name}", "generic") for name in LIGHT])
+         + [(f"light_{name}", "generic") for name in LIGHT]
+         + [(f"light_{name}", "host") for name in LIGHT_HOST])
 # the light models at 224x224 are the model tests' slow ones: slow here too
 PARAMS = [pytest.param(name, target, id=f"{name}-{target}",
                        marks=[pytest.mark.slow] if name.startswith("light_") else [])
