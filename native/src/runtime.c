@@ -678,17 +678,17 @@ static int choose(const vkc_context *ctx, const devinfo *d, const manifest *man,
         needs one;
         char lack[1024];
         int score = target ? 0 : match_score(v, d), seen = 0;
-        in_set[k] = 0;
+        in_set[k] = 0;  /* for now: whether d meets the variant's requirements */
         if (target && strcmp(v->target, target) != 0) continue;
-        if (!lacks(ctx, d, man, v, robust, &one, lack, sizeof lack) && score >= 0) {
-            in_set[k] = 1;
+        in_set[k] = !lacks(ctx, d, man, v, robust, &one, lack, sizeof lack);
+        if (in_set[k] && score >= 0) {
             if (score > best_score) { best = (int)k; best_score = score; }
             continue;
         }
         /* a reason per target name: what its first variant misses (runtime_min's wording) */
         for (uint32_t q = 0; q < k; q++) seen |= strcmp(man->variants[q].target, v->target) == 0;
         if (seen || used >= whylen) continue;
-        if (score < 0)
+        if (in_set[k])  /* requirements met: its match is what does not fit (else what it misses) */
             snprintf(lack, sizeof lack, "a device its target.match fits (this one is vendor 0x%x, %s)",
                      d->props.vendorID, type_name(d->props.deviceType));
         if (man->multi)
@@ -698,6 +698,7 @@ static int choose(const vkc_context *ctx, const devinfo *d, const manifest *man,
             used += (size_t)snprintf(why + used, whylen - used, "%s", lack);
     }
     if (best < 0) return 0;
+    /* the shape set: the chosen profile's variants whose requirements d meets (match aside) */
     *profile = man->variants[best].target;
     for (uint32_t k = 0; k < man->n_variants; k++) {
         needs one;

@@ -380,21 +380,46 @@ def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_pa
     assert r.returncode == 2 and "no target 'tpu'; its targets are 'nvidia', 'lavapipe', 'generic'" in r.stderr, r.stderr
 
 
-def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
-    """A profile asking more than the device has: skipped by the rule, refused by name when asked for."""
+def _edited(multi, tmp_path, edit):
+    """The multi-variant bundle with its manifest edited, laid out again (no writer checks)."""
     import json
 
     from bundles import read_bundle
     from test_fuzz import assemble
-    _, multi = variant_bundles
     with read_bundle(str(multi)) as b:
         m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
-    for v in m["variants"]:
-        if v["target"]["name"] == "lavapipe":
-            v["requirements"]["max_shared_memory_bytes"] = 2**30
-    path = tmp_path / "greedy.vkb"
+    edit(m)
+    path = tmp_path / "edited.vkb"
     path.write_bytes(assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)]))
-    read_bundle(str(path)).close()  # overstating is allowed
+    read_bundle(str(path)).close()
+    return path
+
+
+def test_variants_shape_set_ignores_match(build, variant_bundles, tmp_path):
+    """The shape set is every variant of the chosen profile whose requirements the device meets: a
+    variant of it whose own match does not fit this device still runs (both runtimes)."""
+    from runtime_min import load
+
+    def mismatch(m):
+        big = [v for v in m["variants"] if v["target"]["name"] == "lavapipe"][-1]
+        big["target"]["match"] = {"device_types": ["discrete_gpu"]}
+    path = _edited(variant_bundles[1], tmp_path, mismatch)
+    batch = VARIANT_BATCHES[-1]
+    r = vkcrun(build, path, _cnn_feeds(batch), tmp_path / "out", "--bench", "1")
+    assert r.returncode == 0 and "target: lavapipe\n" in r.stdout, r.stdout + r.stderr
+    with load(str(path)) as model:
+        assert model.target == "lavapipe" and len(model.variants) == len(VARIANT_BATCHES)
+        want = model.run(_cnn_feeds(batch))
+    assert all(np.load(tmp_path / "out" / f"{k}.npy").tobytes() == v.tobytes() for k, v in want.items())
+
+
+def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
+    """A profile asking more than the device has: skipped by the rule, refused by name when asked for."""
+    def greedy(m):  # overstating requirements is allowed
+        for v in m["variants"]:
+            if v["target"]["name"] == "lavapipe":
+                v["requirements"]["max_shared_memory_bytes"] = 2**30
+    path = _edited(variant_bundles[1], tmp_path, greedy)
     r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "rule", "--bench", "1")
     assert r.returncode == 0 and "target: generic\n" in r.stdout, r.stdout + r.stderr
     r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "asked", "--target", "lavapipe")
