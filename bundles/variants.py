@@ -2,17 +2,28 @@
 
 A variant is a kernel set + schedule + memory plan for one (device profile, input shapes) pair.
 `combine` merges single-variant bundles of one model into one bundle whose variants share the
-SPIR-V modules and the weight bytes that are identical; `pick_profile` and `pick_shapes` are the
-rule that says which variant runs (the runtime and the C reader implement the same rule).
+SPIR-V modules and the weight bytes that are identical; `pick_profile` is the rule that says which
+profile runs on a device (the runtime and the C reader implement the same rule); a run then takes
+the variant of that profile whose `input_shapes` equal the inputs' shapes.
 Only the standard library here (bundles may import stdlib + numpy).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import NamedTuple
 
 from .format import MIN_WEIGHTS_ALIGNMENT, read_bundle, write_bundle
 from .manifest import DEVICE_TYPES, VARIANT_KEYS, variant_views
+
+
+class Part(NamedTuple):
+    """A single-variant bundle as its writer holds it: what `write_bundle` takes. `combine` takes
+    these as they are (the combined bundle is checked as a whole when written), which spares a
+    compiler that made them a write and a read per part."""
+    manifest: dict
+    spirv: list
+    weights: bytes
 
 
 class VariantError(ValueError):
@@ -27,7 +38,7 @@ def shapes_label(view: dict) -> str:
 
 
 def input_shapes(view: dict) -> tuple[tuple[int, ...], ...]:
-    """The shapes of a (validated) variant's inputs, in input order: what `pick_shapes` compares."""
+    """The shapes of a (validated) variant's inputs, in input order: what picks it for a run."""
     return tuple(tuple(view["tensors"][x["tensor"]]["shape"]) for x in view["inputs"])
 
 
@@ -36,9 +47,10 @@ def used_modules(view: dict) -> list[int]:
     return sorted({k["module"] for k in view["kernels"]})
 
 
-def no_variant_message(views: list[dict], names: list[str], shapes: list[tuple]) -> str:
-    """The error for inputs (`names`, given `shapes`) that no variant in `views` was compiled for:
-    `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+def no_variant_message(views: list[dict], shapes: list[tuple]) -> str:
+    """The error for inputs of the given `shapes` (in input order) that no variant in `views` was
+    compiled for: `input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128`."""
+    names = [x["name"] for x in views[0]["inputs"]]
     if len(names) == 1:
         given = f"input {names[0]!r} has shape {tuple(shapes[0])}"
     else:
@@ -69,8 +81,8 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 def combine(bundles: list, *, matches: dict[str, dict] | None = None,
             names: list[str] | None = None, weights_alignment: int = MIN_WEIGHTS_ALIGNMENT) -> bytes:
-    """One bundle holding the variants of `bundles` (bytes, paths or Bundles of the same model;
-    a multi-variant one contributes all its variants), in order: list order is the tie-break
+    """One bundle holding the variants of `bundles` (bytes, paths, Bundles or Parts of the same
+    model; a multi-variant one contributes all its variants), in order: list order is the tie-break
     order of the pick rule. Identical SPIR-V modules (same bytes and same manifest entry) are
     stored once, and so are identical weight chunks (same bytes), in the one WEIGHTS section.
     `matches` sets `target.match` per target name (FORMAT.md: which devices a profile is for);
@@ -149,6 +161,24 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
     return write_bundle(manifest, blobs, b"".join(weights), weights_alignment=weights_alignment)
 
 
+def packed_weights(manifest: dict, ids: list[int]) -> list[tuple[int, int, int]]:
+    """What a runtime running the variants `ids` of a (validated) manifest uploads of the WEIGHTS
+    section: [(start, end, packed offset)], the ranges their tensors use, in order, packed one after
+    the other (each range is a whole number of `memory.alignment` but the section's last, so packed
+    offsets keep every tensor aligned). A bundle's other profiles may lay weights out their own way;
+    those stay on disk. A flat manifest: the whole section, unmoved."""
+    views = variant_views(manifest)
+    size = views[0]["memory"]["weights_bytes"]
+    if "variants" not in manifest:
+        return [(0, size, 0)]
+    alignment = max(views[i]["memory"]["alignment"] for i in ids)
+    out, at = [], 0
+    for start, end in _merged([c for i in ids for c in _weight_chunks(views[i], size, alignment)]):
+        out.append((start, end, at))
+        at += end - start
+    return out or [(0, 0, 0)]
+
+
 def exclusive_bytes(bundle) -> list[int]:
     """Per variant of a (read) bundle, the bytes of SPIR-V modules and weights that no other variant
     uses: what it adds to the bundle's size (`vkc inspect`)."""
@@ -210,11 +240,3 @@ def pick_profile(manifest: dict, vendor_id: int, device_type: str, missing, targ
         raise VariantError("; ".join(f"for target {name!r}: {w}" for name, w in misses.items()))
     name = names[best[1]]
     return name, [i for i, n in enumerate(names) if n == name and why[i] is None]
-
-
-def pick_shapes(views: list[dict], ids: list[int], shapes: tuple) -> int | None:
-    """The variant of the shape set `ids` whose input shapes equal `shapes` exactly, else None."""
-    for i in ids:
-        if input_shapes(views[i]) == shapes:
-            return i
-    return None

@@ -1,11 +1,12 @@
-"""Kernels + memory plan -> manifest, SPIR-V modules and weights -> .vkb bytes."""
+"""Kernels + memory plan -> manifest, SPIR-V modules and weights (written by compile.py: one bundle,
+or several combined into variants)."""
 from __future__ import annotations
 
 import hashlib
 
 import numpy as np
 
-from bundles import write_bundle
+from bundles.variants import Part
 from bundles.manifest import DTYPE_ITEMSIZE, TEXEL_BYTES
 from bundles.spirv import capability_features
 
@@ -56,7 +57,9 @@ class TensorTable:
         return b"".join(self.weight_chunks)
 
 
-def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> bytes:
+def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> Part:
+    """The manifest, SPIR-V modules and weights of the bundle, not yet written (nor checked:
+    write_bundle, or the combined bundle's write, checks them)."""
     table = TensorTable(plan)
     inputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.inputs]
     outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.outputs]
@@ -117,4 +120,4 @@ def assemble(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> by
         "tensors": table.entries, "inputs": inputs, "outputs": outputs,
         "modules": modules, "kernels": pipelines, "dispatches": dispatches,
     }
-    return write_bundle(manifest, spirv_blobs, table.weights())
+    return Part(manifest, spirv_blobs, table.weights())

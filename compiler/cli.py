@@ -327,8 +327,9 @@ def package(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help
         _fail(str(exc))
     relaid = f", weights re-laid on {r.weights_alignment}-byte boundaries" if r.relaid else ""
     console.print(f"wrote {r.asset} ({_mib(r.bundle_bytes)}{relaid})", highlight=False)
-    console.print(f"wrote {r.requirements} (Vulkan {r.device['vulkan_api']}, "
-                  f"{len(r.device['extensions'])} extensions, {len(r.device['features'])} features)", highlight=False)
+    for d in r.device.get("variants", [r.device]):  # a bundle with variants: each one's requirements
+        console.print(f"wrote {r.requirements} ({d['name'] + ': ' if 'name' in d else ''}Vulkan {d['vulkan_api']}, "
+                      f"{len(d['extensions'])} extensions, {len(d['features'])} features)", highlight=False)
     g = r.gradle
     if g.action == "added":
         console.print(f"added to {g.file}:\n{g.added.rstrip()}", highlight=False, markup=False)

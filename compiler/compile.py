@@ -7,9 +7,10 @@ from pathlib import Path
 
 import onnx
 
-from bundles.variants import combine
+from bundles import write_bundle
+from bundles.variants import Part, combine
 
-from .assemble import assemble
+from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, to_ir
 from .host import resolve_target
@@ -52,21 +53,27 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         raise ValueError(f"target {target!r} names no profile; give one or more of {', '.join(TARGETS)}, host")
     shape_sets = list(variants) if variants else [input_shapes]
     proto = load_model(model)
+    if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
+        return compile_with_kernels(proto, input_shapes=shape_sets[0], target=targets[0], precision=precision,
+                                    io=io, keep_fp32=keep_fp32)[0]
     parts, profiles = [], {}
     for name in targets:
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
-            parts.append(compile_with_kernels(proto, input_shapes=shapes, target=tgt, precision=precision,
-                                              io=io, keep_fp32=keep_fp32)[0])
-    if len(parts) == 1:
-        return parts[0]
+            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
                          io=None, keep_fp32=()) -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
+    part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32)
+    return write_bundle(*part), kernels
+
+
+def _compile(model, input_shapes, target, precision, io, keep_fp32) -> tuple[Part, list]:
+    """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     options = Precision.parse(precision, io, keep_fp32)
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
@@ -82,4 +89,4 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
     kernels = lower_graph(graph, tgt)
     plan = plan_memory(kernels, graph.inputs, graph.outputs)
     digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
-    return assemble(graph, kernels, plan, tgt, digest), kernels
+    return assemble_parts(graph, kernels, plan, tgt, digest), kernels

@@ -11,6 +11,8 @@ Environment: VKC_DEVICE (index or name substring), VKC_VALIDATION=1 (Khronos val
 VKC_CACHE_DIR (pipeline cache under it, in pipelines/; `off` disables), VKC_ROBUST=0 (robust buffer
 access is on by default; 0/off/false turns it off where load() is not given robust=), VKC_TIMING=1
 (Model.gpu_time). Pipelining: h = model.run_async(feeds); ...; h.wait() -> outputs (two in flight).
+Variants (format 1.2): load picks the device profile (load(..., target="lavapipe") names it), each
+run the variant compiled for the feeds' shapes (model.target, model.variants, model.shapes).
 Threads: runs of one model are serialized (at most two in flight); models share their device and
 run side by side.
 """

@@ -29,7 +29,7 @@ from bundles.dtypes import DTYPES
 from bundles.hazards import bound_range
 from bundles.manifest import TEXEL_BYTES, texel_formats, variant_views
 from bundles.spirv import Module as SpirvModule
-from bundles.variants import no_variant_message, shapes_label
+from bundles.variants import input_shapes, no_variant_message, packed_weights, shapes_label
 
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
@@ -132,7 +132,7 @@ class _Variant:
                                      np.dtype(NUMPY_DTYPES[tensors[io["tensor"]]["dtype"]]))
         self.inputs = [spec(i) for i in view["inputs"]]
         self.outputs = [spec(o) for o in view["outputs"]]
-        self.shapes = tuple(i.shape for i in self.inputs)
+        self.shapes = input_shapes(view)  # what picks this variant for a run
         self.output_specs = {o.name: o for o in self.outputs}
         # The inputs in one buffer, the outputs in another, each at a 256-byte aligned offset; the
         # command buffer copies them to and from their arena tensors. (Binding the I/O tensors
@@ -218,8 +218,8 @@ class Model:
         self.device_info = self._dev.info
         self.device_name = self._dev.info.name
         #: the variants this device runs (the chosen profile's shape set), by name, and their input shapes
-        self.variants = [v.name for v in self._variants]
-        self.shapes = [{i.name: i.shape for i in v.inputs} for v in self._variants]
+        self.variants, self.shapes = [v.name for v in self._variants], [{i.name: i.shape for i in v.inputs}
+                                                                         for v in self._variants]
         self.debug_labels = self._dev.debug_labels
         self.load_info["seconds"] = time.perf_counter() - start
         _live.add(self)
@@ -237,8 +237,10 @@ class Model:
         # One arena for the whole shape set: switching shapes reallocates nothing.
         arena_bytes = max(v["memory"]["arena_bytes"] for v in views)
         self._arena = Buffer(dev, arena_bytes, usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
-        weights_bytes = views[0]["memory"]["weights_bytes"]  # the one WEIGHTS section, shared
-        self._weights = Buffer(dev, weights_bytes, usage, "weights", c, map_if_visible=True)
+        # Only the weights this shape set uses go to the device (the bundle's other profiles may lay
+        # out their own), packed: (start, end, packed offset) per range of the WEIGHTS section.
+        self._moves = packed_weights(m, [v.index for v in self._variants])
+        self._weights = Buffer(dev, sum(e - s for s, e, _ in self._moves), usage, "weights", c, map_if_visible=True)
         local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                    vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
         # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
@@ -268,7 +270,7 @@ class Model:
                 self._stamp_pool = vk.vkCreateQueryPool(d, info, None)
             c.push(vk.vkDestroyQueryPool, d, self._stamp_pool, None)
         t0 = time.perf_counter()
-        self._upload_weights(bundle.weights, weights_bytes)
+        self._upload_weights(bundle.weights)
         t1 = time.perf_counter()
         self._pipes = Pipelines(dev, m["modules"], bundle.spirv, c, cache_path, used)
         self.load_info = {"pipeline_cache": self._pipes.cache_status, "cache_file": cache_path and str(cache_path),
@@ -345,13 +347,16 @@ class Model:
         finally:
             vk.vkFreeCommandBuffers(dev.handle, self._pool, 1, dev.ffi.new("VkCommandBuffer[1]", [cmd]))
 
-    def _upload_weights(self, weights, nbytes):
+    def _upload_weights(self, weights):
         """Copy the WEIGHTS section to device-local memory once, and poison the arena with NaN so an
         element no kernel writes shows up as NaN. Where device memory is host-visible (integrated
         GPUs, lavapipe) the bytes go straight from the bundle (an mmap for a path) into it; elsewhere
         through a staging buffer, in chunks. Never through a Python bytes object."""
         vk, arena = self._dev.vk, self._arena
-        src = np.frombuffer(weights, dtype=np.uint8, count=nbytes)
+        src = np.frombuffer(weights, dtype=np.uint8)
+        if self._moves != [(0, len(src), 0)]:  # a part of a multi-variant bundle's weights: gathered first
+            src = np.concatenate([src[start:end] for start, end, _ in self._moves])
+        nbytes = len(src)
         direct = self._weights.bytes is not None
         if direct:
             self._weights.bytes[:nbytes] = src
@@ -377,9 +382,10 @@ class Model:
         """(buffer, offset, range) of a tensor bound as a storage buffer."""
         buf = self._arena if t["memory"] == "arena" else self._weights
         # Exactly the range the reader's barrier check used (an empty tensor: 4 harmless bytes at 0,
-        # as a zero range is invalid).
+        # as a zero range is invalid); weights where the packing put them.
         start, end = bound_range(t)
-        return buf, start, end - start
+        shift = next((at - s for s, e, at in self._moves if s <= start < e), 0) if buf is self._weights else 0
+        return buf, start + shift, end - start
 
     def _check_ranges(self, v: _Variant):
         """Every range recorded below lies inside its buffer and within the device's limits (the bundle
@@ -605,11 +611,10 @@ class Model:
         if problems:
             raise ValueError("; ".join(problems))
         if several:
-            v = self._by_shapes.get(tuple(a.shape for a in arrays))
-            if v is None:
-                raise ValueError(no_variant_message([w.view for w in self._variants], list(known),
-                                                    [a.shape for a in arrays]))
-            self._current = v  # the next run likely has the same shapes
+            found = self._by_shapes.get(tuple(a.shape for a in arrays))
+            if found is None:
+                raise ValueError(no_variant_message([w.view for w in self._variants], [a.shape for a in arrays]))
+            self._current = v = found  # the next run likely has the same shapes
         return arrays, v
 
     def _check_outputs(self, outputs, v: _Variant) -> dict:

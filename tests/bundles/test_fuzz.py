@@ -278,12 +278,15 @@ def assemble(sections) -> bytes:
     return head + struct.pack("<IQ", checksum, pos) + table + b"".join(pieces)
 
 
+BASE_WEIGHTS = {1: (1,), 2: (0.8, 0.2), 3: (0.65, 0.15, 0.2)}
+
+
 def mutate(rng: random.Random, bases: list[Base]) -> tuple[str, bytes, int]:
     """One mutation that changes at least one byte (edits that happen to change nothing are redrawn),
     and the index of the base it mutated."""
     while True:
-        pick = rng.random()
-        k = 0 if pick < 0.65 else 1 if pick < 0.8 else 2
+        # Mostly the single-variant 4 KiB bundle; then 16 KiB pages, and the two-variant bundle.
+        k = rng.choices(range(len(bases)), BASE_WEIGHTS[len(bases)])[0]
         base = bases[k]
         r = rng.random()
         if r < 0.38:

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from bundles import BundleError, read_bundle, validate_manifest
-from bundles.variants import VariantError, combine, input_shapes, match_score, pick_profile, pick_shapes
+from bundles.variants import VariantError, combine, input_shapes, match_score, pick_profile
 
 NVIDIA = {"vendor_ids": [0x10DE], "device_types": ["discrete_gpu", "integrated_gpu"]}
 CPU = {"device_types": ["cpu"]}
@@ -249,9 +249,30 @@ def test_pick_override_and_errors():
         pick_profile(only_cpu, 0x10DE, "discrete_gpu", meets_all)
 
 
-def test_pick_shapes():
-    views = PROFILES["variants"]
-    views = [{**v, "tensors": v["tensors"], "inputs": v["inputs"]} for v in views]
-    assert input_shapes(views[1]) == ((8, 16),)
-    assert pick_shapes(views, [0, 1], ((8, 16),)) == 1
-    assert pick_shapes(views, [0, 1], ((4, 16),)) is None
+def test_input_shapes():
+    assert input_shapes(PROFILES["variants"][1]) == ((8, 16),)
+
+
+def test_no_variant_message():
+    from bundles.variants import no_variant_message
+
+    def view(a, b):
+        return {"tensors": [{"shape": a}, {"shape": b}], "inputs": [{"name": "a", "tensor": 0}, {"name": "b", "tensor": 1}]}
+    views = [view([1, 3], [1, 10]), view([2, 3], [2, 10])]
+    assert no_variant_message(views, [(4, 3), (4, 10)]) == (
+        "inputs have shapes a=(4, 3), b=(4, 10); this bundle was compiled for a=1x3,b=1x10; a=2x3,b=2x10")
+    one = [{"tensors": [{"shape": [1, n]}], "inputs": [{"name": "ids", "tensor": 0}]} for n in (32, 128)]
+    assert no_variant_message(one, [(1, 64)]) == \
+        "input 'ids' has shape (1, 64); this bundle was compiled for ids=1x32, ids=1x128"
+
+
+def test_packed_weights(multi, singles):
+    """A profile's ranges of the shared WEIGHTS section, packed in order; a flat bundle: all, unmoved."""
+    from bundles.variants import packed_weights
+    b = read_bundle(multi)
+    for ids in ([0, 1], [2, 3], [0]):
+        moves = packed_weights(b.manifest, ids)
+        assert [at for _, _, at in moves] == [sum(e - s for s, e, _ in moves[:k]) for k in range(len(moves))]
+        assert all(s % 256 == 0 and (e - s) % 256 == 0 for s, e, _ in moves)
+    flat = read_bundle(singles["nvidia", 2])
+    assert packed_weights(flat.manifest, [0]) == [(0, len(flat.weights), 0)]

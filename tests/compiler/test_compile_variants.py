@@ -101,3 +101,25 @@ def test_default_bundle_runs_the_cpu_profile_here(model):
         assert m.target == "lavapipe"
         x = np.ones((2, 16), np.float32)
         assert m.run({"x": x})["y"].shape == (2, 8)
+
+
+def test_package_and_inspect_json_list_each_variants_requirements(model, tmp_path):
+    """The requirements an app checks before loading: one set per variant (the device needs one)."""
+    import json
+    bundle = tmp_path / "m.vkb"
+    bundle.write_bytes(compile_model(model, target="nvidia,lavapipe", input_shapes={"x": [2, 16]}))
+    module = tmp_path / "App" / "app"
+    module.mkdir(parents=True)
+    (tmp_path / "App" / "settings.gradle.kts").write_text('include(":app")\n')
+    (module / "build.gradle.kts").write_text("android {\n}\n")
+    r = CliRunner().invoke(app, ["package", str(bundle), "--android", str(tmp_path / "App"), "--no-gradle-edit"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "nvidia x=2x16: Vulkan 1.1.0" in text and "lavapipe x=2x16: Vulkan 1.1.0" in text, text
+    req = json.loads((module / "src/main/assets/m.requirements.json").read_text())
+    assert [v["target"]["name"] for v in req["variants"]] == ["nvidia", "lavapipe"]
+    assert req["variants"][1]["limits"]["maxTexelBufferElements"] > 0
+    r = CliRunner().invoke(app, ["inspect", str(bundle), "--json"])
+    assert r.exit_code == 0, r.output
+    facts = json.loads(r.output)["facts"]
+    assert [v["name"] for v in facts["requirements"]["variants"]] == ["nvidia x=2x16", "lavapipe x=2x16"]

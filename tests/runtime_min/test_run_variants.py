@@ -106,3 +106,39 @@ def test_portable_fallback_is_picked(model_proto):
     with load(data) as m:
         assert m.target == "generic"
         assert m.run(feeds(2))["y"].shape == (2, 8)
+
+
+@pytest.mark.parametrize("target", ["lavapipe", "nvidia"])
+def test_only_the_profiles_weights_are_uploaded(target):
+    """small_cnn's lavapipe kernels read Winograd-transformed filters, nvidia's the ONNX layout: each
+    profile uploads its own weights, packed, and both agree with onnxruntime."""
+    from compiler import compile_model
+    from bundles.variants import packed_weights
+    from harness import random_feeds
+    from onnx_builders import small_cnn
+    model = small_cnn()
+    data = compile_model(model, target="nvidia,lavapipe")
+    b = read_bundle(data)
+    index = [v["target"]["name"] for v in b.manifest["variants"]].index(target)
+    used = sum(end - start for start, end, _ in packed_weights(b.manifest, [index]))
+    assert used < len(b.weights)
+    f = random_feeds(model, seed=3)
+    clear_validation_messages()
+    with load(data, target=target, validation=True) as m:
+        assert m._weights.size == used
+        got = m.run(f)
+    assert not validation_messages(), validation_messages()
+    ref = run_onnxruntime(model, f)
+    for name, value in got.items():
+        assert_close(name, value, ref[name], rtol_l2=1e-4)
+
+
+def test_timing_per_variant(bundle):
+    """gpu_time is the last run's, whichever variant it was."""
+    with load(bundle, timing=True) as m:
+        if not m.device_info.timestamps:
+            pytest.skip("no timestamp queries on this device")
+        for rows in (1, 5, 1):
+            m.run(feeds(rows))
+            t = m.gpu_time
+            assert t is not None and t.total > 0 and t.kernels > 0
