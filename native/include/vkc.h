@@ -173,6 +173,10 @@ vkc_status vkc_run_shapes(vkc_model *model, const vkc_shape *shapes, const void 
  * has no timestamps. */
 double vkc_last_gpu_ns(vkc_model *model);
 
+/* Device memory the model holds: the arena (the largest variant's) and the weights uploaded (the
+ * ranges its shape set uses, packed; a flat bundle's whole WEIGHTS section). */
+void vkc_device_bytes(const vkc_model *model, uint64_t *arena, uint64_t *weights);
+
 /* Warnings and errors the validation layer reported through vkc's messenger (validation on). */
 uint32_t vkc_validation_messages(const vkc_context *ctx);
 

@@ -160,6 +160,11 @@ typedef struct buffer {
     uint8_t *mapped;
 } buffer;
 
+/* The weight ranges the shape set uses, packed one after the other (bundles/variants.py
+ * packed_weights): [start, end) of the WEIGHTS section at `at` in the weights buffer. A flat
+ * bundle: the whole section, unmoved. Other profiles' re-laid weights stay in the file. */
+typedef struct wrange { uint64_t start, end, at; } wrange;
+
 /* A variant of the model's shape set: its pipelines, descriptors and recorded command buffer are
  * made on its first run (or at load with build_all). */
 typedef struct vstate {
@@ -189,6 +194,9 @@ struct vkc_model {
     const m_kernel **pipe_kernels;      /* the pipelines built, by module + specialization, shared */
     VkPipeline *pipes;                  /* between variants: kernels the same in several build once */
     uint32_t n_pipes;
+    wrange *wranges;                    /* the weights uploaded: the shape set's, packed */
+    uint32_t n_wranges;
+    VkDeviceSize weights_size;
     VkDescriptorSetLayout *set_layouts;
     VkPipelineLayout *layouts;
     VkCommandPool cmd_pool;
@@ -926,9 +934,76 @@ static void rec_copy(vkc_model *md, VkCommandBuffer cmd, void *arg) {
     md->vk.vkCmdCopyBuffer(cmd, j->src, md->weights.handle, 1, &region);
 }
 
-static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, vkc_error *err) {
+static int by_start(const void *a, const void *b) {
+    const wrange *x = a, *y = b;
+    return x->start != y->start ? (x->start > y->start) - (x->start < y->start) : (x->end > y->end) - (x->end < y->end);
+}
+
+/* md->wranges for the shape set (a flat bundle: one range, the whole section). */
+static vkc_status pack_weights(vkc_model *md, vkc_error *err) {
+    const manifest *m = &md->m;
+    uint64_t size = m->variants[0].weights_bytes, align = 0, at = 0;
+    uint32_t n = 0, total = 0;
+    for (uint32_t j = 0; j < md->n_set; j++) {
+        total += md->set[j].v->n_tensors;
+        if (md->set[j].v->alignment > align) align = md->set[j].v->alignment;
+    }
+    if (!(md->wranges = calloc(total + 1, sizeof *md->wranges))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    if (!m->multi) {
+        md->wranges[0].end = size;
+        md->n_wranges = 1;
+        md->weights_size = size;
+        return VKC_OK;
+    }
+    for (uint32_t j = 0; j < md->n_set; j++)  /* each weight tensor's bytes, the end rounded up to the alignment */
+        for (uint32_t i = 0; i < md->set[j].v->n_tensors; i++) {
+            const m_tensor *t = &md->set[j].v->tensors[i];
+            uint64_t end = (t->offset + t->nbytes + align - 1) / align * align;
+            if (t->memory != MEM_WEIGHTS || !t->nbytes) continue;
+            md->wranges[n].start = t->offset;
+            md->wranges[n++].end = end < size ? end : size;
+        }
+    qsort(md->wranges, n, sizeof *md->wranges, by_start);
+    md->n_wranges = 0;
+    for (uint32_t i = 0; i < n; i++) {  /* overlapping ranges merged, then packed in order */
+        wrange *last = md->n_wranges ? &md->wranges[md->n_wranges - 1] : NULL;
+        if (last && md->wranges[i].start < last->end) {
+            if (md->wranges[i].end > last->end) { at += md->wranges[i].end - last->end; last->end = md->wranges[i].end; }
+            continue;
+        }
+        md->wranges[md->n_wranges] = md->wranges[i];
+        md->wranges[md->n_wranges++].at = at;
+        at += md->wranges[i].end - md->wranges[i].start;
+    }
+    md->weights_size = at;
+    return VKC_OK;
+}
+
+/* Where a weight tensor's bytes sit in the (packed) weights buffer. */
+static uint64_t packed_offset(const vkc_model *md, uint64_t offset) {
+    uint32_t lo = 0, hi = md->n_wranges;
+    while (hi - lo > 1) {  /* the last range starting at or before `offset` */
+        uint32_t mid = (lo + hi) / 2;
+        if (md->wranges[mid].start <= offset) lo = mid;
+        else hi = mid;
+    }
+    return md->wranges[lo].at + offset - md->wranges[lo].start;
+}
+
+/* Bytes [from, from + n) of the packed weights, gathered from the WEIGHTS section. */
+static void gather(const vkc_model *md, const uint8_t *weights, uint8_t *dst, uint64_t from, uint64_t n) {
+    for (uint32_t i = 0; i < md->n_wranges; i++) {
+        const wrange *r = &md->wranges[i];
+        uint64_t lo = from > r->at ? from : r->at, hi = r->at + (r->end - r->start);
+        if (hi > from + n) hi = from + n;
+        if (lo < hi) memcpy(dst + (lo - from), weights + r->start + (lo - r->at), (size_t)(hi - lo));
+    }
+}
+
+static vkc_status upload(vkc_model *md, const uint8_t *weights, vkc_error *err) {
+    VkDeviceSize n = md->weights_size;
     vkc_status s;
-    if (md->weights.mapped && n) memcpy(md->weights.mapped, weights, n);
+    if (md->weights.mapped && n) gather(md, weights, md->weights.mapped, 0, n);
     s = one_shot(md, "poisoning the arena", rec_poison, NULL, err);
     if (s != VKC_OK || md->weights.mapped || !n) return s;
     {
@@ -938,7 +1013,7 @@ static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, 
                         "weights staging", err);
         for (VkDeviceSize at = 0; s == VKC_OK && at < n; at += UPLOAD_CHUNK) {
             copy_job j = {staging.handle, at, n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK};
-            memcpy(staging.mapped, weights + at, j.n);
+            gather(md, weights, staging.mapped, at, j.n);
             s = one_shot(md, "uploading the weights", rec_copy, &j, err);
         }
         free_buffer(md, &staging);
@@ -1044,7 +1119,7 @@ static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
 
 static void tensor_range(const vkc_model *md, const m_tensor *t, VkBuffer *buf, VkDeviceSize *off, VkDeviceSize *range) {
     *buf = t->memory == MEM_ARENA ? md->arena.handle : md->weights.handle;
-    if (t->nbytes) { *off = t->offset; *range = t->nbytes; }
+    if (t->nbytes) { *off = t->memory == MEM_ARENA ? t->offset : packed_offset(md, t->offset); *range = t->nbytes; }
     else { *off = 0; *range = 4; }  /* an empty tensor is never read; a zero range is invalid */
 }
 
@@ -1288,7 +1363,7 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
     if (md->ctx->user_device) md->queue = md->ctx->user_queue;
     else md->vk.vkGetDeviceQueue(md->device, md->info->queue_family, 0, &md->queue);
     if ((s = make_buffer(md, &md->arena, arena, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, "arena", err)) ||
-        (s = make_buffer(md, &md->weights, m->variants[0].weights_bytes, usage, 0, "weights", err)) ||
+        (s = pack_weights(md, err)) || (s = make_buffer(md, &md->weights, md->weights_size, usage, 0, "weights", err)) ||
         (s = make_buffer(md, &md->staging, staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                          1, "staging", err))) { free(wanted); return s; }
     {
@@ -1303,7 +1378,7 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
         }
         if (r != VK_SUCCESS) { free(wanted); return vkfail(err, r, "creating the command pool, fence and queries"); }
     }
-    s = upload(md, b->weights, m->variants[0].weights_bytes, err);
+    s = upload(md, b->weights, err);
     if (s == VKC_OK) s = build_modules(md, b, wanted, err);
     free(wanted);
     for (uint32_t j = 0; s == VKC_OK && j < md->n_set; j++) s = check_ranges(md, md->set[j].v, err);
@@ -1381,6 +1456,7 @@ void vkc_free(vkc_model *md) {
     free(md->set);
     free(md->pipes);
     free(md->pipe_kernels);
+    free(md->wranges);
     free(md->shaders);
     free(md->layouts);
     free(md->set_layouts);
@@ -1570,6 +1646,11 @@ vkc_status vkc_run_named(vkc_model *md, const vkc_buffer *inputs, size_t n_input
         outs[k] = outputs[i].data;
     }
     return vkc_run(md, ins, outs, err);
+}
+
+void vkc_device_bytes(const vkc_model *md, uint64_t *arena, uint64_t *weights) {
+    if (arena) *arena = md ? md->arena.size : 0;
+    if (weights) *weights = md ? md->weights_size : 0;
 }
 
 double vkc_last_gpu_ns(vkc_model *md) {

@@ -141,8 +141,11 @@ int main(int argc, char **argv) {
         }
         if (rc == 0) {
             double mw = median(wall, bench), mg = median(gpu, bench);
-            printf("device: %s\ntarget: %s\nvariant: %s\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
-                   vkc_device_name(model), vkc_profile(model), vkc_variant_name(model, variant), bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
+            uint64_t arena, weights;
+            vkc_device_bytes(model, &arena, &weights);
+            printf("device: %s\ntarget: %s\nvariant: %s\narena_bytes: %llu\nweights_bytes: %llu\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
+                   vkc_device_name(model), vkc_profile(model), vkc_variant_name(model, variant),
+                   (unsigned long long)arena, (unsigned long long)weights, bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
         } else {
             fprintf(stderr, "vkcrun: %s\n", e.message);
         }

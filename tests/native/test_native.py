@@ -308,7 +308,10 @@ def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
     """Each batch size runs the variant compiled for it, of the profile the rule picks on lavapipe
     (its match names CPUs; nvidia's does not fit; generic has none) or of --target: outputs
     bit-identical to runtime_min running the same multi-variant bundle (which picks the same
-    profile) and running that variant's single-variant bundle; validation silent."""
+    profile) and running that variant's single-variant bundle; validation silent. The device holds
+    the largest variant's arena and only the shape set's weights, packed (packed_weights)."""
+    from bundles import read_bundle
+    from bundles.variants import packed_weights
     from runtime_min import load
     singles, multi = variant_bundles
     profile = target or "lavapipe"
@@ -326,6 +329,12 @@ def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
         assert r.returncode == 0, r.stderr
         info = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
         assert info["target"] == profile and info["variant"] == f"{profile} input={batch}x3x16x16", r.stdout
+        with read_bundle(str(multi)) as b:
+            views = b.manifest["variants"]
+            ids = [i for i, v in enumerate(views) if v["target"]["name"] == profile]
+            packed = sum(end - start for start, end, _ in packed_weights(b.manifest, ids))
+            assert int(info["weights_bytes"]) == packed < len(b.weights)
+            assert int(info["arena_bytes"]) == max(max(views[i]["memory"]["arena_bytes"] for i in ids), 4)
         for name, value in want.items():
             got = np.load(out / f"{name}.npy")
             assert got.shape == value.shape and got.tobytes() == value.tobytes(), (profile, batch, name)
