@@ -1,10 +1,12 @@
 /* vkcrun: run a .vkb bundle with the native runtime.
  *
  *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] [--target T]
+ *            [--build-all]
  *
  * Runs the variant whose input shapes are the .npy files' shapes (a bundle with several shape
  * variants; none matching: the error lists the compiled shapes), of the profile the device choice
- * rule picks or of --target T. Writes DIR/NAME.npy for every output. --bench N runs N more times (after 3 warm-up runs) and
+ * rule picks or of --target T (--build-all: every variant's pipelines at load, not on first use).
+ * Writes DIR/NAME.npy for every output. --bench N runs N more times (after 3 warm-up runs) and
  * prints the median wall time of vkc_run and the median GPU time (timestamps around the command
  * buffer) and their difference, the host overhead. VKC_VALIDATION=1: the validation layer with
  * synchronization validation; any message makes the exit status 3.
@@ -40,7 +42,7 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *out_dir = NULL, *device = NULL, *target = NULL;
     const char *in_names[256], *in_files[256];
-    int n_in = 0, bench = 0, rc = 0;
+    int n_in = 0, bench = 0, rc = 0, build_all = 0;
     vkc_open_options oo;
     vkc_load_options lo;
     vkc_shape shapes[256];
@@ -67,10 +69,11 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) bench = atoi(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
+        else if (strcmp(argv[i], "--build-all") == 0) build_all = 1;
         else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
         else {
             fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] "
-                            "[--target T]\n");
+                            "[--target T] [--build-all]\n");
             return 1;
         }
     }
@@ -86,6 +89,7 @@ int main(int argc, char **argv) {
     memset(&lo, 0, sizeof lo);
     lo.robust = -1;
     lo.target = target;
+    lo.build_all = build_all;
     if (vkc_load(ctx, data, (size_t)st.st_size, &lo, &model, &e) != VKC_OK) {
         fprintf(stderr, "vkcrun: %s\n", e.message);
         rc = 2;

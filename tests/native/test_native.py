@@ -324,7 +324,7 @@ def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
             same = model.run(feeds)
         assert all(same[k].tobytes() == v.tobytes() for k, v in want.items())
         out = tmp_path / f"{profile}-{batch}"
-        extra = ["--bench", "1"] + (["--target", target] if target else [])
+        extra = ["--bench", "1"] + (["--target", target, "--build-all"] if target else [])
         r = vkcrun(build, multi, feeds, out, *extra, env={"VKC_VALIDATION": "1"})
         assert r.returncode == 0, r.stderr
         info = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
