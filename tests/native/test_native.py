@@ -611,13 +611,44 @@ def test_summary():
 
 # ---- Android -----------------------------------------------------------------------------------
 
-def test_jni_layer_compiles(build, tmp_path):
+@pytest.fixture(scope="module")
+def jni_lib(build, tmp_path_factory):
+    """libvkc_jni.so built against the JDK's jni.h (desktop: without the AssetManager entry point)."""
     jni = sorted(glob.glob("/usr/lib/jvm/*/include/jni.h"))
     if not jni:
         pytest.skip("no JDK with jni.h")
-    inc = Path(jni[0]).parent
+    inc, lib = Path(jni[0]).parent, tmp_path_factory.mktemp("jni") / "libvkc_jni.so"
     r = subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
                         f"-I{inc}", f"-I{inc / 'linux'}", f"-I{NATIVE / 'include'}", "-DVKC_JNI_DESKTOP",
                         str(NATIVE / "android" / "vkc_jni.c"), str(build / "libvkc.a"), "-ldl", "-lpthread", "-lm",
-                        "-o", str(tmp_path / "libvkc_jni.so")], capture_output=True, text=True, timeout=120)
+                        "-o", str(lib)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+    return lib
+
+
+def test_jni_layer_compiles(jni_lib):
+    assert jni_lib.exists()
+
+
+def test_jni_runs_shape_variants(jni_lib, variant_bundles, tmp_path):
+    """The JNI calls VkcModel.kt makes, from Java (tests/native/JniCheck.java, same native symbols):
+    a multi-variant bundle from a direct ByteBuffer, the variant found by shape and run, bit-identical
+    to runtime_min; a shape the bundle lacks is a VkcException listing the compiled shapes."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java")
+    from runtime_min import load
+    singles, multi = variant_bundles
+    batch = VARIANT_BATCHES[-1]
+    feeds = _cnn_feeds(batch)
+    (tmp_path / "in.bin").write_bytes(feeds["input"].tobytes())
+    r = subprocess.run([java, str(Path(__file__).with_name("JniCheck.java")), str(jni_lib), str(multi),
+                        str(tmp_path / "in.bin"), f"{batch}x3x16x16", str(tmp_path / "out.bin")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"profile lavapipe variants {len(VARIANT_BATCHES)} variant {len(VARIANT_BATCHES) - 1} input input" \
+        in r.stdout, r.stdout
+    assert "error VkcException: input 'input' has shape (2, 3, 16, 16); this bundle was compiled for " in r.stdout
+    with load(str(singles[("lavapipe", batch)])) as model:
+        want = next(iter(model.run(feeds).values()))
+    assert (tmp_path / "out.bin").read_bytes() == want.tobytes()
