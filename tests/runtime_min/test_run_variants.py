@@ -142,3 +142,13 @@ def test_timing_per_variant(bundle):
             m.run(feeds(rows))
             t = m.gpu_time
             assert t is not None and t.total > 0 and t.kernels > 0
+
+
+def test_target_override_on_a_flat_bundle(model_proto):
+    """A single-variant bundle has one target: naming it loads as usual, naming another is an error."""
+    from compiler import compile_model
+    data = compile_model(model_proto, target="generic", input_shapes={"x": [2, 16]})
+    with load(data, target="generic") as m:
+        assert m.target == "generic" and m.variants == ["generic x=2x16"]
+    with pytest.raises(VkcRuntimeError, match=r"^Target 'nvidia' is not in this bundle; it has 'generic'\.$"):
+        load(data, target="nvidia")
