@@ -661,7 +661,7 @@ static vkc_status check_variant(ctx *c, const jnode *obj, uint64_t weights_bytes
     return check_requirements(c, man, v);
 }
 
-/* A variant's default name, as bundles/variants.py makes it: "<target> ids=1x32,mask=1x32". */
+/* A variant's default name (and a flat manifest's), as runtime_min makes it: "<target> ids=1x32,mask=1x32". */
 static char *shapes_label(const variant *v) {
     size_t n = strlen(v->target) + 2, used;
     char *out;
@@ -745,10 +745,11 @@ static vkc_status check_flat(ctx *c, const jnode *root, uint32_t module_count, u
     TRY(check_tensors(c, root, v));
     TRY(check_io(c, root, v));
     TRY(check_modules(c, root, module_count, man));
-    if (!(v->uses = calloc(man->n_modules + 1, 1)) || !(v->name = dup(v->target))) return NOMEM(c);
+    if (!(v->uses = calloc(man->n_modules + 1, 1))) return NOMEM(c);
     TRY(check_kernels(c, root, man, v));
     TRY(check_dispatches(c, root, man, v));
-    return check_requirements(c, man, v);
+    TRY(check_requirements(c, man, v));
+    return (v->name = shapes_label(v)) ? VKC_OK : NOMEM(c);
 }
 
 vkc_status vkc_manifest_check(const uint8_t *json, size_t json_len, const uint8_t *const *modules,

@@ -739,8 +739,7 @@ static vkc_status pick(vkc_context *ctx, const manifest *m, const char *target, 
                 nu += (size_t)snprintf(names + nu, sizeof names - nu, "%s'%.60s'", nu ? ", " : "", m->variants[k].target);
         }
         if (!found)
-            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "This bundle has no target '%.60s'; its targets are %s.", target,
-                             names);
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "Target '%.60s' is not in this bundle; it has %s.", target, names);
     }
     if (choice && !choice[0]) choice = NULL;
     if (choice) {

@@ -386,7 +386,8 @@ def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_pa
     assert ("input 'input' has shape (2, 3, 16, 16); this bundle was compiled for "
             "input=1x3x16x16, input=3x3x16x16") in r.stderr, r.stderr
     r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
-    assert r.returncode == 2 and "no target 'tpu'; its targets are 'nvidia', 'lavapipe', 'generic'" in r.stderr, r.stderr
+    assert r.returncode == 2 and "Target 'tpu' is not in this bundle; it has 'nvidia', 'lavapipe', 'generic'." \
+        in r.stderr, r.stderr
 
 
 def _edited(multi, tmp_path, edit):
@@ -420,6 +421,18 @@ def test_variants_shape_set_ignores_match(build, variant_bundles, tmp_path):
         assert model.target == "lavapipe" and len(model.variants) == len(VARIANT_BATCHES)
         want = model.run(_cnn_feeds(batch))
     assert all(np.load(tmp_path / "out" / f"{k}.npy").tobytes() == v.tobytes() for k, v in want.items())
+
+
+def test_flat_bundle_target_override(build, bundles, tmp_path):
+    """A flat bundle is one variant named as runtime_min names it; --target must be its target."""
+    from runtime_min import load
+    path = bundles[("mlp", "generic")]
+    with load(str(path)) as model:
+        feeds, name = feeds_for(model), model.variants[0]
+    r = vkcrun(build, path, feeds, tmp_path / "ok", "--target", "generic", "--bench", "1")
+    assert r.returncode == 0 and f"variant: {name}\n" in r.stdout and name == "generic input=2x16", r.stdout
+    r = vkcrun(build, path, feeds, tmp_path / "no", "--target", "nvidia")
+    assert r.returncode == 2 and "Target 'nvidia' is not in this bundle; it has 'generic'." in r.stderr, r.stderr
 
 
 def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
