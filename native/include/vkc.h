@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define VKC_VERSION "0.1.0"
+#define VKC_VERSION "0.2.0"  /* 0.2: format 1.2 variants */
 
 typedef enum vkc_status {
     VKC_OK = 0,
@@ -95,9 +95,10 @@ typedef struct vkc_load_options {
 typedef struct vkc_context vkc_context;
 typedef struct vkc_model vkc_model;
 
+/* One input's shape, for picking a variant (vkc_find_variant, vkc_run_shapes). */
 typedef struct vkc_shape {
     uint32_t rank;
-    const int64_t *dims;
+    const int64_t *dims;   /* rank entries (may be NULL for rank 0) */
 } vkc_shape;
 
 typedef struct vkc_tensor_info {
