@@ -81,28 +81,73 @@ JNIEXPORT jint JNICALL Java_dev_vkc_VkcModel_nativeCount(JNIEnv *env, jclass cls
     return h ? (jint)(outputs ? vkc_output_count(h->model) : vkc_input_count(h->model)) : 0;
 }
 
-static int info(JNIEnv *env, jlong ptr, jboolean outputs, jint i, vkc_tensor_info *t) {
+/* Input or output i of a variant (of the model's shape set; names and dtypes are the same in all). */
+static int info(JNIEnv *env, jlong ptr, jint variant, jboolean outputs, jint i, vkc_tensor_info *t) {
     handle *h = get(env, ptr);
     if (!h) return 0;
-    if ((outputs ? vkc_output_info(h->model, (uint32_t)i, t) : vkc_input_info(h->model, (uint32_t)i, t)) != VKC_OK) {
-        throw_vkc(env, "no such input or output index");
+    if ((outputs ? vkc_variant_output_info(h->model, (uint32_t)variant, (uint32_t)i, t)
+                 : vkc_variant_input_info(h->model, (uint32_t)variant, (uint32_t)i, t)) != VKC_OK) {
+        throw_vkc(env, "no such variant, input or output index");
         return 0;
     }
     return 1;
 }
 
+JNIEXPORT jint JNICALL Java_dev_vkc_VkcModel_nativeVariantCount(JNIEnv *env, jclass cls, jlong ptr) {
+    handle *h = get(env, ptr);
+    (void)cls;
+    return h ? (jint)vkc_variant_count(h->model) : 0;
+}
+
+JNIEXPORT jstring JNICALL Java_dev_vkc_VkcModel_nativeProfile(JNIEnv *env, jclass cls, jlong ptr) {
+    handle *h = get(env, ptr);
+    (void)cls;
+    return h ? (*env)->NewStringUTF(env, vkc_profile(h->model)) : NULL;
+}
+
+/* The variant compiled for these input shapes (one long[] per input, in input order). */
+JNIEXPORT jint JNICALL Java_dev_vkc_VkcModel_nativeFind(JNIEnv *env, jclass cls, jlong ptr, jobjectArray shapes) {
+    handle *h = get(env, ptr);
+    vkc_shape *s;
+    uint32_t n, k = 0;
+    jint found = -1;
+    vkc_error e;
+    (void)cls;
+    if (!h) return -1;
+    n = vkc_input_count(h->model);
+    if ((*env)->GetArrayLength(env, shapes) != (jsize)n) { throw_vkc(env, "find needs one shape per input"); return -1; }
+    if (!(s = calloc(n + 1, sizeof *s))) { throw_vkc(env, "out of memory"); return -1; }
+    for (uint32_t i = 0; i < n; i++) {
+        jlongArray a = (jlongArray)(*env)->GetObjectArrayElement(env, shapes, (jsize)i);
+        jsize rank = a ? (*env)->GetArrayLength(env, a) : 0;
+        int64_t *dims = malloc(((size_t)rank + 1) * sizeof *dims);
+        if (!a || !dims) { free(dims); throw_vkc(env, a ? "out of memory" : "a shape is null"); goto done; }
+        (*env)->GetLongArrayRegion(env, a, 0, rank, (jlong *)dims);
+        s[i].rank = (uint32_t)rank;
+        s[i].dims = dims;
+        (*env)->DeleteLocalRef(env, a);
+    }
+    if (vkc_find_variant(h->model, s, &k, &e) != VKC_OK) throw_vkc(env, e.message);
+    else found = (jint)k;
+done:
+    for (uint32_t i = 0; i < n; i++) free((void *)s[i].dims);
+    free(s);
+    return found;
+}
+
 JNIEXPORT jstring JNICALL Java_dev_vkc_VkcModel_nativeName(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs, jint i) {
     vkc_tensor_info t;
     (void)cls;
-    return info(env, ptr, outputs, i, &t) ? (*env)->NewStringUTF(env, t.name) : NULL;
+    return info(env, ptr, 0, outputs, i, &t) ? (*env)->NewStringUTF(env, t.name) : NULL;
 }
 
-/* dtype (vkc_dtype), then the shape */
-JNIEXPORT jlongArray JNICALL Java_dev_vkc_VkcModel_nativeSpec(JNIEnv *env, jclass cls, jlong ptr, jboolean outputs, jint i) {
+/* dtype (vkc_dtype), then the shape, of a variant's input or output */
+JNIEXPORT jlongArray JNICALL Java_dev_vkc_VkcModel_nativeSpec(JNIEnv *env, jclass cls, jlong ptr, jint variant,
+                                                             jboolean outputs, jint i) {
     vkc_tensor_info t;
     jlongArray out;
     (void)cls;
-    if (!info(env, ptr, outputs, i, &t)) return NULL;
+    if (!info(env, ptr, variant, outputs, i, &t)) return NULL;
     out = (*env)->NewLongArray(env, (jsize)t.rank + 1);
     if (out) {
         jlong dtype = t.dtype;
@@ -115,10 +160,10 @@ JNIEXPORT jlongArray JNICALL Java_dev_vkc_VkcModel_nativeSpec(JNIEnv *env, jclas
     return out;
 }
 
-/* inputs/outputs: direct ByteBuffers in model order (an output may be null: skipped), each exactly
- * the tensor's size, in native (little-endian) order. */
-JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, jlong ptr, jobjectArray inputs,
-                                                      jobjectArray outputs) {
+/* Run a variant. inputs/outputs: direct ByteBuffers in model order (an output may be null: skipped),
+ * each exactly the variant's tensor's size, in native (little-endian) order. */
+JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, jlong ptr, jint variant,
+                                                      jobjectArray inputs, jobjectArray outputs) {
     handle *h = get(env, ptr);
     const void *ins[256];
     void *outs[256];
@@ -139,8 +184,11 @@ JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, 
         jobject b = (*env)->GetObjectArrayElement(env, is_out ? outputs : inputs, (jsize)i);
         vkc_tensor_info t;
         void *p;
-        if (is_out) vkc_output_info(h->model, i, &t);
-        else vkc_input_info(h->model, i, &t);
+        if ((is_out ? vkc_variant_output_info(h->model, (uint32_t)variant, i, &t)
+                    : vkc_variant_input_info(h->model, (uint32_t)variant, i, &t)) != VKC_OK) {
+            throw_vkc(env, "no such variant");
+            return;
+        }
         if (!b && is_out) { outs[i] = NULL; continue; }
         p = b ? (*env)->GetDirectBufferAddress(env, b) : NULL;
         if (!p || (*env)->GetDirectBufferCapacity(env, b) != (jlong)t.nbytes) {
@@ -154,7 +202,7 @@ JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, 
         else ins[i] = p;
         (*env)->DeleteLocalRef(env, b);
     }
-    if (vkc_run(h->model, ins, outs, &e) != VKC_OK) throw_vkc(env, e.message);
+    if (vkc_run_variant(h->model, (uint32_t)variant, ins, outs, &e) != VKC_OK) throw_vkc(env, e.message);
 }
 
 JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeClose(JNIEnv *env, jclass cls, jlong ptr) {

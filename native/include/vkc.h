@@ -15,6 +15,13 @@
  *
  * Threads: a model may be run from several threads; its runs are serialized by a lock. Distinct
  * models run side by side (each has its own VkDevice unless the caller provides one).
+ *
+ * Variants (format 1.2): a bundle may hold several kernel sets, one per (device profile, input
+ * shapes) pair. vkc_load picks the profile for the device (FORMAT.md "Which variant runs"; or the
+ * one named by vkc_load_options.target); the variants of that profile are the model's shape set.
+ * vkc_run_shapes runs the variant whose input shapes equal the given ones; vkc_run runs the
+ * selected one (vkc_select_variant; the first by default). A variant's pipelines are built on its
+ * first run (all at load with build_all); one arena, sized for the largest variant, serves all.
  */
 #ifndef VKC_H
 #define VKC_H
@@ -26,7 +33,7 @@
 extern "C" {
 #endif
 
-#define VKC_VERSION "0.1.0"
+#define VKC_VERSION "0.2.0"  /* 0.2: format 1.2 variants */
 
 typedef enum vkc_status {
     VKC_OK = 0,
@@ -84,10 +91,20 @@ typedef struct vkc_open_options {
 typedef struct vkc_load_options {
     int robust;            /* robustBufferAccess: 1 on, 0 off, -1 default ($VKC_ROBUST, else on) */
     double timeout_s;      /* a run taking longer is an error (device lost); 0: 300 s */
+    /* The profile (a variant's target.name) to run instead of the one the device choice rule picks;
+     * NULL: the rule. It must exist in the bundle and the device must meet its requirements. */
+    const char *target;
+    int build_all;         /* 1: build every variant's pipelines at load; 0: each on its first run */
 } vkc_load_options;
 
 typedef struct vkc_context vkc_context;
 typedef struct vkc_model vkc_model;
+
+/* One input's shape, for picking a variant (vkc_find_variant, vkc_run_shapes). */
+typedef struct vkc_shape {
+    uint32_t rank;
+    const int64_t *dims;   /* rank entries (may be NULL for rank 0) */
+} vkc_shape;
 
 typedef struct vkc_tensor_info {
     const char *name;      /* the ONNX name */
@@ -112,6 +129,7 @@ vkc_status vkc_check(const void *data, size_t size, vkc_error *err);
 
 uint32_t vkc_input_count(const vkc_model *model);
 uint32_t vkc_output_count(const vkc_model *model);
+/* Inputs and outputs of the selected variant (names and dtypes are the same in every variant). */
 vkc_status vkc_input_info(const vkc_model *model, uint32_t index, vkc_tensor_info *out);
 vkc_status vkc_output_info(const vkc_model *model, uint32_t index, vkc_tensor_info *out);
 int vkc_input_index(const vkc_model *model, const char *name);   /* -1 when absent */
@@ -132,9 +150,38 @@ typedef struct vkc_buffer {
 vkc_status vkc_run_named(vkc_model *model, const vkc_buffer *inputs, size_t n_inputs, vkc_buffer *outputs,
                          size_t n_outputs, vkc_error *err);
 
+/* ---- variants (format 1.2; a 1.1 bundle is one variant) ---- */
+
+const char *vkc_profile(const vkc_model *model);                     /* the chosen target.name */
+uint32_t vkc_variant_count(const vkc_model *model);                  /* variants of that profile */
+const char *vkc_variant_name(const vkc_model *model, uint32_t variant);
+vkc_status vkc_variant_input_info(const vkc_model *model, uint32_t variant, uint32_t index, vkc_tensor_info *out);
+vkc_status vkc_variant_output_info(const vkc_model *model, uint32_t variant, uint32_t index, vkc_tensor_info *out);
+
+/* The variant whose input shapes equal `shapes` (shapes[i] is input i's) exactly. None:
+ * VKC_ERR_ARGUMENT, the message naming the shapes given and the shapes compiled. */
+vkc_status vkc_find_variant(const vkc_model *model, const vkc_shape *shapes, uint32_t *variant, vkc_error *err);
+
+/* The variant vkc_run, vkc_run_named and vkc_input_info/vkc_output_info use (0 after load). Not to be
+ * called while another thread uses the model; vkc_run_shapes needs no selection. */
+vkc_status vkc_select_variant(vkc_model *model, uint32_t variant, vkc_error *err);
+uint32_t vkc_selected_variant(const vkc_model *model);
+
+/* Run one variant as vkc_run does: inputs[i] holds that variant's input i, outputs[i] receives its
+ * output i (vkc_variant_input_info / vkc_variant_output_info). The selection is left as it was. */
+vkc_status vkc_run_variant(vkc_model *model, uint32_t variant, const void *const *inputs, void *const *outputs,
+                           vkc_error *err);
+/* vkc_find_variant, then vkc_run_variant. */
+vkc_status vkc_run_shapes(vkc_model *model, const vkc_shape *shapes, const void *const *inputs,
+                          void *const *outputs, vkc_error *err);
+
 /* GPU time of the last run (timestamps around the whole command buffer), in ns; -1 when the queue
  * has no timestamps. */
 double vkc_last_gpu_ns(vkc_model *model);
+
+/* Device memory the model holds: the arena (the largest variant's) and the weights uploaded (the
+ * ranges its shape set uses, packed; a flat bundle's whole WEIGHTS section). */
+void vkc_device_bytes(const vkc_model *model, uint64_t *arena, uint64_t *weights);
 
 /* Warnings and errors the validation layer reported through vkc's messenger (validation on). */
 uint32_t vkc_validation_messages(const vkc_context *ctx);

@@ -95,32 +95,58 @@ typedef struct m_dispatch {
     int barrier;
 } m_dispatch;
 
-typedef struct manifest {
-    char *model_name;
+/* target.match of a variant (format 1.2): which devices the profile was made for. */
+typedef struct m_match {
+    int present, has_vendors, has_types;
+    uint32_t n_vendors;
+    uint32_t *vendors;       /* VkPhysicalDeviceProperties.vendorID values */
+    uint32_t types;          /* bit 1 << VkPhysicalDeviceType per listed device type */
+} m_match;
+
+/* One variant: a kernel set + schedule + memory plan for one (device profile, input shapes) pair,
+ * over the bundle's shared modules. A format 1.1 (flat) manifest is one variant. */
+typedef struct variant {
+    char *name;              /* variants[].name; the target name for a flat manifest */
+    char *target;            /* target.name: the profile */
+    m_match match;
     uint32_t api[3];
     uint32_t n_extensions, n_features;
     char **extensions, **features;
     uint64_t max_shared, max_invocations, max_wg[3], max_storage_range, max_texel_elements;
     uint64_t alignment, arena_bytes, weights_bytes;
-    uint32_t n_tensors, n_inputs, n_outputs, n_modules, n_kernels, n_dispatches;
+    uint32_t n_tensors, n_inputs, n_outputs, n_kernels, n_dispatches;
     m_tensor *tensors;
     m_io *inputs, *outputs;
-    m_module *modules;
     m_kernel *kernels;
     m_dispatch *dispatches;
+    uint8_t *uses;           /* per shared module: 1 when a kernel of this variant uses it */
+} variant;
+
+typedef struct manifest {
+    char *model_name;
+    int multi;               /* a format 1.2 manifest with `variants` */
+    uint32_t n_modules, n_variants;
+    m_module *modules;       /* shared by every variant */
+    variant *variants;
 } manifest;
 
-/* Every check after the container's, in FORMAT.md's order: manifest json, manifest (field rules of
- * bundles/manifest.py), spirv interface (bundles/spirv.py), barrier. `modules` are the SPIR-V
- * sections (byte pointers into the bundle; any alignment). Fills `out` (free with manifest_free). */
+/* Every check after the container's, in FORMAT.md's order: manifest json, manifest (the field rules
+ * of bundles/manifest.py, for every variant), spirv interface (bundles/spirv.py), barriers (every
+ * variant). `modules` are the SPIR-V sections (byte pointers into the bundle; any alignment). Fills
+ * `out` (free with vkc_manifest_free). */
 vkc_status vkc_manifest_check(const uint8_t *json, size_t json_len, const uint8_t *const *modules,
                               const size_t *module_sizes, uint32_t module_count, uint64_t weights_bytes,
                               manifest *out, vkc_error *err);
 void vkc_manifest_free(manifest *m);
 
-/* The barrier rule (FORMAT.md "barrier"): a barrier is required before a dispatch that reads bytes
- * written, or writes bytes read or written, since the last barrier. Fails with check "barrier". */
-vkc_status vkc_check_barriers(const manifest *m, vkc_error *err);
+/* The spirv interface check: each module against the manifest and against the kernels of every
+ * variant that uses it; fills the modules' reflected fields (readonly, caps, exts, spirv_minor). */
+vkc_status vkc_spirv_interface(manifest *m, const uint8_t *const *modules, const size_t *sizes, vkc_error *err);
+
+/* The barrier rule (FORMAT.md "barriers") for one variant: a barrier is required before a dispatch
+ * that reads bytes written, or writes bytes read or written, since the last barrier. `where`
+ * prefixes the detail ("variants[2]." or ""). Fails with check "barriers". */
+vkc_status vkc_check_barriers(const manifest *m, const variant *v, const char *where, vkc_error *err);
 
 /* The container + every manifest check; on success *m is filled and the bundle's pointers too. */
 struct vkb_bundle;

@@ -35,8 +35,11 @@ uint64_t vkc_dtype_nbytes(vkc_dtype d, uint64_t count) {
 typedef struct ctx {
     const jdoc *doc;
     vkc_error *err;
-    char path[256];
+    char pre[32];      /* the path of the variant being checked ("variants[2]"), "" for a flat manifest */
 } ctx;
+
+/* A path inside the current variant: "variants[2].tensors[3]" or, flat, "tensors[3]". */
+#define PRE(c) (c)->pre, (c)->pre[0] ? "." : ""
 
 /* A short rendering of a JSON value for messages (bounded, like the Python reader's reprlib). */
 static void show(const jnode *v, char *buf, size_t n) {
@@ -175,51 +178,99 @@ static vkc_status copy_strings(ctx *c, const jnode *lst, uint32_t *n, char ***ou
     return VKC_OK;
 }
 
-static vkc_status check_description(ctx *c, const jnode *root, manifest *m) {
-    const jnode *model, *target, *req, *v, *e;
-    static const int64_t api_hi[3] = {127, 1023, 4095};
-    char where[300];
-    int64_t x;
-    uint32_t i;
+static vkc_status check_model(ctx *c, const jnode *root, manifest *m) {
+    const jnode *model, *v;
     TRY(dict(c, root, "model", "", &model));
     TRY(str_field(c, model, "name", "model", 0, &v));
     if (!(m->model_name = dup(v->s))) return NOMEM(c);
     TRY(str_field(c, model, "producer", "model", 0, NULL));
     TRY(str_field(c, model, "source_sha256", "model", 0, NULL));
     TRY(int_field(c, model, "opset", "model", 0, MAX_DIM, NULL));
-    TRY(dict(c, root, "target", "", &target));
-    TRY(str_field(c, target, "name", "target", 0, NULL));
+    return VKC_OK;
+}
 
-    TRY(dict(c, root, "requirements", "", &req));
-    TRY(list(c, req, "vulkan_api", "requirements", 3, &v));
+static const char *const DEVICE_TYPES[5] = {"other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu"};
+
+/* target.match (format 1.2, variants only): vendor_ids and/or device_types, both optional. */
+static vkc_status check_match(ctx *c, const jnode *target, const char *tpath, m_match *out) {
+    const jnode *match, *v, *e;
+    char path[160], where[300];
+    uint32_t i, k;
+    int64_t x;
+    if (!vkc_json_get(c->doc, target, "match")) return VKC_OK;
+    TRY(dict(c, target, "match", tpath, &match));
+    snprintf(path, sizeof path, "%s.match", tpath);
+    out->present = 1;
+    if (vkc_json_get(c->doc, match, "vendor_ids")) {
+        TRY(list(c, match, "vendor_ids", path, -1, &v));
+        out->has_vendors = 1;
+        out->n_vendors = v->len;
+        if (!(out->vendors = calloc(v->len ? v->len : 1, sizeof *out->vendors))) return NOMEM(c);
+        for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+            snprintf(where, sizeof where, "%s.vendor_ids[%u]", path, i);
+            TRY(as_int(c, e, where, 0, 0xFFFFFFFFLL, &x));
+            out->vendors[i] = (uint32_t)x;
+        }
+    }
+    if (vkc_json_get(c->doc, match, "device_types")) {
+        TRY(list(c, match, "device_types", path, -1, &v));
+        out->has_types = 1;
+        for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
+            snprintf(where, sizeof where, "%s.device_types[%u]", path, i);
+            TRY(as_str(c, e, where, 0));
+            for (k = 0; k < 5 && strcmp(e->s, DEVICE_TYPES[k]) != 0; k++) {}
+            if (k == 5)
+                return fail(c, where, e, "is not one of other, integrated_gpu, discrete_gpu, virtual_gpu, cpu");
+            out->types |= 1u << k;  /* the VkPhysicalDeviceType value */
+        }
+    }
+    return VKC_OK;
+}
+
+/* target and requirements of a variant (of the flat manifest: target.match is ignored there). */
+static vkc_status check_target(ctx *c, const jnode *root, int multi, variant *m) {
+    const jnode *target, *req, *v, *e;
+    static const int64_t api_hi[3] = {127, 1023, 4095};
+    char where[300], tpath[64], rpath[64];
+    int64_t x;
+    uint32_t i;
+    snprintf(tpath, sizeof tpath, "%s%starget", PRE(c));
+    snprintf(rpath, sizeof rpath, "%s%srequirements", PRE(c));
+    TRY(dict(c, root, "target", c->pre, &target));
+    TRY(str_field(c, target, "name", tpath, 0, &v));
+    if (!(m->target = dup(v->s))) return NOMEM(c);
+    if (multi) TRY(check_match(c, target, tpath, &m->match));
+
+    TRY(dict(c, root, "requirements", c->pre, &req));
+    TRY(list(c, req, "vulkan_api", rpath, 3, &v));
     for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
-        snprintf(where, sizeof where, "requirements.vulkan_api[%u]", i);
+        snprintf(where, sizeof where, "%s.vulkan_api[%u]", rpath, i);
         TRY(as_int(c, e, where, 0, api_hi[i], &x));
         m->api[i] = (uint32_t)x;
     }
-    TRY(list(c, req, "extensions", "requirements", -1, &v));
+    TRY(list(c, req, "extensions", rpath, -1, &v));
     for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
-        snprintf(where, sizeof where, "requirements.extensions[%u]", i);
+        snprintf(where, sizeof where, "%s.extensions[%u]", rpath, i);
         TRY(as_str(c, e, where, 1));
     }
     TRY(copy_strings(c, v, &m->n_extensions, &m->extensions));
-    TRY(int_field(c, req, "max_shared_memory_bytes", "requirements", 0, MAX_BYTES, &x));
+    TRY(int_field(c, req, "max_shared_memory_bytes", rpath, 0, MAX_BYTES, &x));
     m->max_shared = (uint64_t)x;
-    TRY(int_field(c, req, "max_workgroup_invocations", "requirements", 1, MAX_LOCAL, &x));
+    TRY(int_field(c, req, "max_workgroup_invocations", rpath, 1, MAX_LOCAL, &x));
     m->max_invocations = (uint64_t)x;
-    TRY(list(c, req, "max_workgroup_size", "requirements", 3, &v));
+    TRY(list(c, req, "max_workgroup_size", rpath, 3, &v));
     for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
-        snprintf(where, sizeof where, "requirements.max_workgroup_size[%u]", i);
+        snprintf(where, sizeof where, "%s.max_workgroup_size[%u]", rpath, i);
         TRY(as_int(c, e, where, 1, MAX_LOCAL, &x));
         m->max_wg[i] = (uint64_t)x;
     }
-    TRY(int_field(c, req, "max_storage_buffer_range", "requirements", 0, MAX_BYTES, &x));
+    TRY(int_field(c, req, "max_storage_buffer_range", rpath, 0, MAX_BYTES, &x));
     m->max_storage_range = (uint64_t)x;
     if ((v = vkc_json_get(c->doc, req, "features")) != NULL) {
         const jnode *f;
-        TRY(list(c, req, "features", "requirements", -1, &v));
+        TRY(list(c, req, "features", rpath, -1, &v));
         for (i = 0, e = FIRST(c, v); e; e = NEXT(c, e), i++) {
-            snprintf(where, sizeof where, "requirements.features[%u]", i);
+            snprintf(where, sizeof where, "%s.features[%u]", rpath, i);
             TRY(as_str(c, e, where, 1));
             if (!is_identifier(e->s))
                 return fail(c, where, e, "is not a feature name (a VkPhysicalDevice*Features field)");
@@ -229,29 +280,33 @@ static vkc_status check_description(ctx *c, const jnode *root, manifest *m) {
         TRY(copy_strings(c, v, &m->n_features, &m->features));
     }
     if (vkc_json_get(c->doc, req, "max_texel_buffer_elements")) {
-        TRY(int_field(c, req, "max_texel_buffer_elements", "requirements", 0, MAX_BYTES, &x));
+        TRY(int_field(c, req, "max_texel_buffer_elements", rpath, 0, MAX_BYTES, &x));
         m->max_texel_elements = (uint64_t)x;
     }
     return VKC_OK;
 }
 
-static vkc_status check_memory(ctx *c, const jnode *root, uint64_t weights_bytes, manifest *m) {
+static vkc_status check_memory(ctx *c, const jnode *root, uint64_t weights_bytes, variant *m) {
     const jnode *mem, *v;
     int64_t x;
-    TRY(dict(c, root, "memory", "", &mem));
-    TRY(int_field(c, mem, "alignment", "memory", 4, 65536, &x));
-    if (x & (x - 1)) return fail(c, "memory.alignment", vkc_json_get(c->doc, mem, "alignment"), "must be a power of two");
+    char path[64], where[96];
+    snprintf(path, sizeof path, "%s%smemory", PRE(c));
+    TRY(dict(c, root, "memory", c->pre, &mem));
+    TRY(int_field(c, mem, "alignment", path, 4, 65536, &x));
+    snprintf(where, sizeof where, "%s.alignment", path);
+    if (x & (x - 1)) return fail(c, where, vkc_json_get(c->doc, mem, "alignment"), "must be a power of two");
     m->alignment = (uint64_t)x;
-    TRY(int_field(c, mem, "arena_bytes", "memory", 0, MAX_BYTES, &x));
+    TRY(int_field(c, mem, "arena_bytes", path, 0, MAX_BYTES, &x));
     m->arena_bytes = (uint64_t)x;
-    TRY(int_field(c, mem, "weights_bytes", "memory", 0, MAX_BYTES, &x));
+    TRY(int_field(c, mem, "weights_bytes", path, 0, MAX_BYTES, &x));
     if ((uint64_t)x != weights_bytes) {
         v = vkc_json_get(c->doc, mem, "weights_bytes");
-        return fail(c, "memory.weights_bytes", v, "but the WEIGHTS section is %llu bytes", (unsigned long long)weights_bytes);
+        snprintf(where, sizeof where, "%s.weights_bytes", path);
+        return fail(c, where, v, "but the WEIGHTS section is %llu bytes", (unsigned long long)weights_bytes);
     }
     m->weights_bytes = weights_bytes;
-    TRY(int_field(c, mem, "intermediates_sum_bytes", "memory", 0, MAX_BYTES, NULL));
-    TRY(int_field(c, mem, "lower_bound_bytes", "memory", 0, MAX_BYTES, NULL));
+    TRY(int_field(c, mem, "intermediates_sum_bytes", path, 0, MAX_BYTES, NULL));
+    TRY(int_field(c, mem, "lower_bound_bytes", path, 0, MAX_BYTES, NULL));
     return VKC_OK;
 }
 
@@ -260,18 +315,18 @@ static vkc_status entries(ctx *c, const jnode *root, const char *key, const jnod
     const jnode *e;
     uint32_t i = 0;
     char where[300];
-    TRY(list(c, root, key, "", -1, out));
+    TRY(list(c, root, key, c->pre, -1, out));
     for (e = FIRST(c, *out); e; e = NEXT(c, e), i++) {
-        snprintf(where, sizeof where, "%s[%u]", key, i);
+        snprintf(where, sizeof where, "%s%s%s[%u]", PRE(c), key, i);
         if (e->type != J_OBJECT) return fail(c, where, e, "must be an object");
     }
     return VKC_OK;
 }
 
-static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
+static vkc_status check_tensors(ctx *c, const jnode *root, variant *m) {
     const jnode *ts, *t, *v, *e;
     uint32_t i, k;
-    char path[64], where[300];
+    char path[96], where[300];
     TRY(entries(c, root, "tensors", &ts));
     m->n_tensors = ts->len;
     if (!(m->tensors = calloc(ts->len ? ts->len : 1, sizeof *m->tensors))) return NOMEM(c);
@@ -282,7 +337,7 @@ static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
         int64_t count = 1, x, off, nbytes;
         uint64_t size;
         int zero = 0;
-        snprintf(path, sizeof path, "tensors[%u]", i);
+        snprintf(path, sizeof path, "%s%stensors[%u]", PRE(c), i);
         TRY(str_field(c, t, "name", path, 0, &v));
         if (!(mt->name = dup(v->s))) return NOMEM(c);
         TRY(str_field(c, t, "dtype", path, 0, &dt));
@@ -338,19 +393,19 @@ static vkc_status check_tensors(ctx *c, const jnode *root, manifest *m) {
     return VKC_OK;
 }
 
-static vkc_status check_io(ctx *c, const jnode *root, manifest *m) {
+static vkc_status check_io(ctx *c, const jnode *root, variant *m) {
     static const char *const keys[2] = {"inputs", "outputs"};
     for (int which = 0; which < 2; which++) {
         const jnode *lst, *io, *name, *o;
         m_io *arr;
         uint32_t i;
-        char path[64], where[300];
+        char path[96], where[300];
         TRY(entries(c, root, keys[which], &lst));
         if (!(arr = calloc(lst->len ? lst->len : 1, sizeof *arr))) return NOMEM(c);
         if (which == 0) { m->inputs = arr; m->n_inputs = lst->len; }
         else { m->outputs = arr; m->n_outputs = lst->len; }
         for (i = 0, io = FIRST(c, lst); io; io = NEXT(c, io), i++) {
-            snprintf(path, sizeof path, "%s[%u]", keys[which], i);
+            snprintf(path, sizeof path, "%s%s%s[%u]", PRE(c), keys[which], i);
             TRY(str_field(c, io, "name", path, 1, &name));
             for (o = FIRST(c, lst); o != io; o = NEXT(c, o))
                 if (strcmp(vkc_json_get(c->doc, o, "name")->s, name->s) == 0) {
@@ -430,26 +485,27 @@ static uint32_t f32_bits(double d) {
     return b;
 }
 
-static vkc_status check_kernels(ctx *c, const jnode *root, manifest *m) {
+static vkc_status check_kernels(ctx *c, const jnode *root, const manifest *man, variant *m) {
     const jnode *lst, *k, *v, *specs, *sp;
     uint32_t i, j;
-    char path[64], where[300];
+    char path[96], where[300];
     TRY(entries(c, root, "kernels", &lst));
     m->n_kernels = lst->len;
     if (!(m->kernels = calloc(lst->len ? lst->len : 1, sizeof *m->kernels))) return NOMEM(c);
     for (i = 0, k = FIRST(c, lst); k; k = NEXT(c, k), i++) {
         m_kernel *mk = &m->kernels[i];
-        snprintf(path, sizeof path, "kernels[%u]", i);
+        snprintf(path, sizeof path, "%s%skernels[%u]", PRE(c), i);
         TRY(str_field(c, k, "name", path, 0, &v));
         if (!(mk->name = dup(v->s))) return NOMEM(c);
         TRY(field(c, k, "module", path, &v));
         snprintf(where, sizeof where, "%s.module", path);
-        TRY(index_of(c, v, where, m->n_modules, "modules", &mk->module));
+        TRY(index_of(c, v, where, man->n_modules, "modules", &mk->module));
+        m->uses[mk->module] = 1;
         TRY(list(c, k, "specialization", path, -1, &specs));
         mk->n_spec = specs->len;
         if (!(mk->spec = calloc(specs->len ? specs->len : 1, sizeof *mk->spec))) return NOMEM(c);
         for (j = 0, sp = FIRST(c, specs); sp; sp = NEXT(c, sp), j++) {
-            char spath[128], w2[300];
+            char spath[160], w2[300];
             const jnode *type, *val;
             int64_t id;
             snprintf(spath, sizeof spath, "%s.specialization[%u]", path, j);
@@ -495,22 +551,22 @@ static vkc_status check_kernels(ctx *c, const jnode *root, manifest *m) {
     return VKC_OK;
 }
 
-static vkc_status check_dispatches(ctx *c, const jnode *root, manifest *m) {
+static vkc_status check_dispatches(ctx *c, const jnode *root, const manifest *man, variant *m) {
     const jnode *lst, *d, *v, *e;
     uint32_t i, k;
     int64_t x;
-    char path[64], where[300];
+    char path[96], where[300];
     TRY(entries(c, root, "dispatches", &lst));
     m->n_dispatches = lst->len;
     if (!(m->dispatches = calloc(lst->len ? lst->len : 1, sizeof *m->dispatches))) return NOMEM(c);
     for (i = 0, d = FIRST(c, lst); d; d = NEXT(c, d), i++) {
         m_dispatch *md = &m->dispatches[i];
         uint32_t want;
-        snprintf(path, sizeof path, "dispatches[%u]", i);
+        snprintf(path, sizeof path, "%s%sdispatches[%u]", PRE(c), i);
         TRY(field(c, d, "kernel", path, &v));
         snprintf(where, sizeof where, "%s.kernel", path);
         TRY(index_of(c, v, where, m->n_kernels, "kernels", &md->kernel));
-        want = m->modules[m->kernels[md->kernel].module].bindings;
+        want = man->modules[m->kernels[md->kernel].module].bindings;
         TRY(list(c, d, "bindings", path, -1, &v));
         snprintf(where, sizeof where, "%s.bindings", path);
         if (v->len != want)
@@ -548,51 +604,161 @@ static vkc_status check_dispatches(ctx *c, const jnode *root, manifest *m) {
     return VKC_OK;
 }
 
-static vkc_status check_requirements(ctx *c, const manifest *m) {
+/* A module counts for a variant's requirements when one of its kernels uses it (format 1.2); in a
+ * flat manifest every module counts, as in format 1.1. */
+static int counts(const manifest *man, const variant *v, uint32_t module) {
+    return !man->multi || v->uses[module];
+}
+
+static vkc_status check_requirements(ctx *c, const manifest *man, const variant *m) {
     char where[64];
-    for (uint32_t i = 0; i < m->n_modules; i++) {
-        const m_module *mm = &m->modules[i];
+    for (uint32_t i = 0; i < man->n_modules; i++) {
+        const m_module *mm = &man->modules[i];
         uint64_t prod = (uint64_t)mm->local[0] * mm->local[1] * mm->local[2];
+        if (!counts(man, m, i)) continue;
         snprintf(where, sizeof where, "modules[%u].local_size", i);
         if (prod > m->max_invocations)
             return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s = [%u, %u, %u] has %llu invocations but "
-                             "requirements.max_workgroup_invocations = %llu", where, mm->local[0], mm->local[1],
-                             mm->local[2], (unsigned long long)prod, (unsigned long long)m->max_invocations);
+                             "%s%srequirements.max_workgroup_invocations = %llu", where, mm->local[0], mm->local[1],
+                             mm->local[2], (unsigned long long)prod, PRE(c), (unsigned long long)m->max_invocations);
         for (int a = 0; a < 3; a++)
             if (mm->local[a] > m->max_wg[a])
                 return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s = [%u, %u, %u] exceeds "
-                                 "requirements.max_workgroup_size = [%llu, %llu, %llu] on axis %c", where,
-                                 mm->local[0], mm->local[1], mm->local[2], (unsigned long long)m->max_wg[0],
+                                 "%s%srequirements.max_workgroup_size = [%llu, %llu, %llu] on axis %c", where,
+                                 mm->local[0], mm->local[1], mm->local[2], PRE(c), (unsigned long long)m->max_wg[0],
                                  (unsigned long long)m->max_wg[1], (unsigned long long)m->max_wg[2], "xyz"[a]);
         if (mm->shared > m->max_shared)
             return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "modules[%u].shared_memory_bytes = %llu exceeds "
-                             "requirements.max_shared_memory_bytes = %llu", i, (unsigned long long)mm->shared,
-                             (unsigned long long)m->max_shared);
+                             "%s%srequirements.max_shared_memory_bytes = %llu", i, (unsigned long long)mm->shared,
+                             PRE(c), (unsigned long long)m->max_shared);
     }
     for (uint32_t j = 0; j < m->n_dispatches; j++) {
         const m_dispatch *d = &m->dispatches[j];
-        const m_module *mm = &m->modules[m->kernels[d->kernel].module];
+        const m_module *mm = &man->modules[m->kernels[d->kernel].module];
         for (uint32_t i = 0; i < d->n_bindings; i++) {
             const m_tensor *t = &m->tensors[d->bindings[i]];
             if (mm->texel[i]) {
                 uint64_t size = mm->texel[i] == TEXEL_R32F ? 4 : 16;
                 if (t->nbytes % size || t->nbytes / size > m->max_texel_elements)
-                    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "dispatches[%u].bindings[%u] = %u binds "
+                    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s%sdispatches[%u].bindings[%u] = %u binds "
                                      "tensor %u of %llu bytes as %s texels (%llu bytes each); it must be whole texels, "
-                                     "at most requirements.max_texel_buffer_elements = %llu", j, i, d->bindings[i],
-                                     d->bindings[i], (unsigned long long)t->nbytes, size == 4 ? "r32f" : "rgba32f",
-                                     (unsigned long long)size, (unsigned long long)m->max_texel_elements);
+                                     "at most requirements.max_texel_buffer_elements = %llu", PRE(c), j, i,
+                                     d->bindings[i], d->bindings[i], (unsigned long long)t->nbytes,
+                                     size == 4 ? "r32f" : "rgba32f", (unsigned long long)size,
+                                     (unsigned long long)m->max_texel_elements);
             }
             if (t->nbytes > m->max_storage_range)
-                return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "dispatches[%u].bindings[%u] = %u binds tensor %u "
-                                 "of %llu bytes but requirements.max_storage_buffer_range = %llu", j, i, d->bindings[i],
-                                 d->bindings[i], (unsigned long long)t->nbytes, (unsigned long long)m->max_storage_range);
+                return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s%sdispatches[%u].bindings[%u] = %u binds "
+                                 "tensor %u of %llu bytes but requirements.max_storage_buffer_range = %llu", PRE(c), j,
+                                 i, d->bindings[i], d->bindings[i], (unsigned long long)t->nbytes,
+                                 (unsigned long long)m->max_storage_range);
         }
     }
     return VKC_OK;
 }
 
-vkc_status vkc_spirv_interface(manifest *m, const uint8_t *const *modules, const size_t *sizes, vkc_error *err);
+/* Everything of one variant (or of the flat manifest), in bundles/manifest.py's order. */
+static vkc_status check_variant(ctx *c, const jnode *obj, uint64_t weights_bytes, manifest *man, variant *v) {
+    if (!(v->uses = calloc(man->n_modules + 1, 1))) return NOMEM(c);
+    TRY(check_target(c, obj, man->multi, v));
+    TRY(check_memory(c, obj, weights_bytes, v));
+    TRY(check_tensors(c, obj, v));
+    TRY(check_io(c, obj, v));
+    TRY(check_kernels(c, obj, man, v));
+    TRY(check_dispatches(c, obj, man, v));
+    return check_requirements(c, man, v);
+}
+
+/* A variant's default name (and a flat manifest's), as runtime_min makes it: "<target> ids=1x32,mask=1x32". */
+static char *shapes_label(const variant *v) {
+    size_t n = strlen(v->target) + 2, used;
+    char *out;
+    for (uint32_t i = 0; i < v->n_inputs; i++) n += strlen(v->inputs[i].name) + 8 + 21 * (size_t)v->tensors[v->inputs[i].tensor].rank;
+    if (!(out = malloc(n))) return NULL;
+    used = (size_t)snprintf(out, n, "%s ", v->target);
+    for (uint32_t i = 0; i < v->n_inputs; i++) {
+        const m_tensor *t = &v->tensors[v->inputs[i].tensor];
+        used += (size_t)snprintf(out + used, n - used, "%s%s=%s", i ? "," : "", v->inputs[i].name, t->rank ? "" : "scalar");
+        for (uint32_t d = 0; d < t->rank; d++) used += (size_t)snprintf(out + used, n - used, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+    }
+    return out;
+}
+
+/* Keys a format 1.2 manifest holds per variant only. */
+static const char *const VARIANT_KEYS[8] = {"target", "requirements", "memory", "tensors", "inputs", "outputs",
+                                            "kernels", "dispatches"};
+
+/* Every variant has the inputs and outputs of the first: names, order and dtypes (shapes may differ). */
+static vkc_status same_io(ctx *c, const manifest *man) {
+    const variant *first = &man->variants[0];
+    for (uint32_t k = 1; k < man->n_variants; k++) {
+        const variant *v = &man->variants[k];
+        for (int which = 0; which < 2; which++) {
+            const char *key = which ? "outputs" : "inputs";
+            uint32_t n = which ? v->n_outputs : v->n_inputs, n0 = which ? first->n_outputs : first->n_inputs;
+            const m_io *io = which ? v->outputs : v->inputs, *io0 = which ? first->outputs : first->inputs;
+            const m_tensor *t = v->tensors, *t0 = first->tensors;
+            if (n != n0)
+                return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "variants[%u].%s has %u entries but variants[0]."
+                                 "%s has %u; all variants have the same inputs and outputs", k, key, n, key, n0);
+            for (uint32_t i = 0; i < n; i++) {
+                if (strcmp(io[i].name, io0[i].name) != 0)
+                    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "variants[%u].%s[%u].name = '%.60s' but "
+                                     "variants[0].%s[%u].name = '%.60s'; all variants have the same %s, in the same "
+                                     "order", k, key, i, io[i].name, key, i, io0[i].name, key);
+                if (t[io[i].tensor].dtype != t0[io0[i].tensor].dtype)
+                    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "variants[%u].%s[%u] ('%.60s') is %s but in "
+                                     "variants[0] it is %s; all variants have the same dtypes", k, key, i, io[i].name,
+                                     vkc_dtype_name(t[io[i].tensor].dtype), vkc_dtype_name(t0[io0[i].tensor].dtype));
+            }
+        }
+    }
+    return VKC_OK;
+}
+
+static vkc_status check_variants(ctx *c, const jnode *root, uint32_t module_count, uint64_t weights_bytes,
+                                 manifest *man) {
+    const jnode *lst, *e;
+    uint32_t i;
+    for (i = 0; i < 8; i++)
+        if (vkc_json_get(c->doc, root, VARIANT_KEYS[i]))
+            return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "%s is present beside variants; a manifest with "
+                             "variants holds it in each variant only", VARIANT_KEYS[i]);
+    TRY(check_model(c, root, man));
+    TRY(check_modules(c, root, module_count, man));
+    TRY(entries(c, root, "variants", &lst));
+    if (lst->len == 0) return fail(c, "variants", lst, "must have at least one entry");
+    man->n_variants = lst->len;
+    if (!(man->variants = calloc(lst->len, sizeof *man->variants))) return NOMEM(c);
+    for (i = 0, e = FIRST(c, lst); e; e = NEXT(c, e), i++) {
+        const jnode *name = vkc_json_get(c->doc, e, "name");
+        snprintf(c->pre, sizeof c->pre, "variants[%u]", i);
+        if (name) TRY(str_field(c, e, "name", c->pre, 0, &name));  /* optional, informational */
+        TRY(check_variant(c, e, weights_bytes, man, &man->variants[i]));
+        if (!(man->variants[i].name = name ? dup(name->s) : shapes_label(&man->variants[i]))) return NOMEM(c);
+    }
+    c->pre[0] = '\0';
+    return same_io(c, man);
+}
+
+static vkc_status check_flat(ctx *c, const jnode *root, uint32_t module_count, uint64_t weights_bytes, manifest *man) {
+    /* bundles/manifest.py's order: model, target, requirements, memory, tensors, io, modules, ... */
+    variant *v;
+    if (!(man->variants = calloc(1, sizeof *man->variants))) return NOMEM(c);
+    man->n_variants = 1;
+    v = &man->variants[0];
+    TRY(check_model(c, root, man));
+    TRY(check_target(c, root, 0, v));
+    TRY(check_memory(c, root, weights_bytes, v));
+    TRY(check_tensors(c, root, v));
+    TRY(check_io(c, root, v));
+    TRY(check_modules(c, root, module_count, man));
+    if (!(v->uses = calloc(man->n_modules + 1, 1))) return NOMEM(c);
+    TRY(check_kernels(c, root, man, v));
+    TRY(check_dispatches(c, root, man, v));
+    TRY(check_requirements(c, man, v));
+    return (v->name = shapes_label(v)) ? VKC_OK : NOMEM(c);
+}
 
 vkc_status vkc_manifest_check(const uint8_t *json, size_t json_len, const uint8_t *const *modules,
                               const size_t *module_sizes, uint32_t module_count, uint64_t weights_bytes,
@@ -605,37 +771,53 @@ vkc_status vkc_manifest_check(const uint8_t *json, size_t json_len, const uint8_
     TRY(vkc_json_parse((const char *)json, json_len, &doc, err));
     c.doc = &doc;
     c.err = err;
-    c.path[0] = '\0';
+    c.pre[0] = '\0';
     root = &doc.nodes[0];
     v = vkc_json_get(&doc, root, "manifest_version");
+    out->multi = vkc_json_get(&doc, root, "variants") != NULL;
     if (!v) s = missing(&c, "manifest_version");
     else if (v->type != J_INT || v->big || v->i != 1)
         s = fail(&c, "manifest_version", v, "is not supported (this reader knows 1)");
-    else if ((s = check_description(&c, root, out)) == VKC_OK && (s = check_memory(&c, root, weights_bytes, out)) == VKC_OK &&
-             (s = check_tensors(&c, root, out)) == VKC_OK && (s = check_io(&c, root, out)) == VKC_OK &&
-             (s = check_modules(&c, root, module_count, out)) == VKC_OK && (s = check_kernels(&c, root, out)) == VKC_OK &&
-             (s = check_dispatches(&c, root, out)) == VKC_OK && (s = check_requirements(&c, out)) == VKC_OK)
-        s = VKC_OK;
+    else if (out->multi) s = check_variants(&c, root, module_count, weights_bytes, out);
+    else s = check_flat(&c, root, module_count, weights_bytes, out);
     vkc_json_free(&doc);
     if (s == VKC_OK) s = vkc_spirv_interface(out, modules, module_sizes, err);
-    if (s == VKC_OK) s = vkc_check_barriers(out, err);
+    for (uint32_t k = 0; s == VKC_OK && k < out->n_variants; k++) {
+        char where[32] = "";
+        if (out->multi) snprintf(where, sizeof where, "variants[%u].", k);
+        s = vkc_check_barriers(out, &out->variants[k], where, err);
+    }
     if (s != VKC_OK) vkc_manifest_free(out);
     return s;
+}
+
+static void free_variant(variant *v) {
+    uint32_t i;
+    free(v->name);
+    free(v->target);
+    free(v->match.vendors);
+    for (i = 0; i < v->n_extensions && v->extensions; i++) free(v->extensions[i]);
+    for (i = 0; i < v->n_features && v->features; i++) free(v->features[i]);
+    free(v->extensions);
+    free(v->features);
+    for (i = 0; i < v->n_tensors && v->tensors; i++) { free(v->tensors[i].name); free(v->tensors[i].shape); }
+    free(v->tensors);
+    for (i = 0; i < v->n_inputs && v->inputs; i++) free(v->inputs[i].name);
+    for (i = 0; i < v->n_outputs && v->outputs; i++) free(v->outputs[i].name);
+    free(v->inputs);
+    free(v->outputs);
+    for (i = 0; i < v->n_kernels && v->kernels; i++) { free(v->kernels[i].name); free(v->kernels[i].spec); }
+    free(v->kernels);
+    for (i = 0; i < v->n_dispatches && v->dispatches; i++) free(v->dispatches[i].bindings);
+    free(v->dispatches);
+    free(v->uses);
 }
 
 void vkc_manifest_free(manifest *m) {
     uint32_t i;
     free(m->model_name);
-    for (i = 0; i < m->n_extensions && m->extensions; i++) free(m->extensions[i]);
-    for (i = 0; i < m->n_features && m->features; i++) free(m->features[i]);
-    free(m->extensions);
-    free(m->features);
-    for (i = 0; i < m->n_tensors && m->tensors; i++) { free(m->tensors[i].name); free(m->tensors[i].shape); }
-    free(m->tensors);
-    for (i = 0; i < m->n_inputs && m->inputs; i++) free(m->inputs[i].name);
-    for (i = 0; i < m->n_outputs && m->outputs; i++) free(m->outputs[i].name);
-    free(m->inputs);
-    free(m->outputs);
+    for (i = 0; i < m->n_variants && m->variants; i++) free_variant(&m->variants[i]);
+    free(m->variants);
     for (i = 0; i < m->n_modules && m->modules; i++) {
         free(m->modules[i].name);
         free(m->modules[i].caps);
@@ -643,10 +825,6 @@ void vkc_manifest_free(manifest *m) {
         free(m->modules[i].exts);
     }
     free(m->modules);
-    for (i = 0; i < m->n_kernels && m->kernels; i++) { free(m->kernels[i].name); free(m->kernels[i].spec); }
-    free(m->kernels);
-    for (i = 0; i < m->n_dispatches && m->dispatches; i++) free(m->dispatches[i].bindings);
-    free(m->dispatches);
     memset(m, 0, sizeof *m);
 }
 
@@ -660,7 +838,7 @@ static int overlaps(const range *set, uint32_t n, const range *r) {
     return 0;
 }
 
-vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
+vkc_status vkc_check_barriers(const manifest *man, const variant *m, const char *where, vkc_error *err) {
     /* Ranges read and written by the dispatches since the last barrier. A dispatch's own reads and
      * writes may overlap (an in-place kernel); only earlier dispatches' accesses need a barrier. */
     uint64_t total = 0;
@@ -676,7 +854,7 @@ vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
     }
     for (uint32_t j = 0; j < m->n_dispatches; j++) {
         const m_dispatch *d = &m->dispatches[j];
-        const m_module *mm = &m->modules[m->kernels[d->kernel].module];
+        const m_module *mm = &man->modules[m->kernels[d->kernel].module];
         uint32_t nr0, nw0;
         if (d->barrier) nr = nw = 0;
         nr0 = nr;
@@ -694,9 +872,9 @@ vkc_status vkc_check_barriers(const manifest *m, vkc_error *err) {
             if (after_write || (!readonly && overlaps(reads, nr0, &r))) {
                 free(reads);
                 free(writes);
-                return vkc__fail(err, VKC_ERR_BUNDLE, "barriers", "dispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
+                return vkc__fail(err, VKC_ERR_BUNDLE, "barriers", "%sdispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
                                  "at binding %u, which an earlier dispatch since the last barrier %s, but its barrier "
-                                 "is false", j, readonly ? "reads" : "writes", d->bindings[b],
+                                 "is false", where, j, readonly ? "reads" : "writes", d->bindings[b],
                                  r.memory == MEM_ARENA ? "arena" : "weights", (unsigned long long)r.lo,
                                  (unsigned long long)r.hi, b, after_write ? "wrote" : "read");
             }

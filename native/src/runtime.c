@@ -160,6 +160,25 @@ typedef struct buffer {
     uint8_t *mapped;
 } buffer;
 
+/* The weight ranges the shape set uses, packed one after the other (bundles/variants.py
+ * packed_weights): [start, end) of the WEIGHTS section at `at` in the weights buffer. A flat
+ * bundle: the whole section, unmoved. Other profiles' re-laid weights stay in the file. */
+typedef struct wrange { uint64_t start, end, at; } wrange;
+
+/* A variant of the model's shape set: its pipelines, descriptors and recorded command buffer are
+ * made on its first run (or at load with build_all). */
+typedef struct vstate {
+    const variant *v;
+    uint32_t index;                     /* in the manifest's variants */
+    int built;
+    VkDeviceSize *stage_off;            /* per input, then per output */
+    VkPipeline *pipelines;              /* per kernel (owned by vkc_model.pipes) */
+    VkDescriptorPool pool;
+    VkBufferView *views;
+    uint32_t n_views;
+    VkCommandBuffer cmd;
+} vstate;
+
 struct vkc_model {
     vkc_context *ctx;
     manifest m;
@@ -168,21 +187,25 @@ struct vkc_model {
     int own_device;
     VkQueue queue;
     dfns vk;
-    buffer arena, weights, staging;
-    VkDeviceSize *stage_off;            /* per input, then per output */
+    buffer arena, weights, staging;     /* the arena and staging sized for the largest variant */
+    vstate *set;                        /* the shape set: the chosen profile's variants */
+    uint32_t n_set, selected;
+    VkShaderModule *shaders;            /* per module the shape set uses (kept for first-use builds) */
+    const m_kernel **pipe_kernels;      /* the pipelines built, by module + specialization, shared */
+    VkPipeline *pipes;                  /* between variants: kernels the same in several build once */
+    uint32_t n_pipes;
+    wrange *wranges;                    /* the weights uploaded: the shape set's, packed */
+    uint32_t n_wranges;
+    VkDeviceSize weights_size;
     VkDescriptorSetLayout *set_layouts;
     VkPipelineLayout *layouts;
-    VkPipeline *pipelines;
-    VkDescriptorPool pool;
-    VkBufferView *views;
-    uint32_t n_views;
     VkCommandPool cmd_pool;
-    VkCommandBuffer cmd;
     VkFence fence;
     VkQueryPool queries;
     uint64_t timeout_ns;
     uint64_t spin_ns;   /* poll the fence this long before blocking on it (VKC_WAIT_SPIN_US) */
     int lost;
+    int lock_made, counted;             /* for vkc_free after a failed load */
     pthread_mutex_t lock;
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 };
@@ -508,7 +531,14 @@ static void add_ext(needs *n, const char *e) {
 #define LACK(...) do { if (used < sizeof why) used += (size_t)snprintf(why + used, sizeof why - used, __VA_ARGS__); lacking = 1; } while (0)
 
 /* 0 when the device can run the bundle (filling `nd`), else 1 with a list of what it lacks. */
-static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *m, int robust, needs *nd, char *out, size_t outlen) {
+/* A module counts for a variant when one of its kernels uses it (format 1.2); in a flat manifest every
+ * module counts (format 1.1). */
+static int counts(const manifest *man, const variant *v, uint32_t module) {
+    return !man->multi || v->uses[module];
+}
+
+static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, const variant *m, int robust, needs *nd,
+                 char *out, size_t outlen) {
     char why[1024];
     size_t used = 0;
     int lacking = 0;
@@ -541,8 +571,9 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *m, in
         if (f < 0 || !feature_supported(d, f)) LACK("feature %s (requirements.features); ", m->features[i]);
         else nd->feature[f] = 1;
     }
-    for (uint32_t i = 0; i < m->n_modules; i++) {
-        const m_module *mm = &m->modules[i];
+    for (uint32_t i = 0; i < man->n_modules; i++) {
+        const m_module *mm = &man->modules[i];
+        if (!counts(man, m, i)) continue;
         for (uint32_t c = 0; c < mm->n_caps; c++) {
             uint32_t bit;
             const char *need = capability_need(mm->caps[c], &bit);
@@ -626,13 +657,90 @@ static int contains_ci(const char *hay, const char *needle) {
     return n == 0;
 }
 
+/* FORMAT.md "Which variant runs", step 1: a variant's score on a device from its target.match: 2 for
+ * a vendor (and type, when given) that fits, 1 for a device type alone that fits, 0 without match;
+ * -1 when the match does not fit (the variant is dropped). */
+static int match_score(const variant *v, const devinfo *d) {
+    const m_match *mt = &v->match;
+    uint32_t type_bit = (unsigned)d->props.deviceType < 32 ? 1u << d->props.deviceType : 0;
+    int type_fits = !mt->has_types || (mt->types & type_bit);
+    if (!mt->present || (!mt->has_vendors && !mt->has_types)) return 0;
+    if (mt->has_vendors) {
+        for (uint32_t i = 0; i < mt->n_vendors; i++)
+            if (mt->vendors[i] == d->props.vendorID) return type_fits ? 2 : -1;
+        return -1;
+    }
+    return type_fits ? 1 : -1;
+}
+
+/* The profile to run on device d and its shape set (`in_set`, per variant), with the union of what
+ * the set needs of the device; 0 when d can run none, `why` then naming per target what d misses. */
+static int choose(const vkc_context *ctx, const devinfo *d, const manifest *man, const char *target, int robust,
+                  const char **profile, uint8_t *in_set, needs *nd, char *why, size_t whylen) {
+    int best = -1, best_score = -1;
+    size_t used = 0;
+    memset(nd, 0, sizeof *nd);
+    why[0] = '\0';
+    for (uint32_t k = 0; k < man->n_variants; k++) {
+        const variant *v = &man->variants[k];
+        needs one;
+        char lack[1024];
+        int score = target ? 0 : match_score(v, d), seen = 0;
+        in_set[k] = 0;  /* for now: whether d meets the variant's requirements */
+        if (target && strcmp(v->target, target) != 0) continue;
+        in_set[k] = !lacks(ctx, d, man, v, robust, &one, lack, sizeof lack);
+        if (in_set[k] && score >= 0) {
+            if (score > best_score) { best = (int)k; best_score = score; }
+            continue;
+        }
+        /* a reason per target name: what its first variant misses (runtime_min's wording) */
+        for (uint32_t q = 0; q < k; q++) seen |= strcmp(man->variants[q].target, v->target) == 0;
+        if (seen || used >= whylen) continue;
+        if (in_set[k])  /* requirements met: its match is what does not fit (else what it misses) */
+            snprintf(lack, sizeof lack, "a device its target.match fits (this one is vendor 0x%x, %s)",
+                     d->props.vendorID, type_name(d->props.deviceType));
+        if (man->multi)
+            used += (size_t)snprintf(why + used, whylen - used, "%sfor target '%.60s': %s", used ? "; " : "", v->target,
+                                     lack);
+        else
+            used += (size_t)snprintf(why + used, whylen - used, "%s", lack);
+    }
+    if (best < 0) return 0;
+    /* the shape set: the chosen profile's variants whose requirements d meets (match aside) */
+    *profile = man->variants[best].target;
+    for (uint32_t k = 0; k < man->n_variants; k++) {
+        needs one;
+        char lack[8];
+        if (!in_set[k] || strcmp(man->variants[k].target, *profile) != 0) { in_set[k] = 0; continue; }
+        lacks(ctx, d, man, &man->variants[k], robust, &one, lack, sizeof lack);
+        for (size_t f = 0; f < N_FEATURES; f++) nd->feature[f] |= one.feature[f];
+        for (uint32_t e = 0; e < one.n_exts; e++) add_ext(nd, one.exts[e]);
+    }
+    return 1;
+}
+
 /* The device to load onto: the requested one (index or name substring), else the best type that
- * can run the bundle. */
-static vkc_status pick(vkc_context *ctx, const manifest *m, int robust, const devinfo **out, needs *nd, vkc_error *err) {
+ * can run the bundle; then the profile and shape set on it (choose). */
+static vkc_status pick(vkc_context *ctx, const manifest *m, const char *target, int robust, const devinfo **out,
+                       const char **profile, uint8_t *in_set, needs *nd, vkc_error *err) {
     const char *choice = ctx->device_choice ? ctx->device_choice : getenv("VKC_DEVICE");
     int order[64], n = 0, is_index = 0;
     char problems[2048] = "", why[1024];
     size_t used = 0;
+    if (target) {
+        char names[512] = "";
+        size_t nu = 0;
+        int found = 0;
+        for (uint32_t k = 0; k < m->n_variants; k++) {
+            int seen = 0;
+            found |= strcmp(m->variants[k].target, target) == 0;
+            for (uint32_t q = 0; q < k; q++) seen |= strcmp(m->variants[q].target, m->variants[k].target) == 0;
+            if (!seen && nu < sizeof names)
+                nu += (size_t)snprintf(names + nu, sizeof names - nu, "%s'%.60s'", nu ? ", " : "", m->variants[k].target);
+        }
+        if (!found)
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "Target '%.60s' is not in this bundle; it has %s.", target, names);
+    }
     if (choice && !choice[0]) choice = NULL;
     if (choice) {
         const char *p = choice;
@@ -657,14 +765,15 @@ static vkc_status pick(vkc_context *ctx, const manifest *m, int robust, const de
         }
     for (int k = 0; k < n; k++) {
         const devinfo *d = &ctx->devs[order[k]];
-        if (!lacks(ctx, d, m, robust, nd, why, sizeof why)) { *out = d; return VKC_OK; }
+        if (choose(ctx, d, m, target, robust, profile, in_set, nd, why, sizeof why)) { *out = d; return VKC_OK; }
         if (used < sizeof problems)
             used += (size_t)snprintf(problems + used, sizeof problems - used, "%sdevice %u: %s (%s) lacks: %s",
                                      k ? " | " : "", d->index, d->props.deviceName, type_name(d->props.deviceType), why);
     }
-    return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "%s can run this bundle: %s. Choose another device (VKC_DEVICE) or "
-                     "compile for a profile this device meets (`--target host`).",
-                     choice ? "The requested Vulkan device" : "No Vulkan device", problems);
+    return vkc__fail(err, VKC_ERR_NO_DEVICE, "", "%s can run this bundle%s%s%s: %s. Choose another device (VKC_DEVICE) "
+                     "or compile for a profile this device meets (`--target host`).",
+                     choice ? "The requested Vulkan device" : "No Vulkan device", target ? " as target '" : "",
+                     target ? target : "", target ? "'" : "", problems);
 }
 
 /* ---- the model ------------------------------------------------------------------------------ */
@@ -824,9 +933,76 @@ static void rec_copy(vkc_model *md, VkCommandBuffer cmd, void *arg) {
     md->vk.vkCmdCopyBuffer(cmd, j->src, md->weights.handle, 1, &region);
 }
 
-static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, vkc_error *err) {
+static int by_start(const void *a, const void *b) {
+    const wrange *x = a, *y = b;
+    return x->start != y->start ? (x->start > y->start) - (x->start < y->start) : (x->end > y->end) - (x->end < y->end);
+}
+
+/* md->wranges for the shape set (a flat bundle: one range, the whole section). */
+static vkc_status pack_weights(vkc_model *md, vkc_error *err) {
+    const manifest *m = &md->m;
+    uint64_t size = m->variants[0].weights_bytes, align = 0, at = 0;
+    uint32_t n = 0, total = 0;
+    for (uint32_t j = 0; j < md->n_set; j++) {
+        total += md->set[j].v->n_tensors;
+        if (md->set[j].v->alignment > align) align = md->set[j].v->alignment;
+    }
+    if (!(md->wranges = calloc(total + 1, sizeof *md->wranges))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    if (!m->multi) {
+        md->wranges[0].end = size;
+        md->n_wranges = 1;
+        md->weights_size = size;
+        return VKC_OK;
+    }
+    for (uint32_t j = 0; j < md->n_set; j++)  /* each weight tensor's bytes, the end rounded up to the alignment */
+        for (uint32_t i = 0; i < md->set[j].v->n_tensors; i++) {
+            const m_tensor *t = &md->set[j].v->tensors[i];
+            uint64_t end = (t->offset + t->nbytes + align - 1) / align * align;
+            if (t->memory != MEM_WEIGHTS || !t->nbytes) continue;
+            md->wranges[n].start = t->offset;
+            md->wranges[n++].end = end < size ? end : size;
+        }
+    qsort(md->wranges, n, sizeof *md->wranges, by_start);
+    md->n_wranges = 0;
+    for (uint32_t i = 0; i < n; i++) {  /* overlapping ranges merged, then packed in order */
+        wrange *last = md->n_wranges ? &md->wranges[md->n_wranges - 1] : NULL;
+        if (last && md->wranges[i].start < last->end) {
+            if (md->wranges[i].end > last->end) { at += md->wranges[i].end - last->end; last->end = md->wranges[i].end; }
+            continue;
+        }
+        md->wranges[md->n_wranges] = md->wranges[i];
+        md->wranges[md->n_wranges++].at = at;
+        at += md->wranges[i].end - md->wranges[i].start;
+    }
+    md->weights_size = at;
+    return VKC_OK;
+}
+
+/* Where a weight tensor's bytes sit in the (packed) weights buffer. */
+static uint64_t packed_offset(const vkc_model *md, uint64_t offset) {
+    uint32_t lo = 0, hi = md->n_wranges;
+    while (hi - lo > 1) {  /* the last range starting at or before `offset` */
+        uint32_t mid = (lo + hi) / 2;
+        if (md->wranges[mid].start <= offset) lo = mid;
+        else hi = mid;
+    }
+    return md->wranges[lo].at + offset - md->wranges[lo].start;
+}
+
+/* Bytes [from, from + n) of the packed weights, gathered from the WEIGHTS section. */
+static void gather(const vkc_model *md, const uint8_t *weights, uint8_t *dst, uint64_t from, uint64_t n) {
+    for (uint32_t i = 0; i < md->n_wranges; i++) {
+        const wrange *r = &md->wranges[i];
+        uint64_t lo = from > r->at ? from : r->at, hi = r->at + (r->end - r->start);
+        if (hi > from + n) hi = from + n;
+        if (lo < hi) memcpy(dst + (lo - from), weights + r->start + (lo - r->at), (size_t)(hi - lo));
+    }
+}
+
+static vkc_status upload(vkc_model *md, const uint8_t *weights, vkc_error *err) {
+    VkDeviceSize n = md->weights_size;
     vkc_status s;
-    if (md->weights.mapped && n) memcpy(md->weights.mapped, weights, n);
+    if (md->weights.mapped && n) gather(md, weights, md->weights.mapped, 0, n);
     s = one_shot(md, "poisoning the arena", rec_poison, NULL, err);
     if (s != VKC_OK || md->weights.mapped || !n) return s;
     {
@@ -836,7 +1012,7 @@ static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, 
                         "weights staging", err);
         for (VkDeviceSize at = 0; s == VKC_OK && at < n; at += UPLOAD_CHUNK) {
             copy_job j = {staging.handle, at, n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK};
-            memcpy(staging.mapped, weights + at, j.n);
+            gather(md, weights, staging.mapped, at, j.n);
             s = one_shot(md, "uploading the weights", rec_copy, &j, err);
         }
         free_buffer(md, &staging);
@@ -844,33 +1020,31 @@ static vkc_status upload(vkc_model *md, const uint8_t *weights, VkDeviceSize n, 
     return s;
 }
 
-static vkc_status build_pipelines(vkc_model *md, const vkb_bundle *b, vkc_error *err) {
+/* Shader modules, descriptor set layouts and pipeline layouts of the modules the shape set uses;
+ * kept until vkc_free, so a variant's pipelines can be built on its first run without the file. */
+static vkc_status build_modules(vkc_model *md, const vkb_bundle *b, const uint8_t *wanted, vkc_error *err) {
     manifest *m = &md->m;
-    VkShaderModule *shaders = calloc(m->n_modules + 1, sizeof *shaders);
-    vkc_status s = VKC_OK;
+    md->shaders = calloc(m->n_modules + 1, sizeof *md->shaders);
     md->set_layouts = calloc(m->n_modules + 1, sizeof *md->set_layouts);
     md->layouts = calloc(m->n_modules + 1, sizeof *md->layouts);
-    md->pipelines = calloc(m->n_kernels + 1, sizeof *md->pipelines);
-    if (!shaders || !md->set_layouts || !md->layouts || !md->pipelines) {
-        free(shaders);
-        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
-    }
-    for (uint32_t i = 0; i < m->n_modules && s == VKC_OK; i++) {
+    if (!md->shaders || !md->set_layouts || !md->layouts) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    for (uint32_t i = 0; i < m->n_modules; i++) {
         const uint8_t *code;
         size_t size;
         uint32_t *words;
         VkDescriptorSetLayoutBinding binds[64];
         VkResult r;
+        if (!wanted[i]) continue;
         vkb_module(b, i, &code, &size);
         words = malloc(size);  /* pCode must be 4-byte aligned; the caller's buffer may not be */
-        if (!words) { s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); break; }
+        if (!words) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
         memcpy(words, code, size);
         {
             VkShaderModuleCreateInfo si = {VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, NULL, 0, size, words};
-            r = md->vk.vkCreateShaderModule(md->device, &si, NULL, &shaders[i]);
+            r = md->vk.vkCreateShaderModule(md->device, &si, NULL, &md->shaders[i]);
         }
         free(words);
-        if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a shader module"); break; }
+        VKTRY(r, "creating a shader module");
         for (uint32_t k = 0; k < m->modules[i].bindings; k++) {
             binds[k].binding = k;
             binds[k].descriptorType = m->modules[i].texel[k] ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
@@ -882,21 +1056,39 @@ static vkc_status build_pipelines(vkc_model *md, const vkb_bundle *b, vkc_error 
         {
             VkDescriptorSetLayoutCreateInfo li = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, NULL, 0,
                                                   m->modules[i].bindings, binds};
-            r = md->vk.vkCreateDescriptorSetLayout(md->device, &li, NULL, &md->set_layouts[i]);
-            if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a descriptor set layout"); break; }
+            VKTRY(md->vk.vkCreateDescriptorSetLayout(md->device, &li, NULL, &md->set_layouts[i]),
+                  "creating a descriptor set layout");
         }
         {
             VkPipelineLayoutCreateInfo pi = {VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, NULL, 0, 1, &md->set_layouts[i], 0, NULL};
-            r = md->vk.vkCreatePipelineLayout(md->device, &pi, NULL, &md->layouts[i]);
-            if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a pipeline layout"); break; }
+            VKTRY(md->vk.vkCreatePipelineLayout(md->device, &pi, NULL, &md->layouts[i]), "creating a pipeline layout");
         }
     }
-    for (uint32_t k = 0; k < m->n_kernels && s == VKC_OK; k++) {
-        const m_kernel *kn = &m->kernels[k];
-        VkSpecializationMapEntry *entries = calloc(kn->n_spec + 1, sizeof *entries);
-        uint32_t *data = calloc(kn->n_spec + 1, sizeof *data);
+    return VKC_OK;
+}
+
+static int same_kernel(const m_kernel *a, const m_kernel *b) {
+    return a->module == b->module && a->n_spec == b->n_spec && !memcmp(a->spec, b->spec, a->n_spec * sizeof *a->spec);
+}
+
+/* One variant's pipelines; a kernel with the module and specialization of one built before (by
+ * any variant) takes that pipeline, as runtime_min shares them. */
+static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
+    const variant *v = vs->v;
+    vkc_status s = VKC_OK;
+    if (!(vs->pipelines = calloc(v->n_kernels + 1, sizeof *vs->pipelines)))
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    for (uint32_t k = 0; k < v->n_kernels && s == VKC_OK; k++) {
+        const m_kernel *kn = &v->kernels[k];
+        VkSpecializationMapEntry *entries;
+        uint32_t *data;
         VkResult r;
-        if (!entries || !data) { free(entries); free(data); s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); break; }
+        for (uint32_t p = 0; p < md->n_pipes && !vs->pipelines[k]; p++)
+            if (same_kernel(md->pipe_kernels[p], kn)) vs->pipelines[k] = md->pipes[p];
+        if (vs->pipelines[k]) continue;
+        entries = calloc(kn->n_spec + 1, sizeof *entries);
+        data = calloc(kn->n_spec + 1, sizeof *data);
+        if (!entries || !data) { free(entries); free(data); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
         for (uint32_t e = 0; e < kn->n_spec; e++) {
             entries[e].constantID = kn->spec[e].id;
             entries[e].offset = 4 * e;
@@ -907,52 +1099,54 @@ static vkc_status build_pipelines(vkc_model *md, const vkb_bundle *b, vkc_error 
             VkSpecializationInfo spec = {kn->n_spec, entries, 4 * (size_t)kn->n_spec, data};
             VkComputePipelineCreateInfo ci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, NULL, 0,
                 {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, NULL, 0, VK_SHADER_STAGE_COMPUTE_BIT,
-                 shaders[kn->module], "main", &spec}, md->layouts[kn->module], VK_NULL_HANDLE, 0};
-            char step[160];
-            r = md->vk.vkCreateComputePipelines(md->device, VK_NULL_HANDLE, 1, &ci, NULL, &md->pipelines[k]);
-            snprintf(step, sizeof step, "building the pipeline of kernel %u (%.60s)", k, kn->name);
+                 md->shaders[kn->module], "main", &spec}, md->layouts[kn->module], VK_NULL_HANDLE, 0};
+            char step[200];
+            r = md->vk.vkCreateComputePipelines(md->device, VK_NULL_HANDLE, 1, &ci, NULL, &vs->pipelines[k]);
+            snprintf(step, sizeof step, "building the pipeline of kernel %u (%.60s) of variant '%.60s'", k, kn->name,
+                     v->name);
             if (r != VK_SUCCESS) s = vkfail(err, r, step);
+            else {  /* room for every kernel of every variant was made at load */
+                md->pipe_kernels[md->n_pipes] = kn;
+                md->pipes[md->n_pipes++] = vs->pipelines[k];
+            }
         }
         free(entries);
         free(data);
     }
-    for (uint32_t i = 0; i < m->n_modules; i++)
-        if (shaders[i]) md->vk.vkDestroyShaderModule(md->device, shaders[i], NULL);
-    free(shaders);
     return s;
 }
 
 static void tensor_range(const vkc_model *md, const m_tensor *t, VkBuffer *buf, VkDeviceSize *off, VkDeviceSize *range) {
     *buf = t->memory == MEM_ARENA ? md->arena.handle : md->weights.handle;
-    if (t->nbytes) { *off = t->offset; *range = t->nbytes; }
+    if (t->nbytes) { *off = t->memory == MEM_ARENA ? t->offset : packed_offset(md, t->offset); *range = t->nbytes; }
     else { *off = 0; *range = 4; }  /* an empty tensor is never read; a zero range is invalid */
 }
 
-/* runtime_min's _check_ranges: every range against the buffers made and the device's limits. */
-static vkc_status check_ranges(vkc_model *md, vkc_error *err) {
-    const manifest *m = &md->m;
+/* runtime_min's _check_ranges: every range of a variant against the buffers made and the device's limits. */
+static vkc_status check_ranges(vkc_model *md, const variant *v, vkc_error *err) {
     const VkPhysicalDeviceLimits *lim = &md->info->props.limits;
-    for (uint32_t i = 0; i < m->n_dispatches; i++) {
-        const m_dispatch *x = &m->dispatches[i];
-        const m_module *mm = &m->modules[m->kernels[x->kernel].module];
+    for (uint32_t i = 0; i < v->n_dispatches; i++) {
+        const m_dispatch *x = &v->dispatches[i];
+        const m_module *mm = &md->m.modules[v->kernels[x->kernel].module];
         for (uint32_t b = 0; b < x->n_bindings; b++) {
             VkBuffer buf;
             VkDeviceSize off, rng, size;
-            tensor_range(md, &m->tensors[x->bindings[b]], &buf, &off, &rng);
-            size = m->tensors[x->bindings[b]].memory == MEM_ARENA ? md->arena.size : md->weights.size;
+            tensor_range(md, &v->tensors[x->bindings[b]], &buf, &off, &rng);
+            size = v->tensors[x->bindings[b]].memory == MEM_ARENA ? md->arena.size : md->weights.size;
             if ((mm->texel[b] && (rng / (mm->texel[b] == TEXEL_R32F ? 4 : 16) > lim->maxTexelBufferElements ||
                                   off % lim->minTexelBufferOffsetAlignment)) ||
                 off + rng > size || rng > lim->maxStorageBufferRange || off % lim->minStorageBufferOffsetAlignment)
-                return vkc__fail(err, VKC_ERR_BUNDLE, "buffer ranges", "dispatch %u binding %u (tensor %u): bytes "
-                                 "%llu..%llu of a %llu-byte buffer exceed this device's limits", i, b, x->bindings[b],
-                                 (unsigned long long)off, (unsigned long long)(off + rng), (unsigned long long)size);
+                return vkc__fail(err, VKC_ERR_BUNDLE, "buffer ranges", "variant '%.60s' dispatch %u binding %u (tensor "
+                                 "%u): bytes %llu..%llu of a %llu-byte buffer exceed this device's limits", v->name, i,
+                                 b, x->bindings[b], (unsigned long long)off, (unsigned long long)(off + rng),
+                                 (unsigned long long)size);
         }
     }
     return VKC_OK;
 }
 
-static vkc_status descriptor_sets(vkc_model *md, VkDescriptorSet *sets, vkc_error *err) {
-    const manifest *m = &md->m;
+static vkc_status descriptor_sets(vkc_model *md, vstate *vs, VkDescriptorSet *sets, vkc_error *err) {
+    const variant *m = vs->v;
     uint32_t total = 0, n_texel = 0, n = 0;
     VkDescriptorBufferInfo *infos;
     VkWriteDescriptorSet *writes;
@@ -960,7 +1154,7 @@ static vkc_status descriptor_sets(vkc_model *md, VkDescriptorSet *sets, vkc_erro
     vkc_status s = VKC_OK;
     if (!m->n_dispatches) return VKC_OK;
     for (uint32_t i = 0; i < m->n_dispatches; i++) {
-        const m_module *mm = &m->modules[m->kernels[m->dispatches[i].kernel].module];
+        const m_module *mm = &md->m.modules[m->kernels[m->dispatches[i].kernel].module];
         total += m->dispatches[i].n_bindings;
         for (uint32_t b = 0; b < mm->bindings; b++) n_texel += mm->texel[b] != 0;
     }
@@ -968,25 +1162,25 @@ static vkc_status descriptor_sets(vkc_model *md, VkDescriptorSet *sets, vkc_erro
         VkDescriptorPoolSize sizes[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, total - n_texel ? total - n_texel : 1},
                                          {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, n_texel ? n_texel : 1}};
         VkDescriptorPoolCreateInfo pi = {VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, NULL, 0, m->n_dispatches, 2, sizes};
-        VKTRY(md->vk.vkCreateDescriptorPool(md->device, &pi, NULL, &md->pool), "creating the descriptor pool");
+        VKTRY(md->vk.vkCreateDescriptorPool(md->device, &pi, NULL, &vs->pool), "creating the descriptor pool");
     }
     layouts = calloc(m->n_dispatches, sizeof *layouts);
     infos = calloc(total, sizeof *infos);
     writes = calloc(total, sizeof *writes);
-    md->views = calloc(n_texel + 1, sizeof *md->views);
-    if (!layouts || !infos || !writes || !md->views) {
+    vs->views = calloc(n_texel + 1, sizeof *vs->views);
+    if (!layouts || !infos || !writes || !vs->views) {
         s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
         goto done;
     }
     for (uint32_t i = 0; i < m->n_dispatches; i++) layouts[i] = md->set_layouts[m->kernels[m->dispatches[i].kernel].module];
     {
-        VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL, md->pool, m->n_dispatches, layouts};
+        VkDescriptorSetAllocateInfo ai = {VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, NULL, vs->pool, m->n_dispatches, layouts};
         VkResult r = md->vk.vkAllocateDescriptorSets(md->device, &ai, sets);
         if (r != VK_SUCCESS) { s = vkfail(err, r, "allocating descriptor sets"); goto done; }
     }
     for (uint32_t i = 0; i < m->n_dispatches; i++) {
         const m_dispatch *x = &m->dispatches[i];
-        const m_module *mm = &m->modules[m->kernels[x->kernel].module];
+        const m_module *mm = &md->m.modules[m->kernels[x->kernel].module];
         for (uint32_t b = 0; b < x->n_bindings; b++) {
             VkWriteDescriptorSet *w = &writes[n];
             VkBuffer buf;
@@ -1000,10 +1194,10 @@ static vkc_status descriptor_sets(vkc_model *md, VkDescriptorSet *sets, vkc_erro
                 /* one view per binding (runtime_min shares one per tensor and format; same bytes) */
                 VkBufferViewCreateInfo vi = {VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO, NULL, 0, buf,
                     mm->texel[b] == TEXEL_R32F ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32G32B32A32_SFLOAT, off, rng};
-                VkResult r = md->vk.vkCreateBufferView(md->device, &vi, NULL, &md->views[md->n_views]);
+                VkResult r = md->vk.vkCreateBufferView(md->device, &vi, NULL, &vs->views[vs->n_views]);
                 if (r != VK_SUCCESS) { s = vkfail(err, r, "creating a texel buffer view"); goto done; }
                 w->descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
-                w->pTexelBufferView = &md->views[md->n_views++];
+                w->pTexelBufferView = &vs->views[vs->n_views++];
             } else {
                 infos[n].buffer = buf;
                 infos[n].offset = off;
@@ -1023,8 +1217,8 @@ done:
 }
 
 /* FORMAT.md "How a runtime replays it", step 4, as runtime_min records it; plus two timestamps. */
-static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *err) {
-    const manifest *m = &md->m;
+static vkc_status record(vkc_model *md, vstate *vs, const VkDescriptorSet *sets, vkc_error *err) {
+    const variant *m = vs->v;
     VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, md->cmd_pool,
                                       VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
     VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
@@ -1035,16 +1229,19 @@ static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *
     uint32_t nc = 0;
     int64_t bound = -1;
     if (!copies) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
-    VKTRY(md->vk.vkAllocateCommandBuffers(md->device, &ai, &md->cmd), "allocating the command buffer");
-    cmd = md->cmd;
-    VKTRY(md->vk.vkBeginCommandBuffer(cmd, &bi), "beginning the command buffer");
+    {
+        VkResult r = md->vk.vkAllocateCommandBuffers(md->device, &ai, &vs->cmd);
+        if (r == VK_SUCCESS) r = md->vk.vkBeginCommandBuffer(vs->cmd, &bi);
+        if (r != VK_SUCCESS) { free(copies); return vkfail(err, r, "beginning the command buffer"); }
+    }
+    cmd = vs->cmd;
     if (md->queries) {
         md->vk.vkCmdResetQueryPool(cmd, md->queries, 0, 2);
         md->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, md->queries, 0);
     }
     for (uint32_t i = 0; i < m->n_inputs; i++) {
         const m_tensor *t = &m->tensors[m->inputs[i].tensor];
-        if (t->nbytes) { copies[nc].srcOffset = md->stage_off[i]; copies[nc].dstOffset = t->offset; copies[nc++].size = t->nbytes; }
+        if (t->nbytes) { copies[nc].srcOffset = vs->stage_off[i]; copies[nc].dstOffset = t->offset; copies[nc++].size = t->nbytes; }
     }
     if (nc) md->vk.vkCmdCopyBuffer(cmd, md->staging.handle, md->arena.handle, nc, copies);
     barrier(md, cmd, transfer, VK_ACCESS_TRANSFER_WRITE_BIT, compute, shader_rw);
@@ -1053,7 +1250,7 @@ static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *
         uint32_t mod = m->kernels[x->kernel].module;
         if (i && x->barrier) barrier(md, cmd, compute, VK_ACCESS_SHADER_WRITE_BIT, compute, shader_rw);
         if (bound != (int64_t)x->kernel) {
-            md->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, md->pipelines[x->kernel]);
+            md->vk.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vs->pipelines[x->kernel]);
             bound = x->kernel;
         }
         md->vk.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, md->layouts[mod], 0, 1, &sets[i], 0, NULL);
@@ -1063,7 +1260,7 @@ static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *
     nc = 0;
     for (uint32_t i = 0; i < m->n_outputs; i++) {
         const m_tensor *t = &m->tensors[m->outputs[i].tensor];
-        if (t->nbytes) { copies[nc].srcOffset = t->offset; copies[nc].dstOffset = md->stage_off[m->n_inputs + i]; copies[nc++].size = t->nbytes; }
+        if (t->nbytes) { copies[nc].srcOffset = t->offset; copies[nc].dstOffset = vs->stage_off[m->n_inputs + i]; copies[nc++].size = t->nbytes; }
     }
     if (nc) md->vk.vkCmdCopyBuffer(cmd, md->arena.handle, md->staging.handle, nc, copies);
     barrier(md, cmd, transfer, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
@@ -1073,58 +1270,119 @@ static vkc_status record(vkc_model *md, const VkDescriptorSet *sets, vkc_error *
     return VKC_OK;
 }
 
-static vkc_status build(vkc_model *md, const vkb_bundle *b, int robust, vkc_error *err) {
+/* What a failed build of a variant left (so the next run can try again cleanly). Its pipelines
+ * stay in md->pipes, shared. */
+static void unbuild_variant(vkc_model *md, vstate *vs) {
+    for (uint32_t i = 0; i < vs->n_views; i++) md->vk.vkDestroyBufferView(md->device, vs->views[i], NULL);
+    if (vs->cmd) md->vk.vkFreeCommandBuffers(md->device, md->cmd_pool, 1, &vs->cmd);
+    if (vs->pool) md->vk.vkDestroyDescriptorPool(md->device, vs->pool, NULL);
+    free(vs->views);
+    free(vs->pipelines);
+    vs->views = NULL;
+    vs->pipelines = NULL;
+    vs->n_views = 0;
+    vs->cmd = VK_NULL_HANDLE;
+    vs->pool = VK_NULL_HANDLE;
+}
+
+/* Pipelines, descriptor sets and the command buffer of one variant (its first run, or load). */
+static vkc_status build_variant(vkc_model *md, vstate *vs, vkc_error *err) {
+    VkDescriptorSet *sets;
+    vkc_status s;
+    if (vs->built) return VKC_OK;
+    unbuild_variant(md, vs);
+    if ((s = build_pipelines(md, vs, err)) != VKC_OK) return s;
+    if (!(sets = calloc(vs->v->n_dispatches + 1, sizeof *sets))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    s = descriptor_sets(md, vs, sets, err);
+    if (s == VKC_OK) s = record(md, vs, sets, err);
+    free(sets);
+    vs->built = s == VKC_OK;
+    return s;
+}
+
+/* Staging offsets of a variant's inputs then outputs; returns the bytes they span. */
+static VkDeviceSize stage_layout(const variant *v, VkDeviceSize *offsets) {
+    VkDeviceSize at = 0;
+    for (uint32_t i = 0; i < v->n_inputs + v->n_outputs; i++) {
+        const m_io *io = i < v->n_inputs ? &v->inputs[i] : &v->outputs[i - v->n_inputs];
+        if (offsets) offsets[i] = at;
+        at += (v->tensors[io->tensor].nbytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+    }
+    return at;
+}
+
+static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, int robust, int build_all, vkc_error *err) {
     manifest *m = &md->m;
     needs nd;
     vkc_status s;
     VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    VkDeviceSize staging = 0;
-    VkDescriptorSet *sets;
-    if ((s = pick(md->ctx, m, robust, &md->info, &nd, err)) != VKC_OK) return s;
+    VkDeviceSize staging = 0, arena = 0;
+    const char *profile = NULL;
+    uint8_t *in_set = calloc(m->n_variants, 1), *wanted = calloc(m->n_modules + 1, 1);
+    if (!in_set || !wanted) { free(in_set); free(wanted); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
+    s = pick(md->ctx, m, target, robust, &md->info, &profile, in_set, &nd, err);
+    for (uint32_t k = 0; s == VKC_OK && k < m->n_variants; k++) md->n_set += in_set[k];
+    if (s == VKC_OK && !(md->set = calloc(md->n_set, sizeof *md->set))) s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    for (uint32_t k = 0, j = 0; s == VKC_OK && k < m->n_variants; k++) {
+        const variant *v = &m->variants[k];
+        if (!in_set[k]) continue;
+        md->set[j].v = v;
+        md->set[j].index = k;
+        if (!(md->set[j].stage_off = calloc(v->n_inputs + v->n_outputs + 1, sizeof *md->set[j].stage_off))) {
+            s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+            break;
+        }
+        if (stage_layout(v, md->set[j].stage_off) > staging) staging = stage_layout(v, NULL);
+        if (v->arena_bytes > arena) arena = v->arena_bytes;
+        for (uint32_t i = 0; i < m->n_modules; i++) {
+            wanted[i] |= counts(m, v, i);
+            for (uint32_t t = 0; counts(m, v, i) && t < m->modules[i].bindings; t++)
+                if (m->modules[i].texel[t]) usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
+        }
+        j++;
+    }
+    free(in_set);
+    if (s == VKC_OK) {
+        uint32_t kernels = 0;
+        for (uint32_t j = 0; j < md->n_set; j++) kernels += md->set[j].v->n_kernels;
+        md->pipe_kernels = calloc(kernels + 1, sizeof *md->pipe_kernels);
+        md->pipes = calloc(kernels + 1, sizeof *md->pipes);
+        if (!md->pipe_kernels || !md->pipes) s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    }
+    if (s != VKC_OK) { free(wanted); return s; }
     snprintf(md->device_name, sizeof md->device_name, "%s", md->info->props.deviceName);
     if (md->ctx->user_device) {
         md->device = md->ctx->user_device;
-        if (md->ctx->user_family >= 1024)
-            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "The caller's queue family index is out of range.");
-    } else if ((s = create_device(md, &nd, err)) != VKC_OK) {
-        return s;
+        if (md->ctx->user_family >= 1024) s = vkc__fail(err, VKC_ERR_ARGUMENT, "", "The caller's queue family index is out of range.");
+    } else {
+        s = create_device(md, &nd, err);
     }
+    if (s != VKC_OK) { free(wanted); return s; }
     load_device_fns(md);
     if (md->ctx->user_device) md->queue = md->ctx->user_queue;
     else md->vk.vkGetDeviceQueue(md->device, md->info->queue_family, 0, &md->queue);
-    for (uint32_t i = 0; i < m->n_modules; i++)
-        for (uint32_t k = 0; k < m->modules[i].bindings; k++)
-            if (m->modules[i].texel[k]) usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
-    if ((s = make_buffer(md, &md->arena, m->arena_bytes, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, "arena", err))) return s;
-    if ((s = make_buffer(md, &md->weights, m->weights_bytes, usage, 0, "weights", err))) return s;
-    md->stage_off = calloc(m->n_inputs + m->n_outputs + 1, sizeof *md->stage_off);
-    if (!md->stage_off) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
-    for (uint32_t i = 0; i < m->n_inputs + m->n_outputs; i++) {
-        const m_io *io = i < m->n_inputs ? &m->inputs[i] : &m->outputs[i - m->n_inputs];
-        md->stage_off[i] = staging;
-        staging += (m->tensors[io->tensor].nbytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
-    }
-    if ((s = make_buffer(md, &md->staging, staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                         1, "staging", err))) return s;
+    if ((s = make_buffer(md, &md->arena, arena, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, "arena", err)) ||
+        (s = pack_weights(md, err)) || (s = make_buffer(md, &md->weights, md->weights_size, usage, 0, "weights", err)) ||
+        (s = make_buffer(md, &md->staging, staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                         1, "staging", err))) { free(wanted); return s; }
     {
         VkCommandPoolCreateInfo pi = {VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, NULL, 0,
                                       md->ctx->user_device ? md->ctx->user_family : md->info->queue_family};
         VkFenceCreateInfo fi = {VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, NULL, 0};
-        VKTRY(md->vk.vkCreateCommandPool(md->device, &pi, NULL, &md->cmd_pool), "creating the command pool");
-        VKTRY(md->vk.vkCreateFence(md->device, &fi, NULL, &md->fence), "creating the fence");
+        VkResult r = md->vk.vkCreateCommandPool(md->device, &pi, NULL, &md->cmd_pool);
+        if (r == VK_SUCCESS) r = md->vk.vkCreateFence(md->device, &fi, NULL, &md->fence);
+        if (r == VK_SUCCESS && md->info->timestamp_bits) {
+            VkQueryPoolCreateInfo qi = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, 2, 0};
+            r = md->vk.vkCreateQueryPool(md->device, &qi, NULL, &md->queries);
+        }
+        if (r != VK_SUCCESS) { free(wanted); return vkfail(err, r, "creating the command pool, fence and queries"); }
     }
-    if (md->info->timestamp_bits) {
-        VkQueryPoolCreateInfo qi = {VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, NULL, 0, VK_QUERY_TYPE_TIMESTAMP, 2, 0};
-        VKTRY(md->vk.vkCreateQueryPool(md->device, &qi, NULL, &md->queries), "creating the timestamp query pool");
-    }
-    if ((s = upload(md, b->weights, m->weights_bytes, err))) return s;
-    if ((s = build_pipelines(md, b, err))) return s;
-    if ((s = check_ranges(md, err))) return s;
-    sets = calloc(m->n_dispatches + 1, sizeof *sets);
-    if (!sets) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
-    s = descriptor_sets(md, sets, err);
-    if (s == VKC_OK) s = record(md, sets, err);
-    free(sets);
+    s = upload(md, b->weights, err);
+    if (s == VKC_OK) s = build_modules(md, b, wanted, err);
+    free(wanted);
+    for (uint32_t j = 0; s == VKC_OK && j < md->n_set; j++) s = check_ranges(md, md->set[j].v, err);
+    for (uint32_t j = 0; s == VKC_OK && j < md->n_set; j++)
+        if (build_all || md->n_set == 1) s = build_variant(md, &md->set[j], err);
     return s;
 }
 
@@ -1143,7 +1401,8 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
     robust = !opts || opts->robust < 0 ? env_on("VKC_ROBUST", 1) : opts->robust;
     md->timeout_ns = (uint64_t)((opts && opts->timeout_s > 0 ? opts->timeout_s : 300.0) * 1e9);
     pthread_mutex_init(&md->lock, NULL);
-    s = build(md, &b, robust, err);
+    md->lock_made = 1;
+    s = build(md, &b, opts && opts->target && opts->target[0] ? opts->target : NULL, robust, opts && opts->build_all, err);
     /* Poll the fence before blocking on it: on the H200 a blocking vkWaitForFences woke ~50 us
      * after the GPU finished (MobileNetV2: wall - GPU 114 -> 67 us). Not on a CPU device, where
      * polling would take a core from the driver's own threads. VKC_WAIT_SPIN_US overrides. */
@@ -1158,53 +1417,69 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
         return s;
     }
     ctx->models++;
+    md->counted = 1;
     *out = md;
     return ok(err);
 }
 
 void vkc_free(vkc_model *md) {
     if (!md) return;
-    if (md->device) {
-        if (md->lost != 2) {  /* a hung device may still run: destroying its objects is undefined */
-            if (md->vk.vkDeviceWaitIdle && md->own_device) md->vk.vkDeviceWaitIdle(md->device);
-            for (uint32_t i = 0; i < md->n_views; i++) md->vk.vkDestroyBufferView(md->device, md->views[i], NULL);
-            if (md->pool) md->vk.vkDestroyDescriptorPool(md->device, md->pool, NULL);
-            for (uint32_t k = 0; md->pipelines && k < md->m.n_kernels; k++)
-                if (md->pipelines[k]) md->vk.vkDestroyPipeline(md->device, md->pipelines[k], NULL);
-            for (uint32_t i = 0; md->layouts && i < md->m.n_modules; i++) {
-                if (md->layouts[i]) md->vk.vkDestroyPipelineLayout(md->device, md->layouts[i], NULL);
-                if (md->set_layouts[i]) md->vk.vkDestroyDescriptorSetLayout(md->device, md->set_layouts[i], NULL);
-            }
-            if (md->queries) md->vk.vkDestroyQueryPool(md->device, md->queries, NULL);
-            if (md->fence) md->vk.vkDestroyFence(md->device, md->fence, NULL);
-            if (md->cmd_pool) md->vk.vkDestroyCommandPool(md->device, md->cmd_pool, NULL);
-            free_buffer(md, &md->staging);
-            free_buffer(md, &md->weights);
-            free_buffer(md, &md->arena);
-            if (md->own_device) md->vk.vkDestroyDevice(md->device, NULL);
+    if (md->device && md->lost != 2) {  /* a hung device may still run: destroying its objects is undefined */
+        if (md->vk.vkDeviceWaitIdle && md->own_device) md->vk.vkDeviceWaitIdle(md->device);
+        for (uint32_t j = 0; j < md->n_set; j++) {
+            vstate *vs = &md->set[j];
+            for (uint32_t i = 0; i < vs->n_views; i++) md->vk.vkDestroyBufferView(md->device, vs->views[i], NULL);
+            if (vs->pool) md->vk.vkDestroyDescriptorPool(md->device, vs->pool, NULL);
         }
-        md->ctx->models--;
-        pthread_mutex_destroy(&md->lock);
+        for (uint32_t p = 0; p < md->n_pipes; p++) md->vk.vkDestroyPipeline(md->device, md->pipes[p], NULL);
+        for (uint32_t i = 0; md->shaders && md->layouts && md->set_layouts && i < md->m.n_modules; i++) {
+            if (md->shaders[i]) md->vk.vkDestroyShaderModule(md->device, md->shaders[i], NULL);
+            if (md->layouts[i]) md->vk.vkDestroyPipelineLayout(md->device, md->layouts[i], NULL);
+            if (md->set_layouts[i]) md->vk.vkDestroyDescriptorSetLayout(md->device, md->set_layouts[i], NULL);
+        }
+        if (md->queries) md->vk.vkDestroyQueryPool(md->device, md->queries, NULL);
+        if (md->fence) md->vk.vkDestroyFence(md->device, md->fence, NULL);
+        if (md->cmd_pool) md->vk.vkDestroyCommandPool(md->device, md->cmd_pool, NULL);
+        free_buffer(md, &md->staging);
+        free_buffer(md, &md->weights);
+        free_buffer(md, &md->arena);
+        if (md->own_device) md->vk.vkDestroyDevice(md->device, NULL);
     }
-    free(md->views);
-    free(md->pipelines);
+    if (md->counted) md->ctx->models--;
+    if (md->lock_made) pthread_mutex_destroy(&md->lock);
+    for (uint32_t j = 0; md->set && j < md->n_set; j++) {
+        free(md->set[j].views);
+        free(md->set[j].pipelines);
+        free(md->set[j].stage_off);
+    }
+    free(md->set);
+    free(md->pipes);
+    free(md->pipe_kernels);
+    free(md->wranges);
+    free(md->shaders);
     free(md->layouts);
     free(md->set_layouts);
-    free(md->stage_off);
     vkc_manifest_free(&md->m);
     free(md);
 }
 
-/* ---- running -------------------------------------------------------------------------------- */
+/* ---- variants and running -------------------------------------------------------------------- */
 
-uint32_t vkc_input_count(const vkc_model *md) { return md ? md->m.n_inputs : 0; }
-uint32_t vkc_output_count(const vkc_model *md) { return md ? md->m.n_outputs : 0; }
+static const vstate *current(const vkc_model *md) { return &md->set[md->selected]; }
+
+uint32_t vkc_input_count(const vkc_model *md) { return md ? current(md)->v->n_inputs : 0; }
+uint32_t vkc_output_count(const vkc_model *md) { return md ? current(md)->v->n_outputs : 0; }
 const char *vkc_device_name(const vkc_model *md) { return md ? md->device_name : ""; }
+const char *vkc_profile(const vkc_model *md) { return md ? md->set[0].v->target : ""; }
+uint32_t vkc_variant_count(const vkc_model *md) { return md ? md->n_set : 0; }
+const char *vkc_variant_name(const vkc_model *md, uint32_t i) { return md && i < md->n_set ? md->set[i].v->name : NULL; }
+uint32_t vkc_selected_variant(const vkc_model *md) { return md ? md->selected : 0; }
 
-static vkc_status info_of(const vkc_model *md, const m_io *io, uint32_t n, uint32_t index, vkc_tensor_info *out) {
+static vkc_status info_of(const variant *v, int outputs, uint32_t index, vkc_tensor_info *out) {
+    const m_io *io = outputs ? v->outputs : v->inputs;
     const m_tensor *t;
-    if (!md || !out || index >= n) return VKC_ERR_ARGUMENT;
-    t = &md->m.tensors[io[index].tensor];
+    if (!out || index >= (outputs ? v->n_outputs : v->n_inputs)) return VKC_ERR_ARGUMENT;
+    t = &v->tensors[io[index].tensor];
     out->name = io[index].name;
     out->dtype = t->dtype;
     out->rank = t->rank;
@@ -1214,10 +1489,16 @@ static vkc_status info_of(const vkc_model *md, const m_io *io, uint32_t n, uint3
 }
 
 vkc_status vkc_input_info(const vkc_model *md, uint32_t i, vkc_tensor_info *out) {
-    return md ? info_of(md, md->m.inputs, md->m.n_inputs, i, out) : VKC_ERR_ARGUMENT;
+    return md ? info_of(current(md)->v, 0, i, out) : VKC_ERR_ARGUMENT;
 }
 vkc_status vkc_output_info(const vkc_model *md, uint32_t i, vkc_tensor_info *out) {
-    return md ? info_of(md, md->m.outputs, md->m.n_outputs, i, out) : VKC_ERR_ARGUMENT;
+    return md ? info_of(current(md)->v, 1, i, out) : VKC_ERR_ARGUMENT;
+}
+vkc_status vkc_variant_input_info(const vkc_model *md, uint32_t k, uint32_t i, vkc_tensor_info *out) {
+    return md && k < md->n_set ? info_of(md->set[k].v, 0, i, out) : VKC_ERR_ARGUMENT;
+}
+vkc_status vkc_variant_output_info(const vkc_model *md, uint32_t k, uint32_t i, vkc_tensor_info *out) {
+    return md && k < md->n_set ? info_of(md->set[k].v, 1, i, out) : VKC_ERR_ARGUMENT;
 }
 
 static int find(const m_io *io, uint32_t n, const char *name) {
@@ -1226,38 +1507,119 @@ static int find(const m_io *io, uint32_t n, const char *name) {
         if (strcmp(io[i].name, name) == 0) return (int)i;
     return -1;
 }
-int vkc_input_index(const vkc_model *md, const char *name) { return md ? find(md->m.inputs, md->m.n_inputs, name) : -1; }
-int vkc_output_index(const vkc_model *md, const char *name) { return md ? find(md->m.outputs, md->m.n_outputs, name) : -1; }
+int vkc_input_index(const vkc_model *md, const char *name) {
+    return md ? find(current(md)->v->inputs, current(md)->v->n_inputs, name) : -1;
+}
+int vkc_output_index(const vkc_model *md, const char *name) {
+    return md ? find(current(md)->v->outputs, current(md)->v->n_outputs, name) : -1;
+}
 
-vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {
-    const manifest *m;
-    vkc_status s;
-    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs a model");
-    m = &md->m;
+vkc_status vkc_select_variant(vkc_model *md, uint32_t k, vkc_error *err) {
+    if (!md || k >= md->n_set)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist (this model has %u)", k, md ? md->n_set : 0);
+    md->selected = k;
+    return ok(err);
+}
+
+/* "1x3x224x224" (a scalar: "scalar"), as `--variant` spells shapes; or, tuple=1, "(1, 3, 224, 224)". */
+static size_t put_shape(char *buf, size_t n, size_t used, uint32_t rank, const int64_t *dims, int tuple) {
+    if (used >= n) return used;
+    if (!rank) return used + (size_t)snprintf(buf + used, n - used, tuple ? "()" : "scalar");
+    if (tuple) used += (size_t)snprintf(buf + used, n - used, "(");
+    for (uint32_t d = 0; d < rank && used < n; d++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", d ? (tuple ? ", " : "x") : "", (long long)dims[d]);
+    if (tuple && used < n) used += (size_t)snprintf(buf + used, n - used, rank == 1 ? ",)" : ")");
+    return used;
+}
+
+static int same_shape(const m_tensor *t, const vkc_shape *s) {
+    return s->rank == t->rank && (!t->rank || (s->dims && memcmp(s->dims, t->shape, t->rank * sizeof *t->shape) == 0));
+}
+
+vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32_t *out, vkc_error *err) {
+    const variant *v0;
+    char given[512] = "", compiled[768] = "";
+    size_t g = 0, c = 0;
+    if (!md || !shapes || !out) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_find_variant needs a model, shapes and an out");
+    for (uint32_t k = 0; k < md->n_set; k++) {
+        const variant *v = md->set[k].v;
+        uint32_t i = 0;
+        while (i < v->n_inputs && same_shape(&v->tensors[v->inputs[i].tensor], &shapes[i])) i++;
+        if (i == v->n_inputs) { *out = k; return ok(err); }
+    }
+    /* None: the message of bundles/variants.py no_variant_message, "input 'ids' has shape (1, 64);
+     * this bundle was compiled for ids=1x32, ids=1x128" (several inputs: "inputs have shapes a=(1, 2),
+     * b=(3,); this bundle was compiled for a=1x2,b=3; a=2x2,b=3"). */
+    v0 = md->set[0].v;
+    if (v0->n_inputs == 1) {
+        g = (size_t)snprintf(given, sizeof given, "input '%.60s' has shape ", v0->inputs[0].name);
+        g = put_shape(given, sizeof given, g, shapes[0].rank, shapes[0].dims, 1);
+    } else {
+        g = (size_t)snprintf(given, sizeof given, "inputs have shapes ");
+        for (uint32_t i = 0; i < v0->n_inputs && g < sizeof given; i++) {
+            g += (size_t)snprintf(given + g, sizeof given - g, "%s%.60s=", i ? ", " : "", v0->inputs[i].name);
+            g = put_shape(given, sizeof given, g, shapes[i].rank, shapes[i].dims, 1);
+        }
+    }
+    for (uint32_t k = 0; k < md->n_set; k++) {
+        const variant *v = md->set[k].v;
+        for (uint32_t i = 0; i < v->n_inputs; i++) {
+            const m_tensor *t = &v->tensors[v->inputs[i].tensor];
+            if (c < sizeof compiled)
+                c += (size_t)snprintf(compiled + c, sizeof compiled - c, "%s%.60s=", i ? "," : !k ? "" :
+                                      v->n_inputs == 1 ? ", " : "; ", v->inputs[i].name);
+            c = put_shape(compiled, sizeof compiled, c, t->rank, t->shape, 0);
+        }
+    }
+    return vkc__fail(err, VKC_ERR_ARGUMENT, "", "%s; this bundle was compiled for %s", given, compiled);
+}
+
+static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    const variant *m = vs->v;
+    vkc_status s = VKC_OK;
     if (m->n_inputs && !inputs) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs the model's %u inputs", m->n_inputs);
     for (uint32_t i = 0; i < m->n_inputs; i++)
         if (!inputs[i] && m->tensors[m->inputs[i].tensor].nbytes)
             return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input %u ('%s') is NULL", i, m->inputs[i].name);
     pthread_mutex_lock(&md->lock);
-    for (uint32_t i = 0; i < m->n_inputs; i++)
-        memcpy(md->staging.mapped + md->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
-    s = submit_wait(md, md->cmd, "running the model", err);
+    if (!vs->built) s = build_variant(md, vs, err);
+    for (uint32_t i = 0; s == VKC_OK && i < m->n_inputs; i++)
+        memcpy(md->staging.mapped + vs->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
+    if (s == VKC_OK) s = submit_wait(md, vs->cmd, "running the model", err);
     if (s == VKC_OK && outputs)
         for (uint32_t i = 0; i < m->n_outputs; i++)
             if (outputs[i])
-                memcpy(outputs[i], md->staging.mapped + md->stage_off[m->n_inputs + i],
+                memcpy(outputs[i], md->staging.mapped + vs->stage_off[m->n_inputs + i],
                        (size_t)m->tensors[m->outputs[i].tensor].nbytes);
     pthread_mutex_unlock(&md->lock);
     return s == VKC_OK ? ok(err) : s;
+}
+
+vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs a model");
+    return run_variant(md, &md->set[md->selected], inputs, outputs, err);
+}
+
+vkc_status vkc_run_variant(vkc_model *md, uint32_t k, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    if (!md || k >= md->n_set)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist (this model has %u)", k, md ? md->n_set : 0);
+    return run_variant(md, &md->set[k], inputs, outputs, err);
+}
+
+vkc_status vkc_run_shapes(vkc_model *md, const vkc_shape *shapes, const void *const *inputs, void *const *outputs,
+                          vkc_error *err) {
+    uint32_t k;
+    vkc_status s = vkc_find_variant(md, shapes, &k, err);
+    return s == VKC_OK ? run_variant(md, &md->set[k], inputs, outputs, err) : s;
 }
 
 vkc_status vkc_run_named(vkc_model *md, const vkc_buffer *inputs, size_t n_inputs, vkc_buffer *outputs, size_t n_outputs,
                          vkc_error *err) {
     const void *ins[256];
     void *outs[256];
-    const manifest *m;
+    const variant *m;
     if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run_named needs a model");
-    m = &md->m;
+    m = current(md)->v;
     if (m->n_inputs > 256 || m->n_outputs > 256)
         return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run_named handles at most 256 inputs and outputs; use vkc_run");
     memset(ins, 0, sizeof ins);
@@ -1283,6 +1645,11 @@ vkc_status vkc_run_named(vkc_model *md, const vkc_buffer *inputs, size_t n_input
         outs[k] = outputs[i].data;
     }
     return vkc_run(md, ins, outs, err);
+}
+
+void vkc_device_bytes(const vkc_model *md, uint64_t *arena, uint64_t *weights) {
+    if (arena) *arena = md ? md->arena.size : 0;
+    if (weights) *weights = md ? md->weights_size : 0;
 }
 
 double vkc_last_gpu_ns(vkc_model *md) {

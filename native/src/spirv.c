@@ -190,13 +190,25 @@ static int known_capability(uint32_t cap) {
 
 static const uint32_t SPIRV_MINOR_FOR_VULKAN[4] = {0, 3, 5, 6};
 
+/* The newest SPIR-V minor version a variant's requirements.vulkan_api guarantees. */
+static uint32_t newest_spirv(const variant *v) {
+    uint32_t minor = v->api[0] > 1 ? 3 : v->api[0] == 1 ? (v->api[1] > 3 ? 3 : v->api[1]) : 0;
+    return v->api[0] > 1 || (v->api[0] == 1 && v->api[1] > 3) ? 6 : SPIRV_MINOR_FOR_VULKAN[minor];
+}
+
+static vkc_status too_new(const m_module *entry, const char *where, const variant *v, const char *vpre, vkc_error *err) {
+    return vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s is SPIR-V 1.%u, newer than the 1.%u that "
+                     "%srequirements.vulkan_api [%u, %u, %u] guarantees", where, entry->spirv_minor, newest_spirv(v),
+                     vpre, v->api[0], v->api[1], v->api[2]);
+}
+
 vkc_status vkc_spirv_interface(manifest *m, const uint8_t *const *modules, const size_t *sizes, vkc_error *err);
 
 static vkc_status check_module(manifest *man, uint32_t index, const uint8_t *code, size_t code_size, vkc_error *err) {
     m_module *entry = &man->modules[index];
     mod m;
     char where[128];
-    uint32_t i, main_id = 0, mains = 0, api_minor, newest;
+    uint32_t i, main_id = 0, mains = 0;
     uint32_t *words;
     vkc_status s = VKC_OK;
     memset(&m, 0, sizeof m);
@@ -267,15 +279,6 @@ static vkc_status check_module(manifest *man, uint32_t index, const uint8_t *cod
             break;
         }
     }
-    /* the SPIR-V version Vulkan requirements.vulkan_api guarantees */
-    api_minor = man->api[0] > 1 ? 3 : man->api[0] == 1 ? (man->api[1] > 3 ? 3 : man->api[1]) : 0;
-    newest = man->api[0] > 1 || (man->api[0] == 1 && man->api[1] > 3) ? 6 : SPIRV_MINOR_FOR_VULKAN[api_minor];
-    if (entry->spirv_minor > newest) {
-        s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s is SPIR-V 1.%u, newer than the 1.%u that "
-                      "requirements.vulkan_api [%u, %u, %u] guarantees", where, entry->spirv_minor, newest,
-                      man->api[0], man->api[1], man->api[2]);
-        goto done;
-    }
     if (mains != 1) {
         s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s has %u GLCompute entry points named 'main', not 1",
                       where, mains);
@@ -336,89 +339,108 @@ static vkc_status check_module(manifest *man, uint32_t index, const uint8_t *cod
                 entry->readonly[d->binding] = 1;
         }
     }
-    /* per kernel built from this module: specialization, local size, shared memory */
-    for (uint32_t kk = 0, any = 0; kk <= man->n_kernels; kk++) {
-        const m_kernel *k;
-        char kwhere[160];
-        uint64_t size[3], shared = 0;
-        int have = 0;
-        if (kk == man->n_kernels) {
-            if (any) break;
-            k = NULL;  /* a module no kernel uses: checked unspecialized, as the Python reader does */
-            snprintf(kwhere, sizeof kwhere, "%s", where);
+    /* Per variant using the module (format 1.2; a flat manifest is one variant, which always counts):
+     * the SPIR-V version its requirements.vulkan_api guarantees, then per kernel built from the
+     * module: specialization, local size, shared memory. A module no variant uses is checked
+     * unspecialized, as the Python reader does. */
+    for (uint32_t vi = 0, used = 0; vi <= man->n_variants; vi++) {
+        const variant *var = vi < man->n_variants ? &man->variants[vi] : NULL;
+        char vpre[32] = "";
+        if (!var) {
+            /* no variant uses it: no version to hold it to (the flat manifest's one variant always counts) */
+            if (used) break;
         } else {
-            k = &man->kernels[kk];
-            if (k->module != index) continue;
-            any = 1;
-            snprintf(kwhere, sizeof kwhere, "%s as kernel %u", where, kk);
-            for (uint32_t e = 0; e < k->n_spec; e++) {
-                uint32_t cid = 0, op = 0, n = 0, top = 0, tn = 0;
-                const uint32_t *ops = NULL, *tops = NULL;
-                int found = 0, scalar32;
-                for (uint32_t q = 0; q < m.n_spec; q++)  /* the last declared wins, as in the Python reader */
-                    if (m.ids[m.spec_ids[q]].spec_id == k->spec[e].id) { cid = m.spec_ids[q]; found = 1; }
-                if (!found) continue;  /* Vulkan ignores entries for ids the module does not declare */
-                def_of(&m, cid, &op, &ops, &n);
-                scalar32 = n >= 1 && type_def(&m, ops[0], &top, &tops, &tn) && (top == OP_TYPE_INT || top == OP_TYPE_FLOAT) &&
-                           tn >= 1 && tops[0] == 32;
-                if (!(op == OP_SPEC_CONSTANT_TRUE || op == OP_SPEC_CONSTANT_FALSE || (op == OP_SPEC_CONSTANT && scalar32))) {
-                    s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s specializes constant_id %u, which is not a "
-                                  "32-bit scalar or a bool in the module (each specialization entry is 4 bytes)",
-                                  kwhere, k->spec[e].id);
-                    goto done;
-                }
-            }
-        }
-        /* local size: the WorkgroupSize built-in (the first decorated) wins over LocalSize(Id) */
-        {
-            if (m.workgroup_size) have = composite(&m, m.workgroup_size, k, size);
-            else
-                for (i = 5; i < m.n; i += wc(&m, i)) {
-                    uint32_t op = opc(&m, i), n = wc(&m, i) - 1;
-                    const uint32_t *ops = m.w + i + 1;
-                    if ((op == OP_EXECUTION_MODE || op == OP_EXECUTION_MODE_ID) && n >= 5 && ops[0] == main_id &&
-                        (ops[1] == MODE_LOCAL_SIZE || ops[1] == MODE_LOCAL_SIZE_ID)) {
-                        if (ops[1] == MODE_LOCAL_SIZE) {
-                            size[0] = ops[2]; size[1] = ops[3]; size[2] = ops[4];
-                            have = 1;
-                        } else {
-                            have = constant(&m, ops[2], k, 0, &size[0]) && constant(&m, ops[3], k, 0, &size[1]) &&
-                                   constant(&m, ops[4], k, 0, &size[2]);
-                        }
-                        break;
-                    }
-                }
-        }
-        if (!have) {
-            s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares no local size this reader can resolve", kwhere);
-            goto done;
-        }
-        if (size[0] != entry->local[0] || size[1] != entry->local[1] || size[2] != entry->local[2]) {
-            s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s has local size [%llu, %llu, %llu] but the manifest "
-                          "says [%u, %u, %u]", kwhere, (unsigned long long)size[0], (unsigned long long)size[1],
-                          (unsigned long long)size[2], entry->local[0], entry->local[1], entry->local[2]);
-            goto done;
-        }
-        for (i = 5; i < m.n; i += wc(&m, i)) {
-            uint32_t n = wc(&m, i) - 1;
-            const uint32_t *ops = m.w + i + 1;
-            int ok = 1;
-            uint64_t bytes;
-            if (opc(&m, i) != OP_VARIABLE || n < 3 || ops[2] != SC_WORKGROUP) continue;
-            bytes = type_size(&m, pointee(&m, ops[0], &ok), k, 0, &ok);
-            if (!ok) {
-                s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares shared variable %%%u of a size this "
-                              "reader cannot compute", kwhere, ops[1]);
+            if (man->multi && !var->uses[index]) continue;
+            used = 1;
+            if (man->multi) snprintf(vpre, sizeof vpre, "variants[%u].", vi);
+            if (entry->spirv_minor > newest_spirv(var)) {
+                s = too_new(entry, where, var, vpre, err);
                 goto done;
             }
-            shared += bytes;
-            if (shared > ((uint64_t)1 << 62)) shared = (uint64_t)1 << 62;
         }
-        if (shared > entry->shared) {
-            s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares %llu bytes of shared memory but the "
-                          "manifest says shared_memory_bytes = %llu", kwhere, (unsigned long long)shared,
-                          (unsigned long long)entry->shared);
-            goto done;
+        for (uint32_t kk = 0, any = 0, nk = var ? var->n_kernels : 0; kk <= nk; kk++) {
+            const m_kernel *k;
+            char kwhere[200];
+            uint64_t size[3], shared = 0;
+            int have = 0;
+            if (kk == nk) {
+                if (any) break;
+                k = NULL;  /* a module no kernel uses: checked unspecialized, as the Python reader does */
+                snprintf(kwhere, sizeof kwhere, "%s", where);
+            } else {
+                k = &var->kernels[kk];
+                if (k->module != index) continue;
+                any = 1;
+                snprintf(kwhere, sizeof kwhere, "%s as %skernel %u", where, vpre, kk);
+                for (uint32_t e = 0; e < k->n_spec; e++) {
+                    uint32_t cid = 0, op = 0, n = 0, top = 0, tn = 0;
+                    const uint32_t *ops = NULL, *tops = NULL;
+                    int found = 0, scalar32;
+                    for (uint32_t q = 0; q < m.n_spec; q++)  /* the last declared wins, as in the Python reader */
+                        if (m.ids[m.spec_ids[q]].spec_id == k->spec[e].id) { cid = m.spec_ids[q]; found = 1; }
+                    if (!found) continue;  /* Vulkan ignores entries for ids the module does not declare */
+                    def_of(&m, cid, &op, &ops, &n);
+                    scalar32 = n >= 1 && type_def(&m, ops[0], &top, &tops, &tn) && (top == OP_TYPE_INT || top == OP_TYPE_FLOAT) &&
+                               tn >= 1 && tops[0] == 32;
+                    if (!(op == OP_SPEC_CONSTANT_TRUE || op == OP_SPEC_CONSTANT_FALSE || (op == OP_SPEC_CONSTANT && scalar32))) {
+                        s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s specializes constant_id %u, which is not a "
+                                      "32-bit scalar or a bool in the module (each specialization entry is 4 bytes)",
+                                      kwhere, k->spec[e].id);
+                        goto done;
+                    }
+                }
+            }
+            /* local size: the WorkgroupSize built-in (the first decorated) wins over LocalSize(Id) */
+            {
+                if (m.workgroup_size) have = composite(&m, m.workgroup_size, k, size);
+                else
+                    for (i = 5; i < m.n; i += wc(&m, i)) {
+                        uint32_t op = opc(&m, i), n = wc(&m, i) - 1;
+                        const uint32_t *ops = m.w + i + 1;
+                        if ((op == OP_EXECUTION_MODE || op == OP_EXECUTION_MODE_ID) && n >= 5 && ops[0] == main_id &&
+                            (ops[1] == MODE_LOCAL_SIZE || ops[1] == MODE_LOCAL_SIZE_ID)) {
+                            if (ops[1] == MODE_LOCAL_SIZE) {
+                                size[0] = ops[2]; size[1] = ops[3]; size[2] = ops[4];
+                                have = 1;
+                            } else {
+                                have = constant(&m, ops[2], k, 0, &size[0]) && constant(&m, ops[3], k, 0, &size[1]) &&
+                                       constant(&m, ops[4], k, 0, &size[2]);
+                            }
+                            break;
+                        }
+                    }
+            }
+            if (!have) {
+                s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares no local size this reader can resolve", kwhere);
+                goto done;
+            }
+            if (size[0] != entry->local[0] || size[1] != entry->local[1] || size[2] != entry->local[2]) {
+                s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s has local size [%llu, %llu, %llu] but the manifest "
+                              "says [%u, %u, %u]", kwhere, (unsigned long long)size[0], (unsigned long long)size[1],
+                              (unsigned long long)size[2], entry->local[0], entry->local[1], entry->local[2]);
+                goto done;
+            }
+            for (i = 5; i < m.n; i += wc(&m, i)) {
+                uint32_t n = wc(&m, i) - 1;
+                const uint32_t *ops = m.w + i + 1;
+                int ok = 1;
+                uint64_t bytes;
+                if (opc(&m, i) != OP_VARIABLE || n < 3 || ops[2] != SC_WORKGROUP) continue;
+                bytes = type_size(&m, pointee(&m, ops[0], &ok), k, 0, &ok);
+                if (!ok) {
+                    s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares shared variable %%%u of a size this "
+                                  "reader cannot compute", kwhere, ops[1]);
+                    goto done;
+                }
+                shared += bytes;
+                if (shared > ((uint64_t)1 << 62)) shared = (uint64_t)1 << 62;
+            }
+            if (shared > entry->shared) {
+                s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s declares %llu bytes of shared memory but the "
+                              "manifest says shared_memory_bytes = %llu", kwhere, (unsigned long long)shared,
+                              (unsigned long long)entry->shared);
+                goto done;
+            }
         }
     }
 done:

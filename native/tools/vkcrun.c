@@ -1,7 +1,11 @@
 /* vkcrun: run a .vkb bundle with the native runtime.
  *
- *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D]
+ *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] [--target T]
+ *            [--build-all]
  *
+ * Runs the variant whose input shapes are the .npy files' shapes (a bundle with several shape
+ * variants; none matching: the error lists the compiled shapes), of the profile the device choice
+ * rule picks or of --target T (--build-all: every variant's pipelines at load, not on first use).
  * Writes DIR/NAME.npy for every output. --bench N runs N more times (after 3 warm-up runs) and
  * prints the median wall time of vkc_run and the median GPU time (timestamps around the command
  * buffer) and their difference, the host overhead. VKC_VALIDATION=1: the validation layer with
@@ -36,10 +40,13 @@ static double median(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-    const char *model_path = NULL, *out_dir = NULL, *device = NULL;
+    const char *model_path = NULL, *out_dir = NULL, *device = NULL, *target = NULL;
     const char *in_names[256], *in_files[256];
-    int n_in = 0, bench = 0, rc = 0;
+    int n_in = 0, bench = 0, rc = 0, build_all = 0;
     vkc_open_options oo;
+    vkc_load_options lo;
+    vkc_shape shapes[256];
+    uint32_t variant = 0;
     vkc_context *ctx = NULL;
     vkc_model *model = NULL;
     vkc_error e;
@@ -61,9 +68,12 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--output-dir") == 0 && i + 1 < argc) out_dir = argv[++i];
         else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) bench = atoi(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
+        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
+        else if (strcmp(argv[i], "--build-all") == 0) build_all = 1;
         else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
         else {
-            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D]\n");
+            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] "
+                            "[--target T] [--build-all]\n");
             return 1;
         }
     }
@@ -76,7 +86,11 @@ int main(int argc, char **argv) {
     oo.validation = -1;
     oo.device = device;
     if (vkc_open(&oo, &ctx, &e) != VKC_OK) { fprintf(stderr, "vkcrun: %s\n", e.message); return 2; }
-    if (vkc_load(ctx, data, (size_t)st.st_size, NULL, &model, &e) != VKC_OK) {
+    memset(&lo, 0, sizeof lo);
+    lo.robust = -1;
+    lo.target = target;
+    lo.build_all = build_all;
+    if (vkc_load(ctx, data, (size_t)st.st_size, &lo, &model, &e) != VKC_OK) {
         fprintf(stderr, "vkcrun: %s\n", e.message);
         rc = 2;
         goto done;
@@ -84,6 +98,8 @@ int main(int argc, char **argv) {
     munmap(data, (size_t)st.st_size);  /* the model keeps nothing of the file */
     close(fd);
     data = NULL;
+    for (int k = 0; k < n_in; k++)  /* unknown names before any file is read */
+        if (vkc_input_index(model, in_names[k]) < 0) { fprintf(stderr, "vkcrun: the model has no input %s\n", in_names[k]); rc = 1; goto done; }
     for (uint32_t i = 0; i < vkc_input_count(model); i++) {
         vkc_tensor_info t;
         int found = -1;
@@ -92,17 +108,26 @@ int main(int argc, char **argv) {
         for (int k = 0; k < n_in; k++) if (strcmp(in_names[k], t.name) == 0) found = k;
         if (found < 0) { fprintf(stderr, "vkcrun: missing --input %s=FILE.npy\n", t.name); rc = 1; goto done; }
         if (npy_read(in_files[found], &arrays[i], err, sizeof err)) { fprintf(stderr, "vkcrun: %s\n", err); rc = 1; goto done; }
-        if (arrays[i].dtype != t.dtype || arrays[i].nbytes != t.nbytes || arrays[i].rank != t.rank ||
-            memcmp(arrays[i].shape, t.shape, t.rank * sizeof *t.shape) != 0) {
-            fprintf(stderr, "vkcrun: input %s: expected %s with %u dims (%zu bytes), got %s (%zu bytes)\n", t.name,
-                    vkc_dtype_name(t.dtype), t.rank, t.nbytes, vkc_dtype_name(arrays[i].dtype), arrays[i].nbytes);
+        shapes[i].rank = arrays[i].rank;
+        shapes[i].dims = arrays[i].shape;
+        ins[i] = arrays[i].data;
+    }
+    /* the variant compiled for these shapes; then the dtypes (the same in every variant) */
+    if (vkc_find_variant(model, shapes, &variant, &e) != VKC_OK || vkc_select_variant(model, variant, &e) != VKC_OK) {
+        fprintf(stderr, "vkcrun: %s\n", e.message);
+        rc = 2;
+        goto done;
+    }
+    for (uint32_t i = 0; i < vkc_input_count(model); i++) {
+        vkc_tensor_info t;
+        vkc_input_info(model, i, &t);
+        if (arrays[i].dtype != t.dtype || arrays[i].nbytes != t.nbytes) {
+            fprintf(stderr, "vkcrun: input %s: expected %s (%zu bytes), got %s (%zu bytes)\n", t.name,
+                    vkc_dtype_name(t.dtype), t.nbytes, vkc_dtype_name(arrays[i].dtype), arrays[i].nbytes);
             rc = 1;
             goto done;
         }
-        ins[i] = arrays[i].data;
     }
-    for (int k = 0; k < n_in; k++)
-        if (vkc_input_index(model, in_names[k]) < 0) { fprintf(stderr, "vkcrun: the model has no input %s\n", in_names[k]); rc = 1; goto done; }
     for (uint32_t i = 0; i < vkc_output_count(model); i++) {
         vkc_tensor_info t;
         vkc_output_info(model, i, &t);
@@ -120,8 +145,11 @@ int main(int argc, char **argv) {
         }
         if (rc == 0) {
             double mw = median(wall, bench), mg = median(gpu, bench);
-            printf("device: %s\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
-                   vkc_device_name(model), bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
+            uint64_t arena, weights;
+            vkc_device_bytes(model, &arena, &weights);
+            printf("device: %s\ntarget: %s\nvariant: %s\narena_bytes: %llu\nweights_bytes: %llu\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
+                   vkc_device_name(model), vkc_profile(model), vkc_variant_name(model, variant),
+                   (unsigned long long)arena, (unsigned long long)weights, bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
         } else {
             fprintf(stderr, "vkcrun: %s\n", e.message);
         }

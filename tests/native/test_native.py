@@ -11,8 +11,14 @@
   the same verdict as the Python reader (same check name on rejection), the barrier rule included.
   Soak: VKC_NATIVE_FUZZ_N=100000 (documented in native/README.md).
 - Soak: VKC_NATIVE_SOAK runs (default 3000) of vkc_run in one process with flat RSS, plus load/free cycles.
+- Variants (format 1.2): a bundle of a small CNN at two batch sizes for three profiles (nvidia and
+  lavapipe with a target.match, generic portable), from bundles.variants.combine: vkcrun picks the
+  lavapipe profile here and the variant of the inputs' shapes, and agrees bit-identically with
+  runtime_min on each single-variant bundle; --target overrides; other shapes and unknown targets
+  are errors that list what the bundle has; its fuzz mutations get the Python reader's verdicts.
 - The Android JNI layer compiles against the JDK's jni.h.
 """
+import functools
 import glob
 import os
 import random
@@ -87,25 +93,64 @@ def _gather():
     return make_model(graph)
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures"
+MODEL_TESTS = ROOT / "tests" / "models"
+FIXTURES = MODEL_TESTS / "fixtures"
+sys.path.insert(0, str(MODEL_TESTS))
 # The transformer and 3-D CNN fixtures of the model tests: attention, LayerNorm, bool masks,
-# embedding gathers, 3-D convolution; BERT also as an fp16 bundle (16-bit storage features).
-TRANSFORMERS = ("bert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny", "r3d_tiny")
+# embedding gathers, 3-D convolution.
+TRANSFORMERS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny",
+                "r3d_tiny")
 
 
 def _models():
+    """name -> builder: the small models here, and every model the model tests (tests/models)
+    compile, at their sizes: the zoo CNNs (test_zoo.CASES), test_models.MODELS, the fixtures."""
     import onnx
-    from onnx_builders import mlp, small_cnn
+    import test_models
+    import test_zoo
+    from onnx_builders import light_model, mlp, small_cnn
     made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
             "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather}
     for name in TRANSFORMERS:
         made[name] = lambda name=name: onnx.load(str(FIXTURES / f"{name}.onnx"))
+    for case in test_zoo.CASES:
+        made[case] = lambda case=case: test_zoo._model(case)
+    for name, builder in test_models.MODELS.items():
+        made[f"models.{name}"] = builder
+    for name in (*LIGHT, *LIGHT_HOST):
+        made[f"light_{name}"] = lambda name=name: light_model(name)
     return made
 
 
-CASES = [(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
-                                     *TRANSFORMERS]
-         for target in ("generic", "lavapipe")] + [("bert_tiny", "generic-fp16")]
+# What the model tests compile: test_zoo's cases on the generic and lavapipe profiles, the fp16 zoo
+# and fixtures of test_fp16 (lavapipe; four on generic too), test_models on generic, the light
+# models at 224x224 (slow tests: SqueezeNet and ResNet-50 on generic, the others on the local
+# device's profile, `host`).
+ZOO_CASES = ("mobilenet_v2-64", "mobilenet_v2-w0.5-foldbn-reshape-op17-b2", "mobilenet_v3_small-64-op14-hardswish",
+             "mobilenet_v3_small-64-op13-hardsigmoid-mul", "resnet18-64", "resnet18-64-foldbn-reshape-op15",
+             "resnet50-64", "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops",
+             "shufflenet_v2-64-slice-constshapes-foldbn-op16", "unet_small-64", "unet_small-64-foldbn-op17-b2")
+FP16_ZOO = ("mobilenet_v2-64", "mobilenet_v3_small-64-op14-hardswish", "resnet18-64", "resnet50-64",
+            "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops", "unet_small-64")
+MODEL_TESTS_MODELS = ("mlp-784-1024-1024-10", "mlp-batch4", "small_cnn", "small_cnn-batch2",
+                      "mobilenetv2-block-s1-residual", "mobilenetv2-block-s2", "mobilenetv2-block-s1-32ch-28x28")
+LIGHT = ("squeezenet", "resnet50")
+LIGHT_HOST = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "vgg19", "zfnet512")
+
+CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
+                                      *TRANSFORMERS, *ZOO_CASES]
+          for target in ("generic", "lavapipe")]
+         + [(name, "lavapipe-fp16") for name in (*FP16_ZOO, *TRANSFORMERS)]
+         + [(name, "generic-fp16") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "convnext_tiny")]
+         + [(f"models.{name}", "generic") for name in MODEL_TESTS_MODELS]
+         # `vkc compile`'s default: every profile of DEFAULT_TARGETS in one bundle (lavapipe runs here)
+         + [(name, "default") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "gather_int64")]
+         + [(f"light_{name}", "generic") for name in LIGHT]
+         + [(f"light_{name}", "host") for name in LIGHT_HOST])
+# the light models at 224x224 are the model tests' slow ones: slow here too
+PARAMS = [pytest.param(name, target, id=f"{name}-{target}",
+                       marks=[pytest.mark.slow] if name.startswith("light_") else [])
+          for name, target in CASES]
 
 
 def feeds_for(model):
@@ -119,17 +164,31 @@ def feeds_for(model):
     return out
 
 
+class Bundles(dict):
+    """(name, target) -> bundle path, compiled on first use (compile_cached: once per session)."""
+
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = folder
+
+    def __missing__(self, key):
+        from harness import compile_cached
+        from onnx_builders import light_model_path
+        name, target = key
+        if name.startswith("light_") and not os.path.exists(light_model_path(name[len("light_"):])):
+            pytest.skip(f"{name} is not in this onnx wheel")
+        from compiler.targets import DEFAULT_TARGETS
+        path = self.folder / f"{name}-{target}.vkb"
+        profile, _, precision = target.partition("-")
+        profile = ",".join(DEFAULT_TARGETS) if profile == "default" else profile
+        path.write_bytes(compile_cached(_models()[name](), target=profile, precision=precision or "fp32"))
+        self[key] = path
+        return path
+
+
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
-    from harness import compile_cached
-    folder = tmp_path_factory.mktemp("native_bundles")
-    made = {}
-    for name, target in CASES:
-        path = folder / f"{name}-{target}.vkb"
-        profile, _, precision = target.partition("-")
-        path.write_bytes(compile_cached(_models()[name](), target=profile, precision=precision or "fp32"))
-        made[(name, target)] = path
-    return made
+    return Bundles(tmp_path_factory.mktemp("native_bundles"))
 
 
 def vkcrun(binary, bundle, feeds, out_dir, *extra, env=None):
@@ -145,7 +204,7 @@ def vkcrun(binary, bundle, feeds, out_dir, *extra, env=None):
 RESULTS = []  # (bundle, outputs, max rel L2, identical) for the summary printed at the end
 
 
-@pytest.mark.parametrize("name,target", CASES, ids=[f"{n}-{t}" for n, t in CASES])
+@pytest.mark.parametrize("name,target", PARAMS)
 def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
     from harness import rel_l2
     from runtime_min import load
@@ -213,6 +272,195 @@ def test_refusals_name_the_check(build, bundles, tmp_path):
     assert r.returncode == 2 and "bundle check 'barriers' failed" in r.stderr, r.stderr
 
 
+# ---- variants (format 1.2) ---------------------------------------------------------------------
+
+VARIANT_BATCHES = (1, 3)
+VARIANT_TARGETS = ("nvidia", "lavapipe", "generic")
+MATCHES = {"nvidia": {"vendor_ids": [0x10DE], "device_types": ["discrete_gpu", "integrated_gpu"]},
+           "lavapipe": {"device_types": ["cpu"]}}
+
+
+@pytest.fixture(scope="module")
+def variant_bundles(tmp_path_factory):
+    """{(target, batch): single-variant bundle path} and the multi-variant bundle of all of them."""
+    from bundles.variants import combine
+    from harness import compile_cached
+    from onnx_builders import small_cnn
+    folder = tmp_path_factory.mktemp("variants")
+    singles = {}
+    for target in VARIANT_TARGETS:
+        for batch in VARIANT_BATCHES:
+            path = folder / f"cnn-{target}-{batch}.vkb"
+            path.write_bytes(compile_cached(small_cnn(hw=16), target=target,
+                                            input_shapes={"input": [batch, 3, 16, 16]}))
+            singles[(target, batch)] = path
+    multi = folder / "cnn-variants.vkb"
+    multi.write_bytes(combine([str(p) for p in singles.values()], matches=MATCHES))
+    return singles, multi
+
+
+def _cnn_feeds(batch):
+    return {"input": np.random.default_rng(batch).standard_normal((batch, 3, 16, 16)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("target", [None, "generic"])
+def test_variants_pick_and_agree(build, variant_bundles, tmp_path, target):
+    """Each batch size runs the variant compiled for it, of the profile the rule picks on lavapipe
+    (its match names CPUs; nvidia's does not fit; generic has none) or of --target: outputs
+    bit-identical to runtime_min running the same multi-variant bundle (which picks the same
+    profile) and running that variant's single-variant bundle; validation silent. The device holds
+    the largest variant's arena and only the shape set's weights, packed (packed_weights)."""
+    from bundles import read_bundle
+    from bundles.variants import packed_weights
+    from runtime_min import load
+    singles, multi = variant_bundles
+    profile = target or "lavapipe"
+    for batch in VARIANT_BATCHES:
+        feeds = _cnn_feeds(batch)
+        with load(str(singles[(profile, batch)])) as model:
+            want = model.run(feeds)
+        with load(str(multi), target=target) as model:
+            assert model.target == profile
+            same = model.run(feeds)
+        assert all(same[k].tobytes() == v.tobytes() for k, v in want.items())
+        out = tmp_path / f"{profile}-{batch}"
+        extra = ["--bench", "1"] + (["--target", target, "--build-all"] if target else [])
+        r = vkcrun(build, multi, feeds, out, *extra, env={"VKC_VALIDATION": "1"})
+        assert r.returncode == 0, r.stderr
+        info = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
+        assert info["target"] == profile and info["variant"] == f"{profile} input={batch}x3x16x16", r.stdout
+        with read_bundle(str(multi)) as b:
+            views = b.manifest["variants"]
+            ids = [i for i, v in enumerate(views) if v["target"]["name"] == profile]
+            packed = sum(end - start for start, end, _ in packed_weights(b.manifest, ids))
+            assert int(info["weights_bytes"]) == packed < len(b.weights)
+            assert int(info["arena_bytes"]) == max(max(views[i]["memory"]["arena_bytes"] for i in ids), 4)
+        for name, value in want.items():
+            got = np.load(out / f"{name}.npy")
+            assert got.shape == value.shape and got.tobytes() == value.tobytes(), (profile, batch, name)
+
+
+MESA = 0x10005  # lavapipe's VkPhysicalDeviceProperties.vendorID
+
+
+@pytest.mark.parametrize("order,matches,profile", [
+    # no match anywhere: every score is 0, list order decides
+    (("generic", "lavapipe", "nvidia"), {}, "generic"),
+    # a vendor match (2) beats a device-type match (1) beats none (0)
+    (VARIANT_TARGETS, {"generic": {"vendor_ids": [MESA]}, "lavapipe": {"device_types": ["cpu"]}}, "generic"),
+    (VARIANT_TARGETS, {"lavapipe": {"device_types": ["cpu", "discrete_gpu"]}}, "lavapipe"),
+    # a vendor that fits with a device type that does not: dropped; nvidia (no match) is first of the rest
+    (VARIANT_TARGETS, {"generic": {"vendor_ids": [MESA], "device_types": ["discrete_gpu"]}}, "nvidia"),
+    # no match fits: an error naming per target what this device misses
+    (VARIANT_TARGETS, {t: {"device_types": ["discrete_gpu"]} for t in VARIANT_TARGETS}, None),
+], ids=["list-order", "vendor-beats-type", "type-beats-none", "vendor-and-wrong-type", "none-fits"])
+def test_variants_profile_rule(build, variant_bundles, tmp_path, order, matches, profile):
+    """FORMAT.md "Which variant runs", step 1, on this device (llvmpipe: vendor 0x10005, a CPU): the
+    C runtime and runtime_min pick the same profile (or both refuse)."""
+    from bundles.variants import combine
+    from runtime_min import VkcRuntimeError, load
+    singles, _ = variant_bundles
+    path = tmp_path / "picked.vkb"
+    path.write_bytes(combine([str(singles[(t, b)]) for t in order for b in VARIANT_BATCHES], matches=matches))
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "out", "--bench", "1")
+    if profile is None:
+        with pytest.raises(VkcRuntimeError, match="can run this bundle"):
+            load(str(path)).close()
+    else:
+        with load(str(path)) as model:
+            assert model.target == profile
+    if profile is None:
+        assert r.returncode == 2, r.stdout
+        for t in VARIANT_TARGETS:
+            assert f"for target '{t}': a device its target.match fits (this one is vendor 0x10005, CPU)" in r.stderr, \
+                r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    assert f"target: {profile}\n" in r.stdout, r.stdout
+
+
+def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_path):
+    _, multi = variant_bundles
+    r = vkcrun(build, multi, _cnn_feeds(2), tmp_path / "b2")
+    assert r.returncode == 2, r.stderr
+    assert ("input 'input' has shape (2, 3, 16, 16); this bundle was compiled for "
+            "input=1x3x16x16, input=3x3x16x16") in r.stderr, r.stderr
+    r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
+    assert r.returncode == 2 and "Target 'tpu' is not in this bundle; it has 'nvidia', 'lavapipe', 'generic'." \
+        in r.stderr, r.stderr
+
+
+def _edited(multi, tmp_path, edit):
+    """The multi-variant bundle with its manifest edited, laid out again (no writer checks)."""
+    import json
+
+    from bundles import read_bundle
+    from test_fuzz import assemble
+    with read_bundle(str(multi)) as b:
+        m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
+    edit(m)
+    path = tmp_path / "edited.vkb"
+    path.write_bytes(assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)]))
+    read_bundle(str(path)).close()
+    return path
+
+
+def test_variants_shape_set_ignores_match(build, variant_bundles, tmp_path):
+    """The shape set is every variant of the chosen profile whose requirements the device meets: a
+    variant of it whose own match does not fit this device still runs (both runtimes)."""
+    from runtime_min import load
+
+    def mismatch(m):
+        big = [v for v in m["variants"] if v["target"]["name"] == "lavapipe"][-1]
+        big["target"]["match"] = {"device_types": ["discrete_gpu"]}
+    path = _edited(variant_bundles[1], tmp_path, mismatch)
+    batch = VARIANT_BATCHES[-1]
+    r = vkcrun(build, path, _cnn_feeds(batch), tmp_path / "out", "--bench", "1")
+    assert r.returncode == 0 and "target: lavapipe\n" in r.stdout, r.stdout + r.stderr
+    with load(str(path)) as model:
+        assert model.target == "lavapipe" and len(model.variants) == len(VARIANT_BATCHES)
+        want = model.run(_cnn_feeds(batch))
+    assert all(np.load(tmp_path / "out" / f"{k}.npy").tobytes() == v.tobytes() for k, v in want.items())
+
+
+def test_flat_bundle_target_override(build, bundles, tmp_path):
+    """A flat bundle is one variant named as runtime_min names it; --target must be its target."""
+    from runtime_min import load
+    path = bundles[("mlp", "generic")]
+    with load(str(path)) as model:
+        feeds, name = feeds_for(model), model.variants[0]
+    r = vkcrun(build, path, feeds, tmp_path / "ok", "--target", "generic", "--bench", "1")
+    assert r.returncode == 0 and f"variant: {name}\n" in r.stdout and name == "generic input=2x16", r.stdout
+    r = vkcrun(build, path, feeds, tmp_path / "no", "--target", "nvidia")
+    assert r.returncode == 2 and "Target 'nvidia' is not in this bundle; it has 'generic'." in r.stderr, r.stderr
+
+
+def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
+    """A profile asking more than the device has: skipped by the rule, refused by name when asked for."""
+    def greedy(m):  # overstating requirements is allowed
+        for v in m["variants"]:
+            if v["target"]["name"] == "lavapipe":
+                v["requirements"]["max_shared_memory_bytes"] = 2**30
+    path = _edited(variant_bundles[1], tmp_path, greedy)
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "rule", "--bench", "1")
+    assert r.returncode == 0 and "target: generic\n" in r.stdout, r.stdout + r.stderr
+    r = vkcrun(build, path, _cnn_feeds(1), tmp_path / "asked", "--target", "lavapipe")
+    assert r.returncode == 2 and "as target 'lavapipe'" in r.stderr and "1073741824 shared memory bytes" in r.stderr, \
+        r.stderr
+
+
+def test_variants_soak_switches_shapes(build, variant_bundles):
+    """Runs alternating between the two variants of one process: each built on first use, one
+    arena, flat memory."""
+    _, multi = variant_bundles
+    r = subprocess.run([str(build / "vkc_soak"), str(multi), "400", "--reloads", "3"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    f = r.stdout.split()
+    assert f[f.index("variants") + 1] == str(len(VARIANT_BATCHES)), r.stdout
+    assert int(f[f.index("rss_end_kb") + 1]) - int(f[f.index("rss_start_kb") + 1]) < 4096, r.stdout
+
+
 # ---- fuzz --------------------------------------------------------------------------------------
 
 def python_verdict(data: bytes):
@@ -224,13 +472,103 @@ def python_verdict(data: bytes):
         return "REJECT", e.check
 
 
-def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path):
+@functools.lru_cache(maxsize=1)
+def _variant_bases():
+    """Multi-variant fuzz bases: tests/bundles/test_variants.py's Gemm model at two batch sizes for
+    two profiles with target.match, combined (4 KiB and 16 KiB weights)."""
+    import test_fuzz
+    from bundles.variants import combine
+    from compiler import compile_model
+    from test_variants import gemm_model
+    singles = [compile_model(gemm_model(), target=t, input_shapes={"x": [rows, 16]})
+               for t in ("nvidia", "lavapipe") for rows in (2, 8)]
+    return [test_fuzz.Base(combine(singles, matches=MATCHES, weights_alignment=a)) for a in (4096, 16384)]
+
+
+def _edit_spirv_version(m):
+    m["variants"][2]["requirements"]["vulkan_api"] = [1, 0, 0]
+
+
+def _clear_barriers(m):
+    for d in m["variants"][3]["dispatches"]:
+        d["barrier"] = False
+
+
+# Malformed (and a few valid) multi-variant manifests: test_variants.py's cases plus more, each
+# through both readers.
+VARIANT_EDITS = {
+    "top-level-key": lambda m: m.update(tensors=m["variants"][0]["tensors"]),
+    "variants-empty": lambda m: m.update(variants=[]),
+    "variants-not-a-list": lambda m: m.update(variants={"a": 1}),
+    "variant-not-an-object": lambda m: m["variants"].append(7),
+    "name-not-a-string": lambda m: m["variants"][1].update(name=3),
+    "name-absent": lambda m: m["variants"][1].pop("name"),
+    "kernel-index": lambda m: m["variants"][1]["dispatches"][0].update(kernel=99),
+    "memory-missing": lambda m: m["variants"][2].pop("memory"),
+    "model-missing": lambda m: m.pop("model"),
+    "modules-count": lambda m: m["modules"].pop(),
+    "input-renamed": lambda m: m["variants"][3]["inputs"][0].update(name="z"),
+    "output-retyped": lambda m: m["variants"][1]["tensors"][m["variants"][1]["outputs"][0]["tensor"]].update(
+        dtype="int32"),
+    "match-negative-vendor": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": [-1]}),
+    "match-huge-vendor": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": [2**32]}),
+    "match-vendor-not-a-list": lambda m: m["variants"][0]["target"].update(match={"vendor_ids": 4318}),
+    "match-unknown-type": lambda m: m["variants"][0]["target"].update(match={"device_types": ["gpu"]}),
+    "match-not-an-object": lambda m: m["variants"][0]["target"].update(match=[]),
+    "match-empty": lambda m: m["variants"][0]["target"].update(match={}),
+    "understated-invocations": lambda m: m["variants"][0]["requirements"].update(max_workgroup_invocations=1),
+    "weights-bytes": lambda m: m["variants"][1]["memory"].update(weights_bytes=8),
+    "spirv-version-per-variant": _edit_spirv_version,
+    "barriers-per-variant": _clear_barriers,
+    "flat-match-ignored": None,  # below: a flat manifest's bad match is not checked
+}
+EXPECTED = {edit: "manifest" for edit in VARIANT_EDITS}  # the check each case fails, or ACCEPT
+EXPECTED.update({"name-absent": "ACCEPT", "match-empty": "ACCEPT", "flat-match-ignored": "ACCEPT",
+                 "spirv-version-per-variant": "spirv interface", "barriers-per-variant": "barriers"})
+
+
+@pytest.mark.parametrize("edit", list(VARIANT_EDITS))
+def test_variant_rules_same_verdict_in_c(build, edit):
+    """Each rule of format 1.2 through the C loader (vkc_check) and the Python reader: same verdict,
+    same check name."""
+    import copy
+    import json
+
+    import test_fuzz
+    base = _variant_bases()[0] if edit != "flat-match-ignored" else None
+    if base is None:
+        from compiler import compile_model
+        flat = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
+        m, mods, weights = copy.deepcopy(flat.manifest), flat.modules, flat.weights
+        m["target"]["match"] = {"vendor_ids": "not checked in a flat manifest"}
+    else:
+        m, mods, weights = copy.deepcopy(base.manifest), base.modules, base.weights
+        VARIANT_EDITS[edit](m)
+    data = test_fuzz.assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)])
+    r = subprocess.run([str(build / "vkc_fuzz")], input=struct.pack("<Q", len(data)) + data, capture_output=True,
+                       timeout=60)
+    line = r.stdout.decode().strip()
+    verdict, check = python_verdict(data)
+    assert (check or verdict) == EXPECTED[edit], (verdict, check)
+    assert line.split()[0] == verdict and (verdict == "ACCEPT" or line.split(" ", 2)[2].split(":")[0] == check), \
+        (verdict, check, line)
+
+
+@pytest.mark.parametrize("corpus_of", ["test_fuzz", "variants"])
+def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
+    """test_fuzz's corpus (its three bases: flat 4 KiB, flat 16 KiB, two variants), then one of the
+    four-variant bundle with target.match (4 KiB, 16 KiB)."""
     import test_fuzz
     from compiler import compile_model
-    base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
-    page16 = test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights, weights_alignment=16384))
+    if corpus_of == "test_fuzz":
+        base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
+        bases = [base, test_fuzz.Base(test_fuzz.write_bundle(base.manifest, base.modules, base.weights,
+                                                             weights_alignment=16384)),
+                 test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic,lavapipe"))]
+    else:
+        bases = [*_variant_bases(), _variant_bases()[0]]
     rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
-    corpus = [base.data] + [test_fuzz.mutate(rng, [base, page16])[1] for _ in range(FUZZ_N)]
+    corpus = [bases[0].data] + [test_fuzz.mutate(rng, bases)[1] for _ in range(FUZZ_N)]
     stream = b"".join(struct.pack("<Q", len(d)) + d for d in corpus)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
@@ -238,16 +576,18 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path):
     assert r.returncode == 0, r.stderr.decode()[-4000:]
     lines = r.stdout.decode().splitlines()
     assert len(lines) == len(corpus)
-    counts, mismatches = {"ACCEPT": 0, "REJECT": 0}, []
+    counts, mismatches, by_check = {"ACCEPT": 0, "REJECT": 0}, [], {}
     for i, (line, data) in enumerate(zip(lines, corpus)):
         verdict, check = python_verdict(data)
         c_verdict = line.split()[0]
         c_check = line.split(" ", 2)[2].split(":")[0] if c_verdict == "REJECT" else ""
         counts[c_verdict] += 1
+        by_check[c_check] = by_check.get(c_check, 0) + (c_verdict == "REJECT")
         if (verdict, check) != (c_verdict, c_check):
             mismatches.append((i, verdict, check, line[:300]))
-    print(f"\nnative fuzz: {len(corpus)} bundles, C accepted {counts['ACCEPT']}, rejected {counts['REJECT']}, "
-          "same verdicts as the Python reader")
+    print(f"\nnative fuzz ({corpus_of}): {len(corpus)} bundles, C accepted {counts['ACCEPT']}, rejected "
+          f"{counts['REJECT']}, same verdicts as the Python reader; rejections by check: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(by_check.items(), key=lambda kv: -kv[1]) if v))
     assert lines[0] == "ACCEPT 0"
     assert not mismatches, mismatches[:10]
 
@@ -263,15 +603,17 @@ def test_soak_flat_rss(build, bundles):
     assert end - start < 4096, r.stdout  # flat: under 4 MiB for thousands of runs and 20 load/free cycles
 
 
-def test_asan_full_load_and_run(asan_build, bundles, tmp_path):
+def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
     """The Vulkan half under ASan/UBSan too (a leak check inside the driver is out of our hands)."""
     from runtime_min import load
+    env = {"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
     for key in (("small_cnn", "lavapipe"), ("gather_int64", "generic")):
         with load(str(bundles[key])) as model:
             feeds = feeds_for(model)
-        r = vkcrun(asan_build, bundles[key], feeds, tmp_path / key[0],
-                   env={"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"})
+        r = vkcrun(asan_build, bundles[key], feeds, tmp_path / key[0], env=env)
         assert r.returncode == 0, r.stderr[-4000:]
+    r = vkcrun(asan_build, variant_bundles[1], _cnn_feeds(3), tmp_path / "variants", env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
 
 
 def test_summary():
@@ -282,13 +624,44 @@ def test_summary():
 
 # ---- Android -----------------------------------------------------------------------------------
 
-def test_jni_layer_compiles(build, tmp_path):
+@pytest.fixture(scope="module")
+def jni_lib(build, tmp_path_factory):
+    """libvkc_jni.so built against the JDK's jni.h (desktop: without the AssetManager entry point)."""
     jni = sorted(glob.glob("/usr/lib/jvm/*/include/jni.h"))
     if not jni:
         pytest.skip("no JDK with jni.h")
-    inc = Path(jni[0]).parent
+    inc, lib = Path(jni[0]).parent, tmp_path_factory.mktemp("jni") / "libvkc_jni.so"
     r = subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
                         f"-I{inc}", f"-I{inc / 'linux'}", f"-I{NATIVE / 'include'}", "-DVKC_JNI_DESKTOP",
                         str(NATIVE / "android" / "vkc_jni.c"), str(build / "libvkc.a"), "-ldl", "-lpthread", "-lm",
-                        "-o", str(tmp_path / "libvkc_jni.so")], capture_output=True, text=True, timeout=120)
+                        "-o", str(lib)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+    return lib
+
+
+def test_jni_layer_compiles(jni_lib):
+    assert jni_lib.exists()
+
+
+def test_jni_runs_shape_variants(jni_lib, variant_bundles, tmp_path):
+    """The JNI calls VkcModel.kt makes, from Java (tests/native/JniCheck.java, same native symbols):
+    a multi-variant bundle from a direct ByteBuffer, the variant found by shape and run, bit-identical
+    to runtime_min; a shape the bundle lacks is a VkcException listing the compiled shapes."""
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java")
+    from runtime_min import load
+    singles, multi = variant_bundles
+    batch = VARIANT_BATCHES[-1]
+    feeds = _cnn_feeds(batch)
+    (tmp_path / "in.bin").write_bytes(feeds["input"].tobytes())
+    r = subprocess.run([java, str(Path(__file__).with_name("JniCheck.java")), str(jni_lib), str(multi),
+                        str(tmp_path / "in.bin"), f"{batch}x3x16x16", str(tmp_path / "out.bin")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"profile lavapipe variants {len(VARIANT_BATCHES)} variant {len(VARIANT_BATCHES) - 1} input input" \
+        in r.stdout, r.stdout
+    assert "error VkcException: input 'input' has shape (2, 3, 16, 16); this bundle was compiled for " in r.stdout
+    with load(str(singles[("lavapipe", batch)])) as model:
+        want = next(iter(model.run(feeds).values()))
+    assert (tmp_path / "out.bin").read_bytes() == want.tobytes()

@@ -17,28 +17,44 @@ class VkcException(message: String) : RuntimeException(message)
  *
  * The asset must be stored uncompressed (`vkc package --android` sets `noCompress += "vkb"`): it is
  * read in place and nothing of it is kept after load. Runs of one model are serialized.
+ *
+ * A bundle with several variants (format 1.2): load picks the profile for the device ([profile]);
+ * `run(feeds, shapes)` runs the variant compiled for those input shapes (an error lists the
+ * compiled ones); `run(feeds)` runs the first variant, whose shapes [inputs] and [outputs] give.
  */
 class VkcModel private constructor(private var handle: Long) : AutoCloseable {
     data class TensorSpec(val name: String, val dtype: Int, val shape: LongArray) {
         val bytes: Int get() = (shape.fold(1L) { a, b -> a * b } * DTYPE_BYTES[dtype]).toInt()
     }
 
-    val inputs: List<TensorSpec> = specs(false)
-    val outputs: List<TensorSpec> = specs(true)
+    val inputs: List<TensorSpec> = specs(0, false)
+    val outputs: List<TensorSpec> = specs(0, true)
+    /** The device profile (target name) load chose, and how many shape variants it has. */
+    val profile: String = nativeProfile(handle)
+    val variantCount: Int = nativeVariantCount(handle)
 
-    private fun specs(out: Boolean) = (0 until nativeCount(handle, out)).map { i ->
-        val s = nativeSpec(handle, out, i)
+    private fun specs(variant: Int, out: Boolean) = (0 until nativeCount(handle, out)).map { i ->
+        val s = nativeSpec(handle, variant, out, i)
         TensorSpec(nativeName(handle, out, i), s[0].toInt(), s.copyOfRange(1, s.size))
     }
 
-    /** Runs once; inputs by name (direct ByteBuffers of exactly the tensor's bytes). */
-    fun run(feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> {
+    /** Runs the first variant once; inputs by name (direct ByteBuffers of exactly the tensor's bytes). */
+    fun run(feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> = runVariant(0, feeds)
+
+    /** Runs the variant compiled for exactly these input shapes (every input named). */
+    fun run(feeds: Map<String, ByteBuffer>, shapes: Map<String, LongArray>): Map<String, ByteBuffer> {
+        val given = inputs.map { shapes[it.name] ?: throw IllegalArgumentException("missing the shape of ${it.name}") }
+        return runVariant(nativeFind(handle, given.toTypedArray()), feeds)
+    }
+
+    private fun runVariant(variant: Int, feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> {
         val unknown = feeds.keys - inputs.map { it.name }.toSet()
         require(unknown.isEmpty()) { "unknown inputs $unknown; the model takes ${inputs.map { it.name }}" }
         val ins = inputs.map { feeds[it.name] ?: throw IllegalArgumentException("missing input ${it.name}") }
-        val outs = outputs.map { ByteBuffer.allocateDirect(it.bytes).order(ByteOrder.nativeOrder()) }
-        nativeRun(handle, ins.toTypedArray(), outs.toTypedArray())
-        return outputs.map { it.name }.zip(outs).toMap()
+        val outSpecs = if (variant == 0) outputs else specs(variant, true)
+        val outs = outSpecs.map { ByteBuffer.allocateDirect(it.bytes).order(ByteOrder.nativeOrder()) }
+        nativeRun(handle, variant, ins.toTypedArray(), outs.toTypedArray())
+        return outSpecs.map { it.name }.zip(outs).toMap()
     }
 
     /** float32 convenience: each FloatBuffer is copied into a direct buffer. */
@@ -69,8 +85,12 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
         @JvmStatic private external fun nativeLoadBuffer(bundle: ByteBuffer): Long
         @JvmStatic private external fun nativeCount(handle: Long, outputs: Boolean): Int
         @JvmStatic private external fun nativeName(handle: Long, outputs: Boolean, index: Int): String
-        @JvmStatic private external fun nativeSpec(handle: Long, outputs: Boolean, index: Int): LongArray
-        @JvmStatic private external fun nativeRun(handle: Long, inputs: Array<ByteBuffer>, outputs: Array<ByteBuffer?>)
+        @JvmStatic private external fun nativeSpec(handle: Long, variant: Int, outputs: Boolean, index: Int): LongArray
+        @JvmStatic private external fun nativeProfile(handle: Long): String
+        @JvmStatic private external fun nativeVariantCount(handle: Long): Int
+        @JvmStatic private external fun nativeFind(handle: Long, shapes: Array<LongArray>): Int
+        @JvmStatic private external fun nativeRun(handle: Long, variant: Int, inputs: Array<ByteBuffer>,
+                                                  outputs: Array<ByteBuffer?>)
         @JvmStatic private external fun nativeClose(handle: Long)
     }
 }

@@ -1,0 +1,64 @@
+// Runs the JNI layer (native/android/vkc_jni.c, built for the desktop JDK) as VkcModel.kt calls it,
+// for tests/native/test_native.py (no kotlinc here): `java JniCheck.java LIB BUNDLE INPUT.bin SHAPE OUT.bin`.
+// Loads BUNDLE from a direct ByteBuffer, finds the variant for SHAPE (e.g. 3x3x16x16; one float32
+// input), runs it on INPUT.bin's bytes, writes output 0 to OUT.bin and prints what it saw; then
+// asks for a shape the bundle lacks and prints the error.
+package dev.vkc;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+
+public class JniCheck {
+    public static void main(String[] args) throws Exception {
+        System.load(args[0]);
+        ByteBuffer bundle = direct(Files.readAllBytes(Path.of(args[1])));
+        long h = VkcModel.nativeLoadBuffer(bundle);
+        long[] shape = Arrays.stream(args[3].split("x")).mapToLong(Long::parseLong).toArray();
+        int variant = VkcModel.nativeFind(h, new long[][] {shape});
+        ByteBuffer[] outs = new ByteBuffer[VkcModel.nativeCount(h, true)];
+        for (int i = 0; i < outs.length; i++) {
+            long[] spec = VkcModel.nativeSpec(h, variant, true, i);  // dtype, then the shape
+            outs[i] = ByteBuffer.allocateDirect((int) (Arrays.stream(spec, 1, spec.length).reduce(1, (a, b) -> a * b) * 4));
+        }
+        VkcModel.nativeRun(h, variant, new ByteBuffer[] {direct(Files.readAllBytes(Path.of(args[2])))}, outs);
+        try (FileChannel out = FileChannel.open(Path.of(args[4]), java.nio.file.StandardOpenOption.CREATE,
+                                                java.nio.file.StandardOpenOption.WRITE)) {
+            out.write(outs[0]);
+        }
+        System.out.println("profile " + VkcModel.nativeProfile(h) + " variants " + VkcModel.nativeVariantCount(h)
+                           + " variant " + variant + " input " + VkcModel.nativeName(h, false, 0));
+        try {
+            VkcModel.nativeFind(h, new long[][] {{2, 3, 16, 16}});
+        } catch (RuntimeException e) {
+            System.out.println("error " + e.getClass().getSimpleName() + ": " + e.getMessage());
+        }
+        VkcModel.nativeClose(h);
+    }
+
+    static ByteBuffer direct(byte[] bytes) {
+        return ByteBuffer.allocateDirect(bytes.length).order(ByteOrder.nativeOrder()).put(bytes).position(0);
+    }
+}
+
+/** The natives of VkcModel.kt's companion object (same JNI symbols). */
+class VkcModel {
+    static native long nativeLoadBuffer(ByteBuffer bundle);
+    static native int nativeCount(long handle, boolean outputs);
+    static native String nativeName(long handle, boolean outputs, int index);
+    static native long[] nativeSpec(long handle, int variant, boolean outputs, int index);
+    static native String nativeProfile(long handle);
+    static native int nativeVariantCount(long handle);
+    static native int nativeFind(long handle, long[][] shapes);
+    static native void nativeRun(long handle, int variant, ByteBuffer[] inputs, ByteBuffer[] outputs);
+    static native void nativeClose(long handle);
+}
+
+class VkcException extends RuntimeException {
+    VkcException(String message) {
+        super(message);
+    }
+}
