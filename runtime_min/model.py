@@ -181,11 +181,14 @@ def _write_input(view: np.ndarray, a: np.ndarray) -> None:
     np.copyto(view, pack(a) if a.dtype.name in PACKED else a)
 
 
-def _read_output(view: np.ndarray, tensor: dict) -> np.ndarray:
-    """A fresh array of an output tensor from its staging view."""
-    if tensor["dtype"] not in PACKED:
-        return view.copy()
-    return unpack(view.copy(), tensor["dtype"], tuple(tensor["shape"]))
+def _read_output(view: np.ndarray, tensor: dict, out: np.ndarray | None = None) -> np.ndarray:
+    """An output tensor from its staging view: copied once, into `out` (the caller's) or a fresh array."""
+    packed = tensor["dtype"] in PACKED
+    value = unpack(view.copy(), tensor["dtype"], tuple(tensor["shape"])) if packed else view
+    if out is None:
+        return value if packed else value.copy()
+    np.copyto(out, value)
+    return out
 
 
 def _env_flag(name: str, value, default: bool) -> bool:
@@ -719,10 +722,7 @@ class Model:
             self._last = slot
         result, outs, v = {}, handle._outputs, slot.variant
         for spec, view, tensor in zip(v.outputs, v.runs[slot.index][1], v.outs):
-            out, value = outs.get(spec.name), _read_output(view, tensor)
-            result[spec.name] = value if out is None else out
-            if out is not None:
-                np.copyto(out, value)
+            result[spec.name] = _read_output(view, tensor, outs.get(spec.name))
         handle._result = result
 
     @property
