@@ -4,6 +4,11 @@ and torch eager and CUDA graphs, every system host to host, in one run.
 
     python3 benchmarks/h200/models.py nvidia mobilenet_v2,resnet18,resnet50,squeezenet1_0 1
     python3 benchmarks/h200/models.py nvidia resnet50 8,32
+    python3 benchmarks/h200/models.py nvidia+default mobilenet_v2 1   # also the portable default bundle
+
+The first argument is one or more compile targets joined by '+' (each timed in the same run, the
+first one profiled and in the table's ratios); 'default' is plain `vkc compile`'s target list
+(compiler.targets.DEFAULT_TARGETS: a multi-profile bundle whose runtime picks the profile).
 """
 import io, sys, time, statistics, json
 import numpy as np, torch, torchvision, onnx
@@ -11,7 +16,8 @@ import compiler
 from runtime_min import load
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-target = sys.argv[1] if len(sys.argv) > 1 else 'nvidia'
+targets = (sys.argv[1] if len(sys.argv) > 1 else 'nvidia').split('+')
+from compiler.targets import DEFAULT_TARGETS
 names = sys.argv[2].split(',') if len(sys.argv) > 2 else ['mobilenet_v2', 'resnet18', 'resnet50', 'squeezenet1_0']
 batches = [int(b) for b in sys.argv[3].split(',')] if len(sys.argv) > 3 else [1]
 
@@ -57,23 +63,29 @@ for name in names:
         except TypeError:
             torch.onnx.export(net, x, buf, opset_version=17, input_names=['input'], output_names=['output'])
         model = onnx.load_from_string(buf.getvalue())
-        t = time.perf_counter(); bundle = compiler.compile_model(model, target=target); tc = time.perf_counter() - t
-        m = load(bundle)
         xn = x.numpy()
-        got = m.run({'input': xn})['output']
         netc = net.cuda()
         with torch.no_grad():
             ref = netc(x.cuda()).cpu().numpy()
-        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
-        t_vkc = statistics.median(m.bench({'input': xn}, warmup=5, repeat=30))
-        prof = None
-        if hasattr(m, 'profile'):
-            try:
-                recs = m.profile({'input': xn})
-                prof = recs
-            except Exception as e:
-                prof = repr(e)
-        m.close()
+        vkc = {}
+        for target in targets:
+            t = time.perf_counter()
+            bundle = compiler.compile_model(model, target=DEFAULT_TARGETS if target == 'default' else target)
+            tc = time.perf_counter() - t
+            m = load(bundle)
+            got = m.run({'input': xn})['output']
+            err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+            vkc[target] = dict(ms=statistics.median(m.bench({'input': xn}, warmup=5, repeat=30)) * 1e3,
+                               compile_s=round(tc, 2), rel_l2=err, bundle_mb=round(len(bundle) / 2**20, 2),
+                               profile=getattr(m, 'target', None))
+            if target == targets[0]:
+                t_vkc, prof = vkc[target]['ms'] / 1e3, None
+                try:
+                    prof = m.profile({'input': xn})
+                except Exception as e:
+                    prof = repr(e)
+            m.close()
+        err, tc = vkc[targets[0]]['rel_l2'], vkc[targets[0]]['compile_s']
         xin = torch.from_numpy(xn).pin_memory()
         def eager():
             with torch.no_grad():
@@ -101,7 +113,7 @@ for name in names:
                 ncnn_err = repr(e)[:200]
         row = dict(model=name, batch=batch, compile_s=round(tc, 2), rel_l2_vs_torch=err, vkc_ms=t_vkc * 1e3,
                    torch_eager_ms=t_eager * 1e3, torch_graph_ms=t_graph * 1e3, ncnn_ms=t_ncnn * 1e3,
-                   ncnn_rel_l2=ncnn_err)
+                   ncnn_rel_l2=ncnn_err, vkc_targets=vkc)
         rows.append(row)
         print(json.dumps(row), flush=True)
         if isinstance(prof, list):
