@@ -1,4 +1,5 @@
-"""Concat: one slice copy per input into the output."""
+"""Concat: one slice copy per input into the output, except for the inputs whose producers write
+straight into their slice (passes/concat_slices.py)."""
 from __future__ import annotations
 
 from ..dtypes import kernel_types
@@ -15,10 +16,12 @@ def lower_concat(node, target):
     local = target.elementwise_local
     params = dict(LOCAL=local, **kernel_types(out))
     kernels, offset = [], 0
-    for x in node.inputs:
+    # Set by passes/concat_slices.py: the inputs already written into their slice.
+    placed_inputs = node.attrs.get("written_in_place", (False,) * len(node.inputs))
+    for x, placed in zip(node.inputs, placed_inputs):
         a_in = x.shape[axis]
         total = outer * a_in * inner
-        if total:
+        if total and not placed:
             spec = [("TOTAL", "int32", total), ("INNER", "int32", inner), ("A_IN", "int32", a_in),
                     ("A_OUT", "int32", out.shape[axis]), ("OFFSET", "int32", offset)]
             kernels.append(Kernel("copy_slice", params, spec, [x, out], writes=[1],
