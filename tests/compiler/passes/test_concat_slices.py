@@ -1,0 +1,109 @@
+"""Concat inputs written in place (passes/concat_slices.py): which inputs become slices of the
+output, and bundles that stay right with them (onnxruntime, synchronization validation)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.frontend import to_ir
+from compiler.passes import fold_constants, run_passes
+from harness import check_against_onnxruntime
+from onnx_builders import GraphBuilder
+
+
+def _concats(model):
+    """{Concat output name: (its node's written_in_place, {input name: (root name, offset)})}."""
+    graph = run_passes(fold_constants(to_ir(model)))
+    return {n.outputs[0].name: (n.attrs.get("written_in_place", (False,) * len(n.inputs)),
+                                {x.name: (x.root().name, x.root_offset()) for x in n.inputs})
+            for n in graph.nodes if n.op_type == "Concat"}
+
+
+def _copies(result) -> int:
+    m = result["manifest"]
+    return sum(m["kernels"][d["kernel"]]["name"].startswith("copy_slice") for d in m["dispatches"])
+
+
+def _relu_conv(g, x, c_in, c_out, k=1):
+    return g.node("Relu", [g.conv(x, c_in, c_out, k)])
+
+
+def test_fire_module_writes_both_branches_in_place():
+    """SqueezeNet's fire module at 8x8: 16 channels of float32 are 4096 bytes, so both expand
+    convs write their slices of the Concat and no copy is left."""
+    g = GraphBuilder("fire", seed=1)
+    s = _relu_conv(g, g.input("x", [1, 8, 8, 8]), 8, 4)
+    cat = g.node("Concat", [_relu_conv(g, s, 4, 16), _relu_conv(g, s, 4, 16, 3)], axis=1)
+    g.node("Conv", [cat, g.const("w", g.rng.standard_normal((5, 32, 1, 1)).astype(np.float32) * 0.3)],
+           out="y", kernel_shape=[1, 1])
+    model = g.build(["y"])
+    placed, roots = _concats(model)[cat]
+    assert placed == (True, True)
+    assert sorted(roots.values()) == [(cat, 0), (cat, 4096)]
+    assert _copies(check_against_onnxruntime(model)) == 0
+
+
+def test_input_used_twice_is_copied_the_second_time():
+    g = GraphBuilder("twice", seed=2)
+    x = g.input("x", [1, 4, 8, 8])
+    a, b = _relu_conv(g, x, 4, 16), _relu_conv(g, x, 4, 16, 3)
+    cat = g.node("Concat", [a, b, a], axis=1, out="y")
+    model = g.build(["y"])
+    assert _concats(model)[cat][0] == (True, True, False)
+    assert _copies(check_against_onnxruntime(model)) == 1
+
+
+def test_nested_concats_and_an_input_read_elsewhere():
+    """Concat(Concat(a, b), c) with the inner Concat and `a` also read by other nodes: a and b
+    land at their offsets inside the outer output, the inner output is a slice of it too."""
+    g = GraphBuilder("nested", seed=3)
+    x = g.input("x", [1, 4, 8, 8])
+    a, b, c = (_relu_conv(g, x, 4, 16, k) for k in (1, 3, 1))
+    inner = g.node("Concat", [a, b], axis=1)
+    outer = g.node("Concat", [inner, c], axis=1)
+    side = g.node("Add", [a, b], out="side")
+    y = g.node("Relu", [g.conv(outer, 48, 8, 3)], out="y")
+    z = g.node("Relu", [g.conv(inner, 32, 8, 1)], out="z")
+    model = g.build([y, z, side])
+    cats = _concats(model)
+    assert cats[inner] == ((True, True), {a: (outer, 0), b: (outer, 4096)})
+    assert cats[outer] == ((True, True), {inner: (outer, 0), c: (outer, 8192)})
+    assert _copies(check_against_onnxruntime(model)) == 0
+
+
+def test_what_stays_a_copy():
+    """A graph input, a constant, a value that is a graph output, and a slice off the binding
+    alignment (3 channels of 5x5 float32: 300 bytes) are copied; the first input starts at 0."""
+    g = GraphBuilder("copies", seed=4)
+    x = g.input("x", [1, 3, 5, 5])
+    a = _relu_conv(g, x, 3, 3)
+    shown = g.node("Sigmoid", [x], out="shown")
+    const = g.const("c", g.rng.standard_normal((1, 2, 5, 5)).astype(np.float32))
+    cat = g.node("Concat", [a, _relu_conv(g, x, 3, 3), x, const, shown], axis=1, out="y")
+    model = g.build([cat, shown])
+    assert _concats(model)[cat][0] == (True, False, False, False, False)
+    assert _copies(check_against_onnxruntime(model)) == 4
+
+
+@pytest.mark.parametrize("shape,axis", [([2, 4, 8, 8], 1), ([1, 4, 8, 8], 2)], ids=["batch2", "inner-axis"])
+def test_strided_slices_stay_copies(shape, axis):
+    g = GraphBuilder("strided", seed=5)
+    x = g.input("x", shape)
+    cat = g.node("Concat", [_relu_conv(g, x, 4, 16), _relu_conv(g, x, 4, 16, 3)], axis=axis, out="y")
+    model = g.build(["y"])
+    assert _concats(model)[cat][0] == (False, False)
+    assert _copies(check_against_onnxruntime(model)) == 2
+
+
+def test_split_outputs_swapped_and_a_skip_connection():
+    """ShuffleNet's Split -> Concat (swapped halves) and U-Net's skip: the early output is
+    concatenated late, read by another node in between; leading unit dims before the axis."""
+    g = GraphBuilder("split", seed=6)
+    x = g.input("x", [1, 1, 32, 8, 8])
+    s0, s1 = g.node("Split", [x, g.const("sizes", np.array([16, 16], np.int64))], 2, axis=2)
+    skip = g.node("Relu", [s0])
+    mid = g.node("Sigmoid", [skip])
+    cat = g.node("Concat", [s1, mid, skip], axis=2, out="y")
+    model = g.build(["y"])
+    assert _concats(model)[cat][0] == (True, True, True)
+    assert _copies(check_against_onnxruntime(model)) == 0
