@@ -44,13 +44,17 @@ def test_fire_module_writes_both_branches_in_place():
 
 
 def test_input_used_twice_is_copied_the_second_time():
+    """In one Concat the first slot takes the value; a second Concat of it copies."""
     g = GraphBuilder("twice", seed=2)
     x = g.input("x", [1, 4, 8, 8])
     a, b = _relu_conv(g, x, 4, 16), _relu_conv(g, x, 4, 16, 3)
     cat = g.node("Concat", [a, b, a], axis=1, out="y")
-    model = g.build(["y"])
-    assert _concats(model)[cat][0] == (True, True, False)
-    assert _copies(check_against_onnxruntime(model)) == 1
+    again = g.node("Concat", [b, a], axis=1, out="z")
+    model = g.build([cat, again])
+    cats = _concats(model)
+    assert cats[cat][0] == (True, True, False)
+    assert cats[again][0] == (False, False)
+    assert _copies(check_against_onnxruntime(model)) == 3
 
 
 def test_nested_concats_and_an_input_read_elsewhere():
