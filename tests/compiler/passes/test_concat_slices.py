@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from compiler.compile import compile_with_kernels
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
 from harness import check_against_onnxruntime
@@ -111,3 +112,34 @@ def test_split_outputs_swapped_and_a_skip_connection():
     model = g.build(["y"])
     assert _concats(model)[cat][0] == (True, True, True)
     assert _copies(check_against_onnxruntime(model)) == 0
+
+
+def _shifted(kernels) -> list[str]:
+    """Templates of the kernels that store into a Concat slice at an element offset."""
+    return sorted(k.template for k in kernels if k.params.get("store_offset"))
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_slices_off_the_alignment_shift_their_producers_stores(target):
+    """2 channels of 6x6 float32 are 288 bytes: the next slices start 32, 160 and 160 bytes past
+    a 256-byte boundary. Their 1x1 convs (matmul kernels: register, tiled and split-K reduce on
+    generic, texel with vec4 stores on lavapipe) bind the output from the boundary below and
+    store 8 and 40 elements in; the Sigmoid (no shifted store) keeps its copy, and so does the
+    last conv, whose output another node reads too."""
+    g = GraphBuilder("shifted", seed=7)
+    x = g.input("x", [1, 256, 6, 6])
+    a = _relu_conv(g, x, 256, 2)
+    shallow = _relu_conv(g, x, 256, 16)
+    parts = [a, _relu_conv(g, shallow, 16, 8), _relu_conv(g, x, 256, 16), _relu_conv(g, shallow, 16, 32),
+             g.node("Sigmoid", [a]), _relu_conv(g, shallow, 16, 8)]
+    cat = g.node("Concat", parts, axis=1, out="y")
+    side = g.node("Neg", [parts[-1]], out="side")
+    model = g.build([cat, side])
+    assert _concats(model)[cat][0] == (True, False, False, False, False, False)
+    result = check_against_onnxruntime(model, target=target)
+    assert _copies(result) == 2
+    _, kernels = compile_with_kernels(model, target=target)
+    assert {k.spec[-1] for k in kernels if k.params.get("store_offset")} == {
+        ("STORE_OFFSET", "int32", 8), ("STORE_OFFSET", "int32", 40)}
+    assert _shifted(kernels) == (["matmul_register", "matmul_tiled", "splitk_reduce"] if target == "generic"
+                                 else ["matmul_texel"] * 3)
