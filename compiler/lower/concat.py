@@ -67,7 +67,7 @@ def write_slices_with_shifted_stores(kernels: list[Kernel], graph) -> list[Kerne
         if producer.bindings[producer.store_offset] is not x or any(
                 v.root() is x for i, v in enumerate(producer.bindings) if i != producer.store_offset):
             continue
-        window = Value(f"{x.name}/in {out.name}", x.dtype, (shift + x.size,), alias_of=out,
+        window = Value(f"{x.name}/in_{out.name}", x.dtype, (shift + x.size,), alias_of=out,
                        alias_offset=start - shift * itemsize)
         producer.bindings[producer.store_offset] = window
         producer.params = dict(producer.params, store_offset=True)
