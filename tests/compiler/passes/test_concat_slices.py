@@ -143,3 +143,17 @@ def test_slices_off_the_alignment_shift_their_producers_stores(target):
         ("STORE_OFFSET", "int32", 8), ("STORE_OFFSET", "int32", 40)}
     assert _shifted(kernels) == (["matmul_register", "matmul_tiled", "splitk_reduce"] if target == "generic"
                                  else ["matmul_texel"] * 3)
+
+
+def test_a_reshaped_input_places_the_tensor_it_views():
+    """A Reshape is a view: the conv output it views becomes the slice (the Reshape stays a view
+    of it); both convs write into the Concat's output."""
+    g = GraphBuilder("view", seed=8)
+    x = g.input("x", [1, 4, 8, 8])
+    conv = _relu_conv(g, x, 4, 16)
+    flat = g.node("Reshape", [conv, g.const("shape", np.array([1, 16, 64], np.int64))])
+    other = g.node("Reshape", [_relu_conv(g, x, 4, 8, 3), g.const("shape", np.array([1, 8, 64], np.int64))])
+    cat = g.node("Concat", [other, flat], axis=1, out="y")
+    model = g.build(["y"])
+    assert _concats(model)[cat] == ((True, True), {other: (cat, 0), flat: (cat, 2048)})
+    assert _copies(check_against_onnxruntime(model)) == 0
