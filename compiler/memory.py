@@ -4,9 +4,9 @@ Events are dispatch indices. A tensor lives from the dispatch that writes it (gr
 the start) to the last dispatch that reads it or any view of it (graph outputs: to the end), both
 ends included, so no dispatch writes over its own inputs. Views are planned with their root: a
 Concat input written in place is a slice of the Concat's output, which therefore lives from the
-first write into any of its slices. Lifetimes are all known at compile time,
-so placement is offline: largest tensor first, each at the lowest offset that no tensor alive at
-the same time occupies (TFLite's greedy-by-size).
+first write into any of its slices. Lifetimes are all known at compile time, so placement is
+offline: largest tensor first, each at the lowest offset that no tensor alive at the same time
+occupies (TFLite's greedy-by-size).
 """
 from __future__ import annotations
 

@@ -46,8 +46,8 @@ def write_slices_with_shifted_stores(kernels: list[Kernel], graph) -> list[Kerne
     outside = {id(v.root()) for v in graph.inputs + graph.outputs}
     users: dict[int, list[Kernel]] = {}
     for k in kernels:
-        for v in {id(v.root()): v for v in k.bindings}.values():
-            users.setdefault(id(v.root()), []).append(k)
+        for root in {id(v.root()) for v in k.bindings}:
+            users.setdefault(root, []).append(k)
     dropped = set()
     for copy in kernels:
         if copy.template != "copy_slice":
