@@ -12,7 +12,8 @@ An input stays a copy when its bytes cannot be the slice's: a graph input, a con
 whose bytes are a graph output (the I/O copies own those), a value already placed elsewhere (an
 input used twice in one Concat, or by two Concats: the first slot takes it), a slice that is not
 contiguous (an inner axis: producers would have to write strided) or starts off the binding
-alignment, and a byte count that is not whole 32-bit words (a kernel writing 8/16-bit elements
+alignment (lower/concat.py still drops that copy where the one kernel writing the input can shift
+its stores), and a byte count that is not whole 32-bit words (a kernel writing 8/16-bit elements
 binds whole words, buffer_view, and would spill into the next slice). A Concat output that is
 itself placed in a later Concat nests: its slices' offsets add up.
 """
