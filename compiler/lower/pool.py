@@ -48,7 +48,8 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
                   **kernel_types(out))
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {})]
+                   flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {},
+                   store_offset=1)]
 
 
 def _windowed(node, target, mode):

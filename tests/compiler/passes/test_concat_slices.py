@@ -157,3 +157,22 @@ def test_a_reshaped_input_places_the_tensor_it_views():
     model = g.build(["y"])
     assert _concats(model)[cat] == ((True, True), {other: (cat, 0), flat: (cat, 2048)})
     assert _copies(check_against_onnxruntime(model)) == 0
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_winograd_and_pooling_shift_their_stores(target):
+    """A 3x3 conv (Winograd's output transform on lavapipe, implicit GEMM on generic) and both
+    poolings write their slices 8 elements past a 256-byte boundary (Inception, ShuffleNet v1)."""
+    g = GraphBuilder("shifted_conv_pool", seed=9)
+    x = g.input("x", [1, 16, 6, 6])
+    parts = [_relu_conv(g, x, 16, 2), _relu_conv(g, x, 16, 16, 3),
+             g.node("MaxPool", [x], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             g.node("AveragePool", [x], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    cat = g.node("Concat", parts, axis=1, out="y")
+    model = g.build([cat])
+    assert _copies(check_against_onnxruntime(model, target=target)) == 0
+    _, kernels = compile_with_kernels(model, target=target)
+    shifted = _shifted(kernels)
+    assert shifted.count("pool") == 2 and len(shifted) == 3
+    if target == "lavapipe":
+        assert "winograd_output" in shifted
