@@ -211,3 +211,31 @@ def _random_concat_graph(seed: int):
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5, 16, 27, 30, 40, 77, 79])
 def test_random_concat_graphs(seed, target):
     check_against_onnxruntime(_random_concat_graph(seed), target=target)
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe", "nvidia", "mobile"])
+def test_every_kernel_claiming_shifted_stores_shifts_them(target):
+    """A kernel with Kernel.store_offset gets STORE_OFFSET only when a Concat needs it: this
+    renders every such kernel of the models above (matmul, Winograd, pooling, split-K; each
+    profile's choice of template) as if shifted, and checks that its stores use the constant, so
+    a template that does not (a new matmul form built through the same lowering) fails here, not
+    by writing the wrong slice."""
+    from dataclasses import replace
+    from compiler.codegen import render
+
+    g = GraphBuilder("claims", seed=10)
+    x = g.input("x", [1, 256, 6, 6])
+    shallow = _relu_conv(g, x, 256, 16)
+    parts = [_relu_conv(g, x, 256, 2), _relu_conv(g, x, 256, 16), _relu_conv(g, x, 256, 32, 3),
+             _relu_conv(g, shallow, 16, 8), _relu_conv(g, shallow, 16, 64), _relu_conv(g, shallow, 16, 32, 3),
+             g.node("MaxPool", [x], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
+    g.node("Concat", parts, axis=1, out="y")
+    _, kernels = compile_with_kernels(g.build(["y"]), target=target)
+    claims = [k for k in kernels if k.store_offset is not None]
+    assert {k.template for k in claims} >= ({"matmul_texel", "winograd_output", "pool"} if target == "lavapipe"
+                                            else {"matmul_register", "matmul_tiled", "splitk_reduce", "pool"})
+    for k in claims:
+        shifted = replace(k, params=dict(k.params, store_offset=True),
+                          spec=[*k.spec, ("STORE_OFFSET", "int32", 4)])
+        body = render(shifted).split("void main()", 1)[1]
+        assert "STORE_OFFSET" in body, k.template
