@@ -38,7 +38,7 @@ class TensorTable:
         if root.is_constant:
             memory, offset = "weights", self._place_weight(root)
         else:
-            memory, offset = "arena", self.plan.offsets[id(root)]
+            memory, offset = "arena", self.plan.offset_of(v)
         self.entries.append({"name": v.name, "dtype": np.dtype(v.dtype).name,
                              "shape": [int(d) for d in v.shape], "memory": memory,
                              "offset": offset, "nbytes": int(v.nbytes)})

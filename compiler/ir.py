@@ -1,7 +1,9 @@
 """The compiler's IR: a Graph of Nodes over Values with static shapes.
 
 Values carry numpy data when they are constants. A view (Reshape, Flatten, ...) is a Value whose
-`alias_of` points at the Value that owns its bytes; views never produce a kernel.
+`alias_of` points at the Value that owns its bytes; views never produce a kernel. A Concat input
+written in place (passes/concat_slices.py) is a view too: its bytes sit `alias_offset` bytes into
+the Concat's output.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class Value:
     producer: "Node | None" = None
     consumers: list["Node"] = field(default_factory=list)
     alias_of: "Value | None" = None         # set for views: the value owning the bytes
+    alias_offset: int = 0                   # where a view's bytes start in alias_of's
 
     @property
     def is_constant(self) -> bool:
@@ -42,6 +45,13 @@ class Value:
         while v.alias_of is not None:
             v = v.alias_of
         return v
+
+    def root_offset(self) -> int:
+        """Where this value's bytes start in its root's."""
+        v, offset = self, 0
+        while v.alias_of is not None:
+            v, offset = v.alias_of, offset + v.alias_offset
+        return offset
 
     def __repr__(self) -> str:
         kind = "const " if self.is_constant else ""

@@ -2,9 +2,11 @@
 
 Events are dispatch indices. A tensor lives from the dispatch that writes it (graph inputs: from
 the start) to the last dispatch that reads it or any view of it (graph outputs: to the end), both
-ends included, so no dispatch writes over its own inputs. Lifetimes are all known at compile time,
-so placement is offline: largest tensor first, each at the lowest offset that no tensor alive at
-the same time occupies (TFLite's greedy-by-size).
+ends included, so no dispatch writes over its own inputs. Views are planned with their root: a
+Concat input written in place is a slice of the Concat's output, which therefore lives from the
+first write into any of its slices. Lifetimes are all known at compile time, so placement is
+offline: largest tensor first, each at the lowest offset that no tensor alive at the same time
+occupies (TFLite's greedy-by-size).
 """
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ class MemoryPlan:
     arena_bytes: int
     intermediates_sum_bytes: int
     lower_bound_bytes: int
+
+    def offset_of(self, v: Value) -> int:
+        """Arena offset of a non-constant Value: its root's, plus where it starts in the root."""
+        return self.offsets[id(v.root())] + v.root_offset()
 
 
 def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value]) -> MemoryPlan:

@@ -8,6 +8,7 @@ import pkgutil
 
 from ..errors import CompileError, UnsupportedOpsError
 from ..registry import check_dtypes, find_rule
+from .concat import write_slices_with_shifted_stores
 from .kernel import Kernel
 
 for _info in pkgutil.iter_modules(__path__):
@@ -28,4 +29,5 @@ def lower_node(node, target, opset: int) -> list[Kernel]:
 
 
 def lower_graph(graph, target) -> list[Kernel]:
-    return [k for node in graph.nodes for k in lower_node(node, target, graph.opset)]
+    kernels = [k for node in graph.nodes for k in lower_node(node, target, graph.opset)]
+    return write_slices_with_shifted_stores(kernels, graph)

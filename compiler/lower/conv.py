@@ -264,7 +264,7 @@ def _winograd(node, target, x, w, out, n, cin, cout, in_hw, out_hw, begins, tail
                   [("BATCH", "int32", n), ("C_OUT", "int32", cout), ("OH", "int32", oh),
                    ("OW", "int32", ow), *tile_spec, *ep_spec],
                   [m, out, *operands], writes=[1], groups=grid_1d(n * cout * tiles, local),
-                  local_size=(local, 1, 1), nodes=node.sources,
+                  local_size=(local, 1, 1), nodes=node.sources, store_offset=1,
                   flops=n * cout * tiles * (4 * alpha * alpha * mo + mo * mo * ep_ops),
                   texel_buffers={0: texel_format(m.dtype),
                                  **({2 + j: texel_format(e.dtype) for j, e in enumerate(operands)}

@@ -31,6 +31,10 @@ class Kernel:
     # Bindings read as uniform texel buffers instead of storage buffers: {binding: "r32f" |
     # "rgba32f"} (the view's format; one texel is one element, or four consecutive ones).
     texel_buffers: dict = field(default_factory=dict)
+    # The binding whose stores the template can shift by STORE_OFFSET elements (params
+    # store_offset, spec STORE_OFFSET; a multiple of 4 for vec4 stores), so that it may bind a
+    # window of a larger tensor: a Concat slice that starts off the binding alignment (concat.py).
+    store_offset: int | None = None
 
 
 def texel_reads(target, *values) -> bool:

@@ -131,7 +131,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
-                       flops=batches * M * N * (2 * K + ep_ops), **common)]
+                       flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
     # Split-K: slices of K write partial sums; a second pass adds them and applies the epilogue.
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
                     (batches * split * M * N,))
@@ -147,7 +147,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                           epilogue_expr=expr, epilogue_helpers=helpers, **types),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
                     groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                    flops=total * (split + ep_ops), problem=problem)
+                    flops=total * (split + ep_ops), problem=problem, store_offset=1)
     return [first, second]
 
 

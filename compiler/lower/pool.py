@@ -50,7 +50,8 @@ def _pool(node, target, mode, kernel, strides, dilations, begins, ends, count_in
     words = -(-total // types["T"].per_word)  # 8-bit outputs: a packed word per invocation
     return [Kernel("pool", params, spec, bindings, writes=list(range(1, len(bindings))),
                    groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {})]
+                   flops=total * prod(kernel), texel_buffers={0: fmt} if texel else {},
+                   store_offset=None if types["T"].packed else 1)]
 
 
 def _windowed(node, target, mode):

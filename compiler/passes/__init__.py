@@ -1,4 +1,5 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
+from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
 from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
@@ -16,10 +17,12 @@ from .views import make_views
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain.
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
-# that its Casts fuse into elementwise chains and epilogues.
+# that its Casts fuse into elementwise chains and epilogues. place_concat_inputs comes last: it
+# places values in memory, once the graph's nodes are final.
 PIPELINE = [expand_contrib_attention, rewrite_einsum, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_attention, apply_precision, to_elementwise,
-            remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues, materialize_outputs]
+            remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues, materialize_outputs,
+            place_concat_inputs]
 
 
 def run_passes(graph):

@@ -58,7 +58,8 @@ def _peak(items) -> int:
 
 def _groups_from_bundle(model, target):
     """{root name: {"first", "last", "offset", "end", "members"}} for the arena tensors of the
-    compiled bundle, a group being a tensor and its views; plus the manifest."""
+    compiled bundle, a group being a tensor and its views (Concat inputs written in place among
+    them); plus the manifest."""
     bundle, kernels = compile_with_kernels(model, target=target)
     manifest = read_bundle(bundle).manifest
     tensors, dispatches = manifest["tensors"], manifest["dispatches"]
@@ -68,16 +69,20 @@ def _groups_from_bundle(model, target):
     # Which tensor each manifest id stands for, and its root, from the IR: a dispatch's bindings
     # are its Kernel's Values in order; the inputs and outputs no dispatch binds (a Reshape at
     # the end) are looked up by name in the graph the compiler builds.
-    root_of: dict[int, str] = {}
+    # A view's place is (root name, where it starts in the root, the root's bytes).
+    def place(v):
+        return v.root().name, v.root_offset(), v.root().nbytes
+
+    root_of: dict[int, tuple] = {}
     for d, k in zip(dispatches, kernels):
         assert len(d["bindings"]) == len(k.bindings)
         for tid, v in zip(d["bindings"], k.bindings):
             assert tensors[tid]["name"] == v.name
-            assert root_of.setdefault(tid, v.root().name) == v.root().name, v.name
+            assert root_of.setdefault(tid, place(v)) == place(v), v.name
     graph = run_passes(fold_constants(to_ir(model)))
     by_name = {v.name: v for v in graph.values()}
     for io in manifest["inputs"] + manifest["outputs"]:
-        root_of.setdefault(io["tensor"], by_name[tensors[io["tensor"]]["name"]].root().name)
+        root_of.setdefault(io["tensor"], place(by_name[tensors[io["tensor"]]["name"]]))
 
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -98,12 +103,15 @@ def _groups_from_bundle(model, target):
         if t["memory"] != "arena":
             continue
         assert tid in first, f"arena tensor {t['name']!r} is bound by no dispatch and is no input or output"
-        g = groups.setdefault(root_of[tid], {"first": first[tid], "last": last[tid], "offset": t["offset"],
-                                             "end": 0, "members": []})
-        # Views share their source's offset; a view and its source are one allocation.
-        assert t["offset"] == g["offset"], (t["name"], root_of[tid])
+        root, inside, root_bytes = root_of[tid]
+        g = groups.setdefault(root, {"first": first[tid], "last": last[tid], "offset": t["offset"] - inside,
+                                     "end": t["offset"] - inside + _allocation(root_bytes, alignment),
+                                     "members": []})
+        # A view sits where the IR puts it in its source (a Reshape at 0, a Concat input at its
+        # slice); a view and its source are one allocation.
+        assert t["offset"] - inside == g["offset"], (t["name"], root)
+        assert t["offset"] + t["nbytes"] <= g["end"], (t["name"], root)
         g["first"], g["last"] = min(g["first"], first[tid]), max(g["last"], last[tid])
-        g["end"] = max(g["end"], t["offset"] + _allocation(t["nbytes"], alignment))
         g["members"].append(tid)
 
     # A tensor first touched by a dispatch is written there: the dispatch writes a member.
@@ -148,9 +156,12 @@ DTYPES = [np.float32, np.float16, np.int8, np.uint8, np.int32, np.int64]
 def _random_program(rng):
     """Kernels over random Values: random sizes and dtypes (odd byte counts too), reads of any
     earlier value in any order, views (chains of them too) of inputs and intermediates, a
-    constant, outputs that may be inputs or views. Returns (kernels, inputs, outputs, truth)
-    where truth maps id(root) -> (root, first dispatch alive, last dispatch alive) as the
-    generator saw it: inputs from -1, outputs to len(kernels)."""
+    constant, outputs that may be inputs or views, and Concats written in place: slices of one
+    root (nested ones too), each written by a kernel of its own at some later step, read on
+    their own once written, the whole once every slice is. Returns (kernels, inputs, outputs,
+    truth) where truth maps id(root) -> (root, first dispatch alive, last dispatch alive) as the
+    generator saw it: inputs from -1, outputs to len(kernels), a Concat's root from the first
+    write into any of its slices."""
     counter = iter(range(10**6))
 
     def new(kind: str) -> Value:
@@ -163,7 +174,13 @@ def _random_program(rng):
     readable = list(inputs)
     kernels = []
     steps = int(rng.integers(1, 40))
+    pending: list[Value] = []           # slices not written yet, in the order kernels write them
+    wholes: list[tuple[Value, list[Value]]] = []  # (a Concat output, its slices), readable once all are written
     for step in range(steps):
+        if not pending and rng.random() < 0.2:
+            whole, slices = _random_concat(rng, counter)
+            pending += slices
+            wholes += [(whole, slices)]
         if rng.random() < 0.3:  # a view (Reshape-like) of something readable
             src = readable[rng.integers(len(readable))]
             size = int(rng.integers(1, src.size + 1)) if rng.random() < 0.5 else src.size
@@ -172,20 +189,49 @@ def _random_program(rng):
                                                  replace=False)]
         if rng.random() < 0.3:
             reads.append(const)
-        out = new("t")
+        out = pending.pop(rng.integers(len(pending))) if pending and rng.random() < 0.7 else new("t")
         at = int(rng.integers(len(reads) + 1))
         bindings = reads[:at] + [out] + reads[at:]
         kernels.append(Kernel("random", {}, [], bindings, [at], (1, 1, 1), (1, 1, 1)))
         for v in reads:
             if not v.root().is_constant:
                 truth[id(v.root())][2] = step
-        truth[id(out)] = [out, step, step]
+        truth.setdefault(id(out.root()), [out.root(), step, step])[2] = step
         readable.append(out)
+        for whole, slices in list(wholes):
+            if not any(p in slices for p in pending):
+                readable.append(whole)
+                wholes.remove((whole, slices))
     outputs = [readable[i] for i in rng.choice(len(readable), size=min(len(readable), int(rng.integers(1, 3))),
                                                replace=False)]
     for v in outputs:
         truth[id(v.root())][2] = steps
     return kernels, inputs, outputs, truth
+
+
+def _random_concat(rng, counter) -> tuple[Value, list[Value]]:
+    """A float32 Concat output and its slices as place_concat_inputs makes them: views at
+    ALIGNMENT-multiple offsets, the last of any size; one slice, sometimes, a nested Concat's
+    output with slices of its own (only those leaves are written). Returns (output, leaves)."""
+    words = ALIGNMENT // 4
+
+    def sizes(n):
+        return [words * int(rng.integers(1, 40)) for _ in range(n - 1)] + [int(rng.integers(1, 40 * words))]
+
+    parts = sizes(int(rng.integers(1, 4)))
+    whole = Value(f"cat{next(counter)}", np.dtype(np.float32), (sum(parts),))
+    leaves, offset = [], 0
+    for n in parts:
+        part = Value(f"slice{next(counter)}", whole.dtype, (n,), alias_of=whole, alias_offset=4 * offset)
+        if rng.random() < 0.3 and n % words == 0 and n > words:
+            first = words * int(rng.integers(1, n // words))
+            inner = [first, n - first]
+            leaves += [Value(f"slice{next(counter)}", whole.dtype, (m,), alias_of=part, alias_offset=4 * o)
+                       for m, o in zip(inner, (0, inner[0]))]
+        else:
+            leaves.append(part)
+        offset += n
+    return whole, leaves
 
 
 def _check_plan(plan, truth) -> list[str]:
