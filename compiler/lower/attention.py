@@ -96,12 +96,16 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict:
         groups_max //= 2
     first = next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups),
                  ROWS[-1])
-    for rq in ROWS[ROWS.index(first):]:
+    # Smaller tiles, in this order, until one fits: fewer keys per block, fewer rows per lane,
+    # fewer lanes per row group, fewer row groups (the workgroup's size shrinks last).
+    ty = min(groups_max, max(1, THREADS // min(LANES)))
+    for ty in (g for g in (ty, ty // 2, ty // 4, ty // 8) if g >= 1):
         for tx in LANES:
+            if tx * ty > min(THREADS, target.max_invocations):
+                continue
             vw = 4 if dv % (4 * tx) == 0 else 1
             rd = -(-dv // (vw * tx))
-            ty = min(groups_max, max(1, target.max_invocations // tx), max(1, THREADS // tx))
-            while ty >= 1:
+            for rq in ROWS[ROWS.index(first):]:
                 # (no block of more keys than the next power of two above SK)
                 for bk in (b for b in BLOCK_KEYS if b >= tx and (b == tx or b // 2 < sk)):
                     t = dict(TX=tx, TY=ty, RQ=rq, BQ=ty * rq, BK=bk, RK=bk // tx, RD=rd, VW=vw,
@@ -111,7 +115,6 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict:
                     if (tiled_shared_bytes(t) <= target.max_shared_memory
                             and rq * (rd * vw + t["RK"]) <= MAX_LANE_FLOATS):
                         return t
-                ty //= 2
     raise AssertionError(f"no attention tile fits {target.name} at head size {max(d, dv)}")
 
 

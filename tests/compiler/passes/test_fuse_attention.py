@@ -151,7 +151,7 @@ def test_fused_matches_unfused(mask, target, monkeypatch):
     got = run_bundle(fused, feeds)[0]["y"]
     want = run_bundle(unfused, feeds)[0]["y"]
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
-    assert _templates(model, target).count("attention") == 1
+    assert sum(t.startswith("attention") for t in _templates(model, target)) == 1
     from bundles import read_bundle
     n_fused = len(read_bundle(fused).manifest["dispatches"])
     n_unfused = len(read_bundle(unfused).manifest["dispatches"])
