@@ -155,13 +155,25 @@ def test_rows_fully_masked_minus_inf(target):
 
 
 def test_tiles_fit_the_target():
-    """GPUs: 64 query rows a workgroup, one per invocation (fewer for short sequences), K/V
-    blocks that fit shared memory. Texel profiles: several rows per invocation, no shared
-    memory."""
-    generic = _fused(core_attention(1, 4, 128, 128))
-    assert generic.local_size == (64, 1, 1) and generic.groups == (2, 4, 1)
-    assert generic.shared_memory_bytes <= 16384 and generic.params["BK"] == 16
-    assert _fused(core_attention(1, 1, 1, 64)).local_size == (32, 1, 1)
+    """GPUs: workgroups of up to 128 invocations (8 row groups of 16 lanes; fewer for short
+    sequences), 1 to 4 query rows per lane (the most that still give the profile's
+    min_workgroups), tiles within the profile's shared memory up to head size 256. Texel
+    profiles: several rows per invocation, no shared memory."""
+    bert_b1 = _fused(core_attention(1, 12, 128, 64), PROFILES["nvidia"])
+    assert bert_b1.local_size == (128, 1, 1) and bert_b1.params["RQ"] == 1
+    assert bert_b1.groups == (16, 12, 1)  # 192 workgroups: still short of 264, the most there are
+    bert_b8 = _fused(core_attention(8, 12, 128, 64), PROFILES["nvidia"])
+    assert bert_b8.params["RQ"] == 4 and bert_b8.groups == (4, 96, 1)
+    for shape in [(1, 12, 128, 64), (1, 4, 128, 128), (1, 2, 16, 256), (2, 3, 197, 80)]:
+        for profile in ("generic", "mobile", "nvidia"):
+            k = _fused(core_attention(*shape), PROFILES[profile])
+            assert k.shared_memory_bytes == tiled_shared_bytes(k.params)
+            assert k.shared_memory_bytes <= PROFILES[profile].max_shared_memory
+            assert k.local_size[0] <= PROFILES[profile].max_invocations
+            assert k.params["BK"] % k.params["TX"] == 0
+    generic = _fused(core_attention(1, 12, 128, 64))
+    assert generic.local_size == (128, 1, 1) and generic.params["BK"] == 16
+    assert _fused(core_attention(1, 1, 1, 64)).local_size == (16, 1, 1)
     lavapipe = _fused(core_attention(1, 4, 128, 64), "lavapipe")
     assert lavapipe.params["R"] == 8 and lavapipe.local_size == (16, 1, 1)
     assert lavapipe.groups == (1, 4, 1) and lavapipe.texel_buffers
