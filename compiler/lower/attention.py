@@ -1,5 +1,5 @@
-"""vkc.Attention: softmax(Q·Kᵀ·scale + mask)·V in one kernel (templates/attention.comp.j2), the
-score matrix never written to memory. An internal op: passes/fuse_attention.py writes it for the
+"""vkc.Attention: softmax(Q·Kᵀ·scale + mask)·V in one kernel, the score matrix never written to
+memory. An internal op: passes/fuse_attention.py writes it for the
 MatMul -> scale -> Add mask -> Softmax -> MatMul chains exporters emit, and
 passes/contrib_attention.py for onnxruntime's com.microsoft Attention and MultiHeadAttention.
 
@@ -44,16 +44,17 @@ DTYPES = ("float32", "float16")
 
 # --- GPUs (tiled) ---
 # Invocations per workgroup (fewer where the device allows fewer), as ROW_GROUPS groups of
-# LANES lanes; each lane takes ROWS (4, 2 or 1) query rows. Rows per lane are the register tile's
-# height: 4 shares each K and V element read from shared memory among 4 rows, 1 makes 4 times the
-# workgroups. The most rows that still give the target's min_workgroups (so a batch-1 model still
-# spreads over every core), else 1.
-THREADS = 128
-ROW_GROUPS = 8
+# LANES lanes; each lane takes ROWS (4, 2 or 1) query rows: the most that still give the
+# target's min_workgroups, else 1 (a batch-1 model then has the most workgroups there are). Keys
+# per block: as many as fit shared memory, at least one per lane; each block costs four barriers.
+# Measured on an H200 (benchmarks/h200/attention_tiles.py; us per dispatch at BERT batch 1, 8
+# and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens): 128 invocations (8 x 16) took
+# 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
+# a row instead of 16 were 1.5-1.8x slower.
+THREADS = 256
+ROW_GROUPS = 16
 LANES = (16, 8, 4)
 ROWS = (4, 2, 1)
-# Keys per block (as many as fit shared memory, at least one per lane): each block costs four
-# barriers.
 BLOCK_KEYS = (64, 32, 16, 8, 4)
 # Floats a lane holds across a block (its output columns and scores, per row): more spill.
 MAX_LANE_FLOATS = 96
@@ -87,24 +88,23 @@ def tiled_shared_bytes(t: dict) -> int:
     return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 1) + bq * t["TX"])
 
 
-def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict:
-    """The tiled kernel's shape for `bh` batches x heads of `sq` query rows and `sk` keys: the first, in the
-    order of preference above, that fits the target's invocations, shared memory and
-    MAX_LANE_FLOATS."""
+def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | None:
+    """The tiled kernel's shape for `bh` batches x heads of `sq` query rows and `sk` keys: the
+    first, in the order of preference above, that fits the target's invocations, shared memory
+    and MAX_LANE_FLOATS; None when none does."""
     groups_max = ROW_GROUPS
     while groups_max > 1 and groups_max // 2 >= sq:  # short sequences: fewer idle row groups
         groups_max //= 2
     first = next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups),
                  ROWS[-1])
     # Smaller tiles, in this order, until one fits: fewer keys per block, fewer rows per lane,
-    # fewer lanes per row group, fewer row groups (the workgroup's size shrinks last).
-    ty = min(groups_max, max(1, THREADS // min(LANES)))
-    for ty in (g for g in (ty, ty // 2, ty // 4, ty // 8) if g >= 1):
-        for tx in LANES:
-            if tx * ty > min(THREADS, target.max_invocations):
+    # fewer row groups, fewer lanes per row group (the slowest to give up, measured).
+    for tx in LANES:
+        vw = 4 if dv % (4 * tx) == 0 else 1
+        rd = -(-dv // (vw * tx))
+        for ty in (groups_max >> i for i in range(groups_max.bit_length())):
+            if ty * tx > min(THREADS, target.max_invocations):
                 continue
-            vw = 4 if dv % (4 * tx) == 0 else 1
-            rd = -(-dv // (vw * tx))
             for rq in ROWS[ROWS.index(first):]:
                 # (no block of more keys than the next power of two above SK)
                 for bk in (b for b in BLOCK_KEYS if b >= tx and (b == tx or b // 2 < sk)):
@@ -115,7 +115,7 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict:
                     if (tiled_shared_bytes(t) <= target.max_shared_memory
                             and rq * (rd * vw + t["RK"]) <= MAX_LANE_FLOATS):
                         return t
-    raise AssertionError(f"no attention tile fits {target.name} at head size {max(d, dv)}")
+    return None
 
 
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS,
@@ -170,6 +170,10 @@ def lower_attention(node, target):
                        nodes=node.sources, flops=flops,
                        texel_buffers={i: "r32f" for i in range(len(floats))})]
     t = tiled_tiles(b * h, sq, sk, d, dv, target)
+    if t is None:
+        raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
+                           f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
+                           "bytes of shared memory.")
     return [Kernel("attention_tiled", dict(**t, **common, **kernel_types(q)), spec,
                    inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,

@@ -155,15 +155,17 @@ def test_rows_fully_masked_minus_inf(target):
 
 
 def test_tiles_fit_the_target():
-    """GPUs: workgroups of up to 128 invocations (8 row groups of 16 lanes; fewer for short
-    sequences), 1 to 4 query rows per lane (the most that still give the profile's
-    min_workgroups), tiles within the profile's shared memory up to head size 256. Texel
-    profiles: several rows per invocation, no shared memory."""
+    """GPUs: workgroups of up to 256 invocations (16 row groups of 16 lanes; fewer for short
+    sequences and on smaller profiles), 1 to 4 query rows per lane (the most that still give the
+    profile's min_workgroups), tiles within the profile's shared memory up to head size 256.
+    Texel profiles: several rows per invocation, no shared memory."""
     bert_b1 = _fused(core_attention(1, 12, 128, 64), PROFILES["nvidia"])
-    assert bert_b1.local_size == (128, 1, 1) and bert_b1.params["RQ"] == 1
-    assert bert_b1.groups == (16, 12, 1)  # 192 workgroups: still short of 264, the most there are
+    assert bert_b1.local_size == (256, 1, 1) and bert_b1.params["RQ"] == 1
+    assert bert_b1.groups == (8, 12, 1) and bert_b1.params["BK"] == 64
     bert_b8 = _fused(core_attention(8, 12, 128, 64), PROFILES["nvidia"])
-    assert bert_b8.params["RQ"] == 4 and bert_b8.groups == (4, 96, 1)
+    assert bert_b8.params["RQ"] == 2 and bert_b8.groups == (4, 96, 1)
+    mobile = _fused(core_attention(1, 12, 128, 64), PROFILES["mobile"])
+    assert mobile.local_size == (128, 1, 1) and mobile.params["TX"] == 16
     for shape in [(1, 12, 128, 64), (1, 4, 128, 128), (1, 2, 16, 256), (2, 3, 197, 80)]:
         for profile in ("generic", "mobile", "nvidia"):
             k = _fused(core_attention(*shape), PROFILES[profile])
@@ -172,7 +174,7 @@ def test_tiles_fit_the_target():
             assert k.local_size[0] <= PROFILES[profile].max_invocations
             assert k.params["BK"] % k.params["TX"] == 0
     generic = _fused(core_attention(1, 12, 128, 64))
-    assert generic.local_size == (128, 1, 1) and generic.params["BK"] == 16
+    assert generic.local_size == (256, 1, 1) and generic.params["BK"] == 16
     assert _fused(core_attention(1, 1, 1, 64)).local_size == (16, 1, 1)
     lavapipe = _fused(core_attention(1, 4, 128, 64), "lavapipe")
     assert lavapipe.params["R"] == 8 and lavapipe.local_size == (16, 1, 1)
@@ -185,3 +187,6 @@ def test_tiles_fit_the_target():
 def test_head_size_limit():
     with pytest.raises(CompileError, match="head size 320"):
         compile_with_kernels(core_attention(1, 1, 4, 320))
+    tiny = replace(PROFILES["generic"], name="tiny", max_shared_memory=4096)
+    with pytest.raises(CompileError, match="no tile .* head size 256 fits tiny's 4096 bytes"):
+        compile_with_kernels(core_attention(1, 1, 4, 256), target=tiny)
