@@ -1,8 +1,11 @@
 """fuse_attention: the chains exporters write become one vkc.Attention node (Transposes of Q, K,
-V and the output absorbed as strides); chains that differ in any checked condition stay as
-they are. The fused bundle agrees with the unfused one."""
+V and the output absorbed as strides, and the split of a packed projection as offsets);
+chains that differ in any checked condition stay as they are. The fused bundle agrees with the
+unfused one."""
+from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper, numpy_helper
 
@@ -56,6 +59,27 @@ def test_block_absorbs_head_transposes():
     assert att.attrs["layouts"]["k"] == (0, [7 * hidden, 16, hidden, 1])
     assert att.attrs["layouts"]["out"] == (0, [7 * hidden, 16, hidden, 1])
     assert {"q_t", "k_t", "v_t", "ctx_t"} <= set(att.sources)
+
+
+def test_packed_projection_read_in_place():
+    """nn.MultiheadAttention's export (torchvision ViT): one [S, B, 3E] in-projection split by
+    Unsqueeze, a 5-D Transpose, Squeeze, Gathers of index 0, 1, 2, head Reshapes and Transposes:
+    the kernel reads Q, K and V from the projection at offsets 0, E, 2E, and the split's nodes
+    go (the Transposes left are the model's [B, S, E] <-> [S, B, E] around each block, and the
+    Gather its class token)."""
+    model = onnx.load(str(Path(__file__).resolve().parents[2] / "models" / "fixtures"
+                          / "vit_tiny.onnx"))
+    graph = run_passes(fold_constants(to_ir(model)))
+    ops = [n.op_type for n in graph.nodes]
+    assert ops.count("vkc.Attention") == 2 and ops.count("Transpose") == 5
+    assert ops.count("Gather") == 1
+    att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
+    assert att.attrs["dims"] == [1, 4, 17, 17, 16, 16]
+    packed = att.inputs[0]
+    assert packed.shape == (17, 1, 192) and att.inputs[1] is packed and att.inputs[2] is packed
+    # (batch, head, token, d) of Q, K and V in the [S, B, 3E] projection; B = 1: stride 0.
+    layouts = att.attrs["layouts"]
+    assert [layouts[n] for n in "qkv"] == [(e, [0, 16, 192, 1]) for e in (0, 64, 128)]
 
 
 @pytest.mark.parametrize("kw,scale", [
@@ -125,7 +149,7 @@ def test_not_fused(name):
 
 def test_transpose_read_elsewhere_stays():
     """A transposed K that another node also reads stays a Transpose kernel; the attention reads
-    its output."""
+    K in place all the same."""
     k = tensor_info("k", [1, 2, 5, 8])
     model = _chain([helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
                     _mm("q", "kt", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
@@ -182,3 +206,33 @@ def test_offset_causal_mask():
         return graph.nodes[0].attrs["causal"]
     assert fused(causal_mask(4, 6))
     assert not fused(np.ascontiguousarray(causal_mask(6, 4).transpose(0, 1, 3, 2)))
+
+
+def test_reshape_strides_as_numpy():
+    """The strides of a reshaped strided view are numpy's where numpy reshapes without a copy,
+    and None where it must copy."""
+    from compiler.passes.fuse_attention import _reshape_strides
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        shape = list(rng.integers(1, 5, rng.integers(1, 5)))
+        base = np.arange(int(np.prod(shape))).reshape(shape)
+        view = base.transpose(rng.permutation(len(shape)))
+        if rng.random() < 0.3:  # a strided slice of one dim
+            view = view[tuple(slice(None, None, 2) if i == 0 else slice(None)
+                              for i in range(view.ndim))]
+        new = []  # view's dims, some adjacent ones merged, 4s split in two, 1s inserted
+        for n in view.shape:
+            if new and rng.random() < 0.4:
+                new[-1] *= int(n)
+            else:
+                new += [2, 2] if n == 4 and rng.random() < 0.5 else [int(n)]
+            new += [1] * int(rng.random() < 0.2)
+        got = _reshape_strides(view.shape, [s // base.itemsize for s in view.strides], new)
+        try:
+            want = view.view()
+            want.shape = new  # raises where numpy would have to copy
+        except AttributeError:
+            assert got is None, (view.shape, view.strides, new)
+            continue
+        assert got is not None
+        assert all(g == w // base.itemsize for g, w, n in zip(got, want.strides, new) if n != 1)
