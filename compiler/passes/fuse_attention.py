@@ -6,9 +6,10 @@ with the scale also taken where it is applied to Q or Kᵀ before the first MatM
 scaled_dot_product_attention export scales both by sqrt(scale)). Transposes feeding Q, Kᵀ or V
 (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
 output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
-instead of copy kernels, and so do the views, Transposes and constant-index Gathers that split
-Q, K and V out of one packed projection (nn.MultiheadAttention's export): the kernel reads them
-where the projection wrote them, and those nodes go when nothing else reads them. Every
+instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
+split Q, K and V out of one packed projection (GPT-2's and nn.MultiheadAttention's exports): the
+kernel reads them where the projection wrote them, and those nodes go when nothing else reads
+them. Every
 intermediate of the chain (scores, scaled scores, probabilities) must have no other reader;
 anything that does not fit leaves the chain as it is.
 
@@ -96,10 +97,10 @@ def _leads_to_scores(graph: Graph, v: Value) -> bool:
 
 def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, list[int]]:
     """The tensor to bind for `v`, the element offset of v's first element in it and the
-    element strides of v's dims: through the views (Reshape, Squeeze, Unsqueeze), Transposes and
-    Gathers of one constant index that produce v, v is read in place from the tensor they start
-    from (nn.MultiheadAttention's export splits Q, K and V out of one projection so). The
-    Transposes and Gathers passed through are added to `walked`."""
+    element strides of v's dims: through the views (Reshape, Squeeze, Unsqueeze), Transposes,
+    Splits and Gathers of one constant index that produce v, v is read in place from the tensor
+    they start from (GPT-2's export Splits Q, K and V out of one projection, and
+    nn.MultiheadAttention's Gathers them). The nodes passed through are added to `walked`."""
     if v.alias_of is not None:
         inner: list[Node] = []
         bound, offset, strides = _layout(graph, v.alias_of, inner)
@@ -113,6 +114,13 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, lis
         perm = node.attrs.get("perm", range(len(v.shape) - 1, -1, -1))
         walked.append(node)
         return bound, offset, [strides[p] for p in perm]
+    if _is_onnx(node, "Split"):
+        axis = node.attrs.get("axis", 0) % len(v.shape)
+        i = node.outputs.index(v)
+        bound, offset, strides = _layout(graph, node.inputs[0], walked)
+        walked.append(node)
+        start = sum(o.shape[axis] for o in node.outputs[:i])
+        return bound, offset + start * strides[axis], strides
     if _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
@@ -156,7 +164,8 @@ def _removable(graph: Graph, walked: list[Node], removed: list[Node]) -> list[No
     while changed:
         changed = False
         for n in walked:
-            if id(n) in keep and not _read_only_by(graph, n.outputs[0], keep | gone):
+            if id(n) in keep and not all(_read_only_by(graph, o, keep | gone)
+                                         for o in n.outputs if o is not None):
                 keep.discard(id(n))
                 changed = True
     unique = {id(n): n for n in walked if id(n) in keep}

@@ -61,23 +61,29 @@ def test_block_absorbs_head_transposes():
     assert {"q_t", "k_t", "v_t", "ctx_t"} <= set(att.sources)
 
 
-def test_packed_projection_read_in_place():
-    """nn.MultiheadAttention's export (torchvision ViT): one [S, B, 3E] in-projection split by
-    Unsqueeze, a 5-D Transpose, Squeeze, Gathers of index 0, 1, 2, head Reshapes and Transposes:
-    the kernel reads Q, K and V from the projection at offsets 0, E, 2E, and the split's nodes
-    go (the Transposes left are the model's [B, S, E] <-> [S, B, E] around each block, and the
-    Gather its class token)."""
-    model = onnx.load(str(Path(__file__).resolve().parents[2] / "models" / "fixtures"
-                          / "vit_tiny.onnx"))
-    graph = run_passes(fold_constants(to_ir(model)))
+FIXTURES = Path(__file__).resolve().parents[2] / "models" / "fixtures"
+
+
+@pytest.mark.parametrize("name,split_ops,left", [
+    # GPT-2: Split of the [B*S, 3E] c_attn Gemm; the Gathers left are the embeddings'
+    ("gpt2_tiny", {"Split": 0, "Transpose": 0, "Gather": 2}, (16, 192)),
+    # torchvision ViT (nn.MultiheadAttention): Unsqueeze, a 5-D Transpose, Squeeze, Gathers of
+    # index 0, 1, 2; the Transposes left are [B, S, E] <-> [S, B, E] around each block, the
+    # Gather the class token
+    ("vit_tiny", {"Transpose": 5, "Gather": 1}, (17, 1, 192)),
+])
+def test_packed_projection_read_in_place(name, split_ops, left):
+    """Exporters split Q, K and V out of one [.., 3E] projection: the kernel reads them from
+    the projection at offsets 0, E, 2E, and the split's nodes go."""
+    graph = run_passes(fold_constants(to_ir(onnx.load(str(FIXTURES / f"{name}.onnx")))))
     ops = [n.op_type for n in graph.nodes]
-    assert ops.count("vkc.Attention") == 2 and ops.count("Transpose") == 5
-    assert ops.count("Gather") == 1
+    assert ops.count("vkc.Attention") == 2
+    assert {op: ops.count(op) for op in split_ops} == split_ops
     att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
-    assert att.attrs["dims"] == [1, 4, 17, 17, 16, 16]
+    assert att.attrs["dims"][1:] == [4, att.attrs["dims"][2], att.attrs["dims"][2], 16, 16]
     packed = att.inputs[0]
-    assert packed.shape == (17, 1, 192) and att.inputs[1] is packed and att.inputs[2] is packed
-    # (batch, head, token, d) of Q, K and V in the [S, B, 3E] projection; B = 1: stride 0.
+    assert packed.shape == left and att.inputs[1] is packed and att.inputs[2] is packed
+    # (batch, head, token, d) of Q, K and V in the projection (batch 1: stride 0)
     layouts = att.attrs["layouts"]
     assert [layouts[n] for n in "qkv"] == [(e, [0, 16, 192, 1]) for e in (0, 64, 128)]
 
