@@ -9,9 +9,8 @@ output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the ke
 instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
 split Q, K and V out of one packed projection (GPT-2's and nn.MultiheadAttention's exports): the
 kernel reads them where the projection wrote them, and those nodes go when nothing else reads
-them. Every
-intermediate of the chain (scores, scaled scores, probabilities) must have no other reader;
-anything that does not fit leaves the chain as it is.
+them. Every intermediate of the chain (scores, scaled scores, probabilities) must have no other
+reader; anything that does not fit leaves the chain as it is.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
 """
