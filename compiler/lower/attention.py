@@ -1,5 +1,5 @@
-"""vkc.Attention: softmax(Q·Kᵀ·scale + mask)·V in one kernel (templates/attention.comp.j2), the
-score matrix never written to memory. An internal op: passes/fuse_attention.py writes it for the
+"""vkc.Attention: softmax(Q·Kᵀ·scale + mask)·V in one kernel, the score matrix never written to
+memory. An internal op: passes/fuse_attention.py writes it for the
 MatMul -> scale -> Add mask -> Softmax -> MatMul chains exporters emit, and
 passes/contrib_attention.py for onnxruntime's com.microsoft Attention and MultiHeadAttention.
 
@@ -19,62 +19,115 @@ layouts:
   causal    key k is seen by query q only when k <= q + SK - SQ (bottom-right aligned, as
             onnxruntime's unidirectional attention with past keys)
 
-The kernel: a workgroup per (batch * head, block of query rows); every row's running max, sum
-and output row in registers (online softmax over blocks of keys). GPUs stage K and V blocks in
-shared memory for one row per invocation; texel profiles (lavapipe) fetch K and V in place and
-give an invocation several rows, so that each fetch serves all of them.
+The kernels: a workgroup per (batch * head, block of query rows), every row's running max, sum
+and output row kept through an online softmax over blocks of keys (flash attention), no score
+written to memory. GPUs (templates/attention_tiled.comp.j2): K and V blocks and the block's Q
+rows staged in shared memory, each query row shared by a group of lanes that split its keys for
+Q·Kᵀ and its output columns for P·V (two small register-tiled matmuls per key block). Texel
+profiles (lavapipe, templates/attention.comp.j2): K and V fetched in place, several rows per
+invocation so that each fetch serves all of them; float16 there takes the tiled kernel (texel
+formats are float32 only).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import float_literal
+from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
 
 # Q, o and a block of scores live in each invocation's registers: past 256 columns they spill
-# beyond use (and K/V blocks of one key would no longer fit 16 KiB of shared memory).
+# beyond use.
 MAX_HEAD_DIM = 256
-LIMITS = f"head sizes above {MAX_HEAD_DIM}; float32 only; key-padding masks int32 or float32"
-# Key rows per block: staged in shared memory on GPUs (fewer when K and V rows do not fit the
-# device's shared memory); on texel profiles only the span between running-max rescales (4
-# measured fastest on lavapipe: longer blocks unroll into more code than they save).
-BLOCK_KEYS = 32
+LIMITS = (f"head sizes above {MAX_HEAD_DIM}; key-padding masks int32 or of Q's float type")
+DTYPES = ("float32", "float16")
+
+# --- GPUs (tiled) ---
+# Invocations per workgroup (fewer where the device allows fewer), as ROW_GROUPS groups of
+# LANES lanes; each lane takes ROWS (4, 2 or 1) query rows: the most that still give the
+# target's min_workgroups, else 1 (a batch-1 model then has the most workgroups there are). Keys
+# per block: as many as fit shared memory, at least one per lane; each block costs four barriers.
+# Measured on an H200 (benchmarks/h200/attention_tiles.py; us per dispatch at BERT batch 1, 8
+# and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens): 128 invocations (8 x 16) took
+# 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
+# a row instead of 16 were 1.5-1.8x slower.
+THREADS = 256
+ROW_GROUPS = 16
+LANES = (16, 8, 4)
+ROWS = (4, 2, 1)
+BLOCK_KEYS = (64, 32, 16, 8, 4)
+# Floats a lane holds across a block (its output columns and scores, per row): more spill.
+MAX_LANE_FLOATS = 96
+
+# --- Texel profiles ---
+# Keys per block: only the span between running-max rescales (4 measured fastest on lavapipe:
+# longer blocks unroll into more code than they save).
 TEXEL_BLOCK_KEYS = 4
-# Invocations per workgroup, and query rows per invocation on texel profiles: each K and V
-# element fetched serves that many rows (on a GPU, one row each keeps registers for occupancy).
-# On lavapipe at B=1, H=4, S=128, D=64: 1, 2, 4, 8 rows took 3.9, 2.4, 1.7, 1.4 ms. The rows'
-# Q and o stay within TEXEL_ROW_FLOATS floats per invocation (8 rows at D = DV = 64).
-LANES = 64
+# Invocations per workgroup, and query rows per invocation: each K and V element fetched serves
+# that many rows. On lavapipe at B=1, H=4, S=128, D=64: 1, 2, 4, 8 rows took 3.9, 2.4, 1.7,
+# 1.4 ms. The rows' Q and o stay within TEXEL_ROW_FLOATS floats per invocation (8 rows at
+# D = DV = 64).
+TEXEL_LANES = 64
 TEXEL_ROWS = 8
 TEXEL_ROW_FLOATS = 1024
 
 
-def _lanes(rows: int, target) -> int:
+def _texel_lanes(rows: int, target) -> int:
     """64 invocations, halved down to a subgroup while that still covers `rows` (a decoder step
     has one query), so that few lanes idle."""
-    lanes = min(LANES, target.max_invocations)
+    lanes = min(TEXEL_LANES, target.max_invocations)
     while lanes > max(1, target.subgroup_size) and lanes // 2 >= rows:
         lanes //= 2
     return lanes
 
 
-def _key_block(d: int, dv: int, target) -> int:
-    bk = BLOCK_KEYS
-    while bk > 1 and 4 * bk * (d + dv) > target.max_shared_memory:
-        bk //= 2
-    return bk
+def tiled_shared_bytes(t: dict) -> int:
+    """Shared memory of attention_tiled.comp.j2 for tile parameters `t`: Q and K rows with one
+    vector of padding, V rows, P with one float of padding a row, and the lanes' partials."""
+    bq, bk, row = t["BQ"], t["BK"], t["D"] + (4 if t["VEC"] == "vec4" else 1)
+    return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 1) + bq * t["TX"])
 
 
-@register("vkc.Attention", dtypes=None, limits=LIMITS)
+def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | None:
+    """The tiled kernel's shape for `bh` batches x heads of `sq` query rows and `sk` keys: the
+    first, in the order of preference above, that fits the target's invocations, shared memory
+    and MAX_LANE_FLOATS; None when none does."""
+    groups_max = ROW_GROUPS
+    while groups_max > 1 and groups_max // 2 >= sq:  # short sequences: fewer idle row groups
+        groups_max //= 2
+    first = next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups),
+                 ROWS[-1])
+    # Smaller tiles, in this order, until one fits: fewer keys per block, fewer rows per lane,
+    # fewer row groups, fewer lanes per row group (the slowest to give up, measured).
+    for tx in LANES:
+        vw = 4 if dv % (4 * tx) == 0 else 1
+        rd = -(-dv // (vw * tx))
+        for ty in (groups_max >> i for i in range(groups_max.bit_length())):
+            if ty * tx > min(THREADS, target.max_invocations):
+                continue
+            for rq in ROWS[ROWS.index(first):]:
+                # (no block of more keys than the next power of two above SK)
+                for bk in (b for b in BLOCK_KEYS if b >= tx and (b == tx or b // 2 < sk)):
+                    t = dict(TX=tx, TY=ty, RQ=rq, BQ=ty * rq, BK=bk, RK=bk // tx, RD=rd, VW=vw,
+                             VECV="vec4" if vw == 4 else "float", D=d, DV=dv,
+                             VEC="vec4" if d % 4 == 0 else "float")
+                    t["DQ"] = d // 4 if t["VEC"] == "vec4" else d
+                    if (tiled_shared_bytes(t) <= target.max_shared_memory
+                            and rq * (rd * vw + t["RK"]) <= MAX_LANE_FLOATS):
+                        return t
+    return None
+
+
+@register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS,
+          dtypes_doc="float32, float16; key-padding masks int32")
 def lower_attention(node, target):
     q, k, v, mask = (node.input(i) for i in range(4))
     out = node.outputs[0]
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
     for what, val in (("Q", q), ("K", k), ("V", v), ("output", out)):
-        if np.dtype(val.dtype) != np.float32:
-            raise unsupported_dtype(node, val, f"attention's {what}")
+        if np.dtype(val.dtype).name not in DTYPES or val.dtype != q.dtype:
+            raise unsupported_dtype(node, val, f"attention's {what} (with {q.dtype} Q)")
     if max(d, dv) > MAX_HEAD_DIM:
         raise CompileError(f"Attention '{node.name}': head size {max(d, dv)} is above the "
                            f"{MAX_HEAD_DIM} vkc's attention kernel keeps in registers.")
@@ -82,7 +135,7 @@ def lower_attention(node, target):
     if (mask is None) != (mask_kind == "none"):
         raise CompileError(f"Attention '{node.name}': mask_kind {mask_kind!r} does not match "
                            f"its mask input {mask} (a vkc bug).")
-    want = {"add": np.float32, "keep": np.int32}.get(mask_kind)
+    want = {"add": q.dtype, "keep": np.int32}.get(mask_kind)
     if mask is not None and np.dtype(mask.dtype) != want:
         raise CompileError(f"Attention '{node.name}': mask '{mask.name}' is "
                            f"{np.dtype(mask.dtype).name}; a {mask_kind} mask must be "
@@ -100,22 +153,28 @@ def lower_attention(node, target):
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
     inputs = [q, k, v] + ([mask] if mask is not None else [])
-    # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
-    # stays a storage buffer (texel formats here are float).
-    texel = texel_reads(target, q, k, v, *([mask] if mask_kind == "add" else []))
-    texels = {i: "r32f" for i in range(3 + (mask_kind == "add"))} if texel else {}
-    # Shared-memory staging of K and V blocks on GPUs; texel profiles fetch them in place and
-    # give each invocation several rows.
-    staged = not texel
-    rows = 1 if staged else max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
-                                       sq // max(1, target.subgroup_size)))
-    lanes = _lanes(-(-sq // rows), target)
-    bq, bk = lanes * rows, _key_block(d, dv, target) if staged else TEXEL_BLOCK_KEYS
-    params = dict(LANES=lanes, R=rows, BQ=bq, BK=bk, D=d, DV=dv, TEXEL=texel, STAGED=staged,
-                  UNROLL="" if staged else "[[unroll]] ",
-                  mask_kind=mask_kind, causal=bool(a.get("causal", False)),
+    common = dict(mask_kind=mask_kind, causal=bool(a.get("causal", False)),
                   NEG_INF=float_literal(-np.inf), NAN=float_literal(np.nan))
-    return [Kernel("attention", params, spec, inputs + [out], writes=[len(inputs)],
-                   groups=(-(-sq // bq), b * h, 1), local_size=(lanes, 1, 1), nodes=node.sources,
-                   flops=2 * b * h * sq * sk * (d + dv),
-                   shared_memory_bytes=4 * bk * (d + dv) if staged else 0, texel_buffers=texels)]
+    flops = 2 * b * h * sq * sk * (d + dv)
+    # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
+    # stays a storage buffer. float16 (no texel format) takes the tiled kernel there too.
+    floats = [q, k, v] + ([mask] if mask_kind == "add" else [])
+    if texel_format(q.dtype) and texel_reads(target, *floats):
+        rows = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
+                          sq // max(1, target.subgroup_size)))
+        lanes = _texel_lanes(-(-sq // rows), target)
+        bq = lanes * rows
+        params = dict(LANES=lanes, R=rows, BQ=bq, BK=TEXEL_BLOCK_KEYS, D=d, DV=dv, **common)
+        return [Kernel("attention", params, spec, inputs + [out], writes=[len(inputs)],
+                       groups=(-(-sq // bq), b * h, 1), local_size=(lanes, 1, 1),
+                       nodes=node.sources, flops=flops,
+                       texel_buffers={i: "r32f" for i in range(len(floats))})]
+    t = tiled_tiles(b * h, sq, sk, d, dv, target)
+    if t is None:
+        raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
+                           f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
+                           "bytes of shared memory.")
+    return [Kernel("attention_tiled", dict(**t, **common, **kernel_types(q)), spec,
+                   inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
+                   local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
+                   shared_memory_bytes=tiled_shared_bytes(t))]

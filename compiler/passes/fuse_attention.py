@@ -6,8 +6,11 @@ with the scale also taken where it is applied to Q or Kᵀ before the first MatM
 scaled_dot_product_attention export scales both by sqrt(scale)). Transposes feeding Q, Kᵀ or V
 (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
 output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
-instead of copy kernels. Every intermediate (scores, scaled scores, probabilities, transposed
-operands) must have no other reader; anything that does not fit leaves the chain as it is.
+instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
+split Q, K and V out of one packed projection (GPT-2's and nn.MultiheadAttention's exports): the
+kernel reads them where the projection wrote them, and those nodes go when nothing else reads
+them. Every intermediate of the chain (scores, scaled scores, probabilities) must have no other
+reader; anything that does not fit leaves the chain as it is.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
 """
@@ -61,15 +64,15 @@ def _scale_of(graph: Graph, node: Node, chain: Value) -> float | None:
 
 def _unscale(graph: Graph, v: Value, consumer: Node, removed: list[Node]):
     """Look through a Mul/Div by a constant scalar producing `v` for `consumer` alone: the
-    unscaled tensor, the factor, and the node that reads the unscaled tensor."""
+    unscaled tensor and the factor."""
     prod = v.producer
     if prod is not None and _sole_consumer(graph, v) is consumer:
         chain = _variable_operand(prod)
         factor = _scale_of(graph, prod, chain) if chain is not None else None
         if factor is not None:
             removed.append(prod)
-            return chain, factor, prod
-    return v, 1.0, consumer
+            return chain, factor
+    return v, 1.0
 
 
 def _variable_operand(node: Node) -> Value | None:
@@ -91,19 +94,89 @@ def _leads_to_scores(graph: Graph, v: Value) -> bool:
     return False
 
 
-def _layout(graph: Graph, v: Value, consumer: Node, removed: list[Node]) -> tuple[Value, list[int]]:
-    """The tensor to bind for `v` and the element strides of v's dims in it: through the
-    Transposes that produce v for `consumer` alone, a transposed tensor is read in place."""
-    perms = []
-    while _is_onnx(v.producer, "Transpose") and _sole_consumer(graph, v) is consumer:
-        t = v.producer
-        perms.append(list(t.attrs.get("perm", range(len(v.shape) - 1, -1, -1))))
-        removed.append(t)
-        v, consumer = t.inputs[0], t
-    strides = contiguous_strides(v.shape)
-    for perm in reversed(perms):
-        strides = [strides[p] for p in perm]
-    return v, strides
+def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, list[int]]:
+    """The tensor to bind for `v`, the element offset of v's first element in it and the
+    element strides of v's dims: through the views (Reshape, Squeeze, Unsqueeze), Transposes,
+    Splits and Gathers of one constant index that produce v, v is read in place from the tensor
+    they start from (GPT-2's export Splits Q, K and V out of one projection, and
+    nn.MultiheadAttention's Gathers them). The nodes passed through are added to `walked`."""
+    if v.alias_of is not None:
+        inner: list[Node] = []
+        bound, offset, strides = _layout(graph, v.alias_of, inner)
+        strides = _reshape_strides(v.alias_of.shape, strides, v.shape)
+        if strides is not None:
+            walked += inner
+            return bound, offset, strides
+    node = v.producer
+    if _is_onnx(node, "Transpose"):
+        bound, offset, strides = _layout(graph, node.inputs[0], walked)
+        perm = node.attrs.get("perm", range(len(v.shape) - 1, -1, -1))
+        walked.append(node)
+        return bound, offset, [strides[p] for p in perm]
+    if _is_onnx(node, "Split"):
+        axis = node.attrs.get("axis", 0) % len(v.shape)
+        i = node.outputs.index(v)
+        bound, offset, strides = _layout(graph, node.inputs[0], walked)
+        walked.append(node)
+        start = sum(o.shape[axis] for o in node.outputs[:i])
+        return bound, offset + start * strides[axis], strides
+    if _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
+        data = node.inputs[0]
+        axis = node.attrs.get("axis", 0) % len(data.shape)
+        index = int(node.inputs[1].data) % data.shape[axis]
+        bound, offset, strides = _layout(graph, data, walked)
+        walked.append(node)
+        return bound, offset + index * strides[axis], strides[:axis] + strides[axis + 1:]
+    return v, 0, contiguous_strides(v.shape)
+
+
+def _reshape_strides(shape, strides, new_shape) -> list[int] | None:
+    """The strides of `new_shape` reading the elements of a (shape, strides) tensor in the same
+    order, when strides can (numpy's no-copy reshape), else None."""
+    old = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    new = list(new_shape)
+    out = [0] * len(new)
+    oi = ni = 0
+    while ni < len(new) and oi < len(old):
+        nj, oj, n_prod, o_prod = ni + 1, oi + 1, new[ni], old[oi][0]
+        while n_prod != o_prod:
+            if n_prod < o_prod:
+                n_prod, nj = n_prod * new[nj], nj + 1
+            else:
+                o_prod, oj = o_prod * old[oj][0], oj + 1
+        # the old dims merged here must be contiguous in each other
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        ni, oi = nj, oj
+    return out  # trailing size-1 dims keep stride 0
+
+
+def _removable(graph: Graph, walked: list[Node], removed: list[Node]) -> list[Node]:
+    """The walked layout nodes whose outputs nothing reads but the fused chain (the others
+    stay: the kernel reads past them all the same)."""
+    keep = {id(n) for n in walked}
+    gone = {id(n) for n in removed}
+    changed = True
+    while changed:
+        changed = False
+        for n in walked:
+            if id(n) in keep and not all(_read_only_by(graph, o, keep | gone)
+                                         for o in n.outputs if o is not None):
+                keep.discard(id(n))
+                changed = True
+    unique = {id(n): n for n in walked if id(n) in keep}
+    return list(unique.values())
+
+
+def _read_only_by(graph: Graph, v: Value, nodes: set[int]) -> bool:
+    for other in graph.values():
+        if other.root() is v.root() and (graph.is_output(other) or
+                                         any(id(c) not in nodes for c in other.consumers)):
+            return False
+    return True
 
 
 def _four_d(shape, strides, batch) -> list[int] | None:
@@ -178,8 +251,8 @@ def _match(graph: Graph, softmax: Node):
         return None
     removed.append(qk)
     q, kt = qk.inputs
-    q, q_scale, q_consumer = _unscale(graph, q, qk, removed)
-    kt, k_scale, k_consumer = _unscale(graph, kt, qk, removed)
+    q, q_scale = _unscale(graph, q, qk, removed)
+    kt, k_scale = _unscale(graph, kt, qk, removed)
     scale *= q_scale * k_scale
     v = pv.inputs[1]
     if any(len(t.shape) != rank for t in (q, kt)) or not 2 <= len(v.shape) <= 4:
@@ -190,15 +263,15 @@ def _match(graph: Graph, softmax: Node):
     d, sk = kt.shape[-2], kt.shape[-1]
     if q.shape[-1] != d or v.shape[-2] != sk or v.shape[-1] != dv or q.shape[-2] != sq:
         return None
-    layouts = {}
-    for name, t, consumer in (("q", q, q_consumer), ("k", kt, k_consumer), ("v", v, pv)):
-        bound, strides = _layout(graph, t, consumer, removed)
+    layouts, walked = {}, []
+    for name, t in (("q", q), ("k", kt), ("v", v)):
+        bound, offset, strides = _layout(graph, t, walked)
         four = _four_d(t.shape, strides, batch)
         if four is None:
             return None
         if name == "k":  # Kᵀ's rows are D, its columns keys: the kernel walks (key, d)
             four = four[:2] + [four[3], four[2]]
-        layouts[name] = (bound, four)
+        layouts[name] = (bound, offset, four)
     causal = False
     if mask is not None:
         if len(mask.shape) > 4:
@@ -211,7 +284,7 @@ def _match(graph: Graph, softmax: Node):
             causal, mask = True, None
         else:
             mstrides = [s if n != 1 else 0 for n, s in zip(mshape, contiguous_strides(mshape))]
-            layouts["mask"] = (mask, mstrides)
+            layouts["mask"] = (mask, 0, mstrides)
 
     # A Transpose after the output (to [B, S, H, DV]) is written in place.
     out_strides = contiguous_strides([1] * (4 - rank) + list(out.shape))
@@ -223,9 +296,11 @@ def _match(graph: Graph, softmax: Node):
         removed.append(t)
         out = t.outputs[0]
     removed.append(pv)
+    removed += _removable(graph, walked, removed)
     attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,
                  mask_kind="none" if mask is None else "add", mask_filter=0.0,
-                 layouts={name: (0, strides) for name, (_, strides) in layouts.items()})
+                 layouts={name: (offset, strides) for name, (_, offset, strides)
+                          in layouts.items()})
     attrs["layouts"]["out"] = (0, out_strides)
     inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask]
     return removed, pv, inputs, out, attrs

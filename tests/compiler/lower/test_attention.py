@@ -1,8 +1,15 @@
 """The attention kernel (vkc.Attention) against onnxruntime running the unfused ONNX chain:
 MatMul(Q, Kᵀ) -> scale -> Add mask -> Softmax -> MatMul(·, V) over batch, heads, sequence
-lengths (1, 7, 64, 128, 197 as in ViT) and head sizes, with padding, causal and no masks, rows
-whose every key is masked (finfo.min: V averaged; -inf: NaN, as onnxruntime gives), on both
-targets."""
+lengths (1, 7, 64, 128, 197 as in ViT, and others no block size divides) and head sizes (6 to
+128), with padding, causal and no masks, rows whose every key is masked (finfo.min: V averaged;
+-inf: NaN, as onnxruntime gives), in float32 and float16.
+
+Kernels: the tiled GPU kernel (attention_tiled.comp.j2) of the generic and nvidia profiles, and
+the texel kernel (attention.comp.j2) of lavapipe; lavapipe runs them all. The nvidia profile's
+tiles are taken within lavapipe's 32 KiB of shared memory ("nvidia-32k": the same choices, key
+blocks halved where nvidia's 48 KiB would hold more).
+"""
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,8 +20,11 @@ from harness import (check_against_onnxruntime, compile_cached, random_feeds, ru
 
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
+from compiler.lower.attention import tiled_shared_bytes
+from compiler.targets import TARGETS as PROFILES
 
-TARGETS = ["generic", "lavapipe"]
+NVIDIA_32K = replace(PROFILES["nvidia"], name="nvidia-32k", max_shared_memory=32768)
+TARGETS = {"generic": "generic", "nvidia-32k": NVIDIA_32K, "lavapipe": "lavapipe"}
 
 
 def _feeds(model, mask=None, seed=0):
@@ -26,8 +36,21 @@ def _feeds(model, mask=None, seed=0):
 
 def _fused(model, target="generic"):
     kernels = compile_with_kernels(model, target=target)[1]
-    assert [k.template for k in kernels] == ["attention"]
+    assert [k.template for k in kernels] == ["attention" if target == "lavapipe"
+                                             else "attention_tiled"]
     return kernels[0]
+
+
+def _mask_kw(b, s, mask):
+    """core_attention's mask arguments and the mask to feed (None: random) for a CASES mask."""
+    if mask == "padding":
+        return dict(mask_shape=[b, 1, 1, s]), padding_mask(b, s, [max(1, s - 3 * i)
+                                                               for i in range(b)])
+    if mask == "causal":
+        return dict(mask_const=causal_mask(s, s)), None
+    if mask == "full":
+        return dict(mask_shape=[1, 1, s, s]), None
+    return {}, None
 
 
 # (B, H, S, D, mask): mask None, "padding" ([B, 1, 1, S] input of 0 / finfo.min), "causal" (a
@@ -40,24 +63,41 @@ CASES = [
     pytest.param(1, 3, 197, 64, None, id="b1-h3-s197-d64-vit"),
     pytest.param(2, 3, 7, 16, "full", id="b2-h3-s7-d16-full-mask"),
     pytest.param(1, 2, 33, 128, "causal", id="b1-h2-s33-d128-causal"),
+    pytest.param(2, 2, 45, 80, "padding", id="b2-h2-s45-d80-padding"),
+    pytest.param(3, 2, 70, 32, "full", id="b3-h2-s70-d32-full-mask"),
+    pytest.param(2, 1, 13, 6, "causal", id="b2-h1-s13-d6-causal"),
 ]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("b,h,s,d,mask", CASES)
 def test_attention(b, h, s, d, mask, target):
-    kw, feed_mask = {}, None
-    if mask == "padding":
-        kw["mask_shape"] = [b, 1, 1, s]
-        feed_mask = padding_mask(b, s, [max(1, s - 3 * i) for i in range(b)])
-    elif mask == "causal":
-        kw["mask_const"] = causal_mask(s, s)
-    elif mask == "full":
-        kw["mask_shape"] = [1, 1, s, s]
+    kw, feed_mask = _mask_kw(b, s, mask)
     model = core_attention(b, h, s, d, **kw)
-    _fused(model, target)
-    check_against_onnxruntime(model, target=target, feeds=_feeds(model, feed_mask)
+    _fused(model, TARGETS[target])
+    check_against_onnxruntime(model, target=TARGETS[target], feeds=_feeds(model, feed_mask)
                               if feed_mask is not None else None)
+
+
+# float16 storage (computed in float32): the tiled kernel on every profile (texel buffers hold
+# float32 only, so lavapipe takes it too). Tolerances: tests/models/test_fp16.py's.
+FP16_CASES = [c for c in CASES if c.id in ("b2-h4-s7-d32-padding", "b1-h4-s64-d64-causal",
+                                           "b1-h3-s197-d64-vit", "b2-h2-s45-d80-padding",
+                                           "b3-h2-s70-d32-full-mask")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("b,h,s,d,mask", FP16_CASES)
+def test_attention_fp16(b, h, s, d, mask, target):
+    kw, feed_mask = _mask_kw(b, s, mask)
+    model = core_attention(b, h, s, d, **kw)
+    [kernel] = [k for k in compile_with_kernels(model, target=TARGETS[target],
+                                                precision="fp16")[1]
+                if k.template.startswith("attention")]
+    assert kernel.template == "attention_tiled" and kernel.params["T"].name == "float16"
+    check_against_onnxruntime(model, target=TARGETS[target], precision="fp16",
+                              feeds=_feeds(model, feed_mask) if feed_mask is not None else None,
+                              rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
 
 
 FORMS = {
@@ -93,7 +133,7 @@ def test_rows_fully_masked_finfo_min(target):
     onnxruntime; finfo.min + score must not overflow to -inf (that would give NaN)."""
     model = core_attention(2, 2, 40, 16, mask_shape=[2, 1, 1, 40])
     mask = padding_mask(2, 40, [25, 0])
-    res = check_against_onnxruntime(model, target=target, feeds=_feeds(model, mask))
+    res = check_against_onnxruntime(model, target=TARGETS[target], feeds=_feeds(model, mask))
     assert np.isfinite(res["outputs"]["y"]).all()
 
 
@@ -108,20 +148,34 @@ def test_rows_fully_masked_minus_inf(target):
     mask[..., 10, :] = -np.inf      # row 10 sees nothing
     feeds = _feeds(model, mask)
     want = run_onnxruntime(model, feeds)["y"]
-    got = run_bundle(compile_cached(model, target=target), feeds)[0]["y"]
+    got = run_bundle(compile_cached(model, target=TARGETS[target]), feeds)[0]["y"]
     assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(want[0, :, 10]).all()
     ok = ~np.isnan(want)
     assert np.abs(got[ok] - want[ok]).max() < 1e-5
 
 
 def test_tiles_fit_the_target():
-    """GPUs: 64 query rows a workgroup, one per invocation (fewer for short sequences), K/V
-    blocks that fit shared memory. Texel profiles: several rows per invocation, no shared
-    memory."""
-    generic = _fused(core_attention(1, 4, 128, 128))
-    assert generic.local_size == (64, 1, 1) and generic.groups == (2, 4, 1)
-    assert generic.shared_memory_bytes <= 16384 and generic.params["BK"] == 16
-    assert _fused(core_attention(1, 1, 1, 64)).local_size == (32, 1, 1)
+    """GPUs: workgroups of up to 256 invocations (16 row groups of 16 lanes; fewer for short
+    sequences and on smaller profiles), 1 to 4 query rows per lane (the most that still give the
+    profile's min_workgroups), tiles within the profile's shared memory up to head size 256.
+    Texel profiles: several rows per invocation, no shared memory."""
+    bert_b1 = _fused(core_attention(1, 12, 128, 64), PROFILES["nvidia"])
+    assert bert_b1.local_size == (256, 1, 1) and bert_b1.params["RQ"] == 1
+    assert bert_b1.groups == (8, 12, 1) and bert_b1.params["BK"] == 64
+    bert_b8 = _fused(core_attention(8, 12, 128, 64), PROFILES["nvidia"])
+    assert bert_b8.params["RQ"] == 2 and bert_b8.groups == (4, 96, 1)
+    mobile = _fused(core_attention(1, 12, 128, 64), PROFILES["mobile"])
+    assert mobile.local_size == (128, 1, 1) and mobile.params["TX"] == 16
+    for shape in [(1, 12, 128, 64), (1, 4, 128, 128), (1, 2, 16, 256), (2, 3, 197, 80)]:
+        for profile in ("generic", "mobile", "nvidia"):
+            k = _fused(core_attention(*shape), PROFILES[profile])
+            assert k.shared_memory_bytes == tiled_shared_bytes(k.params)
+            assert k.shared_memory_bytes <= PROFILES[profile].max_shared_memory
+            assert k.local_size[0] <= PROFILES[profile].max_invocations
+            assert k.params["BK"] % k.params["TX"] == 0
+    generic = _fused(core_attention(1, 12, 128, 64))
+    assert generic.local_size == (256, 1, 1) and generic.params["BK"] == 16
+    assert _fused(core_attention(1, 1, 1, 64)).local_size == (16, 1, 1)
     lavapipe = _fused(core_attention(1, 4, 128, 64), "lavapipe")
     assert lavapipe.params["R"] == 8 and lavapipe.local_size == (16, 1, 1)
     assert lavapipe.groups == (1, 4, 1) and lavapipe.texel_buffers
@@ -133,3 +187,6 @@ def test_tiles_fit_the_target():
 def test_head_size_limit():
     with pytest.raises(CompileError, match="head size 320"):
         compile_with_kernels(core_attention(1, 1, 4, 320))
+    tiny = replace(PROFILES["generic"], name="tiny", max_shared_memory=4096)
+    with pytest.raises(CompileError, match="no tile .* head size 256 fits tiny's 4096 bytes"):
+        compile_with_kernels(core_attention(1, 1, 4, 256), target=tiny)

@@ -85,7 +85,7 @@ def _check(model, target, feeds):
 ])
 def test_attention(kw, target):
     model = attention_model(**kw)
-    assert [k.template for k in compile_with_kernels(model, target=target)[1]][-1] == "attention"
+    assert compile_with_kernels(model, target=target)[1][-1].template.startswith("attention")
     _check(model, target, _feeds(model, kw["b"], kw["s"], [kw["s"], 5][:kw["b"]]))
 
 
@@ -100,7 +100,7 @@ def test_attention(kw, target):
 def test_multi_head_attention(kw, target):
     model = mha_model(**kw)
     templates = [k.template for k in compile_with_kernels(model, target=target)[1]]
-    assert templates.count("attention") == 1 and "softmax" not in templates
+    assert sum(t.startswith("attention") for t in templates) == 1 and "softmax" not in templates
     skv = kw.get("skv") or kw["s"]
     _check(model, target, _feeds(model, kw["b"], skv, [skv, 3][:kw["b"]]))
 
