@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import kernel_types, texel_format
+from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
@@ -227,7 +227,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
         fits.append((dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
                           SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD,
                           A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
-                          A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode,
+                          A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
                           aligned=M % bm == 0 and N % bn == 0 and K % bk == 0),
                      groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
     if not fits:
