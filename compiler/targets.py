@@ -58,6 +58,8 @@ class Target:
     # accumulators per subgroup along M, along N); the K step is coopmat_k.
     coopmat_tiles: tuple = ((4, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
     coopmat_k: int = 32
+    # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
+    coopmat_load: int = 8
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
     # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
     # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).

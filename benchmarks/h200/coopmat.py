@@ -148,9 +148,9 @@ def check():
 
 
 # Workgroup tiles to compare (`gemm N sweep`): (subgroups along M, along N, accumulators per
-# subgroup along M, along N), K step.
-SWEEP = [((4, 2, 2, 4), 32), ((2, 2, 4, 4), 32), ((2, 4, 4, 2), 32), ((2, 4, 2, 2), 32),
-         ((2, 2, 2, 4), 32), ((4, 2, 2, 4), 16)]
+# subgroup along M, along N), K step, elements per global load.
+SWEEP = [((4, 2, 2, 4), 32, 8), ((4, 2, 2, 4), 32, 4), ((2, 2, 4, 4), 32, 8), ((2, 4, 4, 2), 32, 8),
+         ((2, 4, 2, 2), 32, 8), ((2, 2, 2, 4), 32, 8), ((4, 2, 2, 4), 16, 8)]
 
 
 def gemm(sizes, sweep=False):
@@ -160,7 +160,8 @@ def gemm(sizes, sweep=False):
     from runtime_min import load
     torch.backends.cuda.matmul.allow_tf32 = False
     base = TARGETS[TARGET]
-    targets = [(f'{t}x{k}', replace(base, coopmat_tiles=(t,), coopmat_k=k)) for t, k in SWEEP] if sweep \
+    targets = [(f'{t} k{k} load{v}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v))
+               for t, k, v in SWEEP] if sweep \
         else [('profile', base)]
     for n, (label, target) in [(n, t) for n in sizes for t in targets]:
         m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [n, n]), ('W', [n, n])], 'Y', (), [n, n])

@@ -206,11 +206,14 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
     # Each operand keeps its global layout in shared memory: contiguous along its inner dim.
     a_rows = strides["SA_K"] == 1
     b_rows = b_mode == "im2col" or strides["SB_N"] == 1
-    a_vec = 4 if (_vec4_load(strides, "SA_K", "SA_M", K, a_batch) if a_rows else
-                  _vec4_load(strides, "SA_M", "SA_K", M, a_batch)) else 1
-    b_vec = 1 if b_mode == "im2col" else 4 if (
-        _vec4_load(strides, "SB_N", "SB_K", N, b_batch) if b_rows else
-        _vec4_load(strides, "SB_K", "SB_N", K, b_batch)) else 1
+    # Loads of 8 (16 bytes), 4 or 1 elements along the contiguous dim, as its strides allow.
+    def vec(contiguous, other, extent, batch):
+        return next(v for v in (8, 4, 1) if v <= target.coopmat_load and (v == 1 or (
+            strides[contiguous] == 1 and extent % v == 0 and strides[other] % v == 0
+            and all(strides[b] % v == 0 for b in batch))))
+    a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
+    b_vec = 1 if b_mode == "im2col" else \
+        vec("SB_N", "SB_K", N, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
     fits = []
     for wm, wn, sm, sn in target.coopmat_tiles:
         bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size

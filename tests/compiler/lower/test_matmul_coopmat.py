@@ -74,6 +74,8 @@ VARIANTS = {
     "ragged_scalar": (gemm(100, 70, 33, act="Tanh"), NVIDIA),
     "transposed_inputs": (gemm(96, 80, 64, trans_a=1, trans_b=1, const_b=False, bias=False, act=None), FULL),
     "transposed_b_ragged": (gemm(129, 131, 130, trans_b=1, const_b=False), NVIDIA),
+    "vec4_loads": (gemm(96, 68, 36), FULL),
+    "transposed_vec4": (gemm(100, 84, 64, trans_a=1, trans_b=1, const_b=False, bias=False, act=None), NVIDIA),
     "split_k": (gemm(64, 64, 1024), SPLIT),
     "batched_residual": (matmul_residual(3, 100, 64, 72), NVIDIA),
     "large_tile": (gemm(512, 512, 64), FULL),
@@ -106,8 +108,9 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0)}
-    for want in [("A", "row", 4), ("A", "row", 1), ("A", "col", 4), ("B", "row", 4), ("B", "row", 1),
-                 ("B", "col", 4), ("B", "col", 1), ("aligned", True), ("aligned", False),
+    for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
+                 ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
+                 ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
                  ("tile", 128, 128), ("tile", 32, 32)]:
         assert want in seen, want
