@@ -188,7 +188,7 @@ def module_name(kernel: Kernel) -> str:
     if kernel.template == "matmul_tiled":
         parts += [f"{p['BM']}x{p['BN']}x{p['BK']}", f"a{p['a_load']}", f"b{p['b_load']}"]
     if kernel.template == "matmul_coopmat":
-        parts += [f"{p['BM']}x{p['BN']}x{p['BK']}", f"{p['LM']}x{p['LN']}x{p['LK']}",
+        parts += [f"{p['BM']}x{p['BN']}x{p['BK']}s{p['STAGES']}", f"{p['LM']}x{p['LN']}x{p['LK']}",
                   f"a{p['A_MAJOR']}{p['A_VEC']}", f"b{p['B_MAJOR']}{p['B_VEC']}"]
         if p["b_mode"] == "im2col":
             parts.append("im2col")

@@ -55,9 +55,11 @@ class Target:
     # float32 shape when there is one (models compiled --precision fp16; float32 never).
     cooperative_matrix: tuple = ()
     # Cooperative-matrix workgroup tiles, largest first, as (subgroups along M, along N,
-    # accumulators per subgroup along M, along N); the K step is coopmat_k.
-    coopmat_tiles: tuple = ((4, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
+    # accumulators per subgroup along M, along N); the K step is coopmat_k, through
+    # coopmat_stages (1 or 2) shared-memory buffers.
+    coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
     coopmat_k: int = 32
+    coopmat_stages: int = 2
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),

@@ -7,6 +7,7 @@ the same run (TF32 off for the float32 references).
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
                                                               # (sweep: each workgroup tile of SWEEP)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
+                                                              # (name:batch:N: min_workgroups N)
     python3 benchmarks/h200/coopmat.py compile [models ...]   # no device: compile what `check` (and
         `models ...`) compile, to fill $VKC_CACHE_DIR's SPIR-V here and carry it there
 
@@ -98,6 +99,15 @@ CASES = {
 ZOO_BATCH = {}
 
 
+def spec_target(spec):
+    """'name:batch[:min_workgroups]' -> (name, batch, the nvidia profile, with min_workgroups if given)."""
+    from dataclasses import replace
+    from compiler.targets import TARGETS
+    name, batch, *mw = spec.split(':')
+    target = replace(TARGETS[TARGET], min_workgroups=int(mw[0])) if mw else TARGET
+    return name, int(batch), target
+
+
 def zoo_model(name, batch):
     import zoo
     return getattr(zoo, name)(batch=batch, fold_bn=True)
@@ -148,9 +158,10 @@ def check():
 
 
 # Workgroup tiles to compare (`gemm N sweep`): (subgroups along M, along N, accumulators per
-# subgroup along M, along N), K step, elements per global load.
-SWEEP = [((4, 2, 2, 4), 32, 8), ((4, 2, 2, 4), 32, 4), ((2, 2, 4, 4), 32, 8), ((2, 4, 4, 2), 32, 8),
-         ((2, 4, 2, 2), 32, 8), ((2, 2, 2, 4), 32, 8), ((4, 2, 2, 4), 16, 8)]
+# subgroup along M, along N), K step, elements per global load, shared-memory buffers.
+SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 8, 1),
+         ((2, 4, 4, 2), 64, 8, 1), ((4, 2, 4, 4), 32, 8, 1), ((2, 4, 4, 4), 32, 8, 1),
+         ((2, 2, 4, 4), 64, 8, 1)]
 
 
 def gemm(sizes, sweep=False):
@@ -160,8 +171,9 @@ def gemm(sizes, sweep=False):
     from runtime_min import load
     torch.backends.cuda.matmul.allow_tf32 = False
     base = TARGETS[TARGET]
-    targets = [(f'{t} k{k} load{v}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v))
-               for t, k, v in SWEEP] if sweep \
+    targets = [(f'{t} k{k} load{v} stages{st}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v,
+                                                         coopmat_stages=st))
+               for t, k, v, st in SWEEP] if sweep \
         else [('profile', base)]
     for n, (label, target) in [(n, t) for n in sizes for t in targets]:
         m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [n, n]), ('W', [n, n])], 'Y', (), [n, n])
@@ -224,11 +236,10 @@ def torch_fp16_graph_ms(name, batch):
 def models(specs):
     from runtime_min import load
     for spec in specs:
-        name, batch = spec.split(':')
-        batch = int(batch)
+        name, batch, target = spec_target(spec)
         m = zoo_model(name, batch)
         t = time.perf_counter()
-        bundle = compiler.compile_model(m, target=TARGET, precision='fp16')
+        bundle = compiler.compile_model(m, target=target, precision='fp16')
         tc = time.perf_counter() - t
         coop, names = coopmat_modules(bundle)
         feeds = feeds_for(m)
@@ -241,7 +252,7 @@ def models(specs):
             t_torch = torch_fp16_graph_ms(name, batch)
         except Exception as e:  # noqa: BLE001
             t_torch = repr(e)[:200]
-        row = dict(model=name, batch=batch, compile_s=round(tc, 1), rel_l2_vs_ort_fp32=err, vkc_fp16_ms=t_vkc,
+        row = dict(model=name, batch=batch, profile=spec, compile_s=round(tc, 1), rel_l2_vs_ort_fp32=err, vkc_fp16_ms=t_vkc,
                    torch_fp16_graph_ms=t_torch, coopmat_modules=len(coop), modules=len(names))
         print(json.dumps(row), flush=True)
         total, by = sum(p.seconds for p in prof), {}
@@ -257,8 +268,8 @@ def compile_only(specs):
     for name, build in CASES.items():
         compiler.compile_model(build(), target=TARGET, precision='fp16')
     for spec in specs:
-        name, batch = spec.split(':')
-        compiler.compile_model(zoo_model(name, int(batch)), target=TARGET, precision='fp16')
+        name, batch, target = spec_target(spec)
+        compiler.compile_model(zoo_model(name, batch), target=target, precision='fp16')
 
 
 if __name__ == '__main__':

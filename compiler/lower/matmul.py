@@ -180,6 +180,7 @@ F16 = np.dtype(np.float16)
 # float16 A and B, float32 accumulator and result: the cooperative-matrix shapes the kernel takes.
 COOPMAT_TYPES = ("float16", "float16", "float32", "float32")
 COOPMAT_PAD = 8   # float16 elements padding each shared-memory row (16 bytes, against bank conflicts)
+COOPMAT_SLACK = 1.25   # a larger tile may pad the output this much more than the tightest
 
 
 def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
@@ -194,9 +195,11 @@ def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
 
 def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
-    float16 operands: the profile's workgroup tile (coopmat_tiles) that covers the output with
-    the least padding among those giving min_workgroups workgroups (else the smallest, and split-K
-    adds workgroups); None where no tile fits the device (today's kernels then)."""
+    float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
+    min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
+    it least (larger tiles load less per product: an im2col convolution on 32x32 tiles ran at a
+    third of the rate of 64x64 ones on an H200); else the smallest, and split-K adds workgroups.
+    None where no tile fits the device (today's kernels then)."""
     shape = coopmat_shape(target, a, b, c)
     if shape is None:
         return None
@@ -223,12 +226,12 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
             continue
         a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
         b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
-        shared = 2 * 2 * (a_tile + b_tile) + 4 * wm * wn * lm * ln
+        shared = 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
         if shared > target.max_shared_memory:
             continue
         groups = (-(-N // bn), -(-M // bm), batches)
         fits.append((dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
-                          SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD,
+                          SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
                           A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
                           A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
                           aligned=M % bm == 0 and N % bn == 0 and K % bk == 0),
@@ -239,7 +242,8 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
     if not enough:
         return fits[-1]
     padded = lambda f: f[1][0] * f[0]["BN"] * f[1][1] * f[0]["BM"]  # noqa: E731
-    return min(enough, key=padded)   # min keeps the first (largest) tile among equals
+    least = min(map(padded, enough))
+    return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
 
 
 def _rows_last(a, M: int, K: int, strides: dict):

@@ -23,6 +23,8 @@ NVIDIA = TARGETS["nvidia"]
 # Full tiles (no shrinking for small problems) and split-K everywhere: the other tile choices.
 FULL = replace(NVIDIA, name="nvidia-full-tiles", min_workgroups=1)
 SPLIT = replace(NVIDIA, name="nvidia-split-k", min_workgroups=100000)
+# One shared-memory buffer: a 256x128 tile, or a deeper K step.
+SINGLE = replace(FULL, name="nvidia-one-stage", coopmat_stages=1, coopmat_tiles=((4, 2, 4, 4),))
 
 
 def _model(nodes, inputs, output, out_shape, inits=()):
@@ -79,6 +81,9 @@ VARIANTS = {
     "split_k": (gemm(64, 64, 1024), SPLIT),
     "batched_residual": (matmul_residual(3, 100, 64, 72), NVIDIA),
     "large_tile": (gemm(512, 512, 64), FULL),
+    "one_stage_256x128": (gemm(512, 256, 200), SINGLE),
+    "one_stage_conv_k64": (conv(2, 16, 20, 48, 3, pad=1), replace(SINGLE, coopmat_k=64,
+                                                                  coopmat_tiles=((2, 4, 4, 2),))),
     "conv3x3": (conv(1, 16, 20, 48, 3, pad=1), NVIDIA),
     "conv7x7_s2": (conv(2, 3, 40, 64, 7, stride=2, pad=3), FULL),
     "conv_grouped_split_k": (conv(1, 32, 14, 64, 3, stride=2, pad=1, group=2), SPLIT),
@@ -107,12 +112,13 @@ def test_variants_cover_the_template():
             p = k.params
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
-                     ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0)}
+                     ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
+                     ("stages", p["STAGES"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
-                 ("tile", 128, 128), ("tile", 32, 32)]:
+                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2)]:
         assert want in seen, want
 
 
@@ -146,6 +152,17 @@ def test_shape_comes_from_the_profile():
     assert (k.params["LM"], k.params["LN"], k.params["LK"]) == (16, 8, 16)
     ints = replace(NVIDIA, cooperative_matrix=((16, 16, 32, "int8", "int8", "int32", "int32"),))
     assert not coopmat_kernels(gemm(128, 128, 128), ints)[1]
+
+
+def test_tile_choice():
+    """Large products take the largest tile; one whose tile would pad M twice over a smaller one
+    (64 output channels) a tile 64 high; few workgroups the smallest tile and split-K."""
+    def tile(model, target=NVIDIA):
+        (k,) = coopmat_kernels(model, target)[1]
+        return k.params["BM"], k.params["BN"], k.params["split_k"]
+    assert tile(gemm(4096, 2048, 512)) == (128, 128, False)
+    assert tile(conv(32, 64, 56, 64, 3, pad=1)) == (64, 128, False)
+    assert tile(gemm(64, 64, 2048)) == (32, 32, True)
 
 
 def test_few_rows_keep_the_register_kernel():
