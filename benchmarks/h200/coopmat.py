@@ -173,7 +173,7 @@ def gemm(sizes, sweep=False):
     base = TARGETS[TARGET]
     targets = [(f'{t} k{k} load{v} stages{st}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v,
                                                          coopmat_stages=st))
-               for t, k, v, st in SWEEP] if sweep \
+               for t, k, v, st in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])] if sweep \
         else [('profile', base)]
     for n, (label, target) in [(n, t) for n in sizes for t in targets]:
         m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [n, n]), ('W', [n, n])], 'Y', (), [n, n])
@@ -278,7 +278,9 @@ if __name__ == '__main__':
     if what == 'check':
         check()
     elif what == 'gemm':
-        gemm([int(s) for s in (arg or '2048,4096,8192').split(',')], sweep='sweep' in sys.argv[3:])
+        picks = sys.argv[4] if len(sys.argv) > 4 else ''   # `sweep 0,3`: those entries of SWEEP only
+        gemm([int(s) for s in (arg or '2048,4096,8192').split(',')],
+             sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True))
     elif what == 'models':
         models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))
     elif what == 'compile':
