@@ -74,14 +74,13 @@ class Target:
         return self
 
 
-# What an H200 (driver 580) lists: float16 with float16 or float32 accumulators, bfloat16, and
-# 8-bit integers with int32 accumulators (checked there with benchmarks/h200/coopmat.py).
+# What an H200 (driver 580.159) lists, in its order (read there by benchmarks/h200/coopmat.py):
+# float16 with float16 or float32 accumulators, 8-bit integers with 32-bit ones, bfloat16.
 NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
-    [(16, 16, 16, "float16", "float16", c, c) for c in ("float16", "float32")]
-    + [(16, 8, 16, "float16", "float16", c, c) for c in ("float16", "float32")]
-    + [(16, 8, 8, "float16", "float16", c, c) for c in ("float16", "float32")]
-    + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")]
-    + [(16, n, 32, t, t, "int32", "int32") for t in ("int8", "uint8") for n in (16, 8)])
+    [(16, n, k, "float16", "float16", c, c) for c in ("float16", "float32")
+     for n, k in ((16, 16), (8, 16), (8, 8))]
+    + [(16, n, 32, t, t, acc, acc) for n in (16, 8) for t, acc in (("uint8", "uint32"), ("int8", "int32"))]
+    + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")])
 
 TARGETS = {
     "generic": Target("generic"),
