@@ -382,6 +382,38 @@ def check_interface(manifest: dict, modules: list) -> list[Module]:
     return parsed
 
 
+# SPIR-V extension -> (the Vulkan version that made it core, or None; the device extension providing it).
+SPIRV_EXTENSIONS = {
+    "SPV_KHR_storage_buffer_storage_class": ((1, 1), "VK_KHR_storage_buffer_storage_class"),
+    "SPV_KHR_16bit_storage": ((1, 1), "VK_KHR_16bit_storage"), "SPV_KHR_8bit_storage": ((1, 2), "VK_KHR_8bit_storage"),
+    "SPV_KHR_variable_pointers": ((1, 1), "VK_KHR_variable_pointers"),
+    "SPV_KHR_vulkan_memory_model": ((1, 2), "VK_KHR_vulkan_memory_model"),
+    "SPV_KHR_physical_storage_buffer": ((1, 2), "VK_KHR_buffer_device_address"),
+    "SPV_KHR_float_controls": ((1, 2), "VK_KHR_shader_float_controls"),
+    "SPV_KHR_non_semantic_info": ((1, 3), "VK_KHR_shader_non_semantic_info"),
+    "SPV_KHR_integer_dot_product": ((1, 3), "VK_KHR_shader_integer_dot_product"),
+    "SPV_KHR_cooperative_matrix": (None, "VK_KHR_cooperative_matrix"),
+    "SPV_NV_cooperative_matrix": (None, "VK_NV_cooperative_matrix"),
+}
+
+
+def api_and_extensions(modules, oldest=(1, 1)) -> tuple[list[int], list[str]]:
+    """What `requirements.vulkan_api` and `requirements.extensions` say for these SPIR-V modules
+    (bytes): the oldest Vulkan version (at least `oldest`) whose SPIR-V version covers them all,
+    and the device extensions their SPIR-V extensions need that this version has not made core
+    (VK_KHR_cooperative_matrix for a cooperative-matrix kernel)."""
+    parsed = [Module(data) for data in modules]
+    newest = max((m.version for m in parsed), default=(1, 0))
+    api = min((a for a, v in SPIRV_FOR_VULKAN.items() if v >= newest and a >= oldest),
+              default=max(SPIRV_FOR_VULKAN))
+    exts = set()
+    for ext in {e for m in parsed for e in m.extensions}:
+        core, vk_ext = SPIRV_EXTENSIONS.get(ext, (None, None))
+        if vk_ext is not None and (core is None or core > api):
+            exts.add(vk_ext)
+    return [*api, 0], sorted(exts)
+
+
 def capability_features(modules) -> list[str]:
     """The device features (bare VkPhysicalDevice*Features field names, such as shaderInt64) that
     the capabilities of these SPIR-V modules (bytes) need enabled; what `requirements.features`

@@ -8,7 +8,7 @@ import numpy as np
 
 from bundles.dtypes import DTYPES, pack
 from bundles.manifest import TEXEL_BYTES
-from bundles.spirv import capability_features
+from bundles.spirv import api_and_extensions, capability_features
 from bundles.variants import Part
 
 from .codegen import compile_glsl, module_name, render
@@ -97,8 +97,10 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str)
     for d, barrier in zip(dispatches, place_barriers(scheduled, spirv_blobs)):
         d["barrier"] = barrier
 
+    # Vulkan 1.1 (SPIR-V 1.3), or what newer kernels (cooperative matrix: 1.2) need.
+    vulkan_api, extensions = api_and_extensions(spirv_blobs)
     requirements = {
-        "vulkan_api": [1, 1, 0], "extensions": [],
+        "vulkan_api": vulkan_api, "extensions": extensions,
         # What the modules' SPIR-V capabilities need enabled (shaderInt64 for int64 arithmetic, ...)
         "features": capability_features(spirv_blobs),
         "max_shared_memory_bytes": max((m["shared_memory_bytes"] for m in modules), default=0),

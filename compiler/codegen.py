@@ -141,9 +141,11 @@ def toolchain() -> Toolchain:
                      spirv_opt=spirv_tool("spirv-opt"))
 
 
-# Extensions whose SPIR-V needs a newer environment than TARGET_ENV (their capabilities exist
-# only from that SPIR-V version on): a kernel gets the oldest environment its source allows.
-EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.3"}
+# Extensions whose SPIR-V needs a newer environment than TARGET_ENV: a kernel gets the oldest
+# environment its source allows. Cooperative matrices compile for Vulkan 1.1 too, but their
+# scopes need GL_KHR_memory_scope_semantics, i.e. the Vulkan memory model, core (the
+# vulkanMemoryModel feature of VkPhysicalDeviceVulkan12Features) from Vulkan 1.2 on.
+EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.2"}
 _EXTENSION = re.compile(r"^[ \t]*#[ \t]*extension[ \t]+(\w+)", re.MULTILINE)
 
 
@@ -185,6 +187,11 @@ def module_name(kernel: Kernel) -> str:
     parts = [kernel.template]
     if kernel.template == "matmul_tiled":
         parts += [f"{p['BM']}x{p['BN']}x{p['BK']}", f"a{p['a_load']}", f"b{p['b_load']}"]
+    if kernel.template == "matmul_coopmat":
+        parts += [f"{p['BM']}x{p['BN']}x{p['BK']}s{p['STAGES']}", f"{p['LM']}x{p['LN']}x{p['LK']}",
+                  f"a{p['A_MAJOR']}{p['A_VEC']}", f"b{p['B_MAJOR']}{p['B_VEC']}"]
+        if p["b_mode"] == "im2col":
+            parts.append("im2col")
     if kernel.template == "matmul_register":
         parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
     if kernel.template == "pool":

@@ -31,6 +31,7 @@ def host_target(device=None) -> Target:
                    max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
                    subgroup_size=dev.subgroup_size or base.subgroup_size,
                    max_texel_elements=dev.max_texel_buffer_elements,
+                   cooperative_matrix=dev.cooperative_matrix,
                    tuned=load_tuning(dev.name))
 
 

@@ -49,6 +49,20 @@ class Target:
     # Texel profiles write im2col out (when it takes at most this many bytes) for convolutions
     # Winograd does not take, so that the GEMM fetches B four pixels at a time.
     im2col_max_bytes: int = 0
+    # VK_KHR_cooperative_matrix: the shapes the device lists (vkGetPhysicalDeviceCooperativeMatrix-
+    # PropertiesKHR, subgroup scope) as (M, N, K, A type, B type, C type, result type), types as
+    # numpy dtype names ("bfloat16" for VK_COMPONENT_TYPE_BFLOAT16_KHR). Empty: no cooperative
+    # matrix. lower/matmul.py runs float16 matmuls and convolutions on a float16 x float16 ->
+    # float32 shape when there is one (models compiled --precision fp16; float32 never).
+    cooperative_matrix: tuple = ()
+    # Cooperative-matrix workgroup tiles, largest first, as (subgroups along M, along N,
+    # accumulators per subgroup along M, along N); the K step is coopmat_k, through
+    # coopmat_stages (1 or 2) shared-memory buffers.
+    coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
+    coopmat_k: int = 32
+    coopmat_stages: int = 2
+    # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
+    coopmat_load: int = 8
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
     # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
     # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).
@@ -70,6 +84,14 @@ class Target:
         return self
 
 
+# What an H200 (driver 580.159) lists, in its order (read there by benchmarks/h200/coopmat.py):
+# float16 with float16 or float32 accumulators, 8-bit integers with 32-bit ones, bfloat16.
+NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
+    [(16, n, k, "float16", "float16", c, c) for c in ("float16", "float32")
+     for n, k in ((16, 16), (8, 16), (8, 8))]
+    + [(16, n, 32, t, t, acc, acc) for n in (16, 8) for t, acc in (("uint8", "uint32"), ("int8", "int32"))]
+    + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")])
+
 TARGETS = {
     "generic": Target("generic"),
     # ARM Mali, Qualcomm Adreno, Imagination PowerVR, Samsung Xclipse.
@@ -82,7 +104,8 @@ TARGETS = {
     # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
-                     vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu")),
+                     vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
+                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),
 }
 
 # What `vkc compile` and compile_model build without a target: the profiles of common devices, best

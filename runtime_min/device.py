@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from bundles.manifest import device_type, variant_views
-from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES
+from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES, SPIRV_EXTENSIONS
 from bundles.variants import VariantError, pick_profile, used_modules
 
 from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
@@ -37,19 +37,10 @@ CAPABILITIES.update({0: ("Matrix", None), 4441: ("VariablePointersStorageBuffer"
                      4442: ("VariablePointers", "variablePointers"),
                      5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
                      5357: ("CooperativeMatrixNV", "cooperativeMatrix")})
-# SPIR-V extension -> (the Vulkan version that made it core, or None; the device extension providing it).
-SPIRV_EXTENSIONS = {
-    "SPV_KHR_storage_buffer_storage_class": ((1, 1), "VK_KHR_storage_buffer_storage_class"),
-    "SPV_KHR_16bit_storage": ((1, 1), "VK_KHR_16bit_storage"), "SPV_KHR_8bit_storage": ((1, 2), "VK_KHR_8bit_storage"),
-    "SPV_KHR_variable_pointers": ((1, 1), "VK_KHR_variable_pointers"),
-    "SPV_KHR_vulkan_memory_model": ((1, 2), "VK_KHR_vulkan_memory_model"),
-    "SPV_KHR_physical_storage_buffer": ((1, 2), "VK_KHR_buffer_device_address"),
-    "SPV_KHR_float_controls": ((1, 2), "VK_KHR_shader_float_controls"),
-    "SPV_KHR_non_semantic_info": ((1, 3), "VK_KHR_shader_non_semantic_info"),
-    "SPV_KHR_integer_dot_product": ((1, 3), "VK_KHR_shader_integer_dot_product"),
-    "SPV_KHR_cooperative_matrix": (None, "VK_KHR_cooperative_matrix"),
-    "SPV_NV_cooperative_matrix": (None, "VK_NV_cooperative_matrix"),
-}
+# VkComponentTypeKHR -> numpy dtype name (1000141000: VK_COMPONENT_TYPE_BFLOAT16_KHR).
+_COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
+                    7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bfloat16"}
+_SCOPE_SUBGROUP = 3  # VK_SCOPE_SUBGROUP_KHR
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
@@ -122,6 +113,9 @@ class DeviceInfo:
     type_code: int = field(repr=False, default=0)
     vendor_id: int = field(repr=False, default=0)  # VkPhysicalDeviceProperties.vendorID: picks a variant
     cache_header: bytes = field(repr=False, default=b"")  # vendorID, deviceID, pipelineCacheUUID
+    # VK_KHR_cooperative_matrix shapes at subgroup scope: (M, N, K, A, B, C, result type), types as
+    # numpy dtype names; compiler/host.py records them in the host profile.
+    cooperative_matrix: tuple = ()
 
     def __str__(self):
         return f"{self.index}: {self.name} ({self.type}, Vulkan {'.'.join(map(str, self.api_version))})"
@@ -322,7 +316,29 @@ class Instance:
             device_uuid=uuid(ids.deviceUUID), driver_uuid=uuid(ids.driverUUID),
             all_extensions=exts, all_features=features, type_code=base.deviceType, vendor_id=base.vendorID,
             cache_header=bytes(ffi.buffer(ffi.addressof(raw, "vendorID"), 8))
-            + bytes(ffi.buffer(raw.pipelineCacheUUID, 16)))
+            + bytes(ffi.buffer(raw.pipelineCacheUUID, 16)),
+            cooperative_matrix=self._cooperative_matrix(pdev) if "VK_KHR_cooperative_matrix" in exts else ())
+
+    def _cooperative_matrix(self, pdev) -> tuple:
+        """The subgroup-scope shapes vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists, called
+        raw (the package's wrapper leaves the output structs' sType unset)."""
+        vk, ffi = self.vk, self.vk.ffi
+        fn = vk.lib.vkGetInstanceProcAddr(self.handle, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
+        if fn == ffi.NULL:
+            return ()
+        fn = ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", fn)
+        count = ffi.new("uint32_t*")
+        with step("listing cooperative matrix shapes"):
+            if fn(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
+                return ()
+            props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
+            for i in range(count[0]):
+                props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
+            if fn(pdev, count, props) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
+                return ()
+        name = lambda t: _COMPONENT_TYPES.get(t, f"component type {t}")  # noqa: E731
+        return tuple((p.MSize, p.NSize, p.KSize, name(p.AType), name(p.BType), name(p.CType), name(p.ResultType))
+                     for p in props[0:count[0]] if p.scope == _SCOPE_SUBGROUP and not p.saturatingAccumulation)
 
     def _budget(self, pdev, mem) -> list:
         """Bytes this process may still allocate in each heap (VK_EXT_memory_budget)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import kernel_types, texel_format
+from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
@@ -111,6 +111,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             formats = {3 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
+    elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
+                                                          b_mode, batches)):
+        template, (params, groups, extra) = "matmul_coopmat", coop
+        split, depth = _split_k(target, groups, K, params["BK"])
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -170,6 +174,76 @@ def _tiled_params(target, M, N, K, strides, b_mode, batches, vec4, types):
     extra = dict(local_size=(tiles["WG_N"], tiles["WG_M"], 1),
                  shared_memory_bytes=acc_bytes * tiles["BK"] * (tiles["BM"] + tiles["BN"]))
     return tiles, groups, extra
+
+
+F16 = np.dtype(np.float16)
+# float16 A and B, float32 accumulator and result: the cooperative-matrix shapes the kernel takes.
+COOPMAT_TYPES = ("float16", "float16", "float32", "float32")
+COOPMAT_PAD = 8   # float16 elements padding each shared-memory row (16 bytes, against bank conflicts)
+COOPMAT_SLACK = 1.25   # a larger tile may pad the output this much more than the tightest
+
+
+def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
+    """(LM, LN, LK): the largest float16 x float16 -> float32 shape the profile's device lists,
+    for a matmul of float16 operands; None otherwise: a float32 model never runs on the tensor
+    cores, whose float16 rounding of the operands it did not ask for."""
+    if not (a.dtype == b.dtype == F16 and c.dtype in (F16, np.dtype(np.float32))):
+        return None
+    shapes = [s[:3] for s in target.cooperative_matrix if tuple(s[3:]) == COOPMAT_TYPES]
+    return max(shapes, key=lambda s: (s[0] * s[1] * s[2], s[2]), default=None)
+
+
+def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
+    """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
+    float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
+    min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
+    it least (larger tiles load less per product: an im2col convolution on 32x32 tiles ran at a
+    third of the rate of 64x64 ones on an H200); else the smallest, and split-K adds workgroups.
+    None where no tile fits the device (today's kernels then)."""
+    shape = coopmat_shape(target, a, b, c)
+    if shape is None:
+        return None
+    lm, ln, lk = shape
+    bk = max(1, target.coopmat_k // lk) * lk
+    a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
+    # Each operand keeps its global layout in shared memory: contiguous along its inner dim.
+    a_rows = strides["SA_K"] == 1
+    b_rows = b_mode == "im2col" or strides["SB_N"] == 1
+    # Loads of 8 (16 bytes), 4 or 1 elements along the contiguous dim, as its strides allow.
+    def vec(contiguous, other, extent, batch):
+        return next(v for v in (8, 4, 1) if v <= target.coopmat_load and (v == 1 or (
+            strides[contiguous] == 1 and extent % v == 0 and strides[other] % v == 0
+            and all(strides[b] % v == 0 for b in batch))))
+    a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
+    b_vec = 1 if b_mode == "im2col" else \
+        vec("SB_N", "SB_K", N, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
+    fits = []
+    for wm, wn, sm, sn in target.coopmat_tiles:
+        bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size
+        # im2col: every invocation fetches one column of B at every K step.
+        if threads > target.max_invocations or (b_mode == "im2col" and threads % bn) \
+                or (bm * bk) % (a_vec * threads) or (bk * bn) % (b_vec * threads):
+            continue
+        a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
+        b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
+        shared = 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
+        if shared > target.max_shared_memory:
+            continue
+        groups = (-(-N // bn), -(-M // bm), batches)
+        fits.append((dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
+                          SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
+                          A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
+                          A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
+                          aligned=M % bm == 0 and N % bn == 0 and K % bk == 0),
+                     groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
+    if not fits:
+        return None
+    enough = [f for f in fits if f[1][0] * f[1][1] * f[1][2] >= target.min_workgroups]
+    if not enough:
+        return fits[-1]
+    padded = lambda f: f[1][0] * f[0]["BN"] * f[1][1] * f[0]["BM"]  # noqa: E731
+    least = min(map(padded, enough))
+    return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
 
 
 def _rows_last(a, M: int, K: int, strides: dict):

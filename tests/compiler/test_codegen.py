@@ -52,7 +52,7 @@ def capabilities(module: bytes) -> set[int]:
 
 def test_target_env_follows_the_extensions():
     assert codegen.target_env_for(COPY) == "vulkan1.1"
-    assert codegen.target_env_for(COOPMAT) == "vulkan1.3"
+    assert codegen.target_env_for(COOPMAT) == "vulkan1.2"
 
 
 def test_plain_kernel_is_spirv_1_3_and_valid():
@@ -61,9 +61,10 @@ def test_plain_kernel_is_spirv_1_3_and_valid():
     assert spirv_val(module) is None
 
 
-def test_cooperative_matrix_compiles_for_vulkan_1_3_and_validates():
+def test_cooperative_matrix_compiles_for_vulkan_1_2_and_validates():
     module = codegen.compile_glsl(COOPMAT, "coopmat_16x16x16")
-    assert spirv_target_env(module) == "vulkan1.3"  # SPIR-V 1.6
+    # SPIR-V 1.5: the Vulkan memory model its scopes need is core from Vulkan 1.2 on.
+    assert spirv_target_env(module) == "vulkan1.2"
     assert CAPABILITY_COOPERATIVE_MATRIX_KHR in capabilities(module)
     assert spirv_val(module) is None
 

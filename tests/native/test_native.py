@@ -461,6 +461,22 @@ def test_variants_soak_switches_shapes(build, variant_bundles):
     assert int(f[f.index("rss_end_kb") + 1]) - int(f[f.index("rss_start_kb") + 1]) < 4096, r.stdout
 
 
+def test_cooperative_matrix_bundle_refused_by_name(build, tmp_path):
+    """A float16 bundle for the nvidia profile (tensor-core GEMM) on a device without
+    VK_KHR_cooperative_matrix (lavapipe): refused, naming the extension and the feature."""
+    from compiler import compile_model
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [32, 32]) for n in "ab"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 32])])
+    bundle = tmp_path / "coopmat.vkb"
+    bundle.write_bytes(compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                                     target="nvidia", precision="fp16"))
+    zeros = np.zeros((32, 32), np.float32)
+    r = vkcrun(build, bundle, {"a": zeros, "b": zeros}, tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "lacks: extension VK_KHR_cooperative_matrix" in r.stderr and "feature cooperativeMatrix" in r.stderr, r.stderr
+
+
 # ---- fuzz --------------------------------------------------------------------------------------
 
 def python_verdict(data: bytes):

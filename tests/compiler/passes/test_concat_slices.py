@@ -213,8 +213,9 @@ def test_random_concat_graphs(seed, target):
     check_against_onnxruntime(_random_concat_graph(seed), target=target)
 
 
-@pytest.mark.parametrize("target", ["generic", "lavapipe", "nvidia", "mobile"])
-def test_every_kernel_claiming_shifted_stores_shifts_them(target):
+@pytest.mark.parametrize("target,precision", [(t, "fp32") for t in ("generic", "lavapipe", "nvidia", "mobile")]
+                         + [("nvidia", "fp16")])  # fp16 on nvidia: the cooperative-matrix GEMM
+def test_every_kernel_claiming_shifted_stores_shifts_them(target, precision):
     """A kernel with Kernel.store_offset gets STORE_OFFSET only when a Concat needs it: this
     renders every such kernel of the models above (matmul, Winograd, pooling, split-K; each
     profile's choice of template) as if shifted, and checks that its stores use the constant, so
@@ -230,9 +231,10 @@ def test_every_kernel_claiming_shifted_stores_shifts_them(target):
              _relu_conv(g, shallow, 16, 8), _relu_conv(g, shallow, 16, 64), _relu_conv(g, shallow, 16, 32, 3),
              g.node("MaxPool", [x], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]
     g.node("Concat", parts, axis=1, out="y")
-    _, kernels = compile_with_kernels(g.build(["y"]), target=target)
+    _, kernels = compile_with_kernels(g.build(["y"]), target=target, precision=precision)
     claims = [k for k in kernels if k.store_offset is not None]
     assert {k.template for k in claims} >= ({"matmul_texel", "winograd_output", "pool"} if target == "lavapipe"
+                                            else {"matmul_coopmat", "pool"} if precision == "fp16"
                                             else {"matmul_register", "matmul_tiled", "splitk_reduce", "pool"})
     for k in claims:
         shifted = replace(k, params=dict(k.params, store_offset=True),

@@ -1,0 +1,289 @@
+"""On the GPU machine: the cooperative-matrix (tensor-core) kernels of fp16 bundles (issue 11), on
+the `nvidia` profile (the H200's shape list), against float32 references and PyTorch fp16 timed in
+the same run (TF32 off for the float32 references).
+
+    python3 benchmarks/h200/coopmat.py check                  # the device's coopmat list; fp16 GEMM,
+                                                              # MatMul and Conv cases vs onnxruntime fp32
+    python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
+                                                              # (sweep: each workgroup tile of SWEEP)
+    python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
+                                                              # (name:batch:N: min_workgroups N)
+    python3 benchmarks/h200/coopmat.py compile [models ...]   # no device: compile what `check` (and
+        `models ...`) compile, to fill $VKC_CACHE_DIR's SPIR-V here and carry it there
+
+Models are tests/models/zoo.py's (torchvision's architectures as the exporter writes them, BN folded,
+random weights), compared with onnxruntime fp32; PyTorch runs torchvision's fp16 model as a CUDA graph,
+host to host with float32 input and output as vkc's bundle.
+"""
+import json, os, statistics, sys, time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests', 'models'))
+import compiler  # noqa: E402
+from bundles import read_bundle  # noqa: E402
+
+TARGET = 'nvidia'
+rng = np.random.default_rng(0)
+
+
+def model(nodes, inputs, output, inits=(), out_shape=None):
+    g = helper.make_graph(nodes, 'coopmat', [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(output, TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(a, n) for n, a in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)])
+    m.ir_version = 8
+    return m
+
+
+def w(*shape, scale=None):
+    fan = shape[-1] if len(shape) == 2 else int(np.prod(shape[1:]))
+    return (rng.standard_normal(shape) * (scale or 1 / np.sqrt(fan))).astype(np.float32)
+
+
+def gemm_case(M, K, N, trans_a=0, trans_b=0, const_b=True, bias=True, act='Relu'):
+    a_shape = [K, M] if trans_a else [M, K]
+    b_shape = [N, K] if trans_b else [K, N]
+    inputs, inits = [('A', a_shape)], []
+    (inits if const_b else inputs).append(('B', w(*b_shape)) if const_b else ('B', b_shape))
+    if bias:
+        inits.append(('C', w(N, scale=0.1)))
+    nodes = [helper.make_node('Gemm', ['A', 'B'] + (['C'] if bias else []), ['Y0'], transA=trans_a, transB=trans_b)]
+    nodes.append(helper.make_node(act, ['Y0'], ['Y']) if act else helper.make_node('Identity', ['Y0'], ['Y']))
+    return model(nodes, inputs, 'Y', inits, [M, N])
+
+
+def matmul_case(batch, M, K, N, residual=True):
+    nodes = [helper.make_node('MatMul', ['A', 'B'], ['Y0'])]
+    if residual:
+        nodes += [helper.make_node('Add', ['Y0', 'R'], ['Y1']), helper.make_node('Sigmoid', ['Y1'], ['Y'])]
+    else:
+        nodes.append(helper.make_node('Identity', ['Y0'], ['Y']))
+    inputs = [('A', [batch, M, K]), ('B', [K, N])] + ([('R', [batch, M, N])] if residual else [])
+    return model(nodes, inputs, 'Y', (), [batch, M, N])
+
+
+def conv_case(n, cin, hw, cout, k, stride=1, pad=0, group=1, residual=False):
+    o = (hw + 2 * pad - k) // stride + 1
+    inits = [('W', w(cout, cin // group, k, k)), ('Bc', w(cout, scale=0.1))]
+    nodes = [helper.make_node('Conv', ['X', 'W', 'Bc'], ['Y0'], kernel_shape=[k, k], strides=[stride] * 2,
+                              pads=[pad] * 4, group=group)]
+    inputs = [('X', [n, cin, hw, hw])]
+    if residual:
+        inputs.append(('R', [n, cout, o, o]))
+        nodes.append(helper.make_node('Add', ['Y0', 'R'], ['Y1']))
+        nodes.append(helper.make_node('Relu', ['Y1'], ['Y']))
+    else:
+        nodes.append(helper.make_node('Relu', ['Y0'], ['Y']))
+    return model(nodes, inputs, 'Y', inits, [n, cout, o, o])
+
+
+CASES = {
+    'gemm_512_aligned': lambda: gemm_case(512, 512, 512),
+    'gemm_ragged_1000x777x999': lambda: gemm_case(1000, 777, 999),
+    'gemm_33x70x100_tiny_edges': lambda: gemm_case(33, 70, 100, act='Tanh'),
+    'gemm_transA_transB_inputs': lambda: gemm_case(300, 256, 200, trans_a=1, trans_b=1, const_b=False, bias=False, act=None),
+    'gemm_transB_input_ragged': lambda: gemm_case(129, 130, 131, trans_b=1, const_b=False),
+    'gemm_splitk_64x4096x1024': lambda: gemm_case(64, 4096, 1024),
+    'matmul_batched_residual_sigmoid': lambda: matmul_case(4, 100, 64, 200),
+    'matmul_batched_plain_fp16store': lambda: matmul_case(3, 256, 128, 256, residual=False),
+    'conv3x3_64_128_56': lambda: conv_case(1, 64, 56, 128, 3, pad=1),
+    'conv7x7_s2_3_64_224_b2': lambda: conv_case(2, 3, 224, 64, 7, stride=2, pad=3),
+    'conv1x1_256_64_14_residual': lambda: conv_case(1, 256, 14, 64, 1, residual=True),
+    'conv1x1_512_2048_7': lambda: conv_case(1, 512, 7, 2048, 1),
+    'conv3x3_s2_group2_128_28': lambda: conv_case(2, 128, 28, 128, 3, stride=2, pad=1, group=2),
+}
+
+ZOO_BATCH = {}
+
+
+def spec_target(spec):
+    """'name:batch[:min_workgroups]' -> (name, batch, the nvidia profile, with min_workgroups if given)."""
+    from dataclasses import replace
+    from compiler.targets import TARGETS
+    name, batch, *mw = spec.split(':')
+    target = replace(TARGETS[TARGET], min_workgroups=int(mw[0])) if mw else TARGET
+    return name, int(batch), target
+
+
+def zoo_model(name, batch):
+    import zoo
+    return getattr(zoo, name)(batch=batch, fold_bn=True)
+
+
+def coopmat_modules(bundle):
+    names = [m['name'] for m in read_bundle(bundle).manifest['modules']]
+    return [n for n in names if n.startswith('matmul_coopmat')], names
+
+
+def feeds_for(m):
+    return {i.name: np.random.default_rng(1).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+            .astype(np.float32) for i in m.graph.input}
+
+
+def ort(m, feeds):
+    import onnxruntime as rt
+    s = rt.InferenceSession(m.SerializeToString(), providers=['CPUExecutionProvider'])
+    return s.run(None, feeds)[0]
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
+
+
+def check():
+    from runtime_min import list_devices
+    for d in list_devices():
+        print(json.dumps({'device': d.name, 'api': d.api_version, 'subgroup': d.subgroup_size,
+                          'cooperative_matrix': d.cooperative_matrix}), flush=True)
+    from compiler.targets import TARGETS
+    from runtime_min import load
+    print('nvidia profile lists', TARGETS['nvidia'].cooperative_matrix, flush=True)
+    bad = 0
+    for name, build in CASES.items():
+        m = build()
+        bundle = compiler.compile_model(m, target=TARGET, precision='fp16')
+        coop, names = coopmat_modules(bundle)
+        feeds = feeds_for(m)
+        with load(bundle) as vm:
+            got = vm.run(feeds)['Y']
+        err = rel(got, ort(m, feeds))
+        ok = err < 1e-2 and bool(coop)
+        bad += not ok
+        print(json.dumps({'case': name, 'rel_l2': err, 'ok': ok, 'coopmat': coop,
+                          'others': [n for n in names if n not in coop]}), flush=True)
+    print('check:', 'all pass' if not bad else f'{bad} FAILED', flush=True)
+
+
+# Workgroup tiles to compare (`gemm N sweep`): (subgroups along M, along N, accumulators per
+# subgroup along M, along N), K step, elements per global load, shared-memory buffers.
+SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 8, 1),
+         ((2, 4, 4, 2), 64, 8, 1), ((4, 2, 4, 4), 32, 8, 1), ((2, 4, 4, 4), 32, 8, 1),
+         ((2, 2, 4, 4), 64, 8, 1)]
+
+
+def gemm(sizes, sweep=False):
+    import torch
+    from dataclasses import replace
+    from compiler.targets import TARGETS
+    from runtime_min import load
+    torch.backends.cuda.matmul.allow_tf32 = False
+    base = TARGETS[TARGET]
+    targets = [(f'{t} k{k} load{v} stages{st}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v,
+                                                         coopmat_stages=st))
+               for t, k, v, st in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])] if sweep \
+        else [('profile', base)]
+    for n, (label, target) in [(n, t) for n in sizes for t in targets]:
+        m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [n, n]), ('W', [n, n])], 'Y', (), [n, n])
+        bundle = compiler.compile_model(m, target=target, precision='fp16', io='fp16')
+        coop, _ = coopmat_modules(bundle)
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(n, n, generator=g).half()
+        wt = (torch.randn(n, n, generator=g) / n ** 0.5).half()
+        with load(bundle) as vm:
+            feeds = {'X': x.numpy(), 'W': wt.numpy()}
+            got = vm.run(feeds)['Y']
+            prof = vm.profile(feeds, repeat=10)
+        k = sum(p.seconds for p in prof)
+        xc, wc = x.cuda(), wt.cuda()
+        ref = (xc.float() @ wc.float()).cpu().numpy()
+        err = rel(got.astype(np.float32), ref)
+        for _ in range(3):
+            xc @ wc
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            xc @ wc
+        end.record(); torch.cuda.synchronize()
+        t = start.elapsed_time(end) / 20 / 1e3
+        vk_tf, cu_tf = 2 * n ** 3 / k / 1e12, 2 * n ** 3 / t / 1e12
+        print(json.dumps({'gemm': n, 'tiles': label, 'kernels': coop, 'rel_l2_vs_torch_fp32': err, 'vkc_ms': k * 1e3,
+                          'vkc_tflops': vk_tf, 'cublas_fp16_ms': t * 1e3, 'cublas_tflops': cu_tf,
+                          'pct_of_cublas': 100 * vk_tf / cu_tf,
+                          'dispatches': [(p.kernel, round(p.seconds * 1e3, 3)) for p in prof]}), flush=True)
+
+
+def med(f, n=30, warm=5):
+    for _ in range(warm):
+        f()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def torch_fp16_graph_ms(name, batch):
+    import torch, torchvision
+    net = getattr(torchvision.models, name)(weights=None).eval().cuda().half()
+    xin = torch.randn(batch, 3, 224, 224).pin_memory()
+    static_in = torch.empty(xin.shape, device='cuda')
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        for _ in range(3):
+            net(static_in.half())
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g), torch.no_grad():
+        static_out = net(static_in.half()).float()
+
+    def graphed():
+        static_in.copy_(xin, non_blocking=True); g.replay(); return static_out.cpu()
+    return med(graphed) * 1e3
+
+
+def models(specs):
+    from runtime_min import load
+    for spec in specs:
+        name, batch, target = spec_target(spec)
+        m = zoo_model(name, batch)
+        t = time.perf_counter()
+        bundle = compiler.compile_model(m, target=target, precision='fp16')
+        tc = time.perf_counter() - t
+        coop, names = coopmat_modules(bundle)
+        feeds = feeds_for(m)
+        with load(bundle) as vm:
+            got = vm.run(feeds)['output']
+            t_vkc = statistics.median(vm.bench(feeds, warmup=5, repeat=30)) * 1e3
+            prof = vm.profile(feeds, repeat=5)
+        err = rel(got, ort(m, feeds))
+        try:
+            t_torch = torch_fp16_graph_ms(name, batch)
+        except Exception as e:  # noqa: BLE001
+            t_torch = repr(e)[:200]
+        row = dict(model=name, batch=batch, profile=spec, compile_s=round(tc, 1), rel_l2_vs_ort_fp32=err, vkc_fp16_ms=t_vkc,
+                   torch_fp16_graph_ms=t_torch, coopmat_modules=len(coop), modules=len(names))
+        print(json.dumps(row), flush=True)
+        total, by = sum(p.seconds for p in prof), {}
+        for p in prof:
+            k = p.kernel.split('_epilogue')[0]
+            by.setdefault(k, [0, 0, 0]); by[k][0] += p.seconds; by[k][1] += p.flops; by[k][2] += 1
+        print(f'  GPU total {total * 1e3:.3f} ms over {len(prof)} dispatches', flush=True)
+        for k, (sec, fl, cnt) in sorted(by.items(), key=lambda kv: -kv[1][0])[:10]:
+            print(f'    {k:60s} x{cnt:3d} {sec * 1e3:8.3f} ms {fl / max(sec, 1e-12) / 1e12:7.1f} TFLOP/s', flush=True)
+
+
+def compile_only(specs):
+    for name, build in CASES.items():
+        compiler.compile_model(build(), target=TARGET, precision='fp16')
+    for spec in specs:
+        name, batch, target = spec_target(spec)
+        compiler.compile_model(zoo_model(name, batch), target=target, precision='fp16')
+
+
+if __name__ == '__main__':
+    what = sys.argv[1] if len(sys.argv) > 1 else 'check'
+    arg = sys.argv[2] if len(sys.argv) > 2 else ''
+    if what == 'check':
+        check()
+    elif what == 'gemm':
+        picks = sys.argv[4] if len(sys.argv) > 4 else ''   # `sweep 0,3`: those entries of SWEEP only
+        gemm([int(s) for s in (arg or '2048,4096,8192').split(',')],
+             sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True))
+    elif what == 'models':
+        models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))
+    elif what == 'compile':
+        compile_only([s for s in arg.split(',') if s])
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,180 @@
+"""Cooperative-matrix kernels (templates/matmul_coopmat.comp.j2): which matmuls take them, and every
+module variant the lowering produces passes spirv-val. lavapipe has no cooperative matrix, so their
+numerics are checked on the H200 (benchmarks/h200/coopmat.py); here a bundle holding one is
+refused by name."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from harness import spirv_val, spirv_target_env
+
+from bundles import read_bundle
+from compiler import codegen
+from compiler.compile import compile_with_kernels
+from compiler.dtypes import TYPES
+from compiler.targets import TARGETS
+from runtime_min import VkcRuntimeError, load
+
+NVIDIA = TARGETS["nvidia"]
+# Full tiles (no shrinking for small problems) and split-K everywhere: the other tile choices.
+FULL = replace(NVIDIA, name="nvidia-full-tiles", min_workgroups=1)
+SPLIT = replace(NVIDIA, name="nvidia-split-k", min_workgroups=100000)
+# One shared-memory buffer: a 256x128 tile, or a deeper K step.
+SINGLE = replace(FULL, name="nvidia-one-stage", coopmat_stages=1, coopmat_tiles=((4, 2, 4, 4),))
+
+
+def _model(nodes, inputs, output, out_shape, inits=()):
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info(n, 1, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(output, 1, out_shape)],
+                              [numpy_helper.from_array(a, n) for n, a in inits])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def gemm(M, N, K, trans_a=0, trans_b=0, const_b=True, bias=True, act="Relu"):
+    rng = np.random.default_rng(0)
+    b_shape = [N, K] if trans_b else [K, N]
+    inputs = [("a", [K, M] if trans_a else [M, K])] + ([] if const_b else [("b", b_shape)])
+    inits = ([("b", rng.standard_normal(b_shape).astype(np.float32))] if const_b else []) + \
+        ([("c", rng.standard_normal(N).astype(np.float32))] if bias else [])
+    nodes = [helper.make_node("Gemm", ["a", "b"] + (["c"] if bias else []), ["y0"],
+                              transA=trans_a, transB=trans_b),
+             helper.make_node(act or "Identity", ["y0"], ["y"])]
+    return _model(nodes, inputs, "y", [M, N], inits)
+
+
+def matmul_residual(batch, M, K, N):
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y0"]), helper.make_node("Add", ["y0", "r"], ["y"])]
+    return _model(nodes, [("a", [batch, M, K]), ("b", [K, N]), ("r", [batch, M, N])], "y",
+                  [batch, M, N])
+
+
+def conv(n, cin, hw, cout, k, stride=1, pad=0, group=1):
+    rng = np.random.default_rng(0)
+    o = (hw + 2 * pad - k) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "bias"], ["y0"], kernel_shape=[k, k],
+                              strides=[stride] * 2, pads=[pad] * 4, group=group),
+             helper.make_node("Sigmoid", ["y0"], ["y"])]
+    inits = [("w", rng.standard_normal((cout, cin // group, k, k)).astype(np.float32)),
+             ("bias", rng.standard_normal(cout).astype(np.float32))]
+    return _model(nodes, [("x", [n, cin, hw, hw])], "y", [n, cout, o, o], inits)
+
+
+def coopmat_kernels(model, target=NVIDIA, precision="fp16"):
+    bundle, kernels = compile_with_kernels(model, target=target, precision=precision)
+    return bundle, [k for k in kernels if k.template == "matmul_coopmat"]
+
+
+# What the lowering produces: row/column-major A and B, vec4 and scalar loads, aligned and
+# ragged tiles, implicit-GEMM convolution (plain and grouped), fused epilogues with operands,
+# split-K partial sums, each tile size of the profile.
+VARIANTS = {
+    "aligned_vec4": (gemm(256, 256, 256), FULL),
+    "ragged_scalar": (gemm(100, 70, 33, act="Tanh"), NVIDIA),
+    "transposed_inputs": (gemm(96, 80, 64, trans_a=1, trans_b=1, const_b=False, bias=False, act=None), FULL),
+    "transposed_b_ragged": (gemm(129, 131, 130, trans_b=1, const_b=False), NVIDIA),
+    "vec4_loads": (gemm(96, 68, 36), FULL),
+    "transposed_vec4": (gemm(100, 84, 64, trans_a=1, trans_b=1, const_b=False, bias=False, act=None), NVIDIA),
+    "split_k": (gemm(64, 64, 1024), SPLIT),
+    "batched_residual": (matmul_residual(3, 100, 64, 72), NVIDIA),
+    "large_tile": (gemm(512, 512, 64), FULL),
+    "one_stage_256x128": (gemm(512, 256, 200), SINGLE),
+    "one_stage_conv_k64": (conv(2, 16, 20, 48, 3, pad=1), replace(SINGLE, coopmat_k=64,
+                                                                  coopmat_tiles=((2, 4, 4, 2),))),
+    "conv3x3": (conv(1, 16, 20, 48, 3, pad=1), NVIDIA),
+    "conv7x7_s2": (conv(2, 3, 40, 64, 7, stride=2, pad=3), FULL),
+    "conv_grouped_split_k": (conv(1, 32, 14, 64, 3, stride=2, pad=1, group=2), SPLIT),
+    "conv1x1_ragged_pixels": (conv(1, 64, 7, 128, 1), NVIDIA),
+}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_variant_passes_spirv_val(name):
+    model, target = VARIANTS[name]
+    bundle, kernels = coopmat_kernels(model, target)
+    assert kernels, f"{name}: no cooperative-matrix kernel"
+    r = read_bundle(bundle)
+    names = [m["name"] for m in r.manifest["modules"]]
+    for module, spirv in zip(names, r.spirv):
+        assert spirv_val(bytes(spirv)) is None, module
+    req = r.manifest["requirements"]
+    assert req["vulkan_api"] == [1, 2, 0] and req["extensions"] == ["VK_KHR_cooperative_matrix"]
+    assert {"cooperativeMatrix", "vulkanMemoryModel", "shaderFloat16"} <= set(req["features"])
+
+
+def test_variants_cover_the_template():
+    seen = set()
+    for model, target in VARIANTS.values():
+        for k in coopmat_kernels(model, target)[1]:
+            p = k.params
+            seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
+                     ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
+                     ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
+                     ("stages", p["STAGES"])}
+    for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
+                 ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
+                 ("aligned", True), ("aligned", False),
+                 ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
+                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2)]:
+        assert want in seen, want
+
+
+def test_float32_store_variant_validates():
+    """A float16 product stored as float32 (a matmul whose output the graph keeps in float32)."""
+    _, kernels = coopmat_kernels(gemm(100, 70, 33), NVIDIA)
+    k = replace(kernels[0], params=dict(kernels[0].params, T=TYPES["float32"]))
+    source = codegen.render(k)
+    assert "writeonly buffer C_buffer { float C[]; }" in source
+    module = codegen.compile_glsl(source, "coopmat_f32_store")
+    assert spirv_target_env(module) == "vulkan1.2"
+    assert spirv_val(module) is None
+
+
+@pytest.mark.parametrize("model", [gemm(128, 128, 128), matmul_residual(2, 64, 64, 64),
+                                   conv(1, 16, 20, 48, 3, pad=1)], ids=["gemm", "matmul", "conv"])
+def test_nvidia_takes_coopmat_for_float16_only(model):
+    assert coopmat_kernels(model, NVIDIA, "fp16")[1]
+    assert not coopmat_kernels(model, NVIDIA, "fp32")[1]
+    # Profiles whose device lists no cooperative matrix keep today's kernels.
+    for name in ("generic", "lavapipe", "mobile"):
+        assert not coopmat_kernels(model, TARGETS[name], "fp16")[1]
+
+
+def test_shape_comes_from_the_profile():
+    """The kernel takes the largest float16 x float16 -> float32 shape the profile lists, none
+    when it lists only other types."""
+    only_16x8 = replace(NVIDIA, cooperative_matrix=((16, 8, 16, "float16", "float16", "float32", "float32"),
+                                                    (16, 16, 16, "float16", "float16", "float16", "float16")))
+    (k,) = coopmat_kernels(gemm(128, 128, 128), only_16x8)[1]
+    assert (k.params["LM"], k.params["LN"], k.params["LK"]) == (16, 8, 16)
+    ints = replace(NVIDIA, cooperative_matrix=((16, 16, 32, "int8", "int8", "int32", "int32"),))
+    assert not coopmat_kernels(gemm(128, 128, 128), ints)[1]
+
+
+def test_tile_choice():
+    """Large products take the largest tile; one whose tile would pad M twice over a smaller one
+    (64 output channels) a tile 64 high; few workgroups the smallest tile and split-K."""
+    def tile(model, target=NVIDIA):
+        (k,) = coopmat_kernels(model, target)[1]
+        return k.params["BM"], k.params["BN"], k.params["split_k"]
+    assert tile(gemm(4096, 2048, 512)) == (128, 128, False)
+    assert tile(conv(32, 64, 56, 64, 3, pad=1)) == (64, 128, False)
+    assert tile(gemm(64, 64, 2048)) == (32, 32, True)
+
+
+def test_few_rows_keep_the_register_kernel():
+    """A batch-1 Linear layer (one row) would fill 1/16 of each tensor-core tile."""
+    assert not coopmat_kernels(gemm(1, 1000, 512), NVIDIA)[1]
+
+
+def test_lavapipe_refuses_a_coopmat_bundle_by_name():
+    bundle, _ = coopmat_kernels(gemm(64, 64, 64), NVIDIA)
+    with pytest.raises(VkcRuntimeError) as e:
+        load(bundle)
+    msg = str(e.value)
+    assert "extension VK_KHR_cooperative_matrix" in msg
+    assert "feature cooperativeMatrix (SPIR-V capability CooperativeMatrixKHR" in msg
+    assert "Traceback" not in msg and "cffi" not in msg
