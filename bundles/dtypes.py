@@ -117,3 +117,9 @@ def unpack(raw: np.ndarray, name: str, shape) -> np.ndarray:
     per_byte = 8 // d.bits
     codes = (raw[:, None] >> (np.arange(per_byte, dtype=np.uint8) * d.bits)) & ((1 << d.bits) - 1)
     return codes.reshape(-1)[:count].astype(np.uint8).view(dtype).reshape(shape)
+
+
+# Vulkan's VkComponentTypeKHR (cooperative-matrix element types) -> dtype name (1000141000:
+# VK_COMPONENT_TYPE_BFLOAT16_KHR).
+COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
+                   7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bfloat16"}

@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from bundles.manifest import device_type, variant_views
+from bundles.dtypes import COMPONENT_TYPES
 from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES, SPIRV_EXTENSIONS
 from bundles.variants import VariantError, pick_profile, used_modules
 
@@ -37,9 +38,6 @@ CAPABILITIES.update({0: ("Matrix", None), 4441: ("VariablePointersStorageBuffer"
                      4442: ("VariablePointers", "variablePointers"),
                      5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
                      5357: ("CooperativeMatrixNV", "cooperativeMatrix")})
-# VkComponentTypeKHR -> numpy dtype name (1000141000: VK_COMPONENT_TYPE_BFLOAT16_KHR).
-_COMPONENT_TYPES = {0: "float16", 1: "float32", 2: "float64", 3: "int8", 4: "int16", 5: "int32", 6: "int64",
-                    7: "uint8", 8: "uint16", 9: "uint32", 10: "uint64", 1000141000: "bfloat16"}
 _SCOPE_SUBGROUP = 3  # VK_SCOPE_SUBGROUP_KHR
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
@@ -322,23 +320,18 @@ class Instance:
     def _cooperative_matrix(self, pdev) -> tuple:
         """The subgroup-scope shapes vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR lists, called
         raw (the package's wrapper leaves the output structs' sType unset)."""
-        vk, ffi = self.vk, self.vk.ffi
-        fn = vk.lib.vkGetInstanceProcAddr(self.handle, b"vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR")
-        if fn == ffi.NULL:
-            return ()
-        fn = ffi.cast("PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR", fn)
-        count = ffi.new("uint32_t*")
+        vk, ffi, name = self.vk, self.vk.ffi, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"
+        fn, count = vk.lib.vkGetInstanceProcAddr(self.handle, name.encode()), ffi.new("uint32_t*")
         with step("listing cooperative matrix shapes"):
-            if fn(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
+            if fn == ffi.NULL or ffi.cast(f"PFN_{name}", fn)(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
                 return ()
-            props = ffi.new("VkCooperativeMatrixPropertiesKHR[]", count[0])
-            for i in range(count[0]):
-                props[i].sType = vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR
-            if fn(pdev, count, props) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
+            props = ffi.new("VkCooperativeMatrixPropertiesKHR[]",
+                            [{"sType": vk.VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR}] * count[0])
+            if ffi.cast(f"PFN_{name}", fn)(pdev, count, props) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
                 return ()
-        name = lambda t: _COMPONENT_TYPES.get(t, f"component type {t}")  # noqa: E731
-        return tuple((p.MSize, p.NSize, p.KSize, name(p.AType), name(p.BType), name(p.CType), name(p.ResultType))
-                     for p in props[0:count[0]] if p.scope == _SCOPE_SUBGROUP and not p.saturatingAccumulation)
+        return tuple((p.MSize, p.NSize, p.KSize, *(COMPONENT_TYPES.get(t, f"component type {t}") for t in (
+            p.AType, p.BType, p.CType, p.ResultType))) for p in props if p.scope == _SCOPE_SUBGROUP
+            and not p.saturatingAccumulation)
 
     def _budget(self, pdev, mem) -> list:
         """Bytes this process may still allocate in each heap (VK_EXT_memory_budget)."""

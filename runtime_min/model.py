@@ -220,10 +220,8 @@ class Model:
         start = time.perf_counter()
         self.timing = _env_flag("VKC_TIMING", timing, False)
         self._closed, self._dev, self._lock = True, None, threading.Lock()
-        self._stamp_pool = self._last = None
-        self._slots, self._next = [], 0
-        if timeout_s is not None:
-            self.timeout_s = float(timeout_s)
+        self._slots, self._next, self._stamp_pool, self._last = [], 0, None, None
+        self.timeout_s = Model.timeout_s if timeout_s is None else float(timeout_s)
         bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
         try:
             m = self.manifest = bundle.manifest
@@ -620,14 +618,11 @@ class Model:
                     return arrays, v
         except (KeyError, TypeError):
             pass
-        problems, arrays = [], []
-        known = {i.name for i in v.inputs}
-        listing = ", ".join(f"{i.name} ({i})" for i in v.inputs)
         if not hasattr(feeds, "keys"):
             raise TypeError(f"feeds must be a dict of input name -> array, not {type(feeds).__name__}")
-        for name in feeds:
-            if name not in known:
-                problems.append(f"unknown input {name!r}; the model's inputs are: {listing}")
+        arrays, known = [], {i.name for i in v.inputs}
+        listing = ", ".join(f"{i.name} ({i})" for i in v.inputs)
+        problems = [f"unknown input {name!r}; the model's inputs are: {listing}" for name in feeds if name not in known]
         several = len(self._variants) > 1  # shapes choose the variant; any compiled set of them goes
         for spec, tensor in zip(v.inputs, v.ins):
             if spec.name not in feeds:
