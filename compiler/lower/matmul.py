@@ -8,6 +8,7 @@ from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
+from ..epilogue_operands import epilogue_strides
 from .store_expression import build_epilogue
 from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
@@ -74,7 +75,7 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool) -> 
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
-                 fused=True) -> list[Kernel]:
+                 fused=True, rows_per_batch=None) -> list[Kernel]:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
@@ -84,6 +85,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
     else:
         expr, operands, ep_spec, ep_ops, helpers = "acc_v", [], [], 0, []
+    if rows_per_batch:  # batches folded into rows (lower_matmul): row m is batch m / rows_per_batch
+        sb = {n[:-3]: v for n, _, v in ep_spec if n.endswith("_SB")}
+        ep_spec = [(n, t, 0 if n.endswith("_SB") else sb[n[:-3]] // rows_per_batch if n.endswith("_SM") else v)
+                   for n, t, v in ep_spec]
     batches = batch0 * batch1
     types = kernel_types(c)
     vec4 = types["T"].vec4 is not None
@@ -378,15 +383,40 @@ def lower_matmul(node, target):
                            f"{len(dims)} separate groups; vkc handles two.")
     if len(dims) == 1:
         dims, sa, sb, sc = [1] + dims, [0] + sa, [0] + sb, [0] + sc
-    strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
-                   SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
     # The epilogue sees the output as [..batch, M, N] even when an operand was 1-D.
     ep_shape = tuple(batch) + (M, N)
     if prod(ep_shape) != out.size:
         raise CompileError(f"MatMul '{node.name}': output shape {out.shape} does not match "
                            f"{a.shape} x {b.shape}.")
+    if _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape):
+        # One weight for every batch, A and C contiguous: the batches are more rows (a seq-first
+        # [L, B, E] x [E, F] projection is one GEMM of L*B rows, not L GEMMs of B rows that each
+        # read the whole weight).
+        strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
+                       SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
+        return tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
+                            batch1=1, strides=strides, coords="matmul", out_shape=ep_shape,
+                            rows_per_batch=M)
+    strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
+                   SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
     return tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
                         batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape)
+
+
+def _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape) -> bool:
+    """Whether a batched MatMul is one GEMM of prod(dims) * M rows: B is the same for every batch,
+    A and C are walked batch after batch without gaps, and every fused epilogue operand indexes
+    batch b, row m as row b * M + m would (its batch stride is M times its row stride)."""
+    def walked_in_order(strides, size):  # batch (b0, b1) starts at (b0 * dims[1] + b1) * size
+        return all(d == 1 or s == step for d, s, step in zip(dims, strides, (dims[1] * size, size)))
+    if prod(dims) == 1 or any(sb) or not walked_in_order(sa, M * K) or not walked_in_order(sc, M * N):
+        return False
+    fused = node.inputs[node.attrs.get("n_op_inputs", len(node.inputs)):]
+    for v in fused:
+        strides = epilogue_strides("matmul", ep_shape, v.shape)
+        if strides is None or (M > 1 and strides[0] != M * strides[1]):
+            return False
+    return True
 
 
 def _batch_dims(a_shape, b_shape) -> tuple[int, ...]:

@@ -87,3 +87,37 @@ def test_matmul(a_shape, b_shape, b_init, rng):
     else:
         model = single_op_model("MatMul", {"a": a_shape, "b": b_shape})
     check_against_onnxruntime(model)
+
+
+def _projection_model(rng, a_shape, n, residual_shape):
+    """x[..., K] @ W[K, N] + bias + residual, then Relu: a Linear layer as exporters write it."""
+    from onnx import TensorProto, helper, numpy_helper
+    k, out_shape = a_shape[-1], [*a_shape[:-1], n]
+    inits = [numpy_helper.from_array(he_normal(rng, [k, n], fan_in=k), "W"),
+             numpy_helper.from_array(small_normal(rng, [n]), "bias")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "bias"], ["hb"]),
+             helper.make_node("Add", ["hb", "r"], ["hr"]), helper.make_node("Relu", ["hr"], ["y"])]
+    graph = helper.make_graph(nodes, "projection", [helper.make_tensor_value_info("x", TensorProto.FLOAT, a_shape),
+                                                    helper.make_tensor_value_info("r", TensorProto.FLOAT, residual_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("a_shape,residual_shape,one_gemm", [
+    ([37, 1, 24], [37, 1, 20], True),       # seq-first, batch 1 (nn.MultiheadAttention's in-projection)
+    ([13, 3, 24], [13, 3, 20], True),       # seq-first, batch 3
+    ([2, 5, 7, 24], [5, 7, 20], True),      # two batch dims (this residual stays a separate Add)
+    ([13, 3, 24], [13, 1, 20], False),      # a residual broadcast over the rows of each batch
+])
+def test_batches_of_a_shared_weight_are_one_gemm(target, a_shape, residual_shape, one_gemm, rng):
+    """A batched MatMul with a 2-D weight runs as one GEMM over all rows (not one small GEMM per
+    batch, each reading the whole weight) when its fused epilogue operands index the rows alike;
+    otherwise per batch. Both agree with onnxruntime."""
+    from compiler.compile import compile_with_kernels
+    model = _projection_model(rng, a_shape, 20, residual_shape)
+    _, kernels = compile_with_kernels(model, target=target)
+    (gemm,) = [k for k in kernels if k.template.startswith("matmul")]
+    batches = int(np.prod(a_shape[:-2]))
+    assert gemm.groups[2] == (1 if one_gemm else batches), gemm.groups
+    check_against_onnxruntime(model, target=target)
