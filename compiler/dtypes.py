@@ -58,8 +58,9 @@ class ScalarType:
 
     @property
     def per_word(self) -> int:
-        """Elements per 32-bit word (1 for 32- and 64-bit types)."""
-        return max(1, 32 // self.bits)
+        """Elements a kernel packs in each 32-bit word it writes: 1 where it addresses elements one
+        by one (32- and 64-bit types, and float16 held natively as float16_t)."""
+        return 32 // self.bits if self.packed else 1
 
     @property
     def low_precision(self) -> bool:
