@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests', 'models'))
 import compiler  # noqa: E402
 from bundles import read_bundle  # noqa: E402
+from kernel_table import print_kernel_table  # noqa: E402
 
 TARGET = 'nvidia'
 rng = np.random.default_rng(0)
@@ -255,13 +256,7 @@ def models(specs):
         row = dict(model=name, batch=batch, profile=spec, compile_s=round(tc, 1), rel_l2_vs_ort_fp32=err, vkc_fp16_ms=t_vkc,
                    torch_fp16_graph_ms=t_torch, coopmat_modules=len(coop), modules=len(names))
         print(json.dumps(row), flush=True)
-        total, by = sum(p.seconds for p in prof), {}
-        for p in prof:
-            k = p.kernel.split('_epilogue')[0]
-            by.setdefault(k, [0, 0, 0]); by[k][0] += p.seconds; by[k][1] += p.flops; by[k][2] += 1
-        print(f'  GPU total {total * 1e3:.3f} ms over {len(prof)} dispatches', flush=True)
-        for k, (sec, fl, cnt) in sorted(by.items(), key=lambda kv: -kv[1][0])[:10]:
-            print(f'    {k:60s} x{cnt:3d} {sec * 1e3:8.3f} ms {fl / max(sec, 1e-12) / 1e12:7.1f} TFLOP/s', flush=True)
+        print_kernel_table(prof, top=10, flops_unit='TFLOP/s', width=60)
 
 
 def compile_only(specs):

@@ -14,6 +14,7 @@ import io, sys, time, statistics, json
 import numpy as np, torch, torchvision, onnx
 import compiler
 from runtime_min import load
+from kernel_table import print_kernel_table
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 targets = (sys.argv[1] if len(sys.argv) > 1 else 'nvidia').split('+')
@@ -117,14 +118,7 @@ for name in names:
         rows.append(row)
         print(json.dumps(row), flush=True)
         if isinstance(prof, list):
-            total = sum(p.seconds for p in prof)
-            by = {}
-            for p in prof:
-                k = p.kernel.split('_epilogue')[0]
-                by.setdefault(k, [0, 0, 0]); by[k][0] += p.seconds; by[k][1] += p.flops; by[k][2] += 1
-            print(f'  GPU total {total*1e3:.3f} ms over {len(prof)} dispatches', flush=True)
-            for k, (sec, fl, cnt) in sorted(by.items(), key=lambda kv: -kv[1][0])[:8]:
-                print(f'    {k:55s} x{cnt:3d} {sec*1e3:8.3f} ms {fl/max(sec,1e-12)/1e9:9.1f} GFLOP/s', flush=True)
+            print_kernel_table(prof, top=8)
         elif prof:
             print('  profile:', prof)
 print(f"{'model':16s} {'batch':>5s} {'vkc ms':>9s} {'ncnn ms':>9s} {'eager ms':>9s} {'graph ms':>9s} {'ncnn/vkc':>9s} {'eager/vkc':>9s} {'graph/vkc':>9s} {'relL2':>9s}")
