@@ -75,7 +75,7 @@ def measure(path, repeat: int):
             h.wait()
             pipelined = (time.perf_counter() - t) / repeat
         # Host write speed into the runtime's mapped input memory (where run() puts the first input).
-        view = model._slots[0].in_views[0] if hasattr(model, "_slots") else model._in_views[0]
+        view = model._variants[0].runs[0][0][0] if hasattr(model, "_variants") else model._in_views[0]
         x = feeds[model.inputs[0].name]
         copies = []
         for _ in range(10):

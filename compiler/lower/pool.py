@@ -10,6 +10,7 @@ from ..shapes import prod
 from .conv import conv_geometry
 from ..registry import FLOATS
 from .kernel import Kernel, buffer_view, grid_1d, register, texel_reads
+from .reduce import reduce_kernel
 
 SPATIAL_LIMIT = "4-D and higher spatial ranks"
 
@@ -85,6 +86,9 @@ def lower_averagepool(node, target):
 def _global(node, target, mode):
     spatial = list(node.inputs[0].shape[2:])
     nd = len(spatial)
+    if target.matmul != "texel":  # GPUs: the reduction kernel, whose lanes share each long row
+        return reduce_kernel(node, target, node.inputs[0], node.outputs[0],
+                             set(range(2, 2 + nd)), {"avg": "mean", "max": "max"}[mode])
     return _pool(node, target, mode, spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
 
 

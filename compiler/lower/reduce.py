@@ -33,7 +33,25 @@ def _reduce(node, target, axes_as_input: bool):
         if node.attrs.get("noop_with_empty_axes", 0):
             return strided_copy(node, target, x, out, contiguous_strides(x.shape))
         axes = list(range(rank))
-    axes = {a % rank for a in axes}
+    return reduce_kernel(node, target, x, out, {a % rank for a in axes}, OPS[node.op_type])
+
+
+def _lanes(target, n_red: int, op: str, types) -> int:
+    """Invocations that share one output's reduction: 1 (each walks its R elements alone) on CPU
+    profiles and for short rows; on GPUs a power of two up to the workgroup with >= 4 elements
+    each, so a global pool's 112x112 rows do not run serially on a few threads."""
+    if (target.matmul == "texel" or n_red < 32 or op == "logsumexp" or types["T"].packed
+            or types["T"].kind == "bool"):
+        return 1
+    lanes = 1
+    while lanes * 2 <= min(target.elementwise_local, n_red // 4):
+        lanes *= 2
+    return lanes
+
+
+def reduce_kernel(node, target, x, out, axes: set, op: str) -> list:
+    """One kernel reducing x over `axes` (a set of dims) into out with `op` (an OPS value)."""
+    rank = len(x.shape)
     if out.size == 0:
         raise CompileError(f"{node.op_type} '{node.name}' has an empty output {list(out.shape)}; "
                            "vkc does not run empty tensors.")
@@ -55,12 +73,14 @@ def _reduce(node, target, axes_as_input: bool):
     r = E.Renderer(types["ACC"])
     exp, log = (r.helper("dexp", types["ACC"]), r.helper("dlog", types["ACC"])) \
         if types["ACC"].glsl == "double" else ("exp", "log")
-    params = dict(LOCAL=local, op=OPS[node.op_type], kept=len(kept), reduced=len(red), EXP=exp,
+    lanes = _lanes(target, n_red, op, types)
+    params = dict(LOCAL=local, op=op, kept=len(kept), reduced=len(red), EXP=exp, LANES=lanes,
                   LOG=log, helpers=list(r.helpers.values()), **types)
-    words = -(-out.size // types["T"].per_word)  # bool outputs: a packed word per invocation
+    words = -(-out.size // types["T"].per_word) * lanes  # bool outputs: a packed word per invocation
     return [Kernel("reduce", params, spec, [buffer_view(x), buffer_view(out)], writes=[1],
                    groups=grid_1d(words, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=x.size)]
+                   flops=x.size,
+                   shared_memory_bytes=local * types["ACC"].bits // 8 if lanes > 1 else 0)]
 
 
 def _register(op_type: str) -> None:

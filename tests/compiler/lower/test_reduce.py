@@ -89,3 +89,27 @@ def test_reduce_float64(op):
                                      input_dtypes={"x": np.float64}, output_dtypes=[np.float64]), 18)
     feeds = {"x": _feeds(model, op)["x"].astype(np.float64) * 3}
     check_against_onnxruntime(model, feeds=feeds, rtol_l2=1e-12)
+
+
+
+@pytest.mark.parametrize("op", [o for o in OPS if o != "ReduceLogSumExp"])
+@pytest.mark.parametrize("shape,axes", [([2, 3, 40, 37], [2, 3]), ([3, 300], [1]), ([70, 5], [0])],
+                         ids=["spatial-1480", "row-300", "strided-70"])
+def test_reduce_long_rows_shared_by_lanes(op, shape, axes):
+    """GPU profiles split rows of >= 32 elements over lanes of one workgroup that combine in shared
+    memory (256 lanes for 1480 elements, 64 for 300, 16 for 70; partial last workgroups; strided
+    rows); CPU profiles keep one invocation per output."""
+    from compiler.dtypes import scalar_type
+    from compiler.lower.reduce import _lanes
+    from compiler.targets import TARGETS
+
+    n = int(np.prod([shape[a] for a in axes]))
+    types = {"T": scalar_type("float32")}
+    assert _lanes(TARGETS["generic"], n, "sum", types) == {1480: 256, 300: 64, 70: 16}[n]
+    assert _lanes(TARGETS["lavapipe"], n, "sum", types) == 1
+    model = at_opset(single_op_model(op, {"x": shape}, {"keepdims": 0},
+                                     initializers={"axes": np.array(axes, np.int64)}), 18)
+    feeds = _feeds(model, op)
+    if op == "ReduceProd":  # 1480 factors near 1, so the product stays finite
+        feeds["x"] = (1 + 0.01 * random_feeds(model, seed=3)["x"]).astype(np.float32)
+    check_against_onnxruntime(model, feeds=feeds, target="generic")
