@@ -1,5 +1,6 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout and a Cast to the dtype its input has
-become views: no kernel, the output aliases its input's bytes."""
+"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, a Cast to the dtype its input has and
+a Transpose that moves only size-1 dims become views: no kernel, the output aliases its input's
+bytes."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,11 +25,23 @@ def _same_dtype_cast(node: Node) -> bool:
             and node.inputs[0].dtype == node.outputs[0].dtype)
 
 
+def _reshaping_transpose(node: Node) -> bool:
+    """A Transpose that keeps the order of the dims longer than 1 (batch 1's (1, S, E) -> (S, 1, E)
+    in nn.MultiheadAttention): its output's bytes are its input's, in the same order."""
+    shape = node.inputs[0].shape if node.inputs else None
+    if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx") or shape is None:
+        return False
+    perm = node.attrs.get("perm", range(len(shape) - 1, -1, -1))
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
+
+
 def make_views(graph: Graph) -> Graph:
     kept = []
     for node in graph.nodes:
         identity_cast = _same_dtype_cast(node)
-        if not identity_cast and (node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx")):
+        if not (identity_cast or _reshaping_transpose(node)) and (
+                node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx")):
             kept.append(node)
             continue
         src, out = node.inputs[0], node.outputs[0]

@@ -109,3 +109,24 @@ def test_cast_to_its_own_dtype_is_a_view():
                               opset_imports=[helper.make_opsetid("", 17)])
     result = check_against_onnxruntime(model)
     assert len(result["manifest"]["dispatches"]) == 2
+
+
+@pytest.mark.parametrize("shape,perm,view", [
+    pytest.param([1, 5, 6], [1, 0, 2], True, id="batch1-seq-first"),
+    pytest.param([5, 1, 6], [1, 0, 2], True, id="seq-first-to-batch1"),
+    pytest.param([2, 1, 3, 1], [1, 0, 3, 2], True, id="size1-dims-only"),
+    pytest.param([2, 5, 6], [1, 0, 2], False, id="batch2-a-copy"),
+])
+def test_transpose_moving_only_size1_dims_is_a_view(shape, perm, view):
+    """A Transpose whose dims longer than 1 keep their order (nn.MultiheadAttention's batch-first
+    swap at batch 1) is a view; any other is a kernel. The Relu keeps the result off the input."""
+    from bundles import read_bundle
+    from harness import compile_cached
+
+    g = GraphBuilder("transpose_view", seed=13)
+    t = g.node("Transpose", [g.input("x", shape)], perm=perm)
+    g.node("Relu", [t], out="y")
+    model = g.build(["y"])
+    check_against_onnxruntime(model)
+    names = [k["name"] for k in read_bundle(compile_cached(model)).manifest["kernels"]]
+    assert ("strided_copy" not in names) == view, names

@@ -68,9 +68,9 @@ FIXTURES = Path(__file__).resolve().parents[2] / "models" / "fixtures"
     # GPT-2: Split of the [B*S, 3E] c_attn Gemm; the Gathers left are the embeddings'
     ("gpt2_tiny", {"Split": 0, "Transpose": 0, "Gather": 2}, (16, 192)),
     # torchvision ViT (nn.MultiheadAttention): Unsqueeze, a 5-D Transpose, Squeeze, Gathers of
-    # index 0, 1, 2; the Transposes left are [B, S, E] <-> [S, B, E] around each block, the
-    # Gather the class token
-    ("vit_tiny", {"Transpose": 5, "Gather": 1}, (17, 1, 192)),
+    # index 0, 1, 2 (batch 1's [B, S, E] <-> [S, B, E] around each block are views); the
+    # Transpose left is the patch embedding's, the Gather the class token
+    ("vit_tiny", {"Transpose": 1, "Gather": 1}, (17, 1, 192)),
 ])
 def test_packed_projection_read_in_place(name, split_ops, left):
     """Exporters split Q, K and V out of one [.., 3E] projection: the kernel reads them from
