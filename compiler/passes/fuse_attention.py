@@ -94,64 +94,101 @@ def _leads_to_scores(graph: Graph, v: Value) -> bool:
     return False
 
 
-def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, list[int]]:
-    """The tensor to bind for `v`, the element offset of v's first element in it and the
-    element strides of v's dims: through the views (Reshape, Squeeze, Unsqueeze), Transposes,
-    Splits and Gathers of one constant index that produce v, v is read in place from the tensor
-    they start from (GPT-2's export Splits Q, K and V out of one projection, and
-    nn.MultiheadAttention's Gathers them). The nodes passed through are added to `walked`."""
-    if v.alias_of is not None:
-        inner: list[Node] = []
-        bound, offset, strides = _layout(graph, v.alias_of, inner)
-        strides = _reshape_strides(v.alias_of.shape, strides, v.shape)
-        if strides is not None:
-            walked += inner
-            return bound, offset, strides
+# An operand's layout in the tensor bound for it: per dim, its (size, stride) parts, outer first.
+# A dim has one part unless a Reshape merged dims that are not contiguous in each other: batch 8's
+# nn.MultiheadAttention views Q, every third E-block of its [S, B, 3E] projection, as [S, B*H, D],
+# whose B*H is then the parts (B, 3E) and (H, D). The kernel's (batch, head) take such parts.
+Dims = list  # [[(size, stride), ...] per dim]
+
+
+def _contiguous(shape) -> Dims:
+    return [[(n, st)] for n, st in zip(shape, contiguous_strides(shape))]
+
+
+def _strides(dims: Dims) -> list[int] | None:
+    """One stride per dim (0 for size 1), or None where a dim has several parts."""
+    parts = [[p for p in d if p[0] != 1] for d in dims]
+    return None if any(len(d) > 1 for d in parts) else [d[0][1] if d else 0 for d in parts]
+
+
+def _digits_offset(parts, index: int) -> int:
+    """The element offset of `index` along a dim made of `parts` (mixed radix, outer first)."""
+    offset = 0
+    for size, stride in reversed(parts):
+        offset += (index % size) * stride
+        index //= size
+    return offset
+
+
+def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dims]:
+    """The tensor to bind for `v`, the element offset of v's first element in it and v's dims:
+    through the views (Reshape, Squeeze, Unsqueeze), Transposes, Splits and Gathers of one
+    constant index that produce v, v is read in place from the tensor they start from (GPT-2's
+    export Splits Q, K and V out of one projection, and nn.MultiheadAttention's Gathers them).
+    The nodes passed through are added to `walked`."""
+    inner: list[Node] = []
     node = v.producer
-    if _is_onnx(node, "Transpose"):
-        bound, offset, strides = _layout(graph, node.inputs[0], walked)
+    if v.alias_of is not None:
+        bound, offset, dims = _layout(graph, v.alias_of, inner)
+        dims = _reshape_dims(dims, v.shape)
+        node = None
+    elif _is_onnx(node, "Transpose"):
+        bound, offset, dims = _layout(graph, node.inputs[0], inner)
         perm = node.attrs.get("perm", range(len(v.shape) - 1, -1, -1))
-        walked.append(node)
-        return bound, offset, [strides[p] for p in perm]
-    if _is_onnx(node, "Split"):
+        dims = [dims[p] for p in perm]
+    elif _is_onnx(node, "Split"):
         axis = node.attrs.get("axis", 0) % len(v.shape)
-        i = node.outputs.index(v)
-        bound, offset, strides = _layout(graph, node.inputs[0], walked)
-        walked.append(node)
-        start = sum(o.shape[axis] for o in node.outputs[:i])
-        return bound, offset + start * strides[axis], strides
-    if _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
+        bound, offset, dims = _layout(graph, node.inputs[0], inner)
+        start = sum(o.shape[axis] for o in node.outputs[:node.outputs.index(v)])
+        if _strides(dims[axis:axis + 1]) is None:  # a slice of a many-part dim
+            dims = None
+        else:
+            offset += start * _strides(dims[axis:axis + 1])[0]
+            dims = dims[:axis] + [[(v.shape[axis], _strides(dims[axis:axis + 1])[0])]] + dims[axis + 1:]
+    elif _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
-        index = int(node.inputs[1].data) % data.shape[axis]
-        bound, offset, strides = _layout(graph, data, walked)
-        walked.append(node)
-        return bound, offset + index * strides[axis], strides[:axis] + strides[axis + 1:]
-    return v, 0, contiguous_strides(v.shape)
+        bound, offset, dims = _layout(graph, data, inner)
+        offset += _digits_offset(dims[axis], int(node.inputs[1].data) % data.shape[axis])
+        dims = dims[:axis] + dims[axis + 1:]
+    else:
+        dims = None
+    if dims is None:
+        return v, 0, _contiguous(v.shape)
+    walked += inner + ([node] if node is not None else [])
+    return bound, offset, dims
 
 
-def _reshape_strides(shape, strides, new_shape) -> list[int] | None:
-    """The strides of `new_shape` reading the elements of a (shape, strides) tensor in the same
-    order, when strides can (numpy's no-copy reshape), else None."""
-    old = [(n, st) for n, st in zip(shape, strides) if n != 1]
-    new = list(new_shape)
-    out = [0] * len(new)
-    oi = ni = 0
-    while ni < len(new) and oi < len(old):
-        nj, oj, n_prod, o_prod = ni + 1, oi + 1, new[ni], old[oi][0]
-        while n_prod != o_prod:
-            if n_prod < o_prod:
-                n_prod, nj = n_prod * new[nj], nj + 1
+def _reshape_dims(dims: Dims, new_shape) -> Dims | None:
+    """`dims` regrouped as `new_shape` (the same elements in the same order), when every new dim
+    is whole parts or an exact factor of one; parts contiguous in each other merge first."""
+    merged: list[tuple[int, int]] = []
+    for n, st in (p for d in dims for p in d if p[0] != 1):
+        if merged and merged[-1][1] == n * st:
+            merged[-1] = (merged[-1][0] * n, st)
+        else:
+            merged.append((n, st))
+    out, i = [], 0
+    for want in new_shape:
+        dim = []
+        while want > 1:
+            if i == len(merged):
+                return None
+            n, st = merged[i]
+            if n <= want:
+                if want % n:
+                    return None
+                dim.append((n, st))
+                want //= n
+                i += 1
             else:
-                o_prod, oj = o_prod * old[oj][0], oj + 1
-        # the old dims merged here must be contiguous in each other
-        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
-            return None
-        out[nj - 1] = old[oj - 1][1]
-        for k in range(nj - 1, ni, -1):
-            out[k - 1] = out[k] * new[k]
-        ni, oi = nj, oj
-    return out  # trailing size-1 dims keep stride 0
+                if n % want:
+                    return None
+                dim.append((want, st * (n // want)))
+                merged[i] = (n // want, st)
+                want = 1
+        out.append(dim or [(1, 0)])
+    return out if i == len(merged) else None
 
 
 def _removable(graph: Graph, walked: list[Node], removed: list[Node]) -> list[Node]:
@@ -179,19 +216,36 @@ def _read_only_by(graph: Graph, v: Value, nodes: set[int]) -> bool:
     return True
 
 
-def _four_d(shape, strides, batch) -> list[int] | None:
-    """Strides over (batch, head, row, col) of an operand of rank 2..4 whose leading dims
-    broadcast to `batch` (B, H): stride 0 on broadcast and size-1 dims."""
-    lead, lead_strides = list(shape[:-2]), list(strides[:-2])
+def _four_d(shape, dims: Dims, batch) -> list[int] | None:
+    """Strides over (batch, head, row, col) of an operand of rank 2..4 whose leading dims are
+    `batch` (B, H) regrouped, or broadcast to it: stride 0 on broadcast and size-1 dims."""
+    lead = list(shape[:-2])
     if len(lead) > 2:
         return None
-    lead, lead_strides = [1] * (2 - len(lead)) + lead, [0] * (2 - len(lead)) + lead_strides
+    if int(np.prod(lead)) == batch[0] * batch[1]:
+        four = _reshape_dims(dims, list(batch) + list(shape[-2:]))
+        return None if four is None else _strides(four)
+    strides = _strides(dims)
+    if strides is None:
+        return None
+    lead, lead_strides = [1] * (2 - len(lead)) + lead, [0] * (2 - len(lead)) + strides[:-2]
     out = []
-    for n, s, want in zip(lead, lead_strides, batch):
+    for n, st, want in zip(lead, lead_strides, batch):
         if n not in (1, want):
             return None
-        out.append(s if n == want and n != 1 else 0)
-    return out + list(strides[-2:])
+        out.append(st if n == want and n != 1 else 0)
+    return out + strides[-2:]
+
+
+def _head_split(found: dict, batch) -> list[int]:
+    """(B, H) for a rank-3 chain whose [B*H, ..] operand merged two dims it cannot read as one
+    stride (batch 8's nn.MultiheadAttention); else `batch` as it is."""
+    if batch[0] == 1:
+        for _, _, dims, _ in found.values():
+            parts = [p for p in dims[0] if p[0] != 1] if len(dims) == 3 else []
+            if len(parts) == 2 and parts[0][0] * parts[1][0] == batch[1]:
+                return [parts[0][0], parts[1][0]]
+    return batch
 
 
 # Masked-out scores of a constant causal mask: -inf, or at most half of float32's lowest (the
@@ -263,15 +317,24 @@ def _match(graph: Graph, softmax: Node):
     d, sk = kt.shape[-2], kt.shape[-1]
     if q.shape[-1] != d or v.shape[-2] != sk or v.shape[-1] != dv or q.shape[-2] != sq:
         return None
+    operands = {"q": q, "k": kt, "v": v}
+    found = {}
+    for name, t in operands.items():
+        found[name] = _layout(graph, t, walked := []) + (walked,)
+    batch = _head_split(found, batch) if mask is None else batch
     layouts, walked = {}, []
-    for name, t in (("q", q), ("k", kt), ("v", v)):
-        bound, offset, strides = _layout(graph, t, walked)
-        four = _four_d(t.shape, strides, batch)
-        if four is None:
-            return None
+    for name, t in operands.items():
+        bound, offset, dims, passed = found[name]
+        four = _four_d(t.shape, dims, batch)
+        if four is None:  # read it as it is, a copy where its producers leave it strided
+            bound, offset, passed = t, 0, []
+            four = _four_d(t.shape, _contiguous(t.shape), batch)
+            if four is None:
+                return None
         if name == "k":  # Kᵀ's rows are D, its columns keys: the kernel walks (key, d)
             four = four[:2] + [four[3], four[2]]
         layouts[name] = (bound, offset, four)
+        walked += passed
     causal = False
     if mask is not None:
         if len(mask.shape) > 4:
@@ -286,15 +349,16 @@ def _match(graph: Graph, softmax: Node):
             mstrides = [s if n != 1 else 0 for n, s in zip(mshape, contiguous_strides(mshape))]
             layouts["mask"] = (mask, 0, mstrides)
 
-    # A Transpose after the output (to [B, S, H, DV]) is written in place.
-    out_strides = contiguous_strides([1] * (4 - rank) + list(out.shape))
+    # A Transpose after the output (to [B, S, H, DV], or [S, B*H, DV]) is written in place.
+    out_shape, out_dims = out.shape, _contiguous(out.shape)
     t = _sole_consumer(graph, out)
-    if _is_onnx(t, "Transpose") and rank == 4 and not graph.is_output(out):
-        perm = list(t.attrs.get("perm", range(3, -1, -1)))
+    if _is_onnx(t, "Transpose") and rank >= 3 and not graph.is_output(out):
+        perm = list(t.attrs.get("perm", range(rank - 1, -1, -1)))
         t_strides = contiguous_strides(t.outputs[0].shape)
-        out_strides = [t_strides[perm.index(i)] for i in range(4)]
+        out_dims = [[(out.shape[i], t_strides[perm.index(i)])] for i in range(rank)]
         removed.append(t)
         out = t.outputs[0]
+    out_strides = _four_d(out_shape, out_dims, batch)
     removed.append(pv)
     removed += _removable(graph, walked, removed)
     attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,

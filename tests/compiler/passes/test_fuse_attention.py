@@ -214,11 +214,13 @@ def test_offset_causal_mask():
     assert not fused(np.ascontiguousarray(causal_mask(6, 4).transpose(0, 1, 3, 2)))
 
 
-def test_reshape_strides_as_numpy():
-    """The strides of a reshaped strided view are numpy's where numpy reshapes without a copy,
-    and None where it must copy."""
-    from compiler.passes.fuse_attention import _reshape_strides
+def test_reshape_dims_as_numpy():
+    """A reshaped strided view's dims address the elements numpy's reshape holds, in its order;
+    where numpy reshapes without a copy they are one part each, at numpy's strides; where it
+    must copy, some dim keeps several parts (or the regrouping is refused)."""
+    from compiler.passes.fuse_attention import _reshape_dims, _strides
     rng = np.random.default_rng(0)
+    refused = many_parts = 0
     for _ in range(300):
         shape = list(rng.integers(1, 5, rng.integers(1, 5)))
         base = np.arange(int(np.prod(shape))).reshape(shape)
@@ -233,12 +235,24 @@ def test_reshape_strides_as_numpy():
             else:
                 new += [2, 2] if n == 4 and rng.random() < 0.5 else [int(n)]
             new += [1] * int(rng.random() < 0.2)
-        got = _reshape_strides(view.shape, [s // base.itemsize for s in view.strides], new)
+        dims = [[(int(n), s // base.itemsize)] for n, s in zip(view.shape, view.strides)]
+        got = _reshape_dims(dims, new)
+        if got is None:
+            refused += 1
+            continue
+        offsets = np.zeros(new, np.int64)  # each element's offset in base, from the parts
+        for axis, parts in enumerate(got):
+            index = np.arange(new[axis])
+            along = sum((index // int(np.prod([p[0] for p in parts[k + 1:]], dtype=int)) % n) * st
+                        for k, (n, st) in enumerate(parts))
+            offsets += np.reshape(along, [-1 if i == axis else 1 for i in range(len(new))])
+        assert (base.reshape(-1)[offsets] == view.reshape(new)).all(), (view.shape, new, got)
         try:
             want = view.view()
             want.shape = new  # raises where numpy would have to copy
         except AttributeError:
-            assert got is None, (view.shape, view.strides, new)
+            assert _strides(got) is None
+            many_parts += 1
             continue
-        assert got is not None
-        assert all(g == w // base.itemsize for g, w, n in zip(got, want.strides, new) if n != 1)
+        assert _strides(got) == [w // base.itemsize if n != 1 else 0 for w, n in zip(want.strides, new)]
+    assert many_parts > 10 and refused < 150  # both kinds of case were drawn
