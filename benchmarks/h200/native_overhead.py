@@ -5,7 +5,8 @@ command buffer), next to runtime_min's Model.run wall time, per model. Meant for
     make -C native && python benchmarks/h200/native_overhead.py [--runs 200] [--models mlp,small_cnn]
         [--bundles a.vkb b.vkb]   # precompiled bundles (the H200 has no shaderc: compile here first)
 
-Prints a table: model, native wall/GPU/overhead medians (ms), runtime_min wall median (ms)."""
+Prints a table: model, native wall/GPU/overhead medians (ms), the overhead with inputs written in place
+(vkc_input_data, vkcrun --in-place: vkc_run copies nothing), runtime_min wall median (ms)."""
 import argparse
 import subprocess
 import sys
@@ -44,7 +45,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         paths = [Path(p) for p in args.bundles] if args.bundles else bundles_from_models(args.models.split(","), tmp)
-        print(f"{'bundle':24s} {'native wall':>12s} {'native GPU':>11s} {'overhead':>9s} {'runtime_min wall':>17s}")
+        print(f"{'bundle':24s} {'native wall':>12s} {'native GPU':>11s} {'overhead':>9s} {'in-place overhead':>18s} "
+              f"{'runtime_min wall':>17s}")
         for path in paths:
             from runtime_min import load
             with load(str(path)) as model:
@@ -56,10 +58,13 @@ def main():
                 f = tmp / f"{path.stem}_{len(cmd)}.npy"
                 np.save(f, arr)
                 cmd += ["--input", f"{name}={f}"]
-            r = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            s = dict(line.split(": ", 1) for line in r.stdout.strip().splitlines())
+            stats = [dict(line.split(": ", 1) for line in subprocess.run(
+                cmd + extra, capture_output=True, text=True, check=True).stdout.strip().splitlines())
+                for extra in ([], ["--in-place"])]
+            s, inplace = stats
             print(f"{path.stem:24s} {float(s['median_wall_ms']):12.4f} {float(s['median_gpu_ms']):11.4f} "
-                  f"{float(s['median_overhead_ms']):9.4f} {np.median(times) * 1e3:17.4f}   ({s['device']})")
+                  f"{float(s['median_overhead_ms']):9.4f} {float(inplace['median_overhead_ms']):18.4f} "
+                  f"{np.median(times) * 1e3:17.4f}   ({s['device']})")
 
 
 if __name__ == "__main__":

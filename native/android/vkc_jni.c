@@ -205,6 +205,26 @@ JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeRun(JNIEnv *env, jclass cls, 
     if (vkc_run_variant(h->model, (uint32_t)variant, ins, outs, &e) != VKC_OK) throw_vkc(env, e.message);
 }
 
+/* The memory a run of `variant` reads input `index` from, as a direct ByteBuffer: passed back to
+ * nativeRun as that input, vkc_run skips its copy (the app wrote the input there). */
+JNIEXPORT jobject JNICALL Java_dev_vkc_VkcModel_nativeInputBuffer(JNIEnv *env, jclass cls, jlong ptr, jint variant,
+                                                                 jint index) {
+    handle *h = get(env, ptr);
+    vkc_tensor_info t;
+    vkc_error e;
+    (void)cls;
+    if (!h) return NULL;
+    if (vkc_variant_input_info(h->model, (uint32_t)variant, (uint32_t)index, &t) != VKC_OK) {
+        throw_vkc(env, "no such variant or input");
+        return NULL;
+    }
+    if (vkc_select_variant(h->model, (uint32_t)variant, &e) != VKC_OK) {
+        throw_vkc(env, e.message);
+        return NULL;
+    }
+    return (*env)->NewDirectByteBuffer(env, vkc_input_data(h->model, (uint32_t)index), (jlong)t.nbytes);
+}
+
 JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeClose(JNIEnv *env, jclass cls, jlong ptr) {
     handle *h = (handle *)(intptr_t)ptr;
     (void)env;

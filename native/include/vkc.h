@@ -140,6 +140,14 @@ const char *vkc_device_name(const vkc_model *model);
  * outputs[i] receives output i (NULL: skip that output). */
 vkc_status vkc_run(vkc_model *model, const void *const *inputs, void *const *outputs, vkc_error *err);
 
+/* In place I/O, for the selected variant: the host-visible memory the next run copies input i from,
+ * and the memory a run leaves output i in. An app that writes input i there (a decoded camera
+ * frame, say) and passes that same pointer as inputs[i] saves vkc_run its copy; output i can be
+ * read there after the run instead of being copied out. Valid until the next vkc_select_variant,
+ * vkc_run_variant or vkc_run_shapes of another variant, or vkc_free; not while a run is going. */
+void *vkc_input_data(vkc_model *model, uint32_t index);       /* NULL: no such input */
+const void *vkc_output_data(const vkc_model *model, uint32_t index);
+
 typedef struct vkc_buffer {
     const char *name;
     void *data;            /* for an input, only read */

@@ -1583,16 +1583,28 @@ static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inpu
             return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input %u ('%s') is NULL", i, m->inputs[i].name);
     pthread_mutex_lock(&md->lock);
     if (!vs->built) s = build_variant(md, vs, err);
-    for (uint32_t i = 0; s == VKC_OK && i < m->n_inputs; i++)
-        memcpy(md->staging.mapped + vs->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
+    for (uint32_t i = 0; s == VKC_OK && i < m->n_inputs; i++)  /* written in place: no copy */
+        if (inputs[i] != (const void *)(md->staging.mapped + vs->stage_off[i]))
+            memcpy(md->staging.mapped + vs->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
     if (s == VKC_OK) s = submit_wait(md, vs->cmd, "running the model", err);
     if (s == VKC_OK && outputs)
         for (uint32_t i = 0; i < m->n_outputs; i++)
-            if (outputs[i])
+            if (outputs[i] && outputs[i] != (void *)(md->staging.mapped + vs->stage_off[m->n_inputs + i]))
                 memcpy(outputs[i], md->staging.mapped + vs->stage_off[m->n_inputs + i],
                        (size_t)m->tensors[m->outputs[i].tensor].nbytes);
     pthread_mutex_unlock(&md->lock);
     return s == VKC_OK ? ok(err) : s;
+}
+
+void *vkc_input_data(vkc_model *md, uint32_t index) {
+    const vstate *vs = md ? &md->set[md->selected] : NULL;
+    return vs && index < vs->v->n_inputs ? (void *)(md->staging.mapped + vs->stage_off[index]) : NULL;
+}
+
+const void *vkc_output_data(const vkc_model *md, uint32_t index) {
+    const vstate *vs = md ? &md->set[md->selected] : NULL;
+    return vs && index < vs->v->n_outputs ? (const void *)(md->staging.mapped + vs->stage_off[vs->v->n_inputs + index])
+                                          : NULL;
 }
 
 vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {

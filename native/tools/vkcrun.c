@@ -1,14 +1,15 @@
 /* vkcrun: run a .vkb bundle with the native runtime.
  *
- *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] [--target T]
- *            [--build-all]
+ *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] [--device D]
+ *            [--target T] [--build-all]
  *
  * Runs the variant whose input shapes are the .npy files' shapes (a bundle with several shape
  * variants; none matching: the error lists the compiled shapes), of the profile the device choice
  * rule picks or of --target T (--build-all: every variant's pipelines at load, not on first use).
  * Writes DIR/NAME.npy for every output. --bench N runs N more times (after 3 warm-up runs) and
  * prints the median wall time of vkc_run and the median GPU time (timestamps around the command
- * buffer) and their difference, the host overhead. VKC_VALIDATION=1: the validation layer with
+ * buffer) and their difference, the host overhead; --in-place benches with the inputs written once
+ * into vkc_input_data and the outputs left in vkc_output_data (no copies in vkc_run). VKC_VALIDATION=1: the validation layer with
  * synchronization validation; any message makes the exit status 3.
  * Exit status: 0 ok, 1 usage or I/O, 2 the runtime refused or failed (the message says why), 3 validation. */
 #include <fcntl.h>
@@ -42,7 +43,7 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
     const char *model_path = NULL, *out_dir = NULL, *device = NULL, *target = NULL;
     const char *in_names[256], *in_files[256];
-    int n_in = 0, bench = 0, rc = 0, build_all = 0;
+    int n_in = 0, bench = 0, rc = 0, build_all = 0, in_place = 0;
     vkc_open_options oo;
     vkc_load_options lo;
     vkc_shape shapes[256];
@@ -70,10 +71,11 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
         else if (strcmp(argv[i], "--build-all") == 0) build_all = 1;
+        else if (strcmp(argv[i], "--in-place") == 0) in_place = 1;
         else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
         else {
-            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N] [--device D] "
-                            "[--target T] [--build-all]\n");
+            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] "
+                            "[--device D] [--target T] [--build-all]\n");
             return 1;
         }
     }
@@ -136,19 +138,37 @@ int main(int argc, char **argv) {
     if (vkc_run(model, ins, outs, &e) != VKC_OK) { fprintf(stderr, "vkcrun: %s\n", e.message); rc = 2; goto done; }
     if (bench > 0) {
         double *wall = calloc((size_t)bench, sizeof *wall), *gpu = calloc((size_t)bench, sizeof *gpu);
-        for (int w = 0; w < 3 && rc == 0; w++) if (vkc_run(model, ins, outs, &e) != VKC_OK) rc = 2;
+        const void *run_ins[256];
+        void *run_outs[256];
+        for (uint32_t i = 0; i < vkc_input_count(model); i++) {
+            run_ins[i] = in_place ? vkc_input_data(model, i) : ins[i];
+            if (in_place) memcpy(vkc_input_data(model, i), ins[i], arrays[i].nbytes);
+        }
+        for (uint32_t i = 0; i < vkc_output_count(model); i++) {
+            vkc_tensor_info t;
+            vkc_output_info(model, i, &t);
+            run_outs[i] = in_place ? (void *)vkc_output_data(model, i) : outs[i];
+            if (in_place) memset(outs[i], 0xff, t.nbytes);  /* poisoned: the files must come from these runs */
+        }
+        for (int w = 0; w < 3 && rc == 0; w++) if (vkc_run(model, run_ins, run_outs, &e) != VKC_OK) rc = 2;
         for (int b = 0; b < bench && rc == 0; b++) {
             double t0 = now();
-            if (vkc_run(model, ins, outs, &e) != VKC_OK) { rc = 2; break; }
+            if (vkc_run(model, run_ins, run_outs, &e) != VKC_OK) { rc = 2; break; }
             wall[b] = (now() - t0) * 1e3;
             gpu[b] = vkc_last_gpu_ns(model) * 1e-6;
+        }
+        for (uint32_t i = 0; in_place && rc == 0 && i < vkc_output_count(model); i++) {  /* the files: what the */
+            vkc_tensor_info t;                                                          /* in-place runs left */
+            vkc_output_info(model, i, &t);
+            memcpy(outs[i], vkc_output_data(model, i), t.nbytes);
         }
         if (rc == 0) {
             double mw = median(wall, bench), mg = median(gpu, bench);
             uint64_t arena, weights;
             vkc_device_bytes(model, &arena, &weights);
-            printf("device: %s\ntarget: %s\nvariant: %s\narena_bytes: %llu\nweights_bytes: %llu\nruns: %d\nmedian_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
-                   vkc_device_name(model), vkc_profile(model), vkc_variant_name(model, variant),
+            printf("device: %s\ntarget: %s\nvariant: %s\nin_place: %d\narena_bytes: %llu\nweights_bytes: %llu\nruns: %d\n"
+                   "median_wall_ms: %.4f\nmedian_gpu_ms: %.4f\nmedian_overhead_ms: %.4f\n",
+                   vkc_device_name(model), vkc_profile(model), vkc_variant_name(model, variant), in_place,
                    (unsigned long long)arena, (unsigned long long)weights, bench, mw, mg, mg >= 0 ? mw - mg : -1.0);
         } else {
             fprintf(stderr, "vkcrun: %s\n", e.message);

@@ -1,8 +1,9 @@
 // Runs the JNI layer (native/android/vkc_jni.c, built for the desktop JDK) as VkcModel.kt calls it,
 // for tests/native/test_native.py (no kotlinc here): `java JniCheck.java LIB BUNDLE INPUT.bin SHAPE OUT.bin`.
 // Loads BUNDLE from a direct ByteBuffer, finds the variant for SHAPE (e.g. 3x3x16x16; one float32
-// input), runs it on INPUT.bin's bytes, writes output 0 to OUT.bin and prints what it saw; then
-// asks for a shape the bundle lacks and prints the error.
+// input), runs it on INPUT.bin's bytes, writes output 0 to OUT.bin, runs it again with the input
+// written in place (nativeInputBuffer) and prints what it saw; then asks for a shape the bundle lacks
+// and prints the error.
 package dev.vkc;
 
 import java.nio.ByteBuffer;
@@ -29,6 +30,12 @@ public class JniCheck {
                                                 java.nio.file.StandardOpenOption.WRITE)) {
             out.write(outs[0]);
         }
+        // In place: the input written into the memory the run reads (no copy in nativeRun), the same output.
+        ByteBuffer first = ByteBuffer.allocateDirect(outs[0].capacity()).put(outs[0].duplicate().position(0));
+        ByteBuffer in = VkcModel.nativeInputBuffer(h, variant, 0);
+        in.put(Files.readAllBytes(Path.of(args[2]))).position(0);
+        VkcModel.nativeRun(h, variant, new ByteBuffer[] {in}, outs);
+        System.out.println("in place " + (outs[0].position(0).equals(first.position(0)) ? "same" : "differs"));
         System.out.println("profile " + VkcModel.nativeProfile(h) + " variants " + VkcModel.nativeVariantCount(h)
                            + " variant " + variant + " input " + VkcModel.nativeName(h, false, 0));
         try {
@@ -54,6 +61,7 @@ class VkcModel {
     static native int nativeVariantCount(long handle);
     static native int nativeFind(long handle, long[][] shapes);
     static native void nativeRun(long handle, int variant, ByteBuffer[] inputs, ByteBuffer[] outputs);
+    static native ByteBuffer nativeInputBuffer(long handle, int variant, int index);
     static native void nativeClose(long handle);
 }
 

@@ -252,6 +252,24 @@ def test_bench_prints_wall_and_gpu(build, bundles, tmp_path):
     assert float(stats["median_wall_ms"]) > 0 and "median_gpu_ms" in stats
 
 
+@pytest.mark.parametrize("name", ["small_cnn", "mlp"])
+def test_in_place_io_agrees(build, bundles, tmp_path, name):
+    """vkc_input_data / vkc_output_data: inputs written once where the run reads them and outputs
+    read where it leaves them (vkcrun --bench --in-place, outputs poisoned before those runs) give
+    runtime_min's results bit for bit, under the validation layer."""
+    from runtime_min import load
+    path = bundles[(name, "lavapipe")]
+    with load(str(path)) as model:
+        feeds = feeds_for(model)
+        ref = model.run(feeds)
+    r = vkcrun(build, path, feeds, tmp_path, "--bench", "3", "--in-place", env={"VKC_VALIDATION": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "in_place: 1" in r.stdout
+    for out_name, want in ref.items():
+        got = np.load(tmp_path / f"{out_name.replace('/', '_')}.npy")
+        assert got.tobytes() == want.tobytes(), out_name
+
+
 def test_refusals_name_the_check(build, bundles, tmp_path):
     """A bundle whose barrier flag was cleared where a dispatch reads what the one before wrote:
     the native loader refuses it by the check's name before creating anything."""
@@ -662,7 +680,7 @@ def test_jni_layer_compiles(jni_lib):
 def test_jni_runs_shape_variants(jni_lib, variant_bundles, tmp_path):
     """The JNI calls VkcModel.kt makes, from Java (tests/native/JniCheck.java, same native symbols):
     a multi-variant bundle from a direct ByteBuffer, the variant found by shape and run, bit-identical
-    to runtime_min; a shape the bundle lacks is a VkcException listing the compiled shapes."""
+    to runtime_min, and again on its input written in place (nativeInputBuffer); a shape the bundle lacks is a VkcException listing the compiled shapes."""
     java = shutil.which("java")
     if java is None:
         pytest.skip("no java")
@@ -677,6 +695,7 @@ def test_jni_runs_shape_variants(jni_lib, variant_bundles, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"profile lavapipe variants {len(VARIANT_BATCHES)} variant {len(VARIANT_BATCHES) - 1} input input" \
         in r.stdout, r.stdout
+    assert "in place same" in r.stdout, r.stdout
     assert "error VkcException: input 'input' has shape (2, 3, 16, 16); this bundle was compiled for " in r.stdout
     with load(str(singles[("lavapipe", batch)])) as model:
         want = next(iter(model.run(feeds).values()))

@@ -47,6 +47,17 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
         return runVariant(nativeFind(handle, given.toTypedArray()), feeds)
     }
 
+    /** The memory the run reads input [name] from (of the variant for [shapes]; null: the first), as a
+     *  direct ByteBuffer: write the input there and pass this buffer to run, which then copies
+     *  nothing in. Valid until a run of another variant, or close(). */
+    fun inputBuffer(name: String, shapes: Map<String, LongArray>? = null): ByteBuffer {
+        val index = inputs.indexOfFirst { it.name == name }
+        require(index >= 0) { "unknown input $name; the model takes ${inputs.map { it.name }}" }
+        val variant = if (shapes == null) 0 else nativeFind(handle, inputs.map {
+            shapes[it.name] ?: throw IllegalArgumentException("missing the shape of ${it.name}") }.toTypedArray())
+        return nativeInputBuffer(handle, variant, index).order(ByteOrder.nativeOrder())
+    }
+
     private fun runVariant(variant: Int, feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> {
         val unknown = feeds.keys - inputs.map { it.name }.toSet()
         require(unknown.isEmpty()) { "unknown inputs $unknown; the model takes ${inputs.map { it.name }}" }
@@ -91,6 +102,7 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
         @JvmStatic private external fun nativeFind(handle: Long, shapes: Array<LongArray>): Int
         @JvmStatic private external fun nativeRun(handle: Long, variant: Int, inputs: Array<ByteBuffer>,
                                                   outputs: Array<ByteBuffer?>)
+        @JvmStatic private external fun nativeInputBuffer(handle: Long, variant: Int, index: Int): ByteBuffer
         @JvmStatic private external fun nativeClose(handle: Long)
     }
 }
