@@ -15,7 +15,7 @@ from harness import check_against_onnxruntime
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VOCAB = 1000
 TEXT = ("bert_tiny", "distilbert_tiny", "gpt2_tiny")
-MODELS = (*TEXT, "whisper_enc_tiny", "vit_tiny", "convnext_tiny", "r3d_tiny")
+MODELS = (*TEXT, "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny", "r3d_tiny")
 
 
 def _feeds(name: str, model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.ndarray]:

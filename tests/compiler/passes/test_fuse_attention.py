@@ -88,6 +88,24 @@ def test_packed_projection_read_in_place(name, split_ops, left):
     assert [layouts[n] for n in "qkv"] == [(e, [0, 16, 192, 1]) for e in (0, 64, 128)]
 
 
+def test_batch2_multihead_attention_read_in_place():
+    """Batch 2 nn.MultiheadAttention: Q is [S, B*H, D] viewed from every third E-block of the
+    [S, B, 3E] projection, so B*H is two strides; the kernel runs (B, H) = (2, 4) and reads Q, K
+    and V where the projection wrote them, and writes [S, B, E]. The 5-D Transpose and the three
+    Gathers go; the Transposes left are the patch embedding's and [B, S, E] <-> [S, B, E] around
+    each block (real transposes at batch 2)."""
+    graph = run_passes(fold_constants(to_ir(onnx.load(str(FIXTURES / "vit_tiny_b2.onnx")))))
+    ops = [n.op_type for n in graph.nodes]
+    assert {op: ops.count(op) for op in ("vkc.Attention", "Transpose", "Gather")} == \
+        {"vkc.Attention": 2, "Transpose": 5, "Gather": 1}
+    att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
+    assert att.attrs["dims"] == [2, 4, 17, 17, 16, 16]
+    assert att.inputs[0].shape == (17, 2, 192) and att.inputs[1] is att.inputs[0] is att.inputs[2]
+    layouts = att.attrs["layouts"]  # (batch, head, token, d) strides in [S, B, 3E] and [S, B, E]
+    assert [layouts[n] for n in "qkv"] == [(e, [192, 16, 384, 1]) for e in (0, 64, 128)]
+    assert layouts["out"] == (0, [64, 16, 128, 1])
+
+
 @pytest.mark.parametrize("kw,scale", [
     (dict(scale="div"), 0.25), (dict(scale="mul"), 0.25), (dict(scale="pre"), 0.25),
     (dict(scale=None), 1.0), (dict(k_transposed=False), 0.25), (dict(out_transpose=True), 0.25),
