@@ -22,13 +22,11 @@ DEBUG_UTILS = "VK_EXT_debug_utils"
 EXTENSIONS_OF_INTEREST = (
     "VK_KHR_16bit_storage", "VK_KHR_8bit_storage", "VK_KHR_shader_float16_int8",
     "VK_KHR_shader_integer_dot_product", "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix",
-    "VK_EXT_subgroup_size_control", "VK_KHR_shader_subgroup_extended_types", "VK_EXT_memory_budget",
-)
+    "VK_EXT_subgroup_size_control", "VK_KHR_shader_subgroup_extended_types", "VK_EXT_memory_budget")
 FEATURES_OF_INTEREST = (
     "shaderFloat16", "shaderInt8", "shaderInt16", "shaderInt64", "shaderFloat64", "storageBuffer16BitAccess",
     "storageBuffer8BitAccess", "shaderIntegerDotProduct", "subgroupSizeControl", "vulkanMemoryModel",
-    "bufferDeviceAddress", "cooperativeMatrix", "robustBufferAccess",
-)
+    "bufferDeviceAddress", "cooperativeMatrix", "robustBufferAccess")
 SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad")
 # SPIR-V capability -> (name, the device feature field it needs, "subgroup:OPERATION", or None). The
 # reader's table (bundles.spirv) plus a few it leaves out. A capability in neither is refused: the
@@ -198,8 +196,7 @@ class Instance:
                        pNext=dbg, enabledValidationFeatureCount=1, pEnabledValidationFeatures=sync_feature)
         info = new(ffi, "VkInstanceCreateInfo", sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                    pNext=sync if validation else dbg, pApplicationInfo=app, enabledLayerCount=len(layers),
-                   ppEnabledLayerNames=layer_arr, enabledExtensionCount=len(exts),
-                   ppEnabledExtensionNames=ext_arr)
+                   ppEnabledLayerNames=layer_arr, enabledExtensionCount=len(exts), ppEnabledExtensionNames=ext_arr)
         with step("creating a Vulkan instance"):
             self.handle = vk.vkCreateInstance(info, None)
         self.cleanup.push(vk.vkDestroyInstance, self.handle, None)

@@ -43,9 +43,14 @@ PACKED = {name for name, d in DTYPES.items() if d.numpy is None}
 STAGING_ALIGN = 256
 # Poll a run's fence up to this long before blocking on it: on the H200 a blocking vkWaitForFences
 # woke ~50 us after the GPU finished (MobileNetV2 batch 1: wall - GPU 107 -> 62 us), at the price
-# of a busy host core while the GPU works. Not on CPU devices, where polling would take a core
-# from the driver's own threads. VKC_WAIT_SPIN_US overrides (0: always block).
-DEFAULT_SPIN_S = 2e-3
+# of a busy host core while the GPU works. Longer runs poll up to twice the last wait, at most
+# MAX_SPIN_S (ViT-B/16 batch 1, 3 ms on the GPU, woke ~0.2 ms late after 2 ms of polling). Not on
+# CPU devices, where polling would take a core from the driver's own threads. VKC_WAIT_SPIN_US
+# overrides (0: always block).
+DEFAULT_SPIN_S, MAX_SPIN_S = 2e-3, 20e-3
+# Inputs of at most this many bytes in all are staged in system memory, larger ones in device-local
+# host-visible memory where a heap has it (see _build); VKC_IO_MEMORY=host or device forces one.
+IO_SYSTEM_BYTES = 4 << 20
 UPLOAD_CHUNK = 64 << 20  # weights go to the device through a staging buffer of at most this size
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN
 
@@ -237,8 +242,8 @@ class Model:
             self.target = first.view["target"]["name"]
             self.inputs, self.outputs = first.inputs, first.outputs
             spin = os.environ.get("VKC_WAIT_SPIN_US")
-            self._spin_s = (float(spin) * 1e-6 if spin else
-                            0.0 if self._dev.info.type == "CPU" else DEFAULT_SPIN_S)
+            self._spin_s, self._busy_s = (float(spin) * 1e-6 if spin else
+                                          0.0 if self._dev.info.type == "CPU" else DEFAULT_SPIN_S), 0.0
             self._cleanup, self._closed = Cleanup(), False
             try:
                 self._build(m, bundle, cache_file(self._dev.info, cache_dir, pipeline_cache),
@@ -279,13 +284,16 @@ class Model:
         self._weights = Buffer(dev, sum(e - s for s, e, _ in self._moves), usage, "weights", c, map_if_visible=True)
         local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                    vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-        # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
-        # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in
-        # is device to device. Else (or VKC_IO_MEMORY=host) system memory, which the copy-in reads.
-        in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
+        # Large inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
+        # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in is
+        # device to device. Small ones (and any with no such heap) in system memory, which the copy-in
+        # reads over the bus: the host writes it at cache speed. H200, MobileNetV2 (wall us a run):
+        # batch 1 (0.6 MB) 448 in system memory vs 467; batch 32 (19 MB) 5082 vs 3956.
+        in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
+        io = os.environ.get("VKC_IO_MEMORY") or ("host" if in_size <= IO_SYSTEM_BYTES else "device")
+        in_prefer = ((local | coherent,) if io != "host" else ()) + (coherent, cached)
         # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
         out_prefer = (cached | coherent, cached, coherent)
-        in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
         for k in range(2):
             slot = _Slot()
             slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
@@ -576,13 +584,14 @@ class Model:
     def _wait(self, fences, what: str):
         dev = self._dev
         vk, d = dev.vk, dev.handle
-        result = vk.VK_NOT_READY
+        result, t0 = vk.VK_NOT_READY, time.perf_counter()
         if self._spin_s:  # a blocking wait may sleep past the signal; polling sees it at once
-            until = time.perf_counter() + self._spin_s
+            until = t0 + max(self._spin_s, min(2 * self._busy_s, MAX_SPIN_S))
             while result == vk.VK_NOT_READY and time.perf_counter() < until:
                 result = vk.lib.vkGetFenceStatus(d, fences[0])
         if result == vk.VK_NOT_READY:
             result = vk.lib.vkWaitForFences(d, 1, fences, vk.VK_TRUE, int(self.timeout_s * 1e9))
+        self._busy_s = time.perf_counter() - t0
         if result == vk.VK_TIMEOUT:
             why = f"{what} did not finish within {self.timeout_s:g} s"
             dev.mark_lost(why, hung=True)

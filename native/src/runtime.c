@@ -204,13 +204,15 @@ struct vkc_model {
     VkQueryPool queries;
     uint64_t timeout_ns;
     uint64_t spin_ns;   /* poll the fence this long before blocking on it (VKC_WAIT_SPIN_US) */
+    uint64_t busy_ns;   /* how long the last wait took: longer runs poll up to twice that */
     int lost;
     int lock_made, counted;             /* for vkc_free after a failed load */
     pthread_mutex_t lock;
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 };
 
-#define DEFAULT_SPIN_NS 2000000ULL  /* 2 ms of polling, then a blocking wait */
+#define DEFAULT_SPIN_NS 2000000ULL  /* 2 ms of polling (twice the last wait, up to MAX_SPIN_NS), then block */
+#define MAX_SPIN_NS 20000000ULL
 
 static const char *vk_result_name(VkResult r) {
     switch (r) {
@@ -870,8 +872,13 @@ static void barrier(vkc_model *md, VkCommandBuffer cmd, VkPipelineStageFlags src
     md->vk.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+static uint64_t elapsed_ns(const struct timespec *t0, const struct timespec *t) {
+    return (uint64_t)((t->tv_sec - t0->tv_sec) * 1000000000LL + (t->tv_nsec - t0->tv_nsec));
+}
+
 static vkc_status submit_wait(vkc_model *md, VkCommandBuffer cmd, const char *what, vkc_error *err) {
     VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0, NULL, NULL, 1, &cmd, 0, NULL};
+    struct timespec t0, t;
     VkResult r;
     if (md->lost)
         return vkc__fail(err, VKC_ERR_DEVICE_LOST, "", "This model cannot run any more: its device was lost or hung "
@@ -879,16 +886,18 @@ static vkc_status submit_wait(vkc_model *md, VkCommandBuffer cmd, const char *wh
     r = md->vk.vkQueueSubmit(md->queue, 1, &si, md->fence);
     if (r != VK_SUCCESS) { if (r == VK_ERROR_DEVICE_LOST) md->lost = 1; return vkfail(err, r, what); }
     r = VK_NOT_READY;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (md->spin_ns) {  /* a blocking wait may sleep past the signal; polling wakes at once */
-        struct timespec t0, t;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t spin = 2 * md->busy_ns < MAX_SPIN_NS ? 2 * md->busy_ns : MAX_SPIN_NS;
+        if (spin < md->spin_ns) spin = md->spin_ns;
         do {
             r = md->vk.vkGetFenceStatus(md->device, md->fence);
             clock_gettime(CLOCK_MONOTONIC, &t);
-        } while (r == VK_NOT_READY &&
-                 (uint64_t)((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec)) < md->spin_ns);
+        } while (r == VK_NOT_READY && elapsed_ns(&t0, &t) < spin);
     }
     if (r == VK_NOT_READY) r = md->vk.vkWaitForFences(md->device, 1, &md->fence, VK_TRUE, md->timeout_ns);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    md->busy_ns = elapsed_ns(&t0, &t);
     if (r == VK_TIMEOUT) {
         md->lost = 2;
         return vkc__fail(err, VKC_ERR_DEVICE_LOST, "", "%s did not finish within %.0f s on %s: the kernel hung, or the "
@@ -1404,7 +1413,8 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
     md->lock_made = 1;
     s = build(md, &b, opts && opts->target && opts->target[0] ? opts->target : NULL, robust, opts && opts->build_all, err);
     /* Poll the fence before blocking on it: on the H200 a blocking vkWaitForFences woke ~50 us
-     * after the GPU finished (MobileNetV2: wall - GPU 114 -> 67 us). Not on a CPU device, where
+     * after the GPU finished (MobileNetV2: wall - GPU 114 -> 67 us); a run longer than 2 ms polls
+     * up to twice the last wait (at most 20 ms: ViT-B/16, 3 ms, woke late). Not on a CPU device, where
      * polling would take a core from the driver's own threads. VKC_WAIT_SPIN_US overrides. */
     if (s == VKC_OK)
         md->spin_ns = getenv("VKC_WAIT_SPIN_US") ? (uint64_t)(atof(getenv("VKC_WAIT_SPIN_US")) * 1e3)
