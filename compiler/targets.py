@@ -27,6 +27,9 @@ class Target:
     # Workgroups that keep the device busy: a matmul with fewer tiles than this gets smaller
     # tiles (down to 32x32) so that small batch-1 layers still spread over every core.
     min_workgroups: int = 16
+    # Split-K: K steps each slice keeps at least (shallower slices cost more in the extra reduction
+    # dispatch than their workgroups give back).
+    splitk_min_steps: int = 4
     # The profiles use "tiled" (shared-memory tiles, for GPUs) or "texel" (register tiles, no
     # shared memory, A and B fetched through uniform texel buffers: for CPUs such as lavapipe, where
     # barriers cost more than shared memory saves and a texel fetch is one gather). Both fall back

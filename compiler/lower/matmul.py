@@ -162,9 +162,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
 
 def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
     """(slices, depth of each): enough slices of K to give the device `min_workgroups`
-    workgroups, each slice at least four K steps deep."""
+    workgroups, each slice at least `splitk_min_steps` K steps deep."""
     have = groups[0] * groups[1] * groups[2]
-    split = min(-(-target.min_workgroups // have), K // (4 * bk), 32)
+    split = min(-(-target.min_workgroups // have), K // (target.splitk_min_steps * bk), 32)
     if split < 2:
         return 1, K
     depth = -(-K // (split * bk)) * bk
