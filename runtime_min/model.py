@@ -48,9 +48,6 @@ STAGING_ALIGN = 256
 # CPU devices, where polling would take a core from the driver's own threads. VKC_WAIT_SPIN_US
 # overrides (0: always block).
 DEFAULT_SPIN_S, MAX_SPIN_S = 2e-3, 20e-3
-# Inputs of at most this many bytes in all are staged in system memory, larger ones in device-local
-# host-visible memory where a heap has it (see _build); VKC_IO_MEMORY=host or device forces one.
-IO_SYSTEM_BYTES = 4 << 20
 UPLOAD_CHUNK = 64 << 20  # weights go to the device through a staging buffer of at most this size
 NAN_BITS = 0x7FC00000  # a quiet float32 NaN
 
@@ -284,16 +281,15 @@ class Model:
         self._weights = Buffer(dev, sum(e - s for s, e, _ in self._moves), usage, "weights", c, map_if_visible=True)
         local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                    vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-        # Large inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
-        # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in is
-        # device to device. Small ones (and any with no such heap) in system memory, which the copy-in
-        # reads over the bus: the host writes it at cache speed. H200, MobileNetV2 (wall us a run):
-        # batch 1 (0.6 MB) 448 in system memory vs 467; batch 32 (19 MB) 5082 vs 3956.
-        in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
-        io = os.environ.get("VKC_IO_MEMORY") or ("host" if in_size <= IO_SYSTEM_BYTES else "device")
-        in_prefer = ((local | coherent,) if io != "host" else ()) + (coherent, cached)
+        # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
+        # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in
+        # is device to device. Else (or VKC_IO_MEMORY=host) system memory, which the copy-in reads.
+        # (On the H200 system memory was neither reliably faster at batch 1, 448 vs 467 and 493 vs 474
+        # us a run in two runs, nor at batch 32, 5082 vs 3956: one rule for every size.)
+        in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
         # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
         out_prefer = (cached | coherent, cached, coherent)
+        in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
         for k in range(2):
             slot = _Slot()
             slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
