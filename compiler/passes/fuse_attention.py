@@ -140,11 +140,12 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         axis = node.attrs.get("axis", 0) % len(v.shape)
         bound, offset, dims = _layout(graph, node.inputs[0], inner)
         start = sum(o.shape[axis] for o in node.outputs[:node.outputs.index(v)])
-        if _strides(dims[axis:axis + 1]) is None:  # a slice of a many-part dim
+        stride = _strides(dims[axis:axis + 1])
+        if stride is None:  # a slice of a many-part dim
             dims = None
         else:
-            offset += start * _strides(dims[axis:axis + 1])[0]
-            dims = dims[:axis] + [[(v.shape[axis], _strides(dims[axis:axis + 1])[0])]] + dims[axis + 1:]
+            offset += start * stride[0]
+            dims = dims[:axis] + [[(v.shape[axis], stride[0])]] + dims[axis + 1:]
     elif _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
