@@ -131,7 +131,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     if tune_first:
-        tune(model, input_shape=input_shape, target="host", device=None, repeat=5)
+        tune(model, input_shape=input_shape, target="host", precision=precision, device=None, repeat=5)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep)
@@ -149,11 +149,13 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
 def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
          input_shape: Optional[List[str]] = ShapeOpt,
          target: str = typer.Option("host", "--target", help="The profile whose tiles are tuned."),
+         precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16 (on a device with "
+                                       "cooperative matrices: their workgroup tiles and K step)."),
          device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, help="Profiled runs per candidate.")):
     """Time candidate tile sizes of every matmul/conv on the local device; keep the fastest in the
     tuning cache that `--target host` compiles read."""
     try:
-        choice = run_tuner(model, target=target, device=_device_arg(device),
+        choice = run_tuner(model, target=target, device=_device_arg(device), precision=precision,
                            input_shapes=_parse_shapes(input_shape), repeat=repeat,
                            log=lambda line: console.print(line, highlight=False))
     except (CompileError, ValueError) as exc:

@@ -25,17 +25,31 @@ CANDIDATES = {
 }
 
 
-def tune(model, *, target: str = "host", device=None, input_shapes=None, repeat: int = 5,
-         path: Path | None = None, log=print) -> dict[str, dict]:
-    """Measure every candidate, store and return {problem: fastest fields}."""
-    base = replace(resolve_target(target, device), tuned=())
+# float16 on a device with cooperative matrices: each of the profile's workgroup tiles alone (the
+# kernel otherwise takes the largest that gives min_workgroups), and K steps of 16 and 64.
+COOPMAT_K = (16, 64)
+
+
+def candidates(base, precision: str = "fp32") -> list[dict]:
+    """The Target fields each candidate overrides: cooperative-matrix tiles for float16 on a
+    profile that lists cooperative-matrix shapes, else the profile's matmul kind's tiles."""
+    if precision == "fp16" and base.cooperative_matrix:
+        return ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
+                + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k])
     if base.matmul not in CANDIDATES:
         raise ValueError(f"target '{base.name}' tiles its matmuls as '{base.matmul}', which has no tuning "
                          f"candidates; `vkc tune` tunes {' and '.join(sorted(CANDIDATES))} profiles.")
+    return CANDIDATES[base.matmul]
+
+
+def tune(model, *, target: str = "host", device=None, input_shapes=None, precision: str = "fp32",
+         repeat: int = 5, path: Path | None = None, log=print) -> dict[str, dict]:
+    """Measure every candidate, store and return {problem: fastest fields}."""
+    base = replace(resolve_target(target, device), tuned=())
     best: dict[str, tuple[float, dict]] = {}
     device_name = None
-    for fields in CANDIDATES[base.matmul]:
-        bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes,
+    for fields in candidates(base, precision):
+        bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes, precision=precision,
                                                target=replace(base, **fields))
         device_name, times = time_dispatches(bundle, device, repeat)
         per_problem: dict[str, float] = {}

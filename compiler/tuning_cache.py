@@ -21,9 +21,15 @@ def load_tuning(device_name: str, path: Path | None = None) -> tuple:
     """The stored choices for a device as Target.tuned; a missing or unreadable file is empty."""
     try:
         entries = json.loads((path or tuning_path()).read_text()).get(device_name, {})
-        return tuple((problem, tuple(sorted(fields.items()))) for problem, fields in entries.items())
+        return tuple((problem, tuple(sorted((k, _tuples(v)) for k, v in fields.items())))
+                     for problem, fields in entries.items())
     except (OSError, ValueError, AttributeError):
         return ()
+
+
+def _tuples(value):
+    """JSON's lists back as the tuples Target fields hold (coopmat_tiles)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def store_tuning(device_name: str, choice: dict[str, dict], path: Path | None = None) -> Path:

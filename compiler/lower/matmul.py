@@ -92,7 +92,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     batches = batch0 * batch1
     types = kernel_types(c)
     vec4 = types["T"].vec4 is not None
-    problem = f"{M}x{N}x{K}x{batches}:{b_mode}"
+    # The tuner's key; float16 problems apart from float32 ones (other kernels, other best tiles).
+    problem = f"{M}x{N}x{K}x{batches}:{b_mode}" + ("" if a.dtype == np.float32 else f":{np.dtype(a.dtype).name}")
     target = target.for_problem(problem)
     # matmul_texel fetches one and four elements a texel.
     texel = (bool(texel_format(c.dtype, 1) and texel_format(c.dtype, 4))

@@ -182,3 +182,42 @@ def test_tiled_candidates_as_tune_applies_them():
                 checked += 1
     assert checked == len(choice) >= 2
     assert tuned != _by_problem(untuned_kernels)
+
+
+def test_coopmat_candidates_for_float16():
+    """fp16 on a profile with cooperative matrices tunes its workgroup tiles (each alone) and the
+    K step; fp32 there, and fp16 without them, tune the matmul kind's tiles as before."""
+    from compiler.tune import COOPMAT_K, candidates
+    nvidia = get_target("nvidia")
+    cands = candidates(nvidia, "fp16")
+    assert [c["coopmat_tiles"] for c in cands if "coopmat_tiles" in c] == [(t,) for t in nvidia.coopmat_tiles]
+    assert [c["coopmat_k"] for c in cands if "coopmat_k" in c] == [k for k in COOPMAT_K if k != nvidia.coopmat_k]
+    assert candidates(nvidia, "fp32") == CANDIDATES["tiled"]
+    assert candidates(get_target("lavapipe"), "fp16") == CANDIDATES["texel"]
+
+
+def test_coopmat_kernels_follow_a_fabricated_tuning(tmp_path):
+    """A float16 model on nvidia with each problem tuned to one cooperative-matrix tile, through
+    the tuning cache's JSON (lists back as tuples): every coopmat kernel is built on its problem's
+    tile, (subgroups along M x N) x (accumulators) x the device's 16x16 shape."""
+    from compiler.tuning_cache import load_tuning, store_tuning
+    from compiler.tune import candidates
+    base = get_target("nvidia")
+    model = small_cnn(hw=32)
+    tiles = [c for c in candidates(base, "fp16") if "coopmat_tiles" in c]
+    _, untuned_kernels = compile_with_kernels(model, target=base, precision="fp16")
+    problems = sorted({k.problem for k in untuned_kernels if k.template == "matmul_coopmat"})
+    assert problems, sorted({k.template for k in untuned_kernels})
+    choice = {p: tiles[-1 - i % 2] for i, p in enumerate(problems)}  # the two smallest tiles, in turn
+    store_tuning("dev", choice, tmp_path / "t.json")
+    tuned = load_tuning("dev", tmp_path / "t.json")
+    assert sorted(tuned) == sorted(_tuned(choice))
+    _, kernels = compile_with_kernels(model, target=replace(base, tuned=tuned), precision="fp16")
+    checked = 0
+    for k in kernels:
+        if k.template == "matmul_coopmat":
+            (wm, wn, sm, sn), = choice[k.problem]["coopmat_tiles"]
+            assert (k.params["BM"], k.params["BN"]) == (wm * sm * 16, wn * sn * 16), (k.problem, k.params)
+            checked += 1
+    assert checked == len([k for k in untuned_kernels if k.template == "matmul_coopmat"])
+    assert _by_problem(kernels) != _by_problem(untuned_kernels)
