@@ -1,5 +1,6 @@
 """MaxPool (with its Indices output), AveragePool, GlobalMaxPool and GlobalAveragePool on one
-pooling template over up to three spatial dims (1-D and 2-D as size-1 depth and height)."""
+pooling template over up to three spatial dims (1-D and 2-D as size-1 depth and height); on GPU
+profiles the global pools are reductions (lower/reduce.py), whose lanes share each long row."""
 from __future__ import annotations
 
 import numpy as np
