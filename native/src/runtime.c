@@ -1329,23 +1329,24 @@ static vkc_status build_variant(vkc_model *md, vstate *vs, vkc_error *err) {
     return s;
 }
 
-/* Staging offsets of a variant's inputs then outputs; returns the bytes they span. */
-/* Where each input sits in in_staging and each output in staging (offsets: inputs, then outputs);
- * the bytes each buffer needs. */
-static void stage_layout(const variant *v, VkDeviceSize *offsets, VkDeviceSize *in_bytes, VkDeviceSize *out_bytes) {
+/* Staging offsets of n of a variant's inputs or outputs, one after another; returns the bytes they
+ * span. A vstate's stage_off holds its inputs' (in in_staging), then its outputs' (in staging). */
+static VkDeviceSize stage_layout(const variant *v, const m_io *io, uint32_t n, VkDeviceSize *offsets) {
     VkDeviceSize at = 0;
-    for (uint32_t i = 0; i < v->n_inputs + v->n_outputs; i++) {
-        const m_io *io = i < v->n_inputs ? &v->inputs[i] : &v->outputs[i - v->n_inputs];
-        if (i == v->n_inputs) { *in_bytes = at; at = 0; }
+    for (uint32_t i = 0; i < n; i++) {
         offsets[i] = at;
-        at += (v->tensors[io->tensor].nbytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+        at += (v->tensors[io[i].tensor].nbytes + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
     }
-    if (v->n_outputs) {
-        *out_bytes = at;
-    } else {
-        *in_bytes = at;
-        *out_bytes = 0;
-    }
+    return at;
+}
+
+/* Where a run of vs reads input i, and where it leaves output i. */
+static uint8_t *input_at(const vkc_model *md, const vstate *vs, uint32_t i) {
+    return md->in_staging.mapped + vs->stage_off[i];
+}
+
+static uint8_t *output_at(const vkc_model *md, const vstate *vs, uint32_t i) {
+    return md->staging.mapped + vs->stage_off[vs->v->n_inputs + i];
 }
 
 static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, int robust, int build_all, vkc_error *err) {
@@ -1370,8 +1371,8 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
             break;
         }
         {
-            VkDeviceSize in_bytes = 0, out_bytes = 0;
-            stage_layout(v, md->set[j].stage_off, &in_bytes, &out_bytes);
+            VkDeviceSize in_bytes = stage_layout(v, v->inputs, v->n_inputs, md->set[j].stage_off);
+            VkDeviceSize out_bytes = stage_layout(v, v->outputs, v->n_outputs, md->set[j].stage_off + v->n_inputs);
             if (in_bytes > in_staging) in_staging = in_bytes;
             if (out_bytes > staging) staging = out_bytes;
         }
@@ -1632,27 +1633,25 @@ static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inpu
     pthread_mutex_lock(&md->lock);
     if (!vs->built) s = build_variant(md, vs, err);
     for (uint32_t i = 0; s == VKC_OK && i < m->n_inputs; i++)  /* written in place: no copy */
-        if (inputs[i] != (const void *)(md->in_staging.mapped + vs->stage_off[i]))
-            memcpy(md->in_staging.mapped + vs->stage_off[i], inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
+        if (inputs[i] != (const void *)input_at(md, vs, i))
+            memcpy(input_at(md, vs, i), inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
     if (s == VKC_OK) s = submit_wait(md, vs->cmd, "running the model", err);
     if (s == VKC_OK && outputs)
         for (uint32_t i = 0; i < m->n_outputs; i++)
-            if (outputs[i] && outputs[i] != (void *)(md->staging.mapped + vs->stage_off[m->n_inputs + i]))
-                memcpy(outputs[i], md->staging.mapped + vs->stage_off[m->n_inputs + i],
-                       (size_t)m->tensors[m->outputs[i].tensor].nbytes);
+            if (outputs[i] && outputs[i] != (void *)output_at(md, vs, i))
+                memcpy(outputs[i], output_at(md, vs, i), (size_t)m->tensors[m->outputs[i].tensor].nbytes);
     pthread_mutex_unlock(&md->lock);
     return s == VKC_OK ? ok(err) : s;
 }
 
 void *vkc_input_data(vkc_model *md, uint32_t index) {
     const vstate *vs = md ? &md->set[md->selected] : NULL;
-    return vs && index < vs->v->n_inputs ? (void *)(md->in_staging.mapped + vs->stage_off[index]) : NULL;
+    return vs && index < vs->v->n_inputs ? (void *)input_at(md, vs, index) : NULL;
 }
 
 const void *vkc_output_data(const vkc_model *md, uint32_t index) {
     const vstate *vs = md ? &md->set[md->selected] : NULL;
-    return vs && index < vs->v->n_outputs ? (const void *)(md->staging.mapped + vs->stage_off[vs->v->n_inputs + index])
-                                          : NULL;
+    return vs && index < vs->v->n_outputs ? (const void *)output_at(md, vs, index) : NULL;
 }
 
 vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {

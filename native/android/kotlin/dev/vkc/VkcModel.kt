@@ -42,10 +42,12 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
     fun run(feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> = runVariant(0, feeds)
 
     /** Runs the variant compiled for exactly these input shapes (every input named). */
-    fun run(feeds: Map<String, ByteBuffer>, shapes: Map<String, LongArray>): Map<String, ByteBuffer> {
-        val given = inputs.map { shapes[it.name] ?: throw IllegalArgumentException("missing the shape of ${it.name}") }
-        return runVariant(nativeFind(handle, given.toTypedArray()), feeds)
-    }
+    fun run(feeds: Map<String, ByteBuffer>, shapes: Map<String, LongArray>): Map<String, ByteBuffer> =
+        runVariant(variantFor(shapes), feeds)
+
+    /** The variant compiled for exactly these input shapes (every input named). */
+    private fun variantFor(shapes: Map<String, LongArray>): Int = nativeFind(handle, inputs.map {
+        shapes[it.name] ?: throw IllegalArgumentException("missing the shape of ${it.name}") }.toTypedArray())
 
     /** The memory the run reads input [name] from (of the variant for [shapes]; null: the first), as a
      *  direct ByteBuffer: write the input there and pass this buffer to run, which then copies
@@ -53,9 +55,8 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
     fun inputBuffer(name: String, shapes: Map<String, LongArray>? = null): ByteBuffer {
         val index = inputs.indexOfFirst { it.name == name }
         require(index >= 0) { "unknown input $name; the model takes ${inputs.map { it.name }}" }
-        val variant = if (shapes == null) 0 else nativeFind(handle, inputs.map {
-            shapes[it.name] ?: throw IllegalArgumentException("missing the shape of ${it.name}") }.toTypedArray())
-        return nativeInputBuffer(handle, variant, index).order(ByteOrder.nativeOrder())
+        return nativeInputBuffer(handle, if (shapes == null) 0 else variantFor(shapes), index)
+            .order(ByteOrder.nativeOrder())
     }
 
     private fun runVariant(variant: Int, feeds: Map<String, ByteBuffer>): Map<String, ByteBuffer> {
