@@ -49,8 +49,9 @@ class Target:
     # texel buffers).
     winograd: int = 0
     winograd_min_channels: int = 16
-    # Texel profiles write im2col out (when it takes at most this many bytes) for convolutions
-    # Winograd does not take, so that the GEMM fetches B four pixels at a time.
+    # Convolutions write im2col out when it takes at most this many bytes (else the GEMM gathers
+    # it on the fly), so that the GEMM fetches B four (texel) or eight (float16) elements at a
+    # time; on GPU profiles with the batch's images side by side along its rows (lower/conv.py).
     im2col_max_bytes: int = 0
     # VK_KHR_cooperative_matrix: the shapes the device lists (vkGetPhysicalDeviceCooperativeMatrix-
     # PropertiesKHR, subgroup scope) as (M, N, K, A type, B type, C type, result type), types as
@@ -60,10 +61,11 @@ class Target:
     cooperative_matrix: tuple = ()
     # Cooperative-matrix workgroup tiles, largest first, as (subgroups along M, along N,
     # accumulators per subgroup along M, along N); the K step is coopmat_k, through
-    # coopmat_stages (1 or 2) shared-memory buffers.
+    # coopmat_stages (1 or 2) shared-memory buffers. On an H200 K steps of 64 through one buffer
+    # ran a 8192^3 GEMM at 271 TFLOP/s, steps of 32 through two at 162 (fewer barriers per product).
     coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
-    coopmat_k: int = 32
-    coopmat_stages: int = 2
+    coopmat_k: int = 64
+    coopmat_stages: int = 1
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
@@ -107,6 +109,7 @@ TARGETS = {
     # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
+                     im2col_max_bytes=128 << 20,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
                      cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),
 }

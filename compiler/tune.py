@@ -26,8 +26,8 @@ CANDIDATES = {
 
 
 # float16 on a device with cooperative matrices: each of the profile's workgroup tiles alone (the
-# kernel otherwise takes the largest that gives min_workgroups), and K steps of 16 and 64.
-COOPMAT_K = (16, 64)
+# kernel otherwise takes the largest that gives min_workgroups), and the other K steps.
+COOPMAT_K = (16, 32, 64)
 
 
 def candidates(base, precision: str = "fp32") -> list[dict]:

@@ -1,8 +1,9 @@
 """Conv: the depthwise template for one input channel per group, a plain GEMM for 1x1 stride-1
-layers, and for the other 1-D and 2-D layers implicit GEMM (im2col on the fly) on GPU profiles;
-texel profiles (lavapipe) run 3x3 stride-1 layers as Winograd F(m x m, 3x3) and write im2col out
-for the rest, so that the GEMM fetches four pixels a texel. 3-D layers (video models) run on a
-direct kernel."""
+layers, and for the other 1-D and 2-D layers a GEMM over im2col: written out where the profile
+allows the scratch (im2col_max_bytes), else gathered on the fly (implicit GEMM). GPU profiles
+write it with the batch's images side by side along its rows; texel profiles (lavapipe) one image
+a plane, and run 3x3 stride-1 layers as Winograd F(m x m, 3x3). 3-D layers (video models) run on
+a direct kernel."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,6 +80,8 @@ def lower_conv(node, target):
     pointwise = kh == kw == 1 and strides == [1, 1] and begins == [0, 0] and (oh, ow) == (ih, iw)
     common = dict(a=w, c=out, M=cout_g, N=oh * ow, K=K, batch0=n, batch1=group,
                   coords="conv", out_shape=out.shape, own_tail=tail, own_operands=own)
+    if _images_as_columns(target, pointwise, n, group, K, oh * ow, x.dtype):
+        return _im2col_columns(node, target, x, geometry, n, group, K, (oh, ow), common)
     # On texel profiles a pointwise layer whose pixel count is not a multiple of 4 (7x7) still
     # gets rgba32f fetches: its input is copied into padded rows (im2col of a 1x1 kernel).
     if pointwise and not (target.matmul == "texel" and (oh * ow) % 4):
@@ -96,19 +99,57 @@ def lower_conv(node, target):
                         **common)
 
 
+def _im2col_kernel(node, target, x, col, geometry, planes, group, col_images, out_hw, texel):
+    """templates/im2col.comp.j2 writing `col` ([planes][K][NP]) from x."""
+    (oh, ow), local = out_hw, target.elementwise_local
+    _, K, np_ = col.shape
+    rows = planes * K
+    return Kernel("im2col", dict(LOCAL=local, texel=texel, **kernel_types(x)),
+                  [("ROWS", "int32", rows), ("K", "int32", K), ("NP", "int32", np_),
+                   ("GROUPS", "int32", group), ("COL_IMAGES", "int32", col_images),
+                   ("OH", "int32", oh), ("OW", "int32", ow), *geometry],
+                  [x, col], writes=[1], groups=grid_1d(rows * np_ // 4, local),
+                  local_size=(local, 1, 1), nodes=node.sources,
+                  texel_buffers={0: texel_format(x.dtype)} if texel else {})
+
+
 def _explicit_im2col(node, target, x, out, geometry, n, group, K, out_hw, np_, gemm_args):
     """On texel profiles: im2col written out once (rows padded to whole rgba32f texels), then the
     plain GEMM, which fetches B four pixels a texel instead of one (implicit GEMM's fetches)."""
-    (oh, ow), local = out_hw, target.elementwise_local
     col = Value(f"{out.name}/im2col", x.dtype, (n * group, K, np_))
-    rows = n * group * K
-    first = Kernel("im2col", dict(LOCAL=local, **kernel_types(x)),
-                   [("ROWS", "int32", rows), ("K", "int32", K), ("NP", "int32", np_),
-                    ("OH", "int32", oh), ("OW", "int32", ow), *geometry],
-                   [x, col], writes=[1], groups=grid_1d(rows * np_ // 4, local),
-                   local_size=(local, 1, 1), nodes=node.sources,
-                   texel_buffers={0: texel_format(x.dtype)})
+    first = _im2col_kernel(node, target, x, col, geometry, n * group, group, 1, out_hw, texel=True)
     return [first, *tiled_matmul(node, target, b=col, **gemm_args)]
+
+
+# im2col rows on GPU profiles are padded to whole 16-byte vectors of float16 (the widest load).
+COL_ALIGN = 8
+
+
+def _images_as_columns(target, pointwise, n, group, K, pixels, dtype) -> bool:
+    """Whether a GPU profile writes this layer's im2col out, the images side by side along its
+    rows: then the GEMM loads B 16 bytes at a time instead of gathering it one element at a
+    time, and its tiles run across images instead of padding each small image to whole tiles (a
+    7x7 image fills 49 of a 128-wide tile). A pointwise layer needs no im2col; it gets the copy
+    for the second reason only: several images whose pixel count is not a multiple of 64."""
+    if target.matmul == "texel" or (pointwise and (n == 1 or pixels % 64 == 0)):
+        return False
+    np_ = -(-n * pixels // COL_ALIGN) * COL_ALIGN
+    return group * K * np_ * np.dtype(dtype).itemsize <= target.im2col_max_bytes
+
+
+def _im2col_columns(node, target, x, geometry, n, group, K, out_hw, common):
+    """im2col with the images side by side (COL[group][k][image * OH*OW + pixel], rows padded to
+    COL_ALIGN), then one GEMM a group over all images' pixels."""
+    pixels = out_hw[0] * out_hw[1]
+    np_ = -(-n * pixels // COL_ALIGN) * COL_ALIGN
+    col = Value(f"{common['c'].name}/im2col", x.dtype, (group, K, np_))
+    first = _im2col_kernel(node, target, x, col, geometry, group, group, n, out_hw, texel=False)
+    cout_g = common["M"]
+    strides = dict(SA_B0=0, SA_B1=cout_g * K, SA_M=K, SA_K=1, SB_B0=0, SB_B1=K * np_, SB_K=np_, SB_N=1,
+                   SC_B0=0, SC_B1=cout_g * pixels, SC_M=pixels, SC_N=1,
+                   SC_IMG=group * cout_g * pixels, PIX=pixels)
+    gemm = dict(common, N=n * pixels, batch0=1, coords="conv_cols")
+    return [first, *tiled_matmul(node, target, b=col, strides=strides, b_row_elements=np_, **gemm)]
 
 
 def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):

@@ -40,9 +40,10 @@ def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int,
     return tile_m, tile_n, reg_m, reg_n
 
 
-def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool) -> dict:
+def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_row=None) -> dict:
     """Tile sizes and load modes for templates/matmul_tiled.comp.j2; vec4=False (a dtype with no
-    4-vector storage type) keeps both operands on scalar loads."""
+    4-vector storage type) keeps both operands on scalar loads; b_row: the allocated length of
+    B's rows along N (N unless they are padded)."""
     tile_m, tile_n, tm, tn = choose_tile(target, M, N, K, batches)
     bk = target.tile_k
     wg_m, wg_n = tile_m // tm, tile_n // tn
@@ -61,7 +62,7 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool) -> 
         a_load = "scalar"
     if b_mode == "im2col":
         b_load = "im2col"
-    elif _vec4_load(strides, "SB_N", "SB_K", N, b_batch) and vec_ok(bn):
+    elif _vec4_load(strides, "SB_N", "SB_K", b_row or N, b_batch) and vec_ok(bn):
         b_load = "n4"
     elif _vec4_load(strides, "SB_K", "SB_N", K, b_batch) and vec_ok(bn):
         b_load = "k4"
@@ -75,14 +76,17 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool) -> 
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
-                 fused=True, rows_per_batch=None) -> list[Kernel]:
+                 fused=True, rows_per_batch=None, b_row_elements=None) -> list[Kernel]:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
-    (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself)."""
+    (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself).
+    coords "conv_cols": a convolution whose images lie side by side along N (strides PIX and
+    SC_IMG say where each image's pixels go in C). b_row_elements: B's rows (along N) are
+    allocated this many elements long, so vector loads may run past N (padded im2col rows)."""
     if fused:
         expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
-            node, "conv" if coords == "conv" else "matmul", out_shape, own_tail, own_operands)
+            node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands)
     else:
         expr, operands, ep_spec, ep_ops, helpers = "acc_v", [], [], 0, []
     if rows_per_batch:  # batches folded into rows (lower_matmul): row m is batch m / rows_per_batch
@@ -107,6 +111,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if b_mode == "strided":
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec)
+    store_spec = [(name, "int32", strides[name]) for name in ("PIX", "SC_IMG")] if coords == "conv_cols" else []
+    spec += store_spec
     # A few rows (a batch-1 Linear layer) would waste most of a shared-memory tile.
     if texel:
         template, params, groups, extra = _texel_params(target, M, N, K, batches, strides, b_mode,
@@ -118,7 +124,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
-                                                          b_mode, batches)):
+                                                          b_mode, batches, b_row_elements or N)):
         template, (params, groups, extra) = "matmul_coopmat", coop
         split, depth = _split_k(target, groups, K, params["BK"])
     elif target.matmul == "texel" or M <= 8:
@@ -130,7 +136,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     else:
         template = "matmul_tiled"
         params, groups, extra = _tiled_params(target, M, N, K, strides, b_mode, batches, vec4,
-                                              types)
+                                              types, b_row_elements or N)
         split, depth = _split_k(target, groups, K, params["BK"])
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
@@ -153,6 +159,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
                    ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
     reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
+    reduce_spec += store_spec
     second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
                                           epilogue_expr=expr, epilogue_helpers=helpers, **types),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
@@ -172,8 +179,8 @@ def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
     return -(-K // depth), depth
 
 
-def _tiled_params(target, M, N, K, strides, b_mode, batches, vec4, types):
-    tiles = tiled_params(target, M, N, K, strides, b_mode, batches, vec4)
+def _tiled_params(target, M, N, K, strides, b_mode, batches, vec4, types, b_row):
+    tiles = tiled_params(target, M, N, K, strides, b_mode, batches, vec4, b_row)
     groups = (-(-N // tiles["BN"]), -(-M // tiles["BM"]), batches)
     # Shared memory holds a BK-deep slice of A's and B's tiles in the accumulator type.
     acc_bytes = types["ACC"].bits // 8
@@ -199,7 +206,7 @@ def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
     return max(shapes, key=lambda s: (s[0] * s[1] * s[2], s[2]), default=None)
 
 
-def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
+def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
     float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
     min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
@@ -222,7 +229,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches):
             and all(strides[b] % v == 0 for b in batch))))
     a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
     b_vec = 1 if b_mode == "im2col" else \
-        vec("SB_N", "SB_K", N, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
+        vec("SB_N", "SB_K", b_row, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
     fits = []
     for wm, wn, sm, sn in target.coopmat_tiles:
         bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size

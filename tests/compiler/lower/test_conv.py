@@ -2,6 +2,7 @@
 
 from dataclasses import replace
 
+import onnx
 import pytest
 
 from compiler.targets import TARGETS
@@ -115,3 +116,47 @@ def test_conv_winograd(case, tile, rng):
     names = [k["name"] for k in result["manifest"]["kernels"]]
     assert any(n.startswith("winograd_input") for n in names), names
     assert any(n.startswith("winograd_output") for n in names), names
+
+
+# GPU profiles write im2col out with the batch's images side by side along its rows (and copy
+# small images of pointwise layers the same way): the generic profile with a scratch budget.
+COLUMNS = replace(TARGETS["generic"], name="generic-im2col-columns", im2col_max_bytes=64 << 20)
+COLUMN_CASES = CONV_CASES + [
+    pytest.param(dict(k=3, n=3, c=8, m=12, hw=(7, 7), pads=[1, 1, 1, 1]), id="batch3-k3-7x7"),
+    pytest.param(dict(k=1, n=3, c=16, m=24, hw=(7, 7)), id="batch3-pointwise-7x7"),
+    pytest.param(dict(k=3, n=2, c=8, m=8, group=2, hw=(5, 6), strides=[2, 2]), id="batch2-group2-s2"),
+    pytest.param(dict(k=1, n=5, c=4, m=40, hw=(3, 3), bias=False), id="batch5-pointwise-3x3"),
+]
+
+
+@pytest.mark.parametrize("case", COLUMN_CASES)
+def test_conv_images_as_columns(case, rng):
+    result = check_against_onnxruntime(_conv_model(rng, **case), target=COLUMNS)
+    names = [k["name"] for k in result["manifest"]["kernels"]]
+    pointwise_whole = case.get("k") == 1 and not case.get("strides") and not case.get("pads") \
+        and (case.get("n", 1) == 1 or case.get("hw", (9, 9))[0] * case.get("hw", (9, 9))[1] % 64 == 0)
+    depthwise = case.get("group", 1) == case.get("c", 4) and case.get("group", 1) > 1
+    assert any(n.startswith("im2col") for n in names) == (not pointwise_whole and not depthwise), names
+
+
+def test_conv_images_as_columns_residual_float16(rng):
+    """The fused epilogue (bias, residual Add, Relu) reads image, channel and pixel from a column
+    that spans images; float16 storage on the same path."""
+    n, c, m, hw = 3, 8, 16, (5, 5)
+    w = he_normal(rng, (m, c, 3, 3))
+    b = small_normal(rng, (m,), scale=0.5)
+    model = single_op_model("Conv", {"x": [n, c, *hw]}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                            initializers={"w": w, "b": b})
+    graph = model.graph
+    graph.input.append(onnx.helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, [n, m, *hw]))
+    conv_out = graph.output[0].name
+    graph.node.append(onnx.helper.make_node("Add", [conv_out, "r"], ["sum"]))
+    graph.node.append(onnx.helper.make_node("Relu", ["sum"], ["out"]))
+    del graph.output[:]
+    graph.output.append(onnx.helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [n, m, *hw]))
+    for precision, tol in (("fp32", 1e-4), ("fp16", 1e-2)):
+        result = check_against_onnxruntime(model, target=COLUMNS, precision=precision, rtol_l2=tol,
+                                           **({} if precision == "fp32" else dict(rtol=2e-2, atol=2e-2)))
+        # fp16: float32 inputs and outputs cast at the ends (elementwise_typed kernels)
+        names = [k["name"] for k in result["manifest"]["kernels"] if not k["name"].startswith("elementwise_typed")]
+        assert len(names) == 2 and names[0] == "im2col" and names[1].endswith("_epilogue"), names

@@ -24,7 +24,9 @@ NVIDIA = TARGETS["nvidia"]
 FULL = replace(NVIDIA, name="nvidia-full-tiles", min_workgroups=1)
 SPLIT = replace(NVIDIA, name="nvidia-split-k", min_workgroups=100000)
 # One shared-memory buffer: a 256x128 tile, or a deeper K step.
-SINGLE = replace(FULL, name="nvidia-one-stage", coopmat_stages=1, coopmat_tiles=((4, 2, 4, 4),))
+SINGLE = replace(FULL, name="nvidia-one-stage", coopmat_stages=1, coopmat_k=32, coopmat_tiles=((4, 2, 4, 4),))
+# Convolutions gather im2col on the fly where its scratch is over the profile's budget.
+IMPLICIT = replace(NVIDIA, name="nvidia-implicit-im2col", im2col_max_bytes=0)
 
 
 def _model(nodes, inputs, output, out_shape, inits=()):
@@ -69,7 +71,8 @@ def coopmat_kernels(model, target=NVIDIA, precision="fp16"):
 
 
 # What the lowering produces: row/column-major A and B, vec4 and scalar loads, aligned and
-# ragged tiles, implicit-GEMM convolution (plain and grouped), fused epilogues with operands,
+# ragged tiles, implicit-GEMM convolution and GEMMs over im2col with the images side by side
+# (plain and grouped), fused epilogues with operands,
 # split-K partial sums, each tile size of the profile.
 VARIANTS = {
     "aligned_vec4": (gemm(256, 256, 256), FULL),
@@ -80,12 +83,14 @@ VARIANTS = {
     "transposed_vec4": (gemm(100, 84, 64, trans_a=1, trans_b=1, const_b=False, bias=False, act=None), NVIDIA),
     "split_k": (gemm(64, 64, 1024), SPLIT),
     "batched_residual": (matmul_residual(3, 100, 64, 72), NVIDIA),
-    "large_tile": (gemm(512, 512, 64), FULL),
+    "large_tile_two_stages": (gemm(512, 512, 64), replace(FULL, coopmat_stages=2, coopmat_k=32)),
     "one_stage_256x128": (gemm(512, 256, 200), SINGLE),
     "one_stage_conv_k64": (conv(2, 16, 20, 48, 3, pad=1), replace(SINGLE, coopmat_k=64,
                                                                   coopmat_tiles=((2, 4, 4, 2),))),
-    "conv3x3": (conv(1, 16, 20, 48, 3, pad=1), NVIDIA),
-    "conv7x7_s2": (conv(2, 3, 40, 64, 7, stride=2, pad=3), FULL),
+    "conv3x3": (conv(1, 16, 20, 48, 3, pad=1), IMPLICIT),
+    "conv7x7_s2": (conv(2, 3, 40, 64, 7, stride=2, pad=3), replace(FULL, im2col_max_bytes=0)),
+    "conv3x3_columns": (conv(3, 16, 7, 48, 3, pad=1), NVIDIA),
+    "conv1x1_columns": (conv(4, 32, 7, 64, 1), NVIDIA),
     "conv_grouped_split_k": (conv(1, 32, 14, 64, 3, stride=2, pad=1, group=2), SPLIT),
     "conv1x1_ragged_pixels": (conv(1, 64, 7, 128, 1), NVIDIA),
 }
@@ -113,12 +118,13 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
-                     ("stages", p["STAGES"])}
+                     ("stages", p["STAGES"]), ("coords", p["coords"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
-                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2)]:
+                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
+                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul")]:
         assert want in seen, want
 
 
