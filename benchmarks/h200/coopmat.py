@@ -8,12 +8,18 @@ the same run (TF32 off for the float32 references).
                                                               # (sweep: each workgroup tile of SWEEP)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
                                                               # (name:batch:N: min_workgroups N)
+    python3 benchmarks/h200/coopmat.py ncnn-params DIR mobilenet_v2,resnet18
+                                                              # no device: pnnx (pip) writes DIR/NAME.param
     python3 benchmarks/h200/coopmat.py compile [models ...]   # no device: compile what `check` (and
         `models ...`) compile, to fill $VKC_CACHE_DIR's SPIR-V here and carry it there
 
 Models are tests/models/zoo.py's (torchvision's architectures as the exporter writes them, BN folded,
 random weights), compared with onnxruntime fp32; PyTorch runs torchvision's fp16 model as a CUDA graph,
-host to host with float32 input and output as vkc's bundle.
+host to host with float32 input and output as vkc's bundle. Where $NCNN_PARAMS holds NAME.param (pnnx's
+conversion of the same ONNX, `ncnn-params` above), ncnn-Vulkan runs it too at batch 1 with its fp16
+defaults (fp16 packed storage and arithmetic) on zero weights (DataReaderFromEmpty: the layer graph
+alone decides its time), host to host: so the ncnn wheel (11 MB) is all the device needs, beside the
+Vulkan and shader-toolchain carry.
 """
 import json, os, statistics, sys, time
 
@@ -234,6 +240,37 @@ def torch_fp16_graph_ms(name, batch):
     return med(graphed) * 1e3
 
 
+def ncnn_params(out_dir, names):
+    import subprocess, tempfile
+    import pnnx
+    os.makedirs(out_dir, exist_ok=True)
+    for name in names:
+        with tempfile.TemporaryDirectory() as work:
+            onnx.save(zoo_model(name, 1), os.path.join(work, 'm.onnx'))
+            subprocess.run([pnnx.EXEC_PATH, 'm.onnx', 'inputshape=[1,3,224,224]', 'fp16=1'], cwd=work,
+                           check=True, capture_output=True, timeout=600)
+            os.replace(os.path.join(work, 'm.ncnn.param'), os.path.join(out_dir, f'{name}.param'))
+        print('wrote', os.path.join(out_dir, f'{name}.param'), flush=True)
+
+
+def ncnn_fp16_ms(name, x):
+    import ncnn
+    param = os.path.join(os.environ.get('NCNN_PARAMS', ''), f'{name}.param')
+    if not os.environ.get('NCNN_PARAMS') or not os.path.exists(param):
+        return None
+    net = ncnn.Net()
+    net.opt.use_vulkan_compute = True
+    net.opt.use_fp16_packed = net.opt.use_fp16_storage = net.opt.use_fp16_arithmetic = True
+    assert net.load_param(param) == 0 and net.load_model(ncnn.DataReaderFromEmpty()) == 0
+
+    def run():
+        ex = net.create_extractor()
+        ex.input('in0', ncnn.Mat(np.ascontiguousarray(x[0])))
+        return np.array(ex.extract('out0')[1])
+    assert run().shape == (1000,)
+    return med(run) * 1e3
+
+
 def models(specs):
     from runtime_min import load
     for spec in specs:
@@ -253,8 +290,12 @@ def models(specs):
             t_torch = torch_fp16_graph_ms(name, batch)
         except Exception as e:  # noqa: BLE001
             t_torch = repr(e)[:200]
+        try:
+            t_ncnn = ncnn_fp16_ms(name, feeds['input']) if batch == 1 else None
+        except Exception as e:  # noqa: BLE001
+            t_ncnn = repr(e)[:200]
         row = dict(model=name, batch=batch, profile=spec, compile_s=round(tc, 1), rel_l2_vs_ort_fp32=err, vkc_fp16_ms=t_vkc,
-                   torch_fp16_graph_ms=t_torch, coopmat_modules=len(coop), modules=len(names))
+                   torch_fp16_graph_ms=t_torch, ncnn_fp16_ms=t_ncnn, coopmat_modules=len(coop), modules=len(names))
         print(json.dumps(row), flush=True)
         print_kernel_table(prof, top=10, flops_unit='TFLOP/s', width=60)
 
@@ -278,6 +319,8 @@ if __name__ == '__main__':
              sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True))
     elif what == 'models':
         models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))
+    elif what == 'ncnn-params':
+        ncnn_params(arg, sys.argv[3].split(','))
     elif what == 'compile':
         compile_only([s for s in arg.split(',') if s])
     else:

@@ -7,6 +7,7 @@ graphs (float32, TF32 off), in one run.
     python3 benchmarks/h200/transformers.py                          # all three, batch 1 and 8
     python3 benchmarks/h200/transformers.py --models bert --batches 1 --repeat 50
     python3 benchmarks/h200/transformers.py --tiny                   # hidden 64, 2 layers, seq 16, image 32
+    python3 benchmarks/h200/transformers.py --precision fp16         # vkc --precision fp16, torch .half()
 
 Models (plain nn.Modules with the module structure and forward code of transformers' BertModel and
 GPT2Model, eager attention, and torchvision's vit_b_16, so that the TorchScript exporter writes the
@@ -73,12 +74,13 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def padding_bias(mask_bool: torch.Tensor) -> torch.Tensor:
-    """transformers 5's eager mask: a bool [B,1,S,S] mask to 0 / most negative float32, added to scores."""
+def padding_bias(mask_bool: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """transformers 5's eager mask: a bool [B,1,S,S] mask to 0 / the most negative value of the
+    model's dtype, added to scores."""
     # The constants live on the mask's device: a CPU scalar would be copied during CUDA-graph capture.
     dev = mask_bool.device
-    return torch.where(mask_bool, torch.zeros((), dtype=torch.float32, device=dev),
-                       torch.full((), torch.finfo(torch.float32).min, dtype=torch.float32, device=dev))
+    return torch.where(mask_bool, torch.zeros((), dtype=dtype, device=dev),
+                       torch.full((), torch.finfo(dtype).min, dtype=dtype, device=dev))
 
 
 # --- BERT (transformers' BertModel, eager attention, absolute positions) ---
@@ -135,7 +137,7 @@ class Bert(nn.Module):
         b, s = input_ids.shape
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(self.token_type_ids[:, :s].expand(b, s))
         x = self.norm(x + self.position_embeddings(self.position_ids[:, :s]))
-        bias = padding_bias(attention_mask[:, None, None, :].to(torch.bool).expand(b, 1, s, s))
+        bias = padding_bias(attention_mask[:, None, None, :].to(torch.bool).expand(b, 1, s, s), x.dtype)
         for layer in self.layers:
             x = layer(x, bias)
         return x, torch.tanh(self.pooler(x[:, 0]))
@@ -196,7 +198,7 @@ class GPT2(nn.Module):
         b, s = input_ids.shape
         x = self.wte(input_ids) + self.wpe(self.position_ids[:, :s])
         mask = self.causal[:, :, :s, :s] & attention_mask[:, None, None, :].to(torch.bool)
-        bias = padding_bias(mask.expand(b, 1, s, s))
+        bias = padding_bias(mask.expand(b, 1, s, s), x.dtype)
         for block in self.h:
             x = block(x, bias)
         return (self.ln_f(x),)
@@ -277,7 +279,7 @@ def load_model(bundle):
 def run_vkc(row, proto, feeds, out_names, args, attn_shape, batch, layers):
     import compiler
     t = time.perf_counter()
-    bundle = compiler.compile_model(proto, target=args.target)
+    bundle = compiler.compile_model(proto, target=args.target, precision=args.precision)
     row["compile_s"] = time.perf_counter() - t
     row["bundle_mb"] = len(bundle) / 2**20
     log(f"    compiled for {args.target} in {row['compile_s']:.1f} s ({row['bundle_mb']:.0f} MiB)")
@@ -303,14 +305,23 @@ def run_vkc(row, proto, feeds, out_names, args, attn_shape, batch, layers):
 
 
 def run_torch(row, net, feeds, in_names, dev, args):
-    """Reference outputs, eager and CUDA-graph times (host to host)."""
+    """Reference outputs (float32), eager and CUDA-graph times (host to host; with --precision fp16
+    the model in float16, its float inputs cast on the GPU and its outputs cast back to float32,
+    as vkc's fp16 bundle takes and gives float32)."""
     net = net.to(dev)
+    half = args.precision == "fp16"
+
+    def cast(t):
+        return t.half() if half and t.is_floating_point() else t
+
     with torch.no_grad():
         ref = [o.cpu().numpy() for o in net(*(torch.from_numpy(feeds[n]).to(dev) for n in in_names))]
+        if half:
+            net = net.half()
 
         def eager():
-            outs = net(*(torch.from_numpy(feeds[n]).to(dev) for n in in_names))
-            return [o.cpu().numpy() for o in outs]
+            outs = net(*(cast(torch.from_numpy(feeds[n]).to(dev)) for n in in_names))
+            return [o.float().cpu().numpy() for o in outs]
 
         row["eager_ms"] = median_s(eager, args.warmup, args.repeat) * 1e3
         log(f"    torch eager ({dev}) {row['eager_ms']:.3f} ms")
@@ -318,7 +329,7 @@ def run_torch(row, net, feeds, in_names, dev, args):
             row["graphs_ms"] = None
             row["graphs_note"] = "n/a: no CUDA"
             return ref
-        static_in = [torch.from_numpy(feeds[n]).to(dev) for n in in_names]
+        static_in = [cast(torch.from_numpy(feeds[n]).to(dev)) for n in in_names]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -334,7 +345,7 @@ def run_torch(row, net, feeds, in_names, dev, args):
             for dst, src in zip(static_in, host):
                 dst.copy_(src)
             graph.replay()
-            return [o.cpu().numpy() for o in static_out]
+            return [o.float().cpu().numpy() for o in static_out]
 
         row["graphs_ms"] = median_s(graphed, args.warmup, args.repeat) * 1e3
         row["graphs_rel_l2_vs_eager"] = max(rel_l2(a, b) for a, b in zip(graphed(), ref))
@@ -412,6 +423,8 @@ def main() -> int:
     ap.add_argument("--target", default=None, help="vkc target; default nvidia with CUDA, else host")
     ap.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, 4 heads, seq 16, image 32 (patch 8)")
     ap.add_argument("--compile-only", action="store_true", help="export and compile only (no Vulkan, no timing)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"],
+                    help="vkc compile --precision; fp16 runs torch in float16 too (rel L2 still vs float32 torch)")
     ap.add_argument("--json", default=None, help="default $OUT/transformers_h200.json when $OUT is set")
     args = ap.parse_args()
 
@@ -423,7 +436,8 @@ def main() -> int:
     note = (f"torch {torch.__version__} on {torch.cuda.get_device_name(0)} (TF32 off)" if cuda else
             f"torch {torch.__version__} on the CPU: no CUDA here, so torch eager runs on the CPU and "
             "CUDA graphs are n/a")
-    log(f"{note}; vkc target {args.target}; {'tiny' if args.tiny else 'full'} configs; batches {batches}")
+    log(f"{note}; vkc target {args.target}; {'tiny' if args.tiny else 'full'} configs; batches {batches}; "
+        f"precision {args.precision}")
 
     rows, started = [], time.time()
     for name in args.models.split(","):
@@ -438,7 +452,7 @@ def main() -> int:
                 torch.cuda.empty_cache()
 
     print(note)
-    print(f"vkc --target {args.target}; host to host, median of {args.repeat} after {args.warmup} warm-ups; "
+    print(f"vkc --target {args.target} --precision {args.precision}; host to host, median of {args.repeat} after {args.warmup} warm-ups; "
           "ratios = torch ms / vkc ms (> 1: vkc faster)")
     if args.compile_only:
         for r in rows:
@@ -454,7 +468,7 @@ def main() -> int:
                 for m, bt in TARGETS_MS.items() for b, t in bt.items()))
     path = args.json or (os.path.join(os.environ["OUT"], "transformers_h200.json") if os.environ.get("OUT") else None)
     if path:
-        meta = {"config": c, "tiny": args.tiny, "target": args.target, "torch": torch.__version__, "cuda": cuda,
+        meta = {"config": c, "tiny": args.tiny, "target": args.target, "precision": args.precision, "torch": torch.__version__, "cuda": cuda,
                 "device": torch.cuda.get_device_name(0) if cuda else "cpu", "repeat": args.repeat,
                 "warmup": args.warmup, "wall_s": time.time() - started,
                 "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started))}

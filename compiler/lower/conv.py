@@ -99,16 +99,19 @@ def lower_conv(node, target):
                         **common)
 
 
-def _im2col_kernel(node, target, x, col, geometry, planes, group, col_images, out_hw, texel):
-    """templates/im2col.comp.j2 writing `col` ([planes][K][NP]) from x."""
+def _im2col_kernel(node, target, x, col, geometry, planes, group, col_images, out_hw, texel, taps):
+    """templates/im2col.comp.j2 writing `col` ([planes][K][NP]) from x: `taps` rows of kernel taps,
+    zero rows after them up to K."""
     (oh, ow), local = out_hw, target.elementwise_local
     _, K, np_ = col.shape
     rows = planes * K
-    return Kernel("im2col", dict(LOCAL=local, texel=texel, **kernel_types(x)),
-                  [("ROWS", "int32", rows), ("K", "int32", K), ("NP", "int32", np_),
+    types = kernel_types(x)
+    vec = 8 if types["T"].native and not texel else 4   # columns an invocation writes: 16 bytes
+    return Kernel("im2col", dict(LOCAL=local, texel=texel, VEC=vec, **types),
+                  [("ROWS", "int32", rows), ("K", "int32", K), ("TAPS", "int32", taps), ("NP", "int32", np_),
                    ("GROUPS", "int32", group), ("COL_IMAGES", "int32", col_images),
                    ("OH", "int32", oh), ("OW", "int32", ow), *geometry],
-                  [x, col], writes=[1], groups=grid_1d(rows * np_ // 4, local),
+                  [x, col], writes=[1], groups=grid_1d(rows * np_ // vec, local),
                   local_size=(local, 1, 1), nodes=node.sources,
                   texel_buffers={0: texel_format(x.dtype)} if texel else {})
 
@@ -117,7 +120,8 @@ def _explicit_im2col(node, target, x, out, geometry, n, group, K, out_hw, np_, g
     """On texel profiles: im2col written out once (rows padded to whole rgba32f texels), then the
     plain GEMM, which fetches B four pixels a texel instead of one (implicit GEMM's fetches)."""
     col = Value(f"{out.name}/im2col", x.dtype, (n * group, K, np_))
-    first = _im2col_kernel(node, target, x, col, geometry, n * group, group, 1, out_hw, texel=True)
+    first = _im2col_kernel(node, target, x, col, geometry, n * group, group, 1, out_hw, texel=True,
+                           taps=K)
     return [first, *tiled_matmul(node, target, b=col, **gemm_args)]
 
 
@@ -137,14 +141,23 @@ def _images_as_columns(target, pointwise, n, group, K, pixels, dtype) -> bool:
     return group * K * np_ * np.dtype(dtype).itemsize <= target.im2col_max_bytes
 
 
-def _im2col_columns(node, target, x, geometry, n, group, K, out_hw, common):
+def _im2col_columns(node, target, x, geometry, n, group, taps, out_hw, common):
     """im2col with the images side by side (COL[group][k][image * OH*OW + pixel], rows padded to
-    COL_ALIGN), then one GEMM a group over all images' pixels."""
+    COL_ALIGN), then one GEMM a group over all images' pixels. Constant weights with a tap count
+    that is not a multiple of COL_ALIGN (a 7x7 stem over 3 channels: 147) are padded with zero
+    columns, and im2col with zero rows, so that the GEMM loads both operands 16 bytes at a time."""
     pixels = out_hw[0] * out_hw[1]
     np_ = -(-n * pixels // COL_ALIGN) * COL_ALIGN
+    cout_g, w = common["M"], common["a"]
+    K = taps
+    if w.is_constant and taps % COL_ALIGN:
+        K = -(-taps // COL_ALIGN) * COL_ALIGN
+        padded = np.zeros((group * cout_g, K), w.data.dtype)
+        padded[:, :taps] = w.data.reshape(group * cout_g, taps)
+        common = dict(common, a=Value(f"{w.name}/taps_padded", w.data.dtype, padded.shape, data=padded), K=K)
     col = Value(f"{common['c'].name}/im2col", x.dtype, (group, K, np_))
-    first = _im2col_kernel(node, target, x, col, geometry, group, group, n, out_hw, texel=False)
-    cout_g = common["M"]
+    first = _im2col_kernel(node, target, x, col, geometry, group, group, n, out_hw, texel=False,
+                           taps=taps)
     strides = dict(SA_B0=0, SA_B1=cout_g * K, SA_M=K, SA_K=1, SB_B0=0, SB_B1=K * np_, SB_K=np_, SB_N=1,
                    SC_B0=0, SC_B1=cout_g * pixels, SC_M=pixels, SC_N=1,
                    SC_IMG=group * cout_g * pixels, PIX=pixels)

@@ -184,3 +184,11 @@ def test_lavapipe_refuses_a_coopmat_bundle_by_name():
     assert "extension VK_KHR_cooperative_matrix" in msg
     assert "feature cooperativeMatrix (SPIR-V capability CooperativeMatrixKHR" in msg
     assert "Traceback" not in msg and "cffi" not in msg
+
+
+def test_stem_taps_padded_for_16_byte_loads():
+    """A 7x7 stem over 3 channels has 147 taps: its weights and im2col rows are padded to 152, so
+    that the GEMM loads A 16 bytes at a time instead of one element."""
+    (k,) = coopmat_kernels(conv(2, 3, 40, 64, 7, stride=2, pad=3), NVIDIA)[1]
+    assert k.params["A_VEC"] == 8 and k.params["B_VEC"] == 8 and k.params["coords"] == "conv_cols"
+    assert dict((name, v) for name, _, v in k.spec)["K"] == 152
