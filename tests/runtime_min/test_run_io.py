@@ -174,3 +174,22 @@ def test_each_run_is_ordered_after_the_one_before(bundle, monkeypatch):
             src_stage, src_access, dst_stage, dst_access = next(a for cmd, a in calls if cmd == run_cmd)
             assert src_stage & stages == stages and dst_stage & stages == stages
             assert src_access & writes == writes and dst_access & writes == writes
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_large_input_copied_in_parts(layout):
+    """Inputs of 4 MiB or more are copied into the staging buffer by four threads in four parts:
+    every element lands where it belongs, from a contiguous array and from a transposed view."""
+    from onnx import TensorProto, helper
+    from compiler import compile_model
+    rows, cols = 1031, 1033   # 4.06 MiB of float32, sizes that split unevenly
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "neg",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, cols])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, cols])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(3).standard_normal((rows, cols) if layout == "contiguous" else (cols, rows),
+                                                  dtype=np.float32)
+    x = x if layout == "contiguous" else x.T
+    assert x.nbytes >= 4 << 20
+    with load(compile_model(model, target="generic")) as m:
+        np.testing.assert_array_equal(m.run({"x": x})["y"], -x)
