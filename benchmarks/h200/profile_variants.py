@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""On the GPU machine: whole models compiled with variants of the nvidia profile (Target fields
+changed), each timed host to host (Model.bench, median of 30) and on the GPU (Model.profile, sum of
+the dispatches' medians), to decide a profile default on models rather than on one kernel.
+
+    python3 benchmarks/h200/profile_variants.py fp16 bert:1,gpt2:1,resnet50:1,vit:8 default,no32,mw132,no32-mw132,k32s2
+    python3 benchmarks/h200/profile_variants.py fp32 vit:8,resnet50:32 default,t128x128r8x8,t128x128r8x8k8,t64x128r4x8
+
+Models: bert, gpt2 and vit as benchmarks/h200/transformers.py builds them (FULL configs), or a
+tests/models/zoo.py CNN (BN folded), random weights. A variant that fails to compile or run is
+reported in its row. One JSON line per (model, variant).
+"""
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1]), str(HERE.parents[1] / "tests" / "models")]
+
+import compiler  # noqa: E402
+from compiler.targets import TARGETS  # noqa: E402
+from runtime_min import load  # noqa: E402
+
+NV = TARGETS["nvidia"]
+NO_32 = tuple(t for t in NV.coopmat_tiles if t[2] * t[3] >= 4)   # the cooperative-matrix tiles of 64x64 and up
+VARIANTS = {
+    "default": NV,
+    "no32": replace(NV, coopmat_tiles=NO_32),
+    "mw132": replace(NV, min_workgroups=132),
+    "no32-mw132": replace(NV, coopmat_tiles=NO_32, min_workgroups=132),
+    "k32s2": replace(NV, coopmat_k=32, coopmat_stages=2),
+    "t128x128r8x8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8),
+    "t128x128r8x8k8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8, tile_k=8),
+    "t64x128r4x8": replace(NV, tile_m=64, tile_n=128, reg_m=4, reg_n=8),
+    "implicit": replace(NV, im2col_max_bytes=0),
+}
+
+
+def model_and_feeds(name, batch):
+    if name in ("bert", "gpt2", "vit"):
+        import transformers as T  # benchmarks/h200/transformers.py
+        net, feeds, ins, outs, _ = T.build(name, T.FULL, batch)
+        return T.export(net, feeds, ins, outs), feeds
+    import coopmat
+    m = coopmat.zoo_model(name, batch)
+    return m, coopmat.feeds_for(m)
+
+
+def main(precision, specs, names):
+    for spec in specs.split(","):
+        name, batch = spec.split(":")
+        m, feeds = model_and_feeds(name, int(batch))
+        for v in names.split(","):
+            row = dict(model=name, batch=int(batch), precision=precision, variant=v)
+            try:
+                bundle = compiler.compile_model(m, target=VARIANTS[v], precision=precision)
+                with load(bundle) as vm:
+                    row["vkc_ms"] = round(statistics.median(vm.bench(feeds, warmup=5, repeat=30)) * 1e3, 4)
+                    row["gpu_ms"] = round(sum(p.seconds for p in vm.profile(feeds, repeat=5)) * 1e3, 4)
+            except Exception as e:  # noqa: BLE001  one variant's failure is its row
+                row["error"] = repr(e)[:200]
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(*sys.argv[1:])
