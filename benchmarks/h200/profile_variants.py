@@ -8,7 +8,8 @@ the dispatches' medians), to decide a profile default on models rather than on o
 
 Models: bert, gpt2 and vit as benchmarks/h200/transformers.py builds them (FULL configs), or a
 tests/models/zoo.py CNN (BN folded), random weights. A variant that fails to compile or run is
-reported in its row. One JSON line per (model, variant).
+reported in its row. One JSON line per (model, variant), with its outputs' rel L2 against the first
+variant's (same precision: a variant must not change the numbers past rounding).
 """
 import json
 import statistics
@@ -18,6 +19,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1]), str(HERE.parents[1] / "tests" / "models")]
+
+import numpy as np  # noqa: E402
 
 import compiler  # noqa: E402
 from compiler.targets import TARGETS  # noqa: E402
@@ -35,6 +38,11 @@ VARIANTS = {
     "t128x128r8x8k8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8, tile_k=8),
     "t64x128r4x8": replace(NV, tile_m=64, tile_n=128, reg_m=4, reg_n=8),
     "implicit": replace(NV, im2col_max_bytes=0),
+    # the 32x32 tile as one subgroup of 2x2 accumulators instead of four of one
+    "w1": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-1] + ((1, 1, 2, 2),)),
+    "w1-mw528": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-1] + ((1, 1, 2, 2),), min_workgroups=528),
+    # and the 32x64 tile as two subgroups of 2x2 instead of four of 1x2
+    "w12": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-2] + ((1, 2, 2, 2), (1, 1, 2, 2))),
 }
 
 
@@ -52,11 +60,17 @@ def main(precision, specs, names):
     for spec in specs.split(","):
         name, batch = spec.split(":")
         m, feeds = model_and_feeds(name, int(batch))
+        first = None
         for v in names.split(","):
             row = dict(model=name, batch=int(batch), precision=precision, variant=v)
             try:
                 bundle = compiler.compile_model(m, target=VARIANTS[v], precision=precision)
                 with load(bundle) as vm:
+                    got = vm.run(feeds)
+                    first = first or got
+                    row["rel_l2_vs_first"] = max(float(np.linalg.norm(got[k].astype(np.float64) - first[k])
+                                                       / max(np.linalg.norm(first[k].astype(np.float64)), 1e-30))
+                                                 for k in got)
                     row["vkc_ms"] = round(statistics.median(vm.bench(feeds, warmup=5, repeat=30)) * 1e3, 4)
                     row["gpu_ms"] = round(sum(p.seconds for p in vm.profile(feeds, repeat=5)) * 1e3, 4)
             except Exception as e:  # noqa: BLE001  one variant's failure is its row
