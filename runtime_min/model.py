@@ -183,9 +183,10 @@ _copiers = concurrent.futures.ThreadPoolExecutor(4, "vkc-input-copy")
 
 def _write_input(view: np.ndarray, a: np.ndarray) -> None:
     a = pack(a) if a.dtype.isbuiltin == 2 and a.dtype.name in PACKED else a   # 2: ml_dtypes' (name is slow)
-    dst, src, n = view.reshape(-1), np.ascontiguousarray(a).reshape(-1), 4 if a.nbytes >= 4 << 20 else 1
-    parts = [slice(src.size * i // n, src.size * (i + 1) // n) for i in range(n)]
-    list((_copiers.map if n > 1 else map)(lambda r: np.copyto(dst[r], src[r]), parts))
+    if a.nbytes < 4 << 20:
+        return np.copyto(view, a)
+    dst, src = view.reshape(-1), np.ascontiguousarray(a).reshape(-1)   # array_split: views, four parts
+    list(_copiers.map(np.copyto, np.array_split(dst, 4), np.array_split(src, 4)))
 
 
 def _read_output(view: np.ndarray, tensor: dict, out: np.ndarray | None = None) -> np.ndarray:
