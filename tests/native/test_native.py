@@ -102,6 +102,16 @@ TRANSFORMERS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny",
                 "r3d_tiny")
 
 
+def _large_input():
+    """An input over 4 MiB (both runtimes copy it in on four threads), in sizes that split unevenly."""
+    from onnx import TensorProto, helper
+    rows, cols = 1031, 1033
+    graph = helper.make_graph([helper.make_node("Neg", ["x"], ["y"])], "large_input",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, cols])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, cols])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def _models():
     """name -> builder: the small models here, and every model the model tests (tests/models)
     compile, at their sizes: the zoo CNNs (test_zoo.CASES), test_models.MODELS, the fixtures."""
@@ -110,7 +120,8 @@ def _models():
     import test_zoo
     from onnx_builders import light_model, mlp, small_cnn
     made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
-            "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather}
+            "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather,
+            "large_input": _large_input}
     for name in TRANSFORMERS:
         made[name] = lambda name=name: onnx.load(str(FIXTURES / f"{name}.onnx"))
     for case in test_zoo.CASES:
@@ -137,7 +148,7 @@ MODEL_TESTS_MODELS = ("mlp-784-1024-1024-10", "mlp-batch4", "small_cnn", "small_
 LIGHT = ("squeezenet", "resnet50")
 LIGHT_HOST = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "vgg19", "zfnet512")
 
-CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64",
+CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64", "large_input",
                                       *TRANSFORMERS, *ZOO_CASES]
           for target in ("generic", "lavapipe")]
          + [(name, "lavapipe-fp16") for name in (*FP16_ZOO, *TRANSFORMERS)]
