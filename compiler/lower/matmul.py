@@ -202,7 +202,10 @@ def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
     cores, whose float16 rounding of the operands it did not ask for."""
     if not (a.dtype == b.dtype == F16 and c.dtype in (F16, np.dtype(np.float32))):
         return None
-    shapes = [s[:3] for s in target.cooperative_matrix if tuple(s[3:]) == COOPMAT_TYPES]
+    # The epilogue gives each lane of a subgroup the same number of neighbours in one row of a tile.
+    lanes = target.subgroup_size
+    shapes = [s[:3] for s in target.cooperative_matrix if tuple(s[3:]) == COOPMAT_TYPES
+              and (s[0] * s[1]) % lanes == 0 and s[1] % (s[0] * s[1] // lanes) == 0]
     return max(shapes, key=lambda s: (s[0] * s[1] * s[2], s[2]), default=None)
 
 

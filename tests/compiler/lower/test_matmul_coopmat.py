@@ -192,3 +192,15 @@ def test_stem_taps_padded_for_16_byte_loads():
     (k,) = coopmat_kernels(conv(2, 3, 40, 64, 7, stride=2, pad=3), NVIDIA)[1]
     assert k.params["A_VEC"] == 8 and k.params["B_VEC"] == 8 and k.params["coords"] == "conv_cols"
     assert dict((name, v) for name, _, v in k.spec)["K"] == 152
+
+
+def test_shape_must_split_evenly_between_lanes():
+    """The epilogue hands each lane the same run of neighbours in one row of a tile: a shape with
+    fewer elements than a subgroup has lanes (a made-up 8x8 on 128 lanes) is not taken."""
+    odd = replace(NVIDIA, subgroup_size=128, max_invocations=1024,
+                  cooperative_matrix=((8, 8, 16, "float16", "float16", "float32", "float32"),))
+    assert not coopmat_kernels(gemm(128, 128, 128), odd)[1]
+    wave64 = replace(odd, subgroup_size=64, coopmat_tiles=((2, 2, 2, 2),))
+    bundle, (k,) = coopmat_kernels(gemm(128, 128, 128), wave64)
+    assert k.params["SUBGROUP"] == 64 and (k.params["LM"], k.params["LN"]) == (8, 8)
+    assert all(spirv_val(bytes(spirv)) is None for spirv in read_bundle(bundle).spirv)
