@@ -126,6 +126,7 @@ COLUMN_CASES = CONV_CASES + [
     pytest.param(dict(k=1, n=3, c=16, m=24, hw=(7, 7)), id="batch3-pointwise-7x7"),
     pytest.param(dict(k=3, n=2, c=8, m=8, group=2, hw=(5, 6), strides=[2, 2]), id="batch2-group2-s2"),
     pytest.param(dict(k=1, n=5, c=4, m=40, hw=(3, 3), bias=False), id="batch5-pointwise-3x3"),
+    pytest.param(dict(k=1, n=2, c=8, m=16, hw=(8, 8)), id="batch2-pointwise-64-pixels-no-copy"),
 ]
 
 
@@ -160,3 +161,13 @@ def test_conv_images_as_columns_residual_float16(rng):
         # fp16: float32 inputs and outputs cast at the ends (elementwise_typed kernels)
         names = [k["name"] for k in result["manifest"]["kernels"] if not k["name"].startswith("elementwise_typed")]
         assert len(names) == 2 and names[0] == "im2col" and names[1].endswith("_epilogue"), names
+
+
+def test_conv_im2col_over_budget_gathers_on_the_fly(rng):
+    """A layer whose im2col is larger than the profile's scratch budget is not written out: the
+    GEMM gathers it on the fly (implicit GEMM), with the same results."""
+    small = replace(COLUMNS, name="generic-im2col-1k", im2col_max_bytes=1024)
+    model = _conv_model(rng, k=3, n=2, c=8, m=8, hw=(9, 9), pads=[1, 1, 1, 1])
+    result = check_against_onnxruntime(model, target=small)
+    names = [k["name"] for k in result["manifest"]["kernels"]]
+    assert not any(n.startswith("im2col") for n in names) and any("im2col" in n for n in names), names
