@@ -171,3 +171,12 @@ def test_conv_im2col_over_budget_gathers_on_the_fly(rng):
     result = check_against_onnxruntime(model, target=small)
     names = [k["name"] for k in result["manifest"]["kernels"]]
     assert not any(n.startswith("im2col") for n in names) and any("im2col" in n for n in names), names
+
+
+def test_conv1d_images_as_columns(rng):
+    """A 1-D convolution (Whisper's stem) runs as 2-D with one row: its images side by side too."""
+    w = he_normal(rng, (12, 6, 3))
+    model = single_op_model("Conv", {"x": [3, 6, 20]}, dict(kernel_shape=[3], pads=[1, 1], strides=[2]),
+                            initializers={"w": w, "b": small_normal(rng, (12,), scale=0.5)})
+    result = check_against_onnxruntime(model, target=COLUMNS)
+    assert [k["name"] for k in result["manifest"]["kernels"]][0] == "im2col"
