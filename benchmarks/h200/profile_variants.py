@@ -48,9 +48,8 @@ VARIANTS = {
 
 def model_and_feeds(name, batch):
     if name in ("bert", "gpt2", "vit"):
-        import transformers as T  # benchmarks/h200/transformers.py
-        net, feeds, ins, outs, _ = T.build(name, T.FULL, batch)
-        return T.export(net, feeds, ins, outs), feeds
+        from profile_sweep import transformer
+        return transformer(name, batch)
     import coopmat
     m = coopmat.zoo_model(name, batch)
     return m, coopmat.feeds_for(m)
