@@ -8,6 +8,7 @@ from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_layernorm import fuse_layernorm
+from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
 from .split_large_weights import split_large_weights
@@ -15,14 +16,15 @@ from .views import make_views
 
 # Contrib attention and Einsum become MatMuls first, so the fusions see one form. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
-# into expression nodes, and after make_views, so a Reshape is no step of a chain.
+# into expression nodes, and after make_views, so a Reshape is no step of a chain;
+# merge_projections hands attention one packed Q/K/V projection, as GPT-2's export has.
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [expand_contrib_attention, rewrite_einsum, make_views, fold_batchnorm,
-            split_large_weights, fuse_layernorm, fuse_attention, apply_precision, to_elementwise,
-            remove_dead_nodes, fuse_elementwise_chains, fuse_epilogues, materialize_outputs,
-            place_concat_inputs]
+            split_large_weights, fuse_layernorm, merge_projections, fuse_attention,
+            apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
+            fuse_epilogues, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):
