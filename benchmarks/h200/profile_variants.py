@@ -38,6 +38,8 @@ VARIANTS = {
     "t128x128r8x8k8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8, tile_k=8),
     "t64x128r4x8": replace(NV, tile_m=64, tile_n=128, reg_m=4, reg_n=8),
     "implicit": replace(NV, im2col_max_bytes=0),
+    "sk2": replace(NV, splitk_min_steps=2),
+    "sk8": replace(NV, splitk_min_steps=8),
     # the 32x32 tile as one subgroup of 2x2 accumulators instead of four of one
     "w1": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-1] + ((1, 1, 2, 2),)),
     "w1-mw528": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-1] + ((1, 1, 2, 2),), min_workgroups=528),

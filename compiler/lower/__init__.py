@@ -9,6 +9,7 @@ import pkgutil
 from ..errors import CompileError, UnsupportedOpsError
 from ..registry import check_dtypes, find_rule
 from .concat import write_slices_with_shifted_stores
+from .counters import zero_counters
 from .kernel import Kernel
 
 for _info in pkgutil.iter_modules(__path__):
@@ -30,4 +31,4 @@ def lower_node(node, target, opset: int) -> list[Kernel]:
 
 def lower_graph(graph, target) -> list[Kernel]:
     kernels = [k for node in graph.nodes for k in lower_node(node, target, graph.opset)]
-    return write_slices_with_shifted_stores(kernels, graph)
+    return zero_counters(write_slices_with_shifted_stores(kernels, graph), target)

@@ -35,6 +35,9 @@ class Kernel:
     # store_offset, spec STORE_OFFSET; a multiple of 4 for vec4 stores), so that it may bind a
     # window of a larger tensor: a Concat slice that starts off the binding alignment (concat.py).
     store_offset: int | None = None
+    # Bindings that must hold zeros when the kernel runs (split-K's per-tile counters): one
+    # dispatch at the start of the run zeroes them all (lower/counters.py).
+    zeroed: tuple[int, ...] = ()
 
 
 def texel_reads(target, *values) -> bool:

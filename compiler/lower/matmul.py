@@ -148,24 +148,18 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                       epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
-    # Split-K: slices of K write partial sums; a second pass adds them and applies the epilogue.
+    # Split-K: slices of K write partial sums, and the last slice of each tile to finish adds them
+    # (counting in a per-tile counter the run zeroes first: lower/counters.py).
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
                     (batches * split * M * N,))
-    first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v", epilogue_helpers=[]),
-                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
-                   groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
-                   **common)
-    total, local = batches * M * N, target.elementwise_local
-    reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
-                   ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
-    reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
-    reduce_spec += store_spec
-    second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
-                                          epilogue_expr=expr, epilogue_helpers=helpers, **types),
-                    reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
-                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                    flops=total * (split + ep_ops), problem=problem, store_offset=1)
-    return [first, second]
+    count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
+    n_ep = len(operands)
+    return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
+                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)] + ep_spec,
+                   [a, b, c, *operands, partial, count], groups=(groups[0], groups[1], batches * split),
+                   flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
+                   zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
+                                              shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))]
 
 
 def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
