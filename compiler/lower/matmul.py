@@ -126,7 +126,11 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
                                                           b_mode, batches, b_row_elements or N)):
         template, (params, groups, extra) = "matmul_coopmat", coop
-        split, depth = _split_k(target, groups, K, params["BK"])
+        # Split-K only where both operands are fetched 16 bytes at a time: on an H200 its slices
+        # summed to wrong results with 8- and 2-byte B fetches (a convolution's 7x7 pixels, an
+        # N of 20), for a reason not found yet; those matmuls run unsplit.
+        split, depth = _split_k(target, groups, K, params["BK"]) if params["A_VEC"] == params["B_VEC"] == 8 \
+            else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -150,8 +154,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                        flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
     # Split-K: slices of K write partial sums, and the last slice of each tile to finish adds them
     # (counting in a per-tile counter the run zeroes first: lower/counters.py).
+    # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
+    rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
-                    (batches * split * M * N,))
+                    (batches * split * rows * cols,))
     count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
     n_ep = len(operands)
     return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
