@@ -145,27 +145,74 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    params.update(coords=coords, split_k=split > 1, **types)
+    params.update(coords=coords, split_k=split > 1, splitk_fused=False, **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
-    # Split-K: slices of K write partial sums, and the last slice of each tile to finish adds them
-    # (counting in a per-tile counter the run zeroes first: lower/counters.py).
+    # Split-K: slices of K write partial sums; who adds them up depends on how much there is to add.
+    fused = _fuse_split_k(template, params, split)
+    params["splitk_fused"] = fused
+    if fused:
+        return [_fused_split_k(template, params, spec, ep_spec, expr, helpers, operands, common,
+                               a, b, c, M, N, K, batches, groups, split, depth, ep_ops, types)]
+    partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
+                    (batches * split * M * N,))
+    first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v", epilogue_helpers=[]),
+                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
+                   groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
+                   **common)
+    total, local = batches * M * N, target.elementwise_local
+    reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
+                   ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
+    reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
+    reduce_spec += store_spec
+    second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
+                                          epilogue_expr=expr, epilogue_helpers=helpers, **types),
+                    reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
+                    groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
+                    flops=total * (split + ep_ops), problem=problem, store_offset=1)
+    return [first, second]
+
+
+# Split-K's fused finish: the last slice of a tile adds up to this many partial sums per
+# invocation, or a separate dispatch adds them up over the whole device. On an H200 the fused
+# finish with ~350 (fp32 BERT's 64x64 tiles in 11 slices) and more made ResNet-18/50 at batch 1
+# 23-32 % slower than the separate pass; the float16 BERT tiles (32x32, 3 slices: 24) gained.
+FUSED_SPLITK_SUMS = 64
+
+
+def _fuse_split_k(template: str, params: dict, split: int) -> bool:
+    """Whether the last slice of each tile adds the partial sums up itself (always on the
+    cooperative-matrix kernel, which keeps no separate pass for its padded partial tiles)."""
+    if template == "matmul_coopmat":
+        return True
+    if template == "matmul_tiled":
+        tile, threads = params["BM"] * params["BN"], params["WG_M"] * params["WG_N"]
+    else:  # matmul_register
+        tile, threads = params["TM"] * params["TN"] * params["LX"] * params["VEC"], params["LX"]
+    return tile * split <= FUSED_SPLITK_SUMS * threads
+
+
+def _fused_split_k(template, params, spec, ep_spec, expr, helpers, operands, common,
+                   a, b, c, M, N, K, batches, groups, split, depth, ep_ops, types) -> Kernel:
+    """One dispatch: slices write partial sums P, and the last slice of each output tile to finish
+    (counting in a per-tile counter the run zeroes first: lower/counters.py) adds them and applies
+    the epilogue."""
     # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
     rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
                     (batches * split * rows * cols,))
     count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
     n_ep = len(operands)
-    return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
-                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)] + ep_spec,
-                   [a, b, c, *operands, partial, count], groups=(groups[0], groups[1], batches * split),
-                   flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
-                   zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
-                                              shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))]
+    return Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
+                  spec + [("SPLIT", "int32", split), ("KS", "int32", depth)] + ep_spec,
+                  [a, b, c, *operands, partial, count], groups=(groups[0], groups[1], batches * split),
+                  flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
+                  zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
+                                             shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))
 
 
 def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:

@@ -1,18 +1,25 @@
-"""Split-K in one dispatch (lower/matmul.py, common.glsl.j2 splitk_finish, lower/counters.py):
-the slices of K of each output tile write partial sums, and the last slice to finish adds them up
-and applies the epilogue; the run's first dispatch zeroes every matmul's tile counters. Checked
+"""Split-K (lower/matmul.py): the slices of K of each output tile write partial sums, then either
+the last slice to finish adds them up and applies the epilogue (fused: common.glsl.j2
+splitk_finish; the run's first dispatch zeroes every matmul's tile counters, lower/counters.py),
+or, where that would leave the last slice many sums to add, a second dispatch does. Both checked
 against onnxruntime over several runs of one loaded bundle (a counter left dirty by a run would
-break the next), on the generic profile, whose few-workgroup threshold splits these matmuls."""
+break the next). The generic profile splits these matmuls 16 ways (the separate pass); with a
+lower few-workgroup threshold they split 3 ways (fused)."""
 import numpy as np
 import pytest
 
 from harness import assert_close, random_feeds, run_onnxruntime
 from onnx_builders import GraphBuilder
 
+from dataclasses import replace
+
 from compiler import compile_model
 from compiler.compile import compile_with_kernels
+from compiler.targets import TARGETS
 
 RUNS = 3
+TARGETS_BY_FINISH = {"fused": replace(TARGETS["generic"], name="generic-3", min_workgroups=3),
+                     "separate": "generic"}
 
 
 def _two_heads():
@@ -30,11 +37,12 @@ def _two_heads():
     return g.build([a, "b", "c"])
 
 
-def test_split_k_matmuls_match_onnxruntime_run_after_run():
+@pytest.mark.parametrize("finish", TARGETS_BY_FINISH)
+def test_split_k_matmuls_match_onnxruntime_run_after_run(finish):
     from runtime_min import clear_validation_messages, load, validation_messages
 
     model = _two_heads()
-    bundle = compile_model(model, target="generic")
+    bundle = compile_model(model, target=TARGETS_BY_FINISH[finish])
     clear_validation_messages()
     loaded = load(bundle, validation=True)
     try:
@@ -51,9 +59,9 @@ def test_split_k_matmuls_match_onnxruntime_run_after_run():
 
 def test_one_dispatch_per_matmul_and_disjoint_counters():
     model = _two_heads()
-    _, kernels = compile_with_kernels(model, target="generic")
+    _, kernels = compile_with_kernels(model, target=TARGETS_BY_FINISH["fused"])
     split = [k for k in kernels if k.params.get("split_k")]
-    assert len(split) == 3
+    assert len(split) == 3 and all(k.params["splitk_fused"] for k in split)
     assert kernels[0].template == "zero_fill" and not any("reduce" in k.template for k in kernels)
     # Every split matmul's counters are its own aligned slice of the one tensor zeroed first.
     counts = [k.bindings[k.zeroed[0]] for k in split]
@@ -61,6 +69,15 @@ def test_one_dispatch_per_matmul_and_disjoint_counters():
     spans = sorted((c.root_offset(), c.root_offset() + c.nbytes) for c in counts)
     assert all(s % 256 == 0 for s, _ in spans)
     assert all(e <= s2 for (_, e), (s2, _) in zip(spans, spans[1:]))
+
+
+def test_deep_splits_add_up_in_a_second_dispatch():
+    """16 slices of 32x32 tiles would leave each invocation of the last slice 256 sums to add."""
+    _, kernels = compile_with_kernels(_two_heads(), target="generic")
+    split = [k for k in kernels if k.params.get("split_k")]
+    assert len(split) == 3 and not any(k.params["splitk_fused"] for k in split)
+    assert [k.template for k in kernels].count("splitk_reduce") == 3
+    assert "zero_fill" not in [k.template for k in kernels]
 
 
 def test_no_split_no_zeroing():
