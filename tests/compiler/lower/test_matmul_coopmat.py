@@ -171,6 +171,17 @@ def test_tile_choice():
     assert tile(gemm(64, 64, 2048)) == (32, 32, True)
 
 
+def test_split_k_only_with_16_byte_fetches():
+    """Split-K on the tensor cores is taken only where A and B are fetched 16 bytes at a time; with
+    8- or 2-byte B fetches its sums were wrong on an H200 (matmul.py), so those run unsplit."""
+    def split(model):
+        (k,) = coopmat_kernels(model, SPLIT)[1]
+        return k.params["A_VEC"], k.params["B_VEC"], k.params["split_k"]
+    assert split(matmul_residual(3, 7, 1024, 24)) == (8, 8, True)
+    assert split(matmul_residual(3, 7, 1024, 20)) == (8, 4, False)
+    assert split(conv(1, 512, 7, 2048, 1)) == (8, 1, False)
+
+
 def test_few_rows_keep_the_register_kernel():
     """A batch-1 Linear layer (one row) would fill 1/16 of each tensor-core tile."""
     assert not coopmat_kernels(gemm(1, 1000, 512), NVIDIA)[1]
