@@ -1,12 +1,15 @@
 """Epilogue fusion: an elementwise expression that reads only a Conv/Gemm/MatMul result (plus
-biases, per-channel tensors or same-shape residuals) is rendered into that kernel's store."""
+biases, per-channel tensors or same-shape residuals) is rendered into that kernel's store. The
+expression may read the result through a reshape (GPT-2's export applies its GELU to the
+[B, S, 4E] view of a [B*S, 4E] Gemm): the kernel then writes the expression's value in its own
+shape, and the expression's output becomes a view of it."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Value
 
 ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
@@ -24,10 +27,11 @@ def fuse_epilogues(graph: Graph) -> Graph:
             continue  # a vector product's output drops a dim the epilogue indexes by
         while True:
             out = anchor.outputs[0]
-            if len(out.consumers) != 1 or not graph.used_only_by(out, out.consumers[0]):
+            found = _sole_reader(graph, out)
+            if found is None:
                 break
-            ew = out.consumers[0]
-            if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(out.shape):
+            ew, read = found
+            if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(read.shape):
                 break
             if any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
@@ -35,10 +39,12 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 # a cast through int64 or a low-precision type: the Conv/Gemm/MatMul templates
                 # enable neither 64-bit integers nor include templates/low_precision.glsl
                 break
-            others = [v for v in ew.inputs if v is not out]
+            others = [v for v in ew.inputs if v is not read]
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break
-            _absorb(anchor, ew)
+            if read is not out and not all(_same_through_reshape(v, read, out) for v in others):
+                break
+            _absorb(anchor, ew, read)
             # The fused node runs where the elementwise node ran: its other operands (say the
             # other branch of a residual Add) may be computed after the anchor's old position.
             graph.nodes.remove(anchor)
@@ -47,7 +53,31 @@ def fuse_epilogues(graph: Graph) -> Graph:
     return graph
 
 
-def _absorb(anchor: Node, ew: Node) -> None:
+def _sole_reader(graph: Graph, out: Value) -> tuple[Node, Value] | None:
+    """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
+    through one view of all of them (a reshape); None otherwise."""
+    views = [v for v in graph.values() if v.alias_of is out]
+    readers = [(n, v) for v in [out, *views] for n in v.consumers]
+    if len({id(n) for n, _ in readers}) != 1 or len({id(v) for _, v in readers}) != 1:
+        return None
+    node, read = readers[0]
+    if not graph.used_only_by(out, node):
+        return None
+    if read is not out and (read.nbytes != out.nbytes or read.alias_offset != 0):
+        return None
+    return node, read
+
+
+def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:
+    """Whether operand `v` indexes an element alike in the reshaped `read` and in the kernel's
+    `out`: a scalar, or a vector along a last dim the reshape kept (a bias)."""
+    if v.size == 1:
+        return True
+    n = read.shape[-1] if read.shape else 0
+    return (out.shape[-1:] == (n,) and v.size == n and v.shape[-1] == n)
+
+
+def _absorb(anchor: Node, ew: Node, read: Value) -> None:
     out = anchor.outputs[0]
     prev = anchor.attrs.get("epilogue")
     n_own = anchor.attrs.setdefault("n_op_inputs", len(anchor.inputs))
@@ -55,7 +85,7 @@ def _absorb(anchor: Node, ew: Node) -> None:
 
     def leaf(t):
         v = ew.inputs[t[1]]
-        if v is out:
+        if v is read:
             return prev if prev is not None else ("acc",)
         for i, o in enumerate(operands):
             if o is v:
@@ -65,5 +95,12 @@ def _absorb(anchor: Node, ew: Node) -> None:
 
     anchor.attrs["epilogue"] = E.substitute(ew.attrs["expr"], leaf)
     anchor.inputs = anchor.inputs[:n_own] + operands
-    anchor.outputs = ew.outputs
     anchor.sources = anchor.sources + ew.sources
+    if read is out:
+        anchor.outputs = ew.outputs
+        return
+    # Through a reshape: the kernel writes in its own shape; the expression's output views that.
+    y = ew.outputs[0]
+    own = Value(f"{y.name}/{'x'.join(map(str, out.shape))}", y.dtype, tuple(out.shape))
+    y.alias_of, y.alias_offset = own, 0
+    anchor.outputs = [own]
