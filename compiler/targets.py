@@ -68,6 +68,10 @@ class Target:
     coopmat_stages: int = 1
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
+    # Workgroup reductions (LayerNorm's statistics) add within each subgroup first
+    # (GL_KHR_shader_subgroup_arithmetic, which the bundle then requires), then the subgroups'
+    # sums through shared memory: two barriers per sum instead of one per level of a tree.
+    subgroup_reductions: bool = False
     # Tile choices `vkc tune` measured fastest on this device: (problem key, ((field, value),
     # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
     # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).
@@ -110,7 +114,7 @@ TARGETS = {
     # scratch up to 256 MiB: ResNet-50's stem at batch 32 in float32 takes 236 (12.5 -> 12.1 ms).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
-                     im2col_max_bytes=256 << 20,
+                     im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
                      cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),
 }

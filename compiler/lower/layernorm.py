@@ -123,7 +123,8 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     texel = (all(texel_format(v.dtype) for _, v in ins)
              and texel_reads(target, *(v for _, v in ins)))
     mods = {prefix: [bool(m) for _, m, _ in t] for prefix, t in terms.items()}
-    params = dict(LOCAL=local, TEXEL=texel, inputs=[n for n, _ in ins],
+    params = dict(LOCAL=local, TEXEL=texel, SUBGROUP_SUM=target.subgroup_reductions and not texel,
+                  inputs=[n for n, _ in ins],
                   outputs=[n for n, _ in outs], simplified=simplified,
                   has_skip=skip is not None, skip_broadcast=skip_broadcast,
                   has_prebias=prebias is not None, has_bias=bias is not None,

@@ -1,5 +1,6 @@
 """LayerNormalization (opset 17) against onnxruntime: axes, broadcast Scale and B, optional Mean
-and InvStdDev outputs, long rows, a large mean offset (the two-pass variance), both targets."""
+and InvStdDev outputs, long rows, a large mean offset (the two-pass variance), on the generic and
+lavapipe profiles and on generic with subgroup reductions (the nvidia profile's statistics)."""
 
 import numpy as np
 import onnx
@@ -8,10 +9,15 @@ import pytest
 from harness import check_against_onnxruntime, random_feeds
 from onnx_builders import _fill_output_shapes, single_op_model, tensor_info
 
+from dataclasses import replace
+
 from compiler import compile_model
 from compiler.errors import CompileError
+from compiler.targets import TARGETS as PROFILES
 
-TARGETS = ["generic", "lavapipe"]
+SUBGROUP_SUMS = replace(PROFILES["generic"], name="generic-subgroup-sums", subgroup_reductions=True)
+TARGETS = [pytest.param("generic", id="generic"), pytest.param("lavapipe", id="lavapipe"),
+           pytest.param(SUBGROUP_SUMS, id="subgroup-sums")]
 
 
 def layernorm_model(x_shape, axis=-1, *, scale_shape=None, bias=True, epsilon=None, outputs=("y",),
