@@ -79,6 +79,11 @@ class Node:
         return f"<{self.op_type} {self.name}: {self.inputs} -> {self.outputs}>"
 
 
+def is_onnx(node: Node | None, *ops: str) -> bool:
+    """Whether `node` is one of `ops` of the standard ONNX domain (what pattern passes match)."""
+    return node is not None and node.op_type in ops and node.domain in ("", "ai.onnx")
+
+
 class Graph:
     """Nodes in a valid topological order plus the graph's inputs and outputs."""
 

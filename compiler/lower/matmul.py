@@ -153,17 +153,27 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
     # Split-K: slices of K write partial sums; who adds them up depends on how much there is to add.
-    fused = _fuse_split_k(template, params, split)
-    params["splitk_fused"] = fused
-    if fused:
-        return [_fused_split_k(template, params, spec, ep_spec, expr, helpers, operands, common,
-                               a, b, c, M, N, K, batches, groups, split, depth, ep_ops, types)]
+    fused = params["splitk_fused"] = _fuse_split_k(template, params, split)
+    slices = spec + [("SPLIT", "int32", split), ("KS", "int32", depth)]
+    # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
+    rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
-                    (batches * split * M * N,))
+                    (batches * split * rows * cols,))
+    if fused:
+        # One dispatch: the last slice of each output tile to finish (counted in a per-tile
+        # counter the run zeroes first: lower/counters.py) adds them and applies the epilogue.
+        count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
+        n_ep = len(operands)
+        return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
+                       slices + ep_spec, [a, b, c, *operands, partial, count],
+                       groups=(groups[0], groups[1], batches * split),
+                       flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
+                       zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
+                                                  shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))]
+    # Else a second pass adds them up over the whole device and applies the epilogue.
     first = Kernel(template, dict(params, n_epilogue=0, epilogue_expr="acc_v", epilogue_helpers=[]),
-                   spec + [("SPLIT", "int32", split), ("KS", "int32", depth)], [a, b, partial],
-                   groups=(groups[0], groups[1], batches * split), flops=2 * batches * M * N * K,
-                   **common)
+                   slices, [a, b, partial], groups=(groups[0], groups[1], batches * split),
+                   flops=2 * batches * M * N * K, **common)
     total, local = batches * M * N, target.elementwise_local
     reduce_spec = [("TOTAL", "int32", total), ("M", "int32", M), ("N", "int32", N),
                    ("SPLIT", "int32", split), ("BATCH1", "int32", batch1)]
@@ -194,25 +204,6 @@ def _fuse_split_k(template: str, params: dict, split: int) -> bool:
     else:  # matmul_register
         tile, threads = params["TM"] * params["TN"] * params["LX"] * params["VEC"], params["LX"]
     return tile * split <= FUSED_SPLITK_SUMS * threads
-
-
-def _fused_split_k(template, params, spec, ep_spec, expr, helpers, operands, common,
-                   a, b, c, M, N, K, batches, groups, split, depth, ep_ops, types) -> Kernel:
-    """One dispatch: slices write partial sums P, and the last slice of each output tile to finish
-    (counting in a per-tile counter the run zeroes first: lower/counters.py) adds them and applies
-    the epilogue."""
-    # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
-    rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
-    partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
-                    (batches * split * rows * cols,))
-    count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
-    n_ep = len(operands)
-    return Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
-                  spec + [("SPLIT", "int32", split), ("KS", "int32", depth)] + ep_spec,
-                  [a, b, c, *operands, partial, count], groups=(groups[0], groups[1], batches * split),
-                  flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
-                  zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
-                                             shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))
 
 
 def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:

@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 from ..shapes import contiguous_strides
 
 
 def fuse_attention(graph: Graph) -> Graph:
-    for softmax in [n for n in graph.nodes if _is_onnx(n, "Softmax")]:
+    for softmax in [n for n in graph.nodes if is_onnx(n, "Softmax")]:
         if softmax in graph.nodes:
             match = _match(graph, softmax)
             if match is not None:
                 _rewrite(graph, *match)
     return graph
-
-
-def _is_onnx(node: Node | None, *ops: str) -> bool:
-    return node is not None and node.op_type in ops and node.domain in ("", "ai.onnx")
 
 
 def _sole_consumer(graph: Graph, v: Value) -> Node | None:
@@ -53,7 +49,7 @@ def _scalar(v: Value | None) -> float | None:
 def _scale_of(graph: Graph, node: Node, chain: Value) -> float | None:
     """The factor a Mul or Div node applies to `chain` (its other operand a constant scalar that
     does not broadcast the result), else None."""
-    if not _is_onnx(node, "Mul", "Div") or node.outputs[0].shape != chain.shape:
+    if not is_onnx(node, "Mul", "Div") or node.outputs[0].shape != chain.shape:
         return None
     if node.op_type == "Div":
         c = _scalar(node.inputs[1]) if node.inputs[0] is chain else None
@@ -85,7 +81,7 @@ def _leads_to_scores(graph: Graph, v: Value) -> bool:
     for _ in range(2):
         if v.producer is None or _sole_consumer(graph, v) is None:
             return False
-        if _is_onnx(v.producer, "MatMul"):
+        if is_onnx(v.producer, "MatMul"):
             return True
         chain = _variable_operand(v.producer)
         if chain is None or _scale_of(graph, v.producer, chain) is None:
@@ -132,11 +128,11 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         bound, offset, dims = _layout(graph, v.alias_of, inner)
         dims = _reshape_dims(dims, v.shape)
         node = None
-    elif _is_onnx(node, "Transpose"):
+    elif is_onnx(node, "Transpose"):
         bound, offset, dims = _layout(graph, node.inputs[0], inner)
         perm = node.attrs.get("perm", range(len(v.shape) - 1, -1, -1))
         dims = [dims[p] for p in perm]
-    elif _is_onnx(node, "Split"):
+    elif is_onnx(node, "Split"):
         axis = node.attrs.get("axis", 0) % len(v.shape)
         bound, offset, dims = _layout(graph, node.inputs[0], inner)
         start = sum(o.shape[axis] for o in node.outputs[:node.outputs.index(v)])
@@ -146,7 +142,7 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         else:
             offset += start * stride[0]
             dims = dims[:axis] + [[(v.shape[axis], stride[0])]] + dims[axis + 1:]
-    elif _is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
+    elif is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
         bound, offset, dims = _layout(graph, data, inner)
@@ -275,7 +271,7 @@ def _match(graph: Graph, softmax: Node):
     if not 2 <= rank <= 4 or axis % rank != rank - 1:
         return None
     pv = _sole_consumer(graph, probs)
-    if not _is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
+    if not is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
         return None
 
     # Back from the softmax: an additive mask, a scale, Q·Kᵀ, in the orders exporters write.
@@ -284,10 +280,10 @@ def _match(graph: Graph, softmax: Node):
         node = x.producer
         if node is None or _sole_consumer(graph, x) is None:
             return None
-        if _is_onnx(node, "MatMul"):
+        if is_onnx(node, "MatMul"):
             qk = node
             break
-        if _is_onnx(node, "Add") and mask is None:
+        if is_onnx(node, "Add") and mask is None:
             a, b = node.inputs
             chain, mask = (a, b) if _leads_to_scores(graph, a) else (b, a)
             if chain.shape != x.shape or np.dtype(mask.dtype) != np.float32:
@@ -353,7 +349,7 @@ def _match(graph: Graph, softmax: Node):
     # A Transpose after the output (to [B, S, H, DV], or [S, B*H, DV]) is written in place.
     out_shape, out_dims = out.shape, _contiguous(out.shape)
     t = _sole_consumer(graph, out)
-    if _is_onnx(t, "Transpose") and rank >= 3 and not graph.is_output(out):
+    if is_onnx(t, "Transpose") and rank >= 3 and not graph.is_output(out):
         perm = list(t.attrs.get("perm", range(rank - 1, -1, -1)))
         t_strides = contiguous_strides(t.outputs[0].shape)
         out_dims = [[(out.shape[i], t_strides[perm.index(i)])] for i in range(rank)]

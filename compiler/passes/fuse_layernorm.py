@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 
 
 def fuse_layernorm(graph: Graph) -> Graph:
     for node in list(graph.nodes):
-        if node in graph.nodes and _is(node, "ReduceMean"):  # the variance
+        if node in graph.nodes and is_onnx(node, "ReduceMean"):  # the variance
             _fuse_chain(graph, node)
     for node in list(graph.nodes):
         if node.op_type in ("vkc.LayerNorm", "LayerNormalization") and node.domain == "":
@@ -42,10 +42,6 @@ def fuse_layernorm(graph: Graph) -> Graph:
         if node.op_type in ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"):
             _type_skip_outputs(node)
     return graph
-
-
-def _is(node: Node | None, op: str) -> bool:
-    return node is not None and node.op_type == op and node.domain in ("", "ai.onnx")
 
 
 def _scalar(v: Value | None) -> float | None:
@@ -82,7 +78,7 @@ def _reduced_axes(node: Node, graph: Graph) -> list[int] | None:
 
 def _single_consumer(v: Value, op: str) -> Node | None:
     """The one node reading v, when it is an `op` (the chain's next step)."""
-    return v.consumers[0] if len(v.consumers) == 1 and _is(v.consumers[0], op) else None
+    return v.consumers[0] if len(v.consumers) == 1 and is_onnx(v.consumers[0], op) else None
 
 
 def _internal(graph: Graph, v: Value, chain: list[Node]) -> bool:
@@ -111,13 +107,13 @@ def _centering(graph: Graph, d: Value, axes: list[int]):
     """When d = Sub(x, ReduceMean(x)) over `axes`: (x, the mean and Sub nodes, every x - mean);
     else None."""
     sub = d.producer
-    if not _is(sub, "Sub") or not _is(sub.inputs[1].producer, "ReduceMean"):
+    if not is_onnx(sub, "Sub") or not is_onnx(sub.inputs[1].producer, "ReduceMean"):
         return None
     x, m = sub.inputs[0], sub.inputs[1].producer
     if m.inputs[0] is not x or _reduced_axes(m, graph) != axes:
         return None
     subs = m.outputs[0].consumers
-    if not all(_is(s, "Sub") and s.inputs == [x, m.outputs[0]] for s in subs):
+    if not all(is_onnx(s, "Sub") and s.inputs == [x, m.outputs[0]] for s in subs):
         return None
     return x, [m, *subs], [s.outputs[0] for s in subs]
 
@@ -126,9 +122,9 @@ def _fuse_chain(graph: Graph, var_node: Node) -> None:
     """Match the chain around its variance, ReduceMean(q) with q the square, centred (x - mean:
     LayerNorm) or not (RMS normalization, as T5 and LLaMA exports write it)."""
     sq = var_node.inputs[0].producer
-    if _is(sq, "Pow") and _scalar(sq.inputs[1]) == 2.0:
+    if is_onnx(sq, "Pow") and _scalar(sq.inputs[1]) == 2.0:
         squared = [sq.inputs[0]]
-    elif _is(sq, "Mul"):
+    elif is_onnx(sq, "Mul"):
         squared = list(sq.inputs)
     else:
         return
@@ -199,7 +195,7 @@ def _fold_residual(graph: Graph, ln: Node) -> None:
     one normalization reading a and b; it writes the sum too when something else reads it."""
     s = ln.inputs[0]
     add = s.producer
-    if (not _is(add, "Add") or s.alias_of is not None or np.dtype(s.dtype) != np.float32
+    if (not is_onnx(add, "Add") or s.alias_of is not None or np.dtype(s.dtype) != np.float32
             or (ln.op_type == "vkc.LayerNorm" and ln.inputs[1] is not None)):
         return
     a, b = add.inputs

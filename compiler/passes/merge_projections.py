@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 
 
 def merge_projections(graph: Graph) -> Graph:
@@ -37,14 +37,10 @@ def merge_projections(graph: Graph) -> Graph:
     return graph
 
 
-def _is_onnx(node: Node | None, *ops: str) -> bool:
-    return node is not None and node.op_type in ops and node.domain in ("", "ai.onnx")
-
-
 def _projection(graph: Graph, node: Node, views: dict) -> tuple[Node, Node | None] | None:
     """(MatMul, its bias Add or None) when `node` is X x W with W a constant 2-D weight whose
     result (after the bias) only feeds matmuls."""
-    if not _is_onnx(node, "MatMul") or len(node.inputs) != 2:
+    if not is_onnx(node, "MatMul") or len(node.inputs) != 2:
         return None
     x, w = node.inputs
     y = node.outputs[0]
@@ -52,7 +48,7 @@ def _projection(graph: Graph, node: Node, views: dict) -> tuple[Node, Node | Non
             or w.dtype != x.dtype or graph.is_output(y)):
         return None
     add = y.consumers[0] if len(y.consumers) == 1 else None
-    if _is_onnx(add, "Add") and y.alias_of is None and graph.used_only_by(y, add):
+    if is_onnx(add, "Add") and y.alias_of is None and graph.used_only_by(y, add):
         bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
         if bias.is_constant and bias.dtype == y.dtype and bias.size == w.shape[1] and \
                 add.outputs[0].shape == y.shape and all(d == 1 for d in bias.shape[:-1]):
@@ -66,10 +62,10 @@ def _feeds_matmuls(graph: Graph, v: Value, views: dict) -> bool:
     if graph.is_output(v):
         return False
     for reader in v.consumers:
-        if _is_onnx(reader, "Transpose"):
+        if is_onnx(reader, "Transpose"):
             if not _feeds_matmuls(graph, reader.outputs[0], views):
                 return False
-        elif not _is_onnx(reader, "MatMul"):
+        elif not is_onnx(reader, "MatMul"):
             return False
     mine = views.get(id(v), [])
     return bool(v.consumers or mine) and all(_feeds_matmuls(graph, w, views) for w in mine)
