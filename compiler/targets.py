@@ -30,6 +30,13 @@ class Target:
     # Split-K: K steps each slice keeps at least (shallower slices cost more in the extra reduction
     # dispatch than their workgroups give back).
     splitk_min_steps: int = 4
+    # Tiled matmul with fewer than min_workgroups tiles: where splitting K can give this many
+    # workgroups, the profile's tile stays and K splits (smaller tiles load more per product);
+    # else (or 0) tiles shrink first, and split-K aims at min_workgroups.
+    splitk_workgroups: int = 0
+    # Split-K's finish: the last slice of each tile adds the partial sums itself where that is at
+    # most this many per invocation, else a second dispatch adds them (lower/matmul.py).
+    splitk_fused_sums: int = 64
     # The profiles use "tiled" (shared-memory tiles, for GPUs) or "texel" (register tiles, no
     # shared memory, A and B fetched through uniform texel buffers: for CPUs such as lavapipe, where
     # barriers cost more than shared memory saves and a texel fetch is one gather). Both fall back
@@ -110,10 +117,15 @@ TARGETS = {
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="texel", cpu_lanes=8, max_texel_elements=2**27, winograd=4,
                        im2col_max_bytes=64 << 20, device_types=("cpu",)),
-    # 128x64 tiles with 8x4 registers measured fastest on an H200 (128x128 with 8x8 spills). im2col
-    # scratch up to 256 MiB: ResNet-50's stem at batch 32 in float32 takes 236 (12.5 -> 12.1 ms).
+    # On an H200: 128x64 tiles with 8x4 registers measured fastest (128x128 with 8x8 ties at 4096^3
+    # and loses at transformer shapes); split-K aiming at 528 workgroups before tiles shrink, its
+    # partial sums added by a second dispatch, made ViT-B/16 fp32 at batch 8 12.3 -> 10.9 ms and
+    # ResNet-50 at batch 32 12.3 -> 11.6 (the fused finish costs the kernel occupancy: 107
+    # registers against 79). im2col scratch up to 256 MiB: ResNet-50's stem at batch 32 in float32
+    # takes 236 (12.5 -> 12.1 ms).
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
+                     splitk_workgroups=528, splitk_fused_sums=0,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
                      cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),

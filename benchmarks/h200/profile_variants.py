@@ -38,6 +38,12 @@ VARIANTS = {
     "t128x128r8x8k8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8, tile_k=8),
     "t64x128r4x8": replace(NV, tile_m=64, tile_n=128, reg_m=4, reg_n=8),
     "implicit": replace(NV, im2col_max_bytes=0),
+    # split-K for 264 or 528 workgroups before tiles shrink, or (0) only after; finished in the
+    # kernel where at most 64 sums per invocation (fused) or always by a second dispatch (default)
+    "sf264": replace(NV, splitk_workgroups=264),
+    "sf528fused": replace(NV, splitk_fused_sums=64),
+    "shrink-first": replace(NV, splitk_workgroups=0),
+    "shrink-first-fused": replace(NV, splitk_workgroups=0, splitk_fused_sums=64),   # session 6's
     "sk2": replace(NV, splitk_min_steps=2),
     "sk8": replace(NV, splitk_min_steps=8),
     # the 32x32 tile as one subgroup of 2x2 accumulators instead of four of one

@@ -27,6 +27,9 @@ def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int,
     tile_m, tile_n = target.tile_m, target.tile_n
     def groups(bm, bn):
         return -(-M // bm) * -(-N // bn) * batches
+    if target.splitk_workgroups and groups(tile_m, tile_n) < target.min_workgroups and \
+            groups(tile_m, tile_n) * _max_split(target, K, target.tile_k) >= target.splitk_workgroups:
+        return tile_m, tile_n, target.reg_m, target.reg_n   # split-K gives the workgroups
     # Deep reductions stop at 64-wide tiles and split K instead (see _split_k).
     floor = 64 if K >= 512 else 32
     while groups(tile_m, tile_n) < target.min_workgroups and max(tile_m, tile_n) > floor:
@@ -141,7 +144,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         template = "matmul_tiled"
         params, groups, extra = _tiled_params(target, M, N, K, strides, b_mode, batches, vec4,
                                               types, b_row_elements or N)
-        split, depth = _split_k(target, groups, K, params["BK"])
+        split, depth = _split_k(target, groups, K, params["BK"],
+                                max(target.min_workgroups, target.splitk_workgroups))
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
@@ -153,7 +157,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
     # Split-K: slices of K write partial sums; who adds them up depends on how much there is to add.
-    fused = params["splitk_fused"] = _fuse_split_k(template, params, split)
+    fused = params["splitk_fused"] = _fuse_split_k(target, template, params, split)
     slices = spec + [("SPLIT", "int32", split), ("KS", "int32", depth)]
     # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
     rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
@@ -187,30 +191,34 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     return [first, second]
 
 
-# Split-K's fused finish: the last slice of a tile adds up to this many partial sums per
-# invocation, or a separate dispatch adds them up over the whole device. On an H200 the fused
-# finish with ~350 (fp32 BERT's 64x64 tiles in 11 slices) and more made ResNet-18/50 at batch 1
-# 23-32 % slower than the separate pass; the float16 BERT tiles (32x32, 3 slices: 24) gained.
-FUSED_SPLITK_SUMS = 64
-
-
-def _fuse_split_k(template: str, params: dict, split: int) -> bool:
+def _fuse_split_k(target, template: str, params: dict, split: int) -> bool:
     """Whether the last slice of each tile adds the partial sums up itself (always on the
-    cooperative-matrix kernel, which keeps no separate pass for its padded partial tiles)."""
+    cooperative-matrix kernel, which keeps no separate pass for its padded partial tiles), or a
+    separate dispatch adds them up over the whole device (target.splitk_fused_sums). On an H200 the
+    fused finish with ~350 sums per invocation (fp32 BERT's 64x64 tiles in 11 slices) and more made
+    ResNet-18/50 at batch 1 23-32 % slower than the separate pass; the float16 BERT tiles (32x32,
+    3 slices: 24) gained."""
     if template == "matmul_coopmat":
         return True
     if template == "matmul_tiled":
         tile, threads = params["BM"] * params["BN"], params["WG_M"] * params["WG_N"]
     else:  # matmul_register
         tile, threads = params["TM"] * params["TN"] * params["LX"] * params["VEC"], params["LX"]
-    return tile * split <= FUSED_SPLITK_SUMS * threads
+    return tile * split <= target.splitk_fused_sums * threads
 
 
-def _split_k(target, groups, K: int, bk: int) -> tuple[int, int]:
-    """(slices, depth of each): enough slices of K to give the device `min_workgroups`
-    workgroups, each slice at least `splitk_min_steps` K steps deep."""
+def _max_split(target, K: int, bk: int) -> int:
+    """The most slices K splits into: each at least `splitk_min_steps` K steps deep, at most 32."""
+    return min(K // (target.splitk_min_steps * bk), 32)
+
+
+def _split_k(target, groups, K: int, bk: int, want: int | None = None) -> tuple[int, int]:
+    """(slices, depth of each): where the tiles give fewer than `min_workgroups` workgroups,
+    enough slices of K for `want` (default min_workgroups), as deep as _max_split allows."""
     have = groups[0] * groups[1] * groups[2]
-    split = min(-(-target.min_workgroups // have), K // (target.splitk_min_steps * bk), 32)
+    if have >= target.min_workgroups:
+        return 1, K
+    split = min(-(-(want or target.min_workgroups) // have), _max_split(target, K, bk))
     if split < 2:
         return 1, K
     depth = -(-K // (split * bk)) * bk
