@@ -268,10 +268,8 @@ class Instance:
             budget = self._budget(pdev, mem) if api >= API_1_1 and "VK_EXT_memory_budget" in exts else None
             feats, keep = self.feature_chain(pdev, api, exts) if api >= API_1_1 else (None, [])
         lim = base.limits
-        if api >= API_1_2:
-            driver = f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
-        else:
-            driver = f"driver version {base.driverVersion:#x}"
+        driver = (f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
+                  if api >= API_1_2 else f"driver version {base.driverVersion:#x}")
         features = {}
         if feats is not None:
             features.update(_fields(ffi, feats.features))
@@ -290,11 +288,10 @@ class Instance:
         return DeviceInfo(
             index=index, name=base.deviceName, type=_TYPE_NAMES.get(base.deviceType, "other"),
             api_version=version_tuple(base.apiVersion), driver=driver,
-            max_shared_memory_bytes=lim.maxComputeSharedMemorySize,
+            max_shared_memory_bytes=lim.maxComputeSharedMemorySize, max_storage_buffer_range=lim.maxStorageBufferRange,
             max_workgroup_invocations=lim.maxComputeWorkGroupInvocations,
             max_workgroup_size=tuple(lim.maxComputeWorkGroupSize),
             subgroup_size=sub.subgroupSize if api >= API_1_1 else 0,
-            max_storage_buffer_range=lim.maxStorageBufferRange,
             min_storage_buffer_offset_alignment=lim.minStorageBufferOffsetAlignment,
             max_memory_allocation_bytes=m3.maxMemoryAllocationSize if api >= API_1_1 else 1 << 31,
             device_local_bytes=heaps[biggest].size if heaps else 0,

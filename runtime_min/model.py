@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import os
 import threading
 import time
@@ -58,10 +59,8 @@ _live = weakref.WeakSet()  # every open Model, closed at interpreter exit before
 @atexit.register
 def _close_all():
     for model in list(_live):
-        try:
+        with contextlib.suppress(Exception):
             model.close()
-        except Exception:
-            pass
 
 
 class TensorInfo(NamedTuple):
@@ -255,10 +254,8 @@ class Model:
                 self.close()
                 raise
         finally:
-            try:
+            with contextlib.suppress(BufferError):  # a view kept alive by the traceback of a failed load
                 bundle.close()
-            except BufferError:  # a view kept alive by the traceback of a failed load; freed with it
-                pass
         self.device_info = self._dev.info
         self.device_name = self._dev.info.name
         #: the variants this device runs (the chosen profile's shape set), by name, and their input shapes
@@ -697,21 +694,40 @@ class Model:
         arrays, v = self._check_feeds(feeds)
         outs = self._check_outputs(outputs, v)
         with self._lock:
-            self._usable()
-            if v.runs is None:
-                self._prepare(v)
-            slot = self._slots[self._next]
-            if slot.pending is not None:
-                self._complete(slot)
+            slot = self._next_slot(v)
             in_views, _, _, submit = v.runs[slot.index]
             for view, a in zip(in_views, arrays):
-                _write_input(view, a)
+                if a is not view:  # input_arrays() gave it: already in place
+                    _write_input(view, a)
             slot.inb.flush()
             self._submit(submit[0], slot.fence, self._what)
             slot.pending = handle = RunHandle(self, slot, outs)
             slot.variant = v
             self._next ^= 1
         return handle
+
+    def input_arrays(self, shapes: dict | None = None) -> dict:
+        """The memory the next run reads its inputs from, as writable arrays by input name (packed
+        dtypes as their bytes). Fill them and pass them as that run's feeds: it reads them in place,
+        with no copy (the run after uses the other I/O set; any array is copied in as usual).
+        shapes (input name -> shape) picks the shape variant, else the one run last. A run still in
+        flight on that memory is waited for first (its handle keeps its outputs)."""
+        key = self._current.shapes if shapes is None else tuple(tuple(shapes.get(i.name, ())) for i in self.inputs)
+        if (v := self._by_shapes.get(key)) is None:
+            raise ValueError(no_variant_message([w.view for w in self._variants], list(key)))
+        with self._lock:
+            slot, self._current = self._next_slot(v), v
+            return {spec.name: view for spec, view in zip(v.inputs, v.runs[slot.index][0])}
+
+    def _next_slot(self, v: _Variant) -> _Slot:
+        """The I/O set the next run uses, its last run waited for, with `v` prepared (lock held)."""
+        self._usable()
+        if v.runs is None:
+            self._prepare(v)
+        slot = self._slots[self._next]
+        if slot.pending is not None:
+            self._complete(slot)
+        return slot
 
     def _complete(self, slot):
         """Wait for the run in `slot` (the lock is held) and give its handle the outputs."""
@@ -743,15 +759,12 @@ class Model:
 
     def bench(self, feeds: dict, warmup: int = 3, repeat: int = 20) -> list:
         """Wall-clock seconds of each of `repeat` run() calls, after `warmup` untimed ones."""
-        outputs = {o.name: np.empty(o.shape, o.dtype) for o in self._check_feeds(feeds)[1].outputs}
-        for _ in range(warmup):
-            self.run(feeds, outputs)
-        times = []
-        for _ in range(repeat):
+        outputs, times = {o.name: np.empty(o.shape, o.dtype) for o in self._check_feeds(feeds)[1].outputs}, []
+        for _ in range(warmup + repeat):
             t0 = time.perf_counter()
             self.run(feeds, outputs)
             times.append(time.perf_counter() - t0)
-        return times
+        return times[warmup:]
 
     def profile(self, feeds: dict, repeat: int = 10) -> list:
         """GPU time of every dispatch, from timestamp queries: a DispatchTime per dispatch, in schedule
@@ -808,10 +821,8 @@ class Model:
                 return
             for slot in self._slots:  # runs in flight finish; their handles keep their outputs
                 if slot.pending is not None and not self._dev.lost:
-                    try:
+                    with contextlib.suppress(Exception):
                         self._complete(slot)
-                    except Exception:
-                        pass
             self._closed = True
             for v in self._variants:  # the views point into mapped memory about to be freed
                 v.runs = None
@@ -829,10 +840,8 @@ class Model:
         self.close()
 
     def __del__(self):
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self._closed else self.device_name

@@ -13,6 +13,7 @@ run(feeds, outputs) into preallocated outputs):
   GPU        that load's command buffer on the GPU (timestamps: copy-in, dispatches, copy-out);
              kernels: the dispatches alone
   wall-GPU   timed wall minus GPU, per run, then the median: what the host adds
+  in place   the same with each run's inputs written beforehand into Model.input_arrays() (untimed)
   async      wall per run with two runs in flight (run_async, one wait behind)
   in GB/s    the input written into the runtime's mapped input memory by the host (np.copyto)
 Against an older runtime (no Model.gpu_time, no run_async) the GPU columns print '-': run this
@@ -43,15 +44,22 @@ def compiled(names, batches, target, out: Path):
             yield path
 
 
-def timed_runs(model, feeds, repeat: int):
-    """Wall seconds of `repeat` run() calls into preallocated outputs, and GPU times where the model has them."""
+def timed_runs(model, feeds, repeat: int, in_place: bool = False):
+    """Wall seconds of `repeat` run() calls into preallocated outputs, and GPU times where the model has
+    them. in_place: each run's inputs written beforehand (untimed) into Model.input_arrays()."""
     outs = {o.name: np.empty(o.shape, o.dtype) for o in model.outputs}
     for _ in range(3):
         model.run(feeds, outs)
     walls, gpus = [], []
     for _ in range(repeat):
+        if in_place:
+            run_feeds = model.input_arrays()
+            for name, a in run_feeds.items():
+                np.copyto(a, feeds[name])
+        else:
+            run_feeds = feeds
         t = time.perf_counter()
-        model.run(feeds, outs)
+        model.run(run_feeds, outs)
         walls.append(time.perf_counter() - t)
         if getattr(model, "gpu_time", None) is not None:
             gpus.append(model.gpu_time)
@@ -84,16 +92,19 @@ def measure(path, repeat: int):
             copies.append(time.perf_counter() - t)
         gbps = x.nbytes / statistics.median(copies) / 1e9
         device = model.device_name
-    gpus, timed_walls = [], []
+    gpus, timed_walls, place = [], [], []
     try:
         with load(path, timing=True) as timed:  # GPU times from timestamps, in a second load
             timed_walls, gpus = timed_runs(timed, feeds, repeat)
+            if hasattr(timed, "input_arrays"):
+                walls_in_place, gpus_in_place = timed_runs(timed, feeds, repeat, in_place=True)
+                place = [w - g.total for w, g in zip(walls_in_place, gpus_in_place)]
     except TypeError:  # an older runtime: no timing
         pass
     us = lambda v: f"{statistics.median(v) * 1e6:.0f}" if v else "-"
     gpu = [g.total for g in gpus]
     return (Path(path).name, f"{x.nbytes / 1e6:.2f}", us(walls), us(timed_walls), us(gpu),
-            us([g.kernels for g in gpus]), us([w - g for w, g in zip(timed_walls, gpu)]), f"{pipelined * 1e6:.0f}" if pipelined else "-", f"{gbps:.1f}", device)
+            us([g.kernels for g in gpus]), us([w - g for w, g in zip(timed_walls, gpu)]), us(place), f"{pipelined * 1e6:.0f}" if pipelined else "-", f"{gbps:.1f}", device)
 
 
 def main():
@@ -107,7 +118,7 @@ def main():
     a = p.parse_args()
     paths = a.bundles or compiled(a.models.split(","), [int(b) for b in a.batches.split(",")], a.target,
                                   Path(a.out))
-    head = ("bundle", "in MB", "wall us", "timed wall us", "GPU us", "kernels us", "wall-GPU us", "async us",
+    head = ("bundle", "in MB", "wall us", "timed wall us", "GPU us", "kernels us", "wall-GPU us", "in place us", "async us",
             "in GB/s", "device")
     rows = [head]
     for path in paths:

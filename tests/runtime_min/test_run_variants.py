@@ -59,6 +59,19 @@ def test_wrong_shape_lists_the_compiled_shapes(bundle):
             m.run(feeds(5), outputs={"y": np.empty((1, 8), np.float32)})
 
 
+def test_input_arrays_of_a_shape(bundle, model_proto):
+    with load(bundle) as m:
+        for rows, seed in ((5, 1), (1, 2)):
+            x = m.input_arrays({"x": (rows, 16)})["x"]
+            assert x.shape == (rows, 16)
+            x[...] = feeds(rows, seed)["x"]
+            got = m.run({"x": x})["y"]
+            assert_close("y", got, run_onnxruntime(model_proto, feeds(rows, seed))["y"], rtol_l2=1e-5)
+        assert m.input_arrays()["x"].shape == (1, 16)   # the shape run last
+        with pytest.raises(ValueError, match="compiled for x=1x16, x=5x16"):
+            m.input_arrays({"x": (3, 16)})
+
+
 def test_pipelines_on_first_use_and_one_arena(bundle):
     views = read_bundle(bundle).manifest["variants"]
     with load(bundle) as m:
