@@ -41,6 +41,7 @@ VARIANTS = {
     # split-K for 264 or 528 workgroups before tiles shrink, or (0) only after; finished in the
     # kernel where at most 64 sums per invocation (fused) or always by a second dispatch (default)
     "sf264": replace(NV, splitk_workgroups=264),
+    "sf792": replace(NV, splitk_workgroups=792),
     "sf528fused": replace(NV, splitk_fused_sums=64),
     "shrink-first": replace(NV, splitk_workgroups=0),
     "shrink-first-fused": replace(NV, splitk_workgroups=0, splitk_fused_sums=64),   # session 6's

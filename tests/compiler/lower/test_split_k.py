@@ -87,3 +87,46 @@ def test_no_split_no_zeroing():
     g.nodes[-1].output[0] = "y"
     _, kernels = compile_with_kernels(g.build(["y"]), target="generic")
     assert [k.template for k in kernels] == ["matmul_tiled"]
+
+
+def _matmul(m: int, k: int, n: int):
+    g = GraphBuilder(f"matmul_{m}x{k}x{n}", seed=5)
+    x = g.input("x", [m, k])
+    w = g.const("w", (g.rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32))
+    g.node("MatMul", [x, w], out="y")
+    return g.build(["y"])
+
+
+def _tiles_and_split(kernels) -> list[tuple]:
+    spec = lambda k, name: next((v for n, _, v in k.spec if n == name), 1)  # noqa: E731
+    return [(k.params["BM"], k.params["BN"], spec(k, "SPLIT"), k.params["splitk_fused"])
+            for k in kernels if k.template == "matmul_tiled"]
+
+
+def test_deep_reductions_keep_the_tile_and_split_k():
+    """splitk_workgroups (the nvidia profile): where the profile's tile gives too few workgroups
+    and splitting K can give splitk_workgroups, the tile stays and K splits, the sums added by a
+    second dispatch (ViT-B/16's FFN down-projection at batch 8: 1576x768x3072 on 128x64 tiles in
+    4 slices); a shallow K shrinks the tiles instead, as the profile without the option does."""
+    nvidia = TARGETS["nvidia"]
+    shrink_first = replace(nvidia, splitk_workgroups=0)
+    deep, shallow = _matmul(1576, 3072, 768), _matmul(1576, 128, 768)
+    _, kernels = compile_with_kernels(deep, target=nvidia)
+    assert _tiles_and_split(kernels) == [(128, 64, 4, False)]
+    assert [k.template for k in kernels] == ["matmul_tiled", "splitk_reduce"]
+    assert _tiles_and_split(compile_with_kernels(deep, target=shrink_first)[1]) == [(64, 64, 1, False)]
+    for target in (nvidia, shrink_first):
+        assert _tiles_and_split(compile_with_kernels(shallow, target=target)[1]) == [(64, 64, 1, False)]
+
+
+def test_kept_tile_split_k_matches_onnxruntime():
+    """The same rule on the generic profile, run here: 64x64 tiles over a 100x96 output in 16
+    slices of K = 2048, against onnxruntime."""
+    from runtime_min import load
+    model = _matmul(100, 2048, 96)
+    target = replace(TARGETS["generic"], name="generic-split-first", splitk_workgroups=64, splitk_fused_sums=0)
+    bundle, kernels = compile_with_kernels(model, target=target)
+    assert _tiles_and_split(kernels) == [(64, 64, 16, False)]
+    feeds = random_feeds(model, seed=1)
+    with load(bundle, validation=True) as loaded:
+        assert_close("y", loaded.run(feeds)["y"], run_onnxruntime(model, feeds)["y"], rtol_l2=1e-5)
