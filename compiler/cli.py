@@ -122,11 +122,13 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             target: Optional[str] = TargetOpt,
             tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
                                             "device first (implies --target host): slower compile, faster kernels."),
-            precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16: weights and "
-                                          "activations stored as float16, accumulated in float32."),
+            precision: str = typer.Option("fp32", "--precision", help="fp32; fp16: weights and "
+                                          "activations stored as float16, accumulated in float32; "
+                                          "fp16-matmul: only MatMul, Gemm and Conv take float16 "
+                                          "operands (tensor cores, as TF32 on CUDA), the rest stays fp32."),
             io: Optional[str] = typer.Option(None, "--io", help="fp16: inputs and outputs float16 at "
                                              "the runtime API too (default: float32)."),
-            keep_fp32: Optional[str] = typer.Option(None, "--keep-fp32", help="With --precision fp16: "
+            keep_fp32: Optional[str] = typer.Option(None, "--keep-fp32", help="With --precision fp16(-matmul): "
                                                     "node names (NAME,...) that stay float32.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
@@ -149,8 +151,8 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
 def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
          input_shape: Optional[List[str]] = ShapeOpt,
          target: str = typer.Option("host", "--target", help="The profile whose tiles are tuned."),
-         precision: str = typer.Option("fp32", "--precision", help="fp32, or fp16 (on a device with "
-                                       "cooperative matrices: their workgroup tiles and K step)."),
+         precision: str = typer.Option("fp32", "--precision", help="fp32, fp16 or fp16-matmul (on a device "
+                                       "with cooperative matrices: their workgroup tiles and K step)."),
          device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, help="Profiled runs per candidate.")):
     """Time candidate tile sizes of every matmul/conv on the local device; keep the fastest in the
     tuning cache that `--target host` compiles read."""

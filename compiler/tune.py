@@ -25,7 +25,7 @@ CANDIDATES = {
 }
 
 
-# float16 on a device with cooperative matrices: each of the profile's workgroup tiles alone (the
+# float16 (fp16, fp16-matmul) on a device with cooperative matrices: each of the profile's workgroup tiles alone (the
 # kernel otherwise takes the largest that gives min_workgroups), and the other K steps.
 COOPMAT_K = (16, 32, 64)
 
@@ -33,7 +33,7 @@ COOPMAT_K = (16, 32, 64)
 def candidates(base, precision: str = "fp32") -> list[dict]:
     """The Target fields each candidate overrides: cooperative-matrix tiles for float16 on a
     profile that lists cooperative-matrix shapes, else the profile's matmul kind's tiles."""
-    if precision == "fp16" and base.cooperative_matrix:
+    if precision != "fp32" and base.cooperative_matrix:
         return ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
                 + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k])
     if base.matmul not in CANDIDATES:

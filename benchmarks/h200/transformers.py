@@ -315,7 +315,10 @@ def run_torch(row, net, feeds, in_names, dev, args):
         return t.half() if half and t.is_floating_point() else t
 
     with torch.no_grad():
+        tf32 = torch.backends.cuda.matmul.allow_tf32   # the reference in float32 whatever is timed
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         ref = [o.cpu().numpy() for o in net(*(torch.from_numpy(feeds[n]).to(dev) for n in in_names))]
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
         if half:
             net = net.half()
 
@@ -423,17 +426,22 @@ def main() -> int:
     ap.add_argument("--target", default=None, help="vkc target; default nvidia with CUDA, else host")
     ap.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, 4 heads, seq 16, image 32 (patch 8)")
     ap.add_argument("--compile-only", action="store_true", help="export and compile only (no Vulkan, no timing)")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"],
-                    help="vkc compile --precision; fp16 runs torch in float16 too (rel L2 still vs float32 torch)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16-matmul"],
+                    help="vkc compile --precision; fp16 runs torch in float16 too, fp16-matmul torch float32 with "
+                         "TF32 on (rel L2 always vs float32 torch)")
     ap.add_argument("--json", default=None, help="default $OUT/transformers_h200.json when $OUT is set")
     args = ap.parse_args()
 
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
+    # vkc's fp16-matmul (float16 operands in the matrix products of a float32 model) against
+    # torch float32 with TF32 matmuls and convolutions, its counterpart on CUDA.
+    tf32 = args.precision == "fp16-matmul"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     args.target = args.target or ("nvidia" if cuda else "host")
     c = TINY if args.tiny else FULL
     batches = [int(b) for b in (args.batches or ("1" if args.tiny else "1,8")).split(",")]
-    note = (f"torch {torch.__version__} on {torch.cuda.get_device_name(0)} (TF32 off)" if cuda else
+    note = (f"torch {torch.__version__} on {torch.cuda.get_device_name(0)} (TF32 {'on' if tf32 else 'off'})" if cuda else
             f"torch {torch.__version__} on the CPU: no CUDA here, so torch eager runs on the CPU and "
             "CUDA graphs are n/a")
     log(f"{note}; vkc target {args.target}; {'tiny' if args.tiny else 'full'} configs; batches {batches}; "

@@ -3,6 +3,12 @@ here, at compile time), so that weights and activations take half the memory and
 traffic. Kernels compute in float32 and accumulate matmul, conv, reductions, softmax and
 normalization in float32 (compiler/dtypes.py): float16 is storage.
 
+`--precision fp16-matmul` (the opt-in for float32 models on tensor cores, as TF32 is on CUDA)
+retypes only the matrix products (MatMul, Gemm, Conv) and their weights: their operands are
+rounded to float16 (a 10-bit mantissa, as TF32's, but float16's range: magnitudes past 65504
+saturate) and they accumulate in float32, on cooperative-matrix kernels where the device has them;
+every other node computes and stores in float32. Never chosen for a model silently.
+
 Which nodes compute in float16 the registry says (OpRule.computes("float16"): Gemm, MatMul,
 Conv, pooling, softmax, normalization, reductions, elementwise ops and data movement). Every other
 node (Resize, Pad, Concat, LRN...), and every node named in `keep_float32`, stays float32 with
@@ -20,11 +26,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 from ..registry import find_rule
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 F16_MAX = float(np.finfo(np.float16).max)
+
+
+# The matrix products `--precision fp16-matmul` computes in float16.
+MATMUL_OPS = frozenset({"MatMul", "Gemm", "Conv"})
+PRECISIONS = ("fp32", "fp16", "fp16-matmul")
 
 
 @dataclass(frozen=True)
@@ -33,20 +44,21 @@ class Precision:
     float16: bool = False
     io_float16: bool = False                 # graph inputs and outputs float16 at the runtime API
     keep_float32: frozenset[str] = frozenset()   # node names (ONNX names) that stay float32
+    matmul_only: bool = False                # only MATMUL_OPS compute in float16
 
     @classmethod
     def parse(cls, precision: str = "fp32", io: str | None = None,
               keep_fp32=()) -> "Precision":
-        if precision not in ("fp32", "fp16"):
-            raise CompileError(f"precision '{precision}' is not one of fp32, fp16.")
+        if precision not in PRECISIONS:
+            raise CompileError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}.")
         if io not in (None, "fp32", "fp16"):
             raise CompileError(f"io precision '{io}' is not one of fp32, fp16.")
         if isinstance(keep_fp32, str):  # "conv1,conv2", as the command line writes it
             keep_fp32 = [n for n in keep_fp32.split(",") if n]
         keep = frozenset(keep_fp32 or ())
         if precision == "fp32" and (io == "fp16" or keep):
-            raise CompileError("--io fp16 and --keep-fp32 apply to --precision fp16 only.")
-        return cls(precision == "fp16", io == "fp16", keep)
+            raise CompileError("--io fp16 and --keep-fp32 apply to --precision fp16 and fp16-matmul only.")
+        return cls(precision != "fp32", io == "fp16", keep, precision == "fp16-matmul")
 
 
 def to_float16_weights(data: np.ndarray) -> np.ndarray:
@@ -84,6 +96,8 @@ class _Retyper:
 
     def computes_float16(self, node: Node) -> bool:
         if node.name in self.p.keep_float32 or any(s in self.p.keep_float32 for s in node.sources):
+            return False
+        if self.p.matmul_only and not is_onnx(node, *MATMUL_OPS):
             return False
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
         return rule is not None and rule.computes("float16")

@@ -1,6 +1,7 @@
 """`--precision fp16` on every model of the zoo (tests/models/zoo.py, small resolutions) and the
 transformer fixtures (tests/models/fixtures), on lavapipe (shaderFloat16 and 16-bit storage),
-against onnxruntime in float32; a few also with the generic profile's (GPU) kernels.
+against onnxruntime in float32; a few also with the generic profile's (GPU) kernels, and with
+`--precision fp16-matmul` (float16 operands in the matrix products only).
 
 Tolerance: rel L2 < 1e-2 per output, and every element within 2e-2 * max|ref| + 2e-2 * |ref|.
 float16 rounds each stored activation and weight by up to 2^-11 relative; over ~20-50 layers
@@ -42,8 +43,8 @@ FIXTURE_MODELS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny
                   "convnext_tiny", "r3d_tiny")
 
 
-def _check(model, feeds=None, target="lavapipe"):
-    result = check_against_onnxruntime(model, feeds=feeds, target=target, precision="fp16",
+def _check(model, feeds=None, target="lavapipe", precision="fp16"):
+    result = check_against_onnxruntime(model, feeds=feeds, target=target, precision=precision,
                                        rtol_l2=RTOL_L2, rtol=RTOL, atol=ATOL)
     m = result["manifest"]
     assert {"storageBuffer16BitAccess"} <= set(m["requirements"]["features"])
@@ -52,11 +53,12 @@ def _check(model, feeds=None, target="lavapipe"):
     worst = max(float(np.max(np.abs(result["outputs"][n].astype(np.float64) - ref)))
                 / max(float(np.max(np.abs(ref))), 1e-30)
                 for n, ref in result["reference"].items() if np.issubdtype(ref.dtype, np.floating))
-    print(f"fp16 rel L2 {max(result['errors'].values()):.2e}, max |err| / max|ref| {worst:.2e}, "
+    print(f"{precision} rel L2 {max(result['errors'].values()):.2e}, max |err| / max|ref| {worst:.2e}, "
           f"weights {m['memory']['weights_bytes']} vs {fp32['memory']['weights_bytes']} B, "
           f"arena {m['memory']['arena_bytes']} vs {fp32['memory']['arena_bytes']} B")
-    # Weights halve; a few float32 tensors (a fallback node's, padding to 256 bytes) remain.
-    assert ratio < 0.6, ratio
+    # fp16: weights halve; a few float32 tensors (a fallback node's, padding to 256 bytes) remain.
+    # fp16-matmul: the matmul and conv weights halve (an embedding table, say, stays float32).
+    assert ratio < (0.6 if precision == "fp16" else 0.9), ratio
 
 
 @pytest.mark.parametrize("name", list(ZOO))
@@ -74,8 +76,20 @@ def test_fixture_fp16(name, rng):
 # f16vec4 loads, split-K, implicit-GEMM conv, depthwise conv.
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18", "bert_tiny", "convnext_tiny"])
 def test_generic_profile_fp16(name, rng):
+    _check_named(name, rng, target="generic")
+
+
+def _check_named(name, rng, **options):
+    """A zoo model or a fixture by name, as _check does."""
     if name in ZOO:
-        _check(ZOO[name](), target="generic")
+        _check(ZOO[name](), **options)
     else:
         model = onnx.load(str(FIXTURES / f"{name}.onnx"))
-        _check(model, _feeds(name, model, rng), target="generic")
+        _check(model, _feeds(name, model, rng), **options)
+
+
+# --precision fp16-matmul: float16 operands in the matrix products only (the tensor cores' opt-in
+# for float32 models); the same tolerance, the matmul and conv weights (nearly all) halved.
+@pytest.mark.parametrize("name", ["resnet18", "bert_tiny", "vit_tiny", "gpt2_tiny"])
+def test_fp16_matmul(name, rng):
+    _check_named(name, rng, precision="fp16-matmul")

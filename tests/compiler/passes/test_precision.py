@@ -38,10 +38,10 @@ def _model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def _retyped(model, **options):
+def _retyped(model, precision="fp16", **options):
     """The graph right after apply_precision (Casts still ONNX Cast nodes)."""
     graph = fold_constants(to_ir(model))
-    graph.precision = Precision.parse("fp16", **options)
+    graph.precision = Precision.parse(precision, **options)
     for p in PIPELINE:
         graph = p(graph)
         if p is apply_precision:
@@ -86,6 +86,21 @@ def test_keep_fp32_keeps_the_named_node_and_its_weights():
                          ("y/float16", "float32")]
 
 
+def test_fp16_matmul_retypes_only_the_matrix_products():
+    """--precision fp16-matmul: the Convs and their weights float16, everything else float32, with
+    a Cast on each side of each Conv."""
+    g = _retyped(_model(), precision="fp16-matmul")
+    conv1, conv2 = _node(g, "Conv", "conv1"), _node(g, "Conv", "conv2")
+    for conv in (conv1, conv2):
+        assert all(v.dtype == F16 for v in [*conv.inputs, *conv.outputs]), conv
+    assert conv1.inputs[1].data.dtype == F16 and conv2.inputs[2].data.dtype == F16
+    for op in ("Relu", "LRN", "Softmax"):
+        node = _node(g, op)
+        assert all(v.dtype == F32 for v in [*node.inputs, *node.outputs]), node
+    assert _casts(g) == [("x", "float16"), ("c1", "float32"), ("up", "float16"), ("c2", "float32")]
+    assert [(v.name, v.dtype) for v in g.outputs] == [("y", F32)]
+
+
 def test_io_fp16_retypes_inputs_and_outputs():
     g = _retyped(_model(), io="fp16")
     assert g.inputs[0].dtype == F16 and g.outputs[0].dtype == F16
@@ -95,7 +110,7 @@ def test_io_fp16_retypes_inputs_and_outputs():
 def test_unknown_keep_name_and_options_are_refused():
     with pytest.raises(CompileError, match="--keep-fp32 names nope"):
         _retyped(_model(), keep_fp32=["nope"])
-    with pytest.raises(CompileError, match="apply to --precision fp16 only"):
+    with pytest.raises(CompileError, match="apply to --precision fp16 and fp16-matmul only"):
         Precision.parse("fp32", io="fp16")
     with pytest.raises(CompileError, match="precision 'fp8'"):
         Precision.parse("fp8")
