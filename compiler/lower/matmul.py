@@ -97,13 +97,15 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         ep_spec = [(n, t, 0 if n.endswith("_SB") else sb[n[:-3]] // rows_per_batch if n.endswith("_SM") else v)
                    for n, t, v in ep_spec]
     batches = batch0 * batch1
-    types = kernel_types(c)
-    vec4 = types["T"].vec4 is not None
+    # T: what C stores; AB: what A and B hold (float16 under a float32 C: --precision fp16-matmul's
+    # products with their Cast to float32 fused, fuse_epilogues._widens).
+    types = dict(kernel_types(c), AB=kernel_types(a)["T"])
+    vec4 = types["AB"].vec4 is not None
     # The tuner's key; float16 problems apart from float32 ones (other kernels, other best tiles).
     problem = f"{M}x{N}x{K}x{batches}:{b_mode}" + ("" if a.dtype == np.float32 else f":{np.dtype(a.dtype).name}")
     target = target.for_problem(problem)
     # matmul_texel fetches one and four elements a texel.
-    texel = (bool(texel_format(c.dtype, 1) and texel_format(c.dtype, 4))
+    texel = (all(texel_format(v.dtype, 1) and texel_format(v.dtype, 4) for v in (a, b, c))
              and texel_reads(target, a, b))
     if texel:
         a, strides = _rows_last(a, M, K, strides)

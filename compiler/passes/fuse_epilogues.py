@@ -14,7 +14,8 @@ from ..ir import Graph, Node, Value
 ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
 # computes the expression in float32 and rounds once, at the store.
-EPILOGUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+EPILOGUE_DTYPES = (F32, F16)
 
 
 def fuse_epilogues(graph: Graph) -> Graph:
@@ -33,7 +34,10 @@ def fuse_epilogues(graph: Graph) -> Graph:
             ew, read = found
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(read.shape):
                 break
-            if any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
+            if _widens(anchor, ew, read):
+                dtype = F32  # the product stores float32 from here on
+                _bias_to_float32(anchor)
+            elif any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
             if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
                 # a cast through int64 or a low-precision type: the Conv/Gemm/MatMul templates
@@ -51,6 +55,27 @@ def fuse_epilogues(graph: Graph) -> Graph:
             graph.nodes[graph.nodes.index(ew)] = anchor
             graph.relink()
     return graph
+
+
+def _widens(anchor: Node, ew: Node, read: Value) -> bool:
+    """Whether the chain takes a float16 MatMul's or Gemm's result into float32 (--precision
+    fp16-matmul's Cast after a product, and what follows it in float32): the kernel then reads
+    float16 A and B and stores float32 (lower/matmul.py's AB type). A Gemm's own bias, read in the
+    kernel's T, must be a constant (it becomes float32); a Conv never widens (its depthwise and
+    Winograd kernels take one type)."""
+    own = anchor.inputs[:anchor.attrs.get("n_op_inputs", len(anchor.inputs))]
+    return (anchor.op_type in ("MatMul", "Gemm") and np.dtype(read.dtype) == F16
+            and all(v.is_constant for v in own[2:] if v is not None)
+            and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs] if v is not read))
+
+
+def _bias_to_float32(anchor: Node) -> None:
+    """A widened Gemm's constant bias, in the float32 its kernel now reads it in."""
+    n_own = anchor.attrs.get("n_op_inputs", len(anchor.inputs))
+    for i in range(2, n_own):
+        v = anchor.inputs[i]
+        if v is not None and np.dtype(v.dtype) == F16:
+            anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))
 
 
 def _sole_reader(graph: Graph, out: Value) -> tuple[Node, Value] | None:

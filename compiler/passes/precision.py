@@ -7,7 +7,8 @@ normalization in float32 (compiler/dtypes.py): float16 is storage.
 retypes only the matrix products (MatMul, Gemm, Conv) and their weights: their operands are
 rounded to float16 (a 10-bit mantissa, as TF32's, but float16's range: magnitudes past 65504
 saturate) and they accumulate in float32, on cooperative-matrix kernels where the device has them;
-every other node computes and stores in float32. Never chosen for a model silently.
+every other node computes and stores in float32 (a product's Cast back to float32 fuses into its
+epilogue: fuse_epilogues._widens). Never chosen for a model silently.
 
 Which nodes compute in float16 the registry says (OpRule.computes("float16"): Gemm, MatMul,
 Conv, pooling, softmax, normalization, reductions, elementwise ops and data movement). Every other

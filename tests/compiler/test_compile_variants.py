@@ -123,3 +123,33 @@ def test_package_and_inspect_json_list_each_variants_requirements(model, tmp_pat
     assert r.exit_code == 0, r.output
     facts = json.loads(r.output)["facts"]
     assert [v["name"] for v in facts["requirements"]["variants"]] == ["nvidia x=2x16", "lavapipe x=2x16"]
+
+
+def test_default_bundle_gives_an_nvidia_gpu_the_nvidia_bundles_kernels():
+    """What an H200 runs from the portable default is `--target nvidia`'s variant, dispatch for
+    dispatch (same SPIR-V, specialization, workgroups and memory plan), so the two can differ in
+    time only by the run-to-run noise; the default's other profiles' weights are not uploaded
+    (test_run_variants)."""
+    from bundles.manifest import variant_views
+    from bundles.variants import pick_profile
+    from onnx_builders import GraphBuilder
+    g = GraphBuilder("conv_mlp", seed=2)
+    x = g.input("x", [1, 8, 14, 14])
+    c = g.node("Relu", [g.node("Conv", [x, g.const("w", g.rng.standard_normal((16, 8, 3, 3)).astype(np.float32))],
+                               pads=[1, 1, 1, 1])])
+    flat = g.node("Flatten", [c])
+    g.gemm(flat, 16 * 14 * 14, 10)
+    g.nodes[-1].output[0] = "y"
+    model = g.build(["y"])
+    default = read_bundle(compile_model(model))
+    nvidia = read_bundle(compile_model(model, target="nvidia"))
+    name, ids = pick_profile(default.manifest, 0x10DE, "discrete_gpu", missing=lambda view: None)
+    assert name == "nvidia" and len(ids) == 1
+    picked, alone = variant_views(default.manifest)[ids[0]], nvidia.manifest
+
+    def kernels(view, spirv):
+        return [(bytes(spirv[k["module"]]), k.get("specialization")) for k in view["kernels"]]
+    assert kernels(picked, default.spirv) == kernels(alone, nvidia.spirv)
+    assert [(d["kernel"], d["groups"]) for d in picked["dispatches"]] == \
+        [(d["kernel"], d["groups"]) for d in alone["dispatches"]]
+    assert picked["memory"]["arena_bytes"] == alone["memory"]["arena_bytes"]

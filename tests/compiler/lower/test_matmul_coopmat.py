@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from harness import spirv_val, spirv_target_env
+from harness import spirv_target_env, spirv_val, spirv_validate
 
 from bundles import read_bundle
 from compiler import codegen
@@ -147,6 +147,16 @@ def test_nvidia_takes_coopmat_for_float16_only(model):
     # Profiles whose device lists no cooperative matrix keep today's kernels.
     for name in ("generic", "lavapipe", "mobile"):
         assert not coopmat_kernels(model, TARGETS[name], "fp16")[1]
+
+
+def test_fp16_matmul_products_take_coopmat_and_store_float32():
+    """--precision fp16-matmul on the nvidia profile: a float32 model's MatMul with its residual Add
+    runs on the cooperative-matrix kernel, reading float16 A and B and storing float32 (its Cast
+    and the Add fused), and the module passes spirv-val."""
+    bundle, kernels = coopmat_kernels(matmul_residual(2, 64, 64, 64), NVIDIA, "fp16-matmul")
+    assert len(kernels) == 1 and kernels[0].params["T"].name == "float32"
+    assert kernels[0].params["n_epilogue"] == 1
+    spirv_validate(bundle)
 
 
 def test_shape_comes_from_the_profile():

@@ -88,3 +88,43 @@ def test_operand_indexed_differently_through_the_reshape_stays_apart():
     ops = [n.op_type for n in run_passes(fold_constants(to_ir(model))).nodes]
     assert ops == ["Gemm", "vkc.Elementwise"]
     check_against_onnxruntime(model)
+
+
+def _fp16_matmul_graph(model):
+    from compiler.passes.precision import Precision
+    graph = fold_constants(to_ir(model))
+    graph.precision = Precision.parse("fp16-matmul")
+    return run_passes(graph)
+
+
+def _matmul_bias_relu_and_conv():
+    """A transformer-style MatMul [2, 5, 8] x [8, 12] with its bias Add and a Relu, then a Conv."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+             for name, shape in (("w", (8, 12)), ("b", (12,)), ("k", (3, 2, 1, 1)))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Conv", ["r", "k"], ["c"]),
+             helper.make_node("Sigmoid", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", 1, [2, 2, 5, 8])],
+                              [helper.make_tensor_value_info("y", 1, [2, 3, 5, 12])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_fp16_matmul_products_store_float32_through_their_epilogue():
+    """--precision fp16-matmul: the Cast of a float16 MatMul's (or Gemm's) result to float32 and the
+    float32 chain after it are the product's epilogue (the kernel reads float16 A and B and stores
+    float32; a Gemm's constant bias goes float32); a Conv's result is cast apart."""
+    f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
+    graph = _fp16_matmul_graph(_matmul_bias_relu_and_conv())
+    mm, conv = (next(n for n in graph.nodes if n.op_type == op) for op in ("MatMul", "Conv"))
+    assert [v.dtype for v in mm.inputs[:2]] == [f16, f16] and mm.outputs[0].dtype == f32
+    assert mm.inputs[2].dtype == f32 and conv.outputs[0].dtype == f16   # the bias; the Conv unwidened
+    gemm = _fp16_matmul_graph(_gemm_reshape_chain([32]))
+    gemm_node = next(n for n in gemm.nodes if n.op_type == "Gemm")
+    assert gemm_node.outputs[0].dtype == f32 and gemm_node.inputs[1].dtype == f16
+    assert gemm_node.inputs[2].dtype == f32 and gemm_node.inputs[2].is_constant
+    assert [n.op_type for n in gemm.nodes] == ["vkc.Elementwise", "Gemm"]   # the input's Cast, then it all
+    for target in ("lavapipe", "generic"):   # the register and the tiled kernels
+        for model in (_matmul_bias_relu_and_conv(), _gemm_reshape_chain([32])):
+            check_against_onnxruntime(model, target=target, precision="fp16-matmul", rtol_l2=1e-2,
+                                      rtol=2e-2, atol=2e-2)
