@@ -34,10 +34,8 @@ def fuse_epilogues(graph: Graph) -> Graph:
             ew, read = found
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(read.shape):
                 break
-            if _widens(anchor, ew, read):
-                dtype = F32  # the product stores float32 from here on
-                _bias_to_float32(anchor)
-            elif any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
+            widen = _widens(anchor, ew, read)
+            if not widen and any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
             if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
                 # a cast through int64 or a low-precision type: the Conv/Gemm/MatMul templates
@@ -48,6 +46,9 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 break
             if read is not out and not all(_same_through_reshape(v, read, out) for v in others):
                 break
+            if widen:  # the product stores float32 from here on
+                dtype = F32
+                _bias_to_float32(anchor)
             _absorb(anchor, ew, read)
             # The fused node runs where the elementwise node ran: its other operands (say the
             # other branch of a residual Add) may be computed after the anchor's old position.
