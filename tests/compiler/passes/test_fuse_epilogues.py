@@ -125,6 +125,7 @@ def test_fp16_matmul_products_store_float32_through_their_epilogue():
     assert gemm_node.inputs[2].dtype == f32 and gemm_node.inputs[2].is_constant
     assert [n.op_type for n in gemm.nodes] == ["vkc.Elementwise", "Gemm"]   # the input's Cast, then it all
     for target in ("lavapipe", "generic"):   # the register and the tiled kernels
-        for model in (_matmul_bias_relu_and_conv(), _gemm_reshape_chain([32])):
+        # ([2, 5, 1]: a chain that would widen but stays apart, the Gemm's bias float16 with it)
+        for model in (_matmul_bias_relu_and_conv(), _gemm_reshape_chain([32]), _gemm_reshape_chain([2, 5, 1])):
             check_against_onnxruntime(model, target=target, precision="fp16-matmul", rtol_l2=1e-2,
                                       rtol=2e-2, atol=2e-2)
