@@ -130,13 +130,16 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                   has_prebias=prebias is not None, has_bias=bias is not None,
                   has_mean=mean_out is not None, has_inv=inv_out is not None,
                   has_sum=sum_out is not None, scale_mods=mods["S"],
-                  bias_mods=mods.get("B", []), prebias_mods=mods.get("P", []), **kernel_types(y))
+                  bias_mods=mods.get("B", []), prebias_mods=mods.get("P", []),
+                  # T: the inputs' and statistics' type; TY: Y's (float16 under float32 inputs
+                  # where a Cast was absorbed: passes/store_casts.py)
+                  **kernel_types(x), TY=kernel_types(y)["T"])
     bindings = [v for _, v in ins] + [v for _, v in outs]
     return [Kernel("layernorm", params, spec, bindings,
                    writes=list(range(len(ins), len(bindings))),
                    groups=grid_1d(rows, 1), local_size=(local, 1, 1), nodes=node.sources,
                    flops=(8 + (skip is not None) + (prebias is not None)) * x.size,
-                   shared_memory_bytes=np.dtype(kernel_types(y)["ACC"].name).itemsize * local,
+                   shared_memory_bytes=np.dtype(params["ACC"].name).itemsize * local,
                    texel_buffers={j: texel_format(v.dtype) for j, (_, v) in enumerate(ins)}
                    if texel else {})]
 

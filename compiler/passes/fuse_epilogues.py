@@ -28,7 +28,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             continue  # a vector product's output drops a dim the epilogue indexes by
         while True:
             out = anchor.outputs[0]
-            found = _sole_reader(graph, out)
+            found = sole_reader(graph, out)
             if found is None:
                 break
             ew, read = found
@@ -79,7 +79,7 @@ def _bias_to_float32(anchor: Node) -> None:
             anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))
 
 
-def _sole_reader(graph: Graph, out: Value) -> tuple[Node, Value] | None:
+def sole_reader(graph: Graph, out: Value) -> tuple[Node, Value] | None:
     """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
     through one view of all of them (a reshape); None otherwise."""
     views = [v for v in graph.values() if v.alias_of is out]

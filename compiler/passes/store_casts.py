@@ -1,0 +1,42 @@
+"""A normalization whose result only a Cast reads stores in the Cast's dtype itself: under
+`--precision fp16-matmul` every product after a LayerNorm takes float16 inputs, and the Cast
+between them was a dispatch of its own. The kernel computes in float32 either way and rounds once,
+at the store (templates/layernorm.comp.j2's TY)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Value
+from .fuse_epilogues import sole_reader
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+# The nodes lower/layernorm.py lowers (Y is their first output).
+NORMALIZATIONS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
+                  "SkipSimplifiedLayerNormalization")
+
+
+def absorb_store_casts(graph: Graph) -> Graph:
+    for node in list(graph.nodes):
+        y = node.outputs[0] if node.op_type in NORMALIZATIONS else None
+        found = sole_reader(graph, y) if y is not None and y.dtype == F32 else None
+        if found is None or not _float16_cast_of_its_input(found[0]):
+            continue
+        cast, read = found
+        out = cast.outputs[0]
+        if read is y:
+            node.outputs[0] = out
+        else:  # through a reshape (GPT-2's [B, S, E] -> [B*S, E]): the Cast's output views Y
+            own = Value(f"{out.name}/{'x'.join(map(str, y.shape))}", F16, tuple(y.shape))
+            out.alias_of, out.alias_offset = own, 0
+            node.outputs[0] = own
+        node.sources = node.sources + cast.sources
+        graph.nodes.remove(cast)
+        graph.relink()
+    return graph
+
+
+def _float16_cast_of_its_input(node) -> bool:
+    """An elementwise node that only converts its one input to float16."""
+    expr = node.attrs.get("expr") if node.op_type == "vkc.Elementwise" else None
+    return (len(node.inputs) == 1 and node.outputs[0].dtype == F16 and isinstance(expr, tuple)
+            and expr[:3] == ("cast", ("in", 0), "float16"))

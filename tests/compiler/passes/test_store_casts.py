@@ -1,0 +1,65 @@
+"""absorb_store_casts: under --precision fp16-matmul a LayerNorm whose result only the Cast into
+a product reads stores float16 itself (directly, or through a reshape as GPT-2's Gemm reads it);
+a result another node also reads keeps its Cast. Against onnxruntime on lavapipe."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from compiler.frontend import to_ir
+from compiler.passes import fold_constants, run_passes
+from compiler.passes.precision import Precision
+from harness import check_against_onnxruntime
+
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _layernorm_then_product(form: str):
+    """x [2, 5, 8] -> LayerNormalization -> a product: "matmul" (MatMul by [8, 12]), "gemm" (Reshape
+    to [10, 8], Gemm), or "residual" (MatMul, and the normalized x added to its result too)."""
+    rng = np.random.default_rng(3)
+    def const(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+    inits = [const("scale", 1 + 0.1 * rng.standard_normal(8)), const("bias", 0.1 * rng.standard_normal(8)),
+             const("w", rng.standard_normal((8, 8 if form == "residual" else 12)) * 0.3),
+             const("c", 0.1 * rng.standard_normal(12)), numpy_helper.from_array(np.array([10, 8], np.int64), "rows")]
+    nodes = [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["n"], axis=-1)]
+    if form == "gemm":
+        nodes += [helper.make_node("Reshape", ["n", "rows"], ["n2"]), helper.make_node("Gemm", ["n2", "w", "c"], ["y"])]
+        shape = [10, 12]
+    elif form == "residual":
+        nodes += [helper.make_node("MatMul", ["n", "w"], ["m"]), helper.make_node("Add", ["m", "n"], ["y"])]
+        shape = [2, 5, 8]
+    else:
+        nodes += [helper.make_node("MatMul", ["n", "w"], ["y"])]
+        shape = [2, 5, 12]
+    graph = helper.make_graph(nodes, form, [helper.make_tensor_value_info("x", 1, [2, 5, 8])],
+                              [helper.make_tensor_value_info("y", 1, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _passes(model):
+    graph = fold_constants(to_ir(model))
+    graph.precision = Precision.parse("fp16-matmul")
+    return run_passes(graph)
+
+
+def test_layernorm_stores_float16_for_the_product():
+    for form in ("matmul", "gemm"):
+        graph = _passes(_layernorm_then_product(form))
+        norm = next(n for n in graph.nodes if n.op_type == "LayerNormalization")
+        assert norm.inputs[0].dtype == F32 and norm.outputs[0].dtype == F16, form
+        # No Cast between them (x is float32, as the normalization computes).
+        assert [n.op_type for n in graph.nodes] == ["LayerNormalization", "MatMul" if form == "matmul" else "Gemm"]
+        for target in ("lavapipe", "generic"):
+            check_against_onnxruntime(_layernorm_then_product(form), target=target, precision="fp16-matmul",
+                                      rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+def test_a_result_read_elsewhere_keeps_its_cast():
+    graph = _passes(_layernorm_then_product("residual"))
+    norm = next(n for n in graph.nodes if n.op_type == "LayerNormalization")
+    assert norm.outputs[0].dtype == F32
+    assert "vkc.Elementwise" in [n.op_type for n in graph.nodes]
+    check_against_onnxruntime(_layernorm_then_product("residual"), precision="fp16-matmul",
+                              rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
