@@ -41,6 +41,7 @@ from .kernel import Kernel, register, texel_reads, unsupported_dtype
 MAX_HEAD_DIM = 256
 LIMITS = (f"head sizes above {MAX_HEAD_DIM}; key-padding masks int32 or of Q's float type")
 DTYPES = ("float32", "float16")
+F16 = np.dtype(np.float16)
 
 # --- GPUs (tiled) ---
 # Invocations per workgroup (fewer where the device allows fewer), as ROW_GROUPS groups of
@@ -126,7 +127,8 @@ def lower_attention(node, target):
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
     for what, val in (("Q", q), ("K", k), ("V", v), ("output", out)):
-        if np.dtype(val.dtype).name not in DTYPES or val.dtype != q.dtype:
+        # the output float16 under float32 Q, K and V too (passes/store_casts.py)
+        if np.dtype(val.dtype).name not in DTYPES or not (val.dtype == q.dtype or val is out and val.dtype == F16):
             raise unsupported_dtype(node, val, f"attention's {what} (with {q.dtype} Q)")
     if max(d, dv) > MAX_HEAD_DIM:
         raise CompileError(f"Attention '{node.name}': head size {max(d, dv)} is above the "
@@ -159,7 +161,7 @@ def lower_attention(node, target):
     # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
     # stays a storage buffer. float16 (no texel format) takes the tiled kernel there too.
     floats = [q, k, v] + ([mask] if mask_kind == "add" else [])
-    if texel_format(q.dtype) and texel_reads(target, *floats):
+    if texel_format(q.dtype) and texel_format(out.dtype) and texel_reads(target, *floats):
         rows = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
                           sq // max(1, target.subgroup_size)))
         lanes = _texel_lanes(-(-sq // rows), target)
@@ -174,7 +176,10 @@ def lower_attention(node, target):
         raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
                            f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
                            "bytes of shared memory.")
-    return [Kernel("attention_tiled", dict(**t, **common, **kernel_types(q)), spec,
+    # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
+    # into the next product was absorbed: passes/store_casts.py).
+    types = dict(kernel_types(q), TO=kernel_types(out)["T"])
+    return [Kernel("attention_tiled", dict(**t, **common, **types), spec,
                    inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
                    shared_memory_bytes=tiled_shared_bytes(t))]

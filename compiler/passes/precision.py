@@ -8,8 +8,8 @@ retypes only the matrix products (MatMul, Gemm, Conv) and their weights: their o
 rounded to float16 (a 10-bit mantissa, as TF32's, but float16's range: magnitudes past 65504
 saturate) and they accumulate in float32, on cooperative-matrix kernels where the device has them;
 every other node computes and stores in float32 (a product's Cast back to float32 fuses into its
-epilogue, fuse_epilogues._widens; a LayerNorm stores the float16 its product reads,
-store_casts.py). Never chosen for a model silently.
+epilogue, fuse_epilogues._widens; a LayerNorm or attention stores the float16 its product
+reads, store_casts.py). Never chosen for a model silently.
 
 Which nodes compute in float16 the registry says (OpRule.computes("float16"): Gemm, MatMul,
 Conv, pooling, softmax, normalization, reductions, elementwise ops and data movement). Every other

@@ -1,7 +1,8 @@
-"""A normalization whose result only a Cast reads stores in the Cast's dtype itself: under
-`--precision fp16-matmul` every product after a LayerNorm takes float16 inputs, and the Cast
-between them was a dispatch of its own. The kernel computes in float32 either way and rounds once,
-at the store (templates/layernorm.comp.j2's TY)."""
+"""A normalization or attention whose result only a Cast to float16 reads stores float16 itself:
+under `--precision fp16-matmul` the products after each LayerNorm and attention take float16
+inputs, and the Cast between them was a dispatch of its own. The kernel computes in float32
+either way and rounds once, at the store (templates/layernorm.comp.j2's TY,
+attention_tiled.comp.j2's TO)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,14 +11,14 @@ from ..ir import Graph, Value
 from .fuse_epilogues import sole_reader
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
-# The nodes lower/layernorm.py lowers (Y is their first output).
-NORMALIZATIONS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
-                  "SkipSimplifiedLayerNormalization")
+# The nodes lower/layernorm.py and lower/attention.py lower (the result is their first output).
+PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
+             "SkipSimplifiedLayerNormalization", "vkc.Attention")
 
 
 def absorb_store_casts(graph: Graph) -> Graph:
     for node in list(graph.nodes):
-        y = node.outputs[0] if node.op_type in NORMALIZATIONS else None
+        y = node.outputs[0] if node.op_type in PRODUCERS else None
         found = sole_reader(graph, y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
             continue

@@ -1,6 +1,7 @@
-"""absorb_store_casts: under --precision fp16-matmul a LayerNorm whose result only the Cast into
-a product reads stores float16 itself (directly, or through a reshape as GPT-2's Gemm reads it);
-a result another node also reads keeps its Cast. Against onnxruntime on lavapipe."""
+"""absorb_store_casts: under --precision fp16-matmul a LayerNorm or attention whose result only
+the Cast into a product reads stores float16 itself (directly, or through a reshape as GPT-2's Gemm
+and every out-projection read it); a result another node also reads keeps its Cast. Against
+onnxruntime on lavapipe, with its own kernels and the generic (GPU) profile's."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ from onnx import helper, numpy_helper
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
 from compiler.passes.precision import Precision
+from attention_models import padding_mask, self_attention_block
 from harness import check_against_onnxruntime
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -63,3 +65,15 @@ def test_a_result_read_elsewhere_keeps_its_cast():
     assert "vkc.Elementwise" in [n.op_type for n in graph.nodes]
     check_against_onnxruntime(_layernorm_then_product("residual"), precision="fp16-matmul",
                               rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+def test_attention_stores_float16_for_the_out_projection():
+    model = self_attention_block(2, 9, 2, 8)
+    graph = _passes(model)
+    (attention,) = [n for n in graph.nodes if n.op_type == "vkc.Attention"]
+    assert attention.inputs[0].dtype == F32 and attention.outputs[0].dtype == F16
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 9, 16)).astype(np.float32),
+             "mask": padding_mask(2, 9, [9, 5])}
+    for target in ("lavapipe", "generic"):
+        check_against_onnxruntime(model, feeds=feeds, target=target, precision="fp16-matmul",
+                                  rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
