@@ -51,6 +51,11 @@ class Precision:
     @classmethod
     def parse(cls, precision: str = "fp32", io: str | None = None,
               keep_fp32=()) -> "Precision":
+        if precision == "tf32":
+            raise CompileError("precision 'tf32': Vulkan has no TF32 type (cooperative matrices take "
+                               "float16, bfloat16 or 8-bit integers); --precision fp16-matmul is the "
+                               "opt-in for float32 models on tensor cores (float16 operands, float32 "
+                               "accumulation).")
         if precision not in PRECISIONS:
             raise CompileError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}.")
         if io not in (None, "fp32", "fp16"):

@@ -114,6 +114,8 @@ def test_unknown_keep_name_and_options_are_refused():
         Precision.parse("fp32", io="fp16")
     with pytest.raises(CompileError, match="precision 'fp8'"):
         Precision.parse("fp8")
+    with pytest.raises(CompileError, match="--precision fp16-matmul is the opt-in"):
+        Precision.parse("tf32")
 
 
 def test_weights_saturate_instead_of_overflowing():
