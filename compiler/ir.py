@@ -136,3 +136,25 @@ class Graph:
             if self.is_output(other) or any(c is not node for c in other.consumers):
                 return False
         return True
+
+    def sole_reader(self, out: Value) -> "tuple[Node, Value] | None":
+        """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
+        through one view of all of them (a reshape); None otherwise."""
+        views = [v for v in self.values() if v.alias_of is out]
+        readers = [(n, v) for v in [out, *views] for n in v.consumers]
+        if len({id(n) for n, _ in readers}) != 1 or len({id(v) for _, v in readers}) != 1:
+            return None
+        node, read = readers[0]
+        if not self.used_only_by(out, node):
+            return None
+        if read is not out and (read.nbytes != out.nbytes or read.alias_offset != 0):
+            return None
+        return node, read
+
+
+def written_in_shape(y: Value, shape) -> Value:
+    """What a kernel that computes `y` through a reshape writes: a value of y's dtype in its own
+    `shape`, with y made a view of its bytes."""
+    own = Value(f"{y.name}/{'x'.join(map(str, shape))}", y.dtype, tuple(shape))
+    y.alias_of, y.alias_offset = own, 0
+    return own

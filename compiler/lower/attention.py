@@ -126,9 +126,10 @@ def lower_attention(node, target):
     out = node.outputs[0]
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
-    for what, val in (("Q", q), ("K", k), ("V", v), ("output", out)):
-        # the output float16 under float32 Q, K and V too (passes/store_casts.py)
-        if np.dtype(val.dtype).name not in DTYPES or not (val.dtype == q.dtype or val is out and val.dtype == F16):
+    # The output may be float16 under float32 Q, K and V too (passes/store_casts.py).
+    for what, val, dtypes in (("Q", q, (q.dtype,)), ("K", k, (q.dtype,)), ("V", v, (q.dtype,)),
+                              ("output", out, (q.dtype, F16))):
+        if np.dtype(val.dtype).name not in DTYPES or all(val.dtype != d for d in dtypes):
             raise unsupported_dtype(node, val, f"attention's {what} (with {q.dtype} Q)")
     if max(d, dv) > MAX_HEAD_DIM:
         raise CompileError(f"Attention '{node.name}': head size {max(d, dv)} is above the "

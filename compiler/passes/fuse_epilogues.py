@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, written_in_shape
 
 ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
@@ -28,7 +28,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             continue  # a vector product's output drops a dim the epilogue indexes by
         while True:
             out = anchor.outputs[0]
-            found = sole_reader(graph, out)
+            found = graph.sole_reader(out)
             if found is None:
                 break
             ew, read = found
@@ -79,21 +79,6 @@ def _bias_to_float32(anchor: Node) -> None:
             anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))
 
 
-def sole_reader(graph: Graph, out: Value) -> tuple[Node, Value] | None:
-    """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
-    through one view of all of them (a reshape); None otherwise."""
-    views = [v for v in graph.values() if v.alias_of is out]
-    readers = [(n, v) for v in [out, *views] for n in v.consumers]
-    if len({id(n) for n, _ in readers}) != 1 or len({id(v) for _, v in readers}) != 1:
-        return None
-    node, read = readers[0]
-    if not graph.used_only_by(out, node):
-        return None
-    if read is not out and (read.nbytes != out.nbytes or read.alias_offset != 0):
-        return None
-    return node, read
-
-
 def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:
     """Whether operand `v` indexes an element alike in the reshaped `read` and in the kernel's
     `out`: a scalar, or a vector along a last dim the reshape kept (a bias)."""
@@ -126,7 +111,4 @@ def _absorb(anchor: Node, ew: Node, read: Value) -> None:
         anchor.outputs = ew.outputs
         return
     # Through a reshape: the kernel writes in its own shape; the expression's output views that.
-    y = ew.outputs[0]
-    own = Value(f"{y.name}/{'x'.join(map(str, out.shape))}", y.dtype, tuple(out.shape))
-    y.alias_of, y.alias_offset = own, 0
-    anchor.outputs = [own]
+    anchor.outputs = [written_in_shape(ew.outputs[0], out.shape)]

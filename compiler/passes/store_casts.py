@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Value
-from .fuse_epilogues import sole_reader
+from ..ir import Graph, written_in_shape
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 # The nodes lower/layernorm.py and lower/attention.py lower (the result is their first output).
@@ -19,17 +18,13 @@ PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
 def absorb_store_casts(graph: Graph) -> Graph:
     for node in list(graph.nodes):
         y = node.outputs[0] if node.op_type in PRODUCERS else None
-        found = sole_reader(graph, y) if y is not None and y.dtype == F32 else None
+        found = graph.sole_reader(y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
             continue
         cast, read = found
         out = cast.outputs[0]
-        if read is y:
-            node.outputs[0] = out
-        else:  # through a reshape (GPT-2's [B, S, E] -> [B*S, E]): the Cast's output views Y
-            own = Value(f"{out.name}/{'x'.join(map(str, y.shape))}", F16, tuple(y.shape))
-            out.alias_of, out.alias_offset = own, 0
-            node.outputs[0] = own
+        # Through a reshape (GPT-2's [B, S, E] -> [B*S, E]) the Cast's output views what Y becomes.
+        node.outputs[0] = out if read is y else written_in_shape(out, y.shape)
         node.sources = node.sources + cast.sources
         graph.nodes.remove(cast)
         graph.relink()
