@@ -58,7 +58,7 @@ def run(dirs):
     sys.path.insert(0, os.path.dirname(__file__))
     import pipeline_stats
     torch.backends.cuda.matmul.allow_tf32 = False
-    dev, fns = pipeline_stats._device()
+    dev, fns = pipeline_stats.open_device()
     rows = []
     for path in sorted(p for d in dirs or [OUT] for p in glob.glob(f"{d}/*.vkb")):
         shape, name = os.path.basename(path)[:-4].split("_", 1)

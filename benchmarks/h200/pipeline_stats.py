@@ -17,7 +17,9 @@ from runtime_min.pipelines import specialization_data
 EXT = "VK_KHR_pipeline_executable_properties"
 
 
-def _device():
+def open_device():
+    """(VkDevice, its two statistics functions) on the first device offering the extension, every
+    supported core feature enabled."""
     ffi = vk.ffi
     app = vk.VkApplicationInfo(apiVersion=vk.VK_MAKE_VERSION(1, 3, 0))
     inst = vk.vkCreateInstance(vk.VkInstanceCreateInfo(pApplicationInfo=app), None)
@@ -129,7 +131,7 @@ def statistics(dev, fns, spirv: bytes, bindings: int, spec: list) -> list[tuple[
 
 
 def main(paths):
-    dev, fns = _device()
+    dev, fns = open_device()
     for path in paths:
         with read_bundle(path) as bundle:
             modules, seen = bundle.manifest["modules"], set()
