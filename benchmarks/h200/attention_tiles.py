@@ -8,9 +8,10 @@ Model.profile, GFLOP/s counting 4*B*H*S^2*D, and the rel L2 error against numpy.
     source benchmarks/h200/setup.sh
     python3 benchmarks/h200/attention_tiles.py                       # every variant, nvidia
     python3 benchmarks/h200/attention_tiles.py --variants default,bk32 --target generic
+    python3 benchmarks/h200/attention_tiles.py --precision fp16 --shapes bert-b1,vit-b8
 
 A variant overrides the module constants tiled_tiles() chooses from (BLOCK_KEYS, ROWS, LANES,
-THREADS, ROW_GROUPS); "default" overrides nothing.
+THREADS, ROW_GROUPS, SHUFFLE_ROWS); "default" overrides nothing.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ VARIANTS = {
     "lanes8": {"LANES": (8, 4)},
     "threads64": {"THREADS": 64, "ROW_GROUPS": 4},
     "threads256": {"THREADS": 256, "ROW_GROUPS": 16},
+    "noshuffle": {"SHUFFLE_ROWS": False},
+    "rows3": {"ROWS": (3,)},
 }
 SHAPES = {  # name: (B, H, S, D, mask)
     "bert-b1": (1, 12, 128, 64, True), "bert-b8": (8, 12, 128, 64, True),
@@ -54,7 +57,7 @@ def reference(q, k, v, mask, scale):
     return np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v)
 
 
-def run(shape, target, repeat):
+def run(shape, target, repeat, precision):
     from runtime_min import load
     b, h, s, d, masked = shape
     model = core_attention(b, h, s, d, mask_shape=[b, 1, s, s] if masked else None)
@@ -67,19 +70,23 @@ def run(shape, target, repeat):
         mask = np.zeros((b, 1, s, s), np.float32)
         mask[..., s - s // 8:] = np.finfo(np.float32).min
         feeds["mask"] = mask
-    bundle, kernels = compiler.compile.compile_with_kernels(model, target=target)
-    t = kernels[0].params
-    tiles = f"TX{t.get('TX')} TY{t.get('TY')} RQ{t.get('RQ')} BK{t.get('BK')} VW{t.get('VW')}"
+    bundle, kernels = compiler.compile.compile_with_kernels(model, target=target,
+                                                            precision=precision)
+    [kernel] = [k for k in kernels if k.template.startswith("attention")]
+    t = kernel.params
+    tiles = (f"TX{t.get('TX')} TY{t.get('TY')} RQ{t.get('RQ')} BK{t.get('BK')} VW{t.get('VW')}"
+             f"{' sh' if t.get('SHUFFLE') else ''}")
     m = load(bundle, validation=False)
     try:
         got = m.run(feeds)["y"]
         err = float(np.linalg.norm(got - reference(feeds["q"], feeds["k"], feeds["v"], mask,
                                                    d ** -0.5)) / np.linalg.norm(got))
-        times = [sum(x.seconds for x in m.profile(feeds, repeat=1)) for _ in range(repeat)]
+        times = [sum(x.seconds for x in m.profile(feeds, repeat=1) if x.kernel.startswith("attention"))
+                 for _ in range(repeat)]
     finally:
         m.close()
     sec = statistics.median(times)
-    return tiles, kernels[0].shared_memory_bytes, sec, 4 * b * h * s * s * d / sec / 1e9, err
+    return tiles, kernel.shared_memory_bytes, sec, 4 * b * h * s * s * d / sec / 1e9, err
 
 
 def main() -> int:
@@ -88,9 +95,11 @@ def main() -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--target", default="nvidia")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
     args = ap.parse_args()
     defaults = {name: getattr(attention, name) for name in
                 {k for v in VARIANTS.values() for k in v}}
+    print(f"{args.precision}, target {args.target}")
     print(f"{'variant':11s} {'shape':8s} {'tiles':28s} {'smem':>6s} {'us':>8s} {'GFLOP/s':>8s} "
           f"{'rel L2':>8s}", flush=True)
     for variant in args.variants.split(","):
@@ -98,7 +107,8 @@ def main() -> int:
             setattr(attention, name, value)
         for shape in args.shapes.split(","):
             try:
-                tiles, smem, sec, gflops, err = run(SHAPES[shape], args.target, args.repeat)
+                tiles, smem, sec, gflops, err = run(SHAPES[shape], args.target, args.repeat,
+                                                     args.precision)
                 print(f"{variant:11s} {shape:8s} {tiles:28s} {smem:6d} {sec * 1e6:8.1f} "
                       f"{gflops:8.0f} {err:8.1e}", flush=True)
             except Exception as exc:  # noqa: BLE001  one variant's failure leaves the others

@@ -5,6 +5,11 @@ and torch eager and CUDA graphs, every system host to host, in one run.
     python3 benchmarks/h200/models.py nvidia mobilenet_v2,resnet18,resnet50,squeezenet1_0 1
     python3 benchmarks/h200/models.py nvidia resnet50 8,32
     python3 benchmarks/h200/models.py nvidia+default mobilenet_v2 1   # also the portable default bundle
+    python3 benchmarks/h200/models.py nvidia lraspp_mobilenet_v3_large,unet_small 1
+
+A name is a torchvision classification model, a torchvision.models.segmentation one (its 'out'
+map is the output), or unet_small: tests/models/zoo.py's 3-level UNet, the zoo's one model
+that torchvision lacks, written here in torch layer for layer.
 
 The first argument is one or more compile targets joined by '+' (each timed in the same run, the
 first one profiled and in the table's ratios); 'default' is plain `vkc compile`'s target list
@@ -52,11 +57,50 @@ def ncnn_runner(onnx_bytes, shape, workdir):
     return run
 
 
+class UNetSmall(torch.nn.Module):
+    """tests/models/zoo.py unet_small (base 16, 2 classes): DoubleConv (Conv 3x3 no bias, BN,
+    ReLU) x 2 at H, H/2, H/4; up by ConvTranspose 2x2 s2, then by nearest x2; Concat skips."""
+    def __init__(self, b=16, classes=2):
+        super().__init__()
+        nn = torch.nn
+        def double(ci, co):
+            return nn.Sequential(nn.Conv2d(ci, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU(),
+                                 nn.Conv2d(co, co, 3, padding=1, bias=False), nn.BatchNorm2d(co), nn.ReLU())
+        self.inc, self.down1, self.down2 = double(3, b), double(b, 2 * b), double(2 * b, 4 * b)
+        self.up1, self.conv1 = nn.ConvTranspose2d(4 * b, 2 * b, 2, stride=2), double(4 * b, 2 * b)
+        self.conv2, self.outc = double(3 * b, b), nn.Conv2d(b, classes, 1)
+    def forward(self, x):
+        f = torch.nn.functional
+        x1 = self.inc(x)
+        x2 = self.down1(f.max_pool2d(x1, 2))
+        x3 = self.down2(f.max_pool2d(x2, 2))
+        y = self.conv1(torch.cat([x2, self.up1(x3)], 1))
+        y = self.conv2(torch.cat([x1, f.interpolate(y, scale_factor=2.0, mode='nearest')], 1))
+        return self.outc(y)
+
+
+class OutMap(torch.nn.Module):
+    """A torchvision segmentation model's 'out' map as its one output."""
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+    def forward(self, x):
+        return self.net(x)['out']
+
+
+def build(name):
+    if name == 'unet_small':
+        return UNetSmall()
+    if hasattr(torchvision.models.segmentation, name):
+        return OutMap(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None))
+    return getattr(torchvision.models, name)(weights=None)
+
+
 rows = []
 for name in names:
     for batch in batches:
         torch.manual_seed(0)
-        net = getattr(torchvision.models, name)(weights=None).eval()
+        net = build(name).eval()
         x = torch.randn(batch, 3, 224, 224)
         buf = io.BytesIO()
         try:

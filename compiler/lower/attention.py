@@ -47,7 +47,8 @@ F16 = np.dtype(np.float16)
 # Invocations per workgroup (fewer where the device allows fewer), as ROW_GROUPS groups of
 # LANES lanes; each lane takes ROWS (4, 2 or 1) query rows: the most that still give the
 # target's min_workgroups, else 1 (a batch-1 model then has the most workgroups there are). Keys
-# per block: as many as fit shared memory, at least one per lane; each block costs four barriers.
+# per block: as many as fit shared memory, at least one per lane; each block costs four barriers
+# (three with shuffles).
 # Measured on an H200 (benchmarks/h200/attention_tiles.py; us per dispatch at BERT batch 1, 8
 # and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens): 128 invocations (8 x 16) took
 # 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
@@ -59,6 +60,11 @@ ROWS = (4, 2, 1)
 BLOCK_KEYS = (64, 32, 16, 8, 4)
 # Floats a lane holds across a block (its output columns and scores, per row): more spill.
 MAX_LANE_FLOATS = 96
+# Where the target has subgroup operations (Target.subgroup_reductions) and a row group's lanes fit
+# its subgroups, they exchange block maxima and sums by subgroup shuffles: one barrier a key block
+# fewer. The kernel checks the device's subgroup size and exchanges through shared memory where
+# subgroups are narrower.
+SHUFFLE_ROWS = True
 
 # --- Texel profiles ---
 # Keys per block: only the span between running-max rescales (4 measured fastest on lavapipe:
@@ -84,9 +90,9 @@ def _texel_lanes(rows: int, target) -> int:
 
 def tiled_shared_bytes(t: dict) -> int:
     """Shared memory of attention_tiled.comp.j2 for tile parameters `t`: Q and K rows with one
-    vector of padding, V rows, P with one float of padding a row, and the lanes' partials."""
+    vector of padding, V rows, P with one vec4 of padding a row, and the lanes' partials."""
     bq, bk, row = t["BQ"], t["BK"], t["D"] + (4 if t["VEC"] == "vec4" else 1)
-    return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 1) + bq * t["TX"])
+    return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 4) + bq * t["TX"])
 
 
 def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | None:
@@ -98,6 +104,9 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | No
         groups_max //= 2
     first = next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups),
                  ROWS[-1])
+
+    def shuffle(tx: int) -> bool:
+        return SHUFFLE_ROWS and target.subgroup_reductions and tx <= target.subgroup_size
     # Smaller tiles, in this order, until one fits: fewer keys per block, fewer rows per lane,
     # fewer row groups, fewer lanes per row group (the slowest to give up, measured).
     for tx in LANES:
@@ -111,7 +120,7 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | No
                 for bk in (b for b in BLOCK_KEYS if b >= tx and (b == tx or b // 2 < sk)):
                     t = dict(TX=tx, TY=ty, RQ=rq, BQ=ty * rq, BK=bk, RK=bk // tx, RD=rd, VW=vw,
                              VECV="vec4" if vw == 4 else "float", D=d, DV=dv,
-                             VEC="vec4" if d % 4 == 0 else "float")
+                             VEC="vec4" if d % 4 == 0 else "float", SHUFFLE=shuffle(tx))
                     t["DQ"] = d // 4 if t["VEC"] == "vec4" else d
                     if (tiled_shared_bytes(t) <= target.max_shared_memory
                             and rq * (rd * vw + t["RK"]) <= MAX_LANE_FLOATS):

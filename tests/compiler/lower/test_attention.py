@@ -7,7 +7,9 @@ lengths (1, 7, 64, 128, 197 as in ViT, and others no block size divides) and hea
 Kernels: the tiled GPU kernel (attention_tiled.comp.j2) of the generic and nvidia profiles, and
 the texel kernel (attention.comp.j2) of lavapipe; lavapipe runs them all. The nvidia profile's
 tiles are taken within lavapipe's 32 KiB of shared memory ("nvidia-32k": the same choices, key
-blocks halved where nvidia's 48 KiB would hold more).
+blocks halved where nvidia's 48 KiB would hold more). Its row groups of 16 lanes are wider than
+lavapipe's subgroups of 8, so they exchange row maxima and sums through shared memory there, as on
+a device with narrow subgroups; test_row_groups_by_shuffle runs the shuffles with narrower groups.
 """
 from dataclasses import replace
 
@@ -15,9 +17,10 @@ import numpy as np
 import pytest
 
 from attention_models import causal_mask, core_attention, padding_mask
-from harness import (check_against_onnxruntime, compile_cached, random_feeds, run_bundle,
-                     run_onnxruntime)
+from harness import (check_against_onnxruntime, compile_cached, function_local_variables,
+                     random_feeds, run_bundle, run_onnxruntime)
 
+import compiler.lower.attention as attention
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
 from compiler.lower.attention import tiled_shared_bytes
@@ -98,6 +101,26 @@ def test_attention_fp16(b, h, s, d, mask, target):
     check_against_onnxruntime(model, target=TARGETS[target], precision="fp16",
                               feeds=_feeds(model, feed_mask) if feed_mask is not None else None,
                               rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+SHUFFLE_CASES = [c for c in CASES if c.id in ("b2-h4-s7-d32-padding", "b1-h3-s197-d64-vit",
+                                             "b1-h2-s33-d128-causal", "b3-h2-s70-d32-full-mask")]
+
+
+@pytest.mark.parametrize("lanes", [8, 4])
+@pytest.mark.parametrize("b,h,s,d,mask", SHUFFLE_CASES)
+def test_row_groups_by_shuffle(b, h, s, d, mask, lanes, monkeypatch):
+    """nvidia's row groups exchange block maxima and row sums by subgroup shuffles where they fit
+    the device's subgroups: with 8 or 4 lanes a row they fit lavapipe's 8, one or two groups to
+    a subgroup."""
+    monkeypatch.setattr(attention, "LANES", (lanes,))
+    target = replace(NVIDIA_32K, name=f"nvidia-32k-lanes{lanes}")
+    kw, feed_mask = _mask_kw(b, s, mask)
+    model = core_attention(b, h, s, d, **kw)
+    kernel = _fused(model, target)
+    assert kernel.params["SHUFFLE"] and kernel.params["TX"] == lanes
+    check_against_onnxruntime(model, target=target, feeds=_feeds(model, feed_mask)
+                              if feed_mask is not None else None)
 
 
 FORMS = {
@@ -182,6 +205,18 @@ def test_tiles_fit_the_target():
     assert lavapipe.shared_memory_bytes == 0
     assert _fused(core_attention(1, 4, 128, 128), "lavapipe").params["R"] == 4
     assert _fused(core_attention(1, 1, 7, 64), "lavapipe").local_size == (8, 1, 1)
+
+
+@pytest.mark.parametrize("profile", ["generic", "nvidia"])
+def test_tiled_kernel_keeps_no_array_in_local_memory(profile):
+    """o, the scores, the running maxima and sums stay in registers: every loop over them unrolls
+    (no `continue` or `break`, no multiplying induction variable, no array passed to a function),
+    with and without shuffles, whole and partial vec4 columns, 1 to 4 rows a lane."""
+    for shape, kw in [((8, 12, 197, 64), {}), ((1, 12, 128, 64), dict(mask_shape=[1, 1, 128, 128])),
+                      ((2, 2, 45, 80), dict(mask_shape=[2, 1, 1, 45])), ((1, 2, 33, 128), {})]:
+        bundle = compile_cached(core_attention(*shape, **kw), target=profile)
+        found = function_local_variables(bundle, "attention_tiled")
+        assert found and not any(found.values()), (shape, found)
 
 
 def test_head_size_limit():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from harness import check_against_onnxruntime
+from harness import check_against_onnxruntime, function_local_variables
 
 from dataclasses import replace
 
@@ -85,19 +85,12 @@ def test_tiled_kernels_keep_no_array_in_local_memory(target):
     """Every loop over a register array of the tiled kernel is unrolled, so no array is indexed at
     run time and none is left as a function-local variable: a driver keeps such an array in local
     memory (an H200 ran 128x128 tiles with their 8x8 accumulators so, 18x slower)."""
-    from bundles import read_bundle
-    from compiler.codegen import spirv_tool
     from compiler.compile import compile_model
 
     target = next((t for t in TARGETS if getattr(t, "name", t) == target), target)
     seen = 0
     for model in (gemm(130, 68, 520, 0, 0), gemm(64, 128, 32, 1, 0)):
-        bundle = read_bundle(compile_model(model, target=target))
-        for module, code in zip(bundle.manifest["modules"], bundle.spirv):
-            if not module["name"].startswith("matmul_tiled"):
-                continue
-            seen += 1
-            dis = spirv_tool("spirv-dis").run(["-"], stdin=bytes(code))
-            locals_ = [line for line in dis.stdout.decode().splitlines() if "OpVariable" in line and "Function" in line]
-            assert not locals_, (module["name"], locals_)
+        found = function_local_variables(compile_model(model, target=target), "matmul_tiled")
+        assert not any(found.values()), found
+        seen += len(found)
     assert seen
