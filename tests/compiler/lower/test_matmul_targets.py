@@ -94,3 +94,40 @@ def test_tiled_kernels_keep_no_array_in_local_memory(target):
         assert not any(found.values()), found
         seen += len(found)
     assert seen
+
+
+def test_a_short_side_gets_a_fitted_tile():
+    """Rows that fill half a tile or less (a convolution's few output channels) take a tile
+    halved along M and longer along N, within the profile's invocations a tile; rows that fill
+    the tile, and a short N, keep the profile's tile."""
+    from compiler.lower.matmul import choose_tile
+
+    nv, generic = PROFILES["nvidia"], PROFILES["generic"]
+    # UNet's 16-channel layers at 224x224: 16x256 tiles, halved along N for min_workgroups.
+    assert choose_tile(generic, 16, 50176, 144, 1) == (16, 256, 4, 4)
+    assert choose_tile(nv, 16, 50176, 144, 1) == (16, 128, 4, 4)
+    assert choose_tile(replace(nv, min_workgroups=1), 16, 50176, 144, 1) == (16, 256, 4, 4)
+    assert choose_tile(replace(nv, min_workgroups=1), 32, 50176, 288, 1) == (32, 128, 4, 4)
+    assert choose_tile(replace(nv, min_workgroups=1), 2, 50176, 16, 1) == (16, 256, 4, 4)
+    assert choose_tile(nv, 1576, 2304, 768, 1) == (128, 64, 8, 4)   # ViT's QKV: as before
+    assert choose_tile(replace(nv, min_workgroups=1), 4096, 16, 64, 1) == (128, 64, 8, 4)
+
+
+@pytest.mark.parametrize("target", [replace(PROFILES["generic"], name="generic-full-tiles", min_workgroups=1),
+                                    "nvidia"], ids=lambda t: getattr(t, "name", t))
+@pytest.mark.parametrize("cout", [12, 16, 32])
+def test_conv_with_few_output_channels(target, cout):
+    """3x3 convolutions of 16 channels into `cout` over 40x40 pixels (two images): the fitted
+    tiles (16 or 32 rows), ragged along M and N, against onnxruntime."""
+    from compiler.compile import compile_with_kernels
+
+    rng = np.random.default_rng(cout)
+    w = numpy_helper.from_array((rng.standard_normal((cout, 16, 3, 3)) / 12).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32), "b")
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1] * 4)
+    graph = helper.make_graph([conv], "conv", [helper.make_tensor_value_info("x", 1, [2, 16, 40, 40])],
+                              [helper.make_tensor_value_info("y", 1, [2, cout, 40, 40])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    [gemm] = [k for k in compile_with_kernels(model, target=target)[1] if k.template == "matmul_tiled"]
+    assert gemm.params["BM"] == max(16, cout)
+    check_against_onnxruntime(model, target=target)
