@@ -158,3 +158,29 @@ def written_in_shape(y: Value, shape) -> Value:
     own = Value(f"{y.name}/{'x'.join(map(str, shape))}", y.dtype, tuple(shape))
     y.alias_of, y.alias_offset = own, 0
     return own
+
+
+def reaches_only(graph: Graph, v: Value, ends, through) -> bool:
+    """Whether every reader of v's bytes is a node `ends(node)` accepts, or one `through(node)`
+    accepts whose outputs are read that way in turn (views of v count as v). False where v or a
+    view of it is a graph output, or nothing reads it."""
+    if graph.is_output(v):
+        return False
+    for reader in v.consumers:
+        if through(reader):
+            if not all(reaches_only(graph, o, ends, through) for o in reader.outputs if o is not None):
+                return False
+        elif not ends(reader):
+            return False
+    # Views of v, and views of views (a chain's middle view that no node reads is in no node's
+    # inputs, so only its end is among graph.values()).
+    views = [w for w in graph.values() if w is not v and _views_of(w, v)]
+    return bool(v.consumers or views) and all(reaches_only(graph, w, ends, through) for w in views)
+
+
+def _views_of(w: Value, v: Value) -> bool:
+    while w.alias_of is not None:
+        if w.alias_of is v:
+            return True
+        w = w.alias_of
+    return False

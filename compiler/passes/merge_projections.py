@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value, is_onnx
+from ..ir import Graph, Node, Value, is_onnx, reaches_only
 
 
 def merge_projections(graph: Graph) -> Graph:
-    views: dict[int, list[Value]] = {}
-    for v in graph.values():
-        if v.alias_of is not None:
-            views.setdefault(id(v.alias_of), []).append(v)
     by_input: dict[int, list[tuple[Node, Node | None]]] = {}
     for node in graph.nodes:
-        member = _projection(graph, node, views)
+        member = _projection(graph, node)
         if member is not None:
             by_input.setdefault(id(node.inputs[0]), []).append(member)
     for members in by_input.values():
@@ -37,7 +33,7 @@ def merge_projections(graph: Graph) -> Graph:
     return graph
 
 
-def _projection(graph: Graph, node: Node, views: dict) -> tuple[Node, Node | None] | None:
+def _projection(graph: Graph, node: Node) -> tuple[Node, Node | None] | None:
     """(MatMul, its bias Add or None) when `node` is X x W with W a constant 2-D weight whose
     result (after the bias) only feeds matmuls."""
     if not is_onnx(node, "MatMul") or len(node.inputs) != 2:
@@ -52,23 +48,15 @@ def _projection(graph: Graph, node: Node, views: dict) -> tuple[Node, Node | Non
         bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
         if bias.is_constant and bias.dtype == y.dtype and bias.size == w.shape[1] and \
                 add.outputs[0].shape == y.shape and all(d == 1 for d in bias.shape[:-1]):
-            return (node, add) if _feeds_matmuls(graph, add.outputs[0], views) else None
-    return (node, None) if _feeds_matmuls(graph, y, views) else None
+            return (node, add) if _feeds_matmuls(graph, add.outputs[0]) else None
+    return (node, None) if _feeds_matmuls(graph, y) else None
 
 
-def _feeds_matmuls(graph: Graph, v: Value, views: dict) -> bool:
+def _feeds_matmuls(graph: Graph, v: Value) -> bool:
     """Whether every reader of v's bytes is a MatMul, or a Transpose (or a view of v) whose own
-    readers are (`views`: id(value) -> its views)."""
-    if graph.is_output(v):
-        return False
-    for reader in v.consumers:
-        if is_onnx(reader, "Transpose"):
-            if not _feeds_matmuls(graph, reader.outputs[0], views):
-                return False
-        elif not is_onnx(reader, "MatMul"):
-            return False
-    mine = views.get(id(v), [])
-    return bool(v.consumers or mine) and all(_feeds_matmuls(graph, w, views) for w in mine)
+    readers are."""
+    return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul"),
+                        through=lambda n: is_onnx(n, "Transpose"))
 
 
 def _merge(graph: Graph, members: list[tuple[Node, Node | None]]) -> None:

@@ -95,19 +95,20 @@ def test_packed_projection_read_in_place(name, split_ops, left):
 def test_batch2_multihead_attention_read_in_place():
     """Batch 2 nn.MultiheadAttention: Q is [S, B*H, D] viewed from every third E-block of the
     [S, B, 3E] projection, so B*H is two strides; the kernel runs (B, H) = (2, 4) and reads Q, K
-    and V where the projection wrote them, and writes [S, B, E]. The 5-D Transpose and the three
-    Gathers go; the Transposes left are the patch embedding's and [B, S, E] <-> [S, B, E] around
-    each block (real transposes at batch 2)."""
+    and V where the projection wrote them. move_row_transposes has the projection run over the
+    [B, S, E] rows and the out-projection read [B, S, E] rows, so the kernel reads Q, K and V in
+    [B, S, 3E] and writes [B, S, H, D]. The 5-D Transpose, the three Gathers and the
+    [B, S, E] <-> [S, B, E] Transposes around each block go; the patch embedding's stays."""
     graph = run_passes(fold_constants(to_ir(onnx.load(str(FIXTURES / "vit_tiny_b2.onnx")))))
     ops = [n.op_type for n in graph.nodes]
     assert {op: ops.count(op) for op in ("vkc.Attention", "Transpose", "Gather")} == \
-        {"vkc.Attention": 2, "Transpose": 5, "Gather": 1}
+        {"vkc.Attention": 2, "Transpose": 1, "Gather": 1}
     att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
     assert att.attrs["dims"] == [2, 4, 17, 17, 16, 16]
-    assert att.inputs[0].shape == (17, 2, 192) and att.inputs[1] is att.inputs[0] is att.inputs[2]
-    layouts = att.attrs["layouts"]  # (batch, head, token, d) strides in [S, B, 3E] and [S, B, E]
-    assert [layouts[n] for n in "qkv"] == [(e, [192, 16, 384, 1]) for e in (0, 64, 128)]
-    assert layouts["out"] == (0, [64, 16, 128, 1])
+    assert att.inputs[0].shape == (2, 17, 192) and att.inputs[1] is att.inputs[0] is att.inputs[2]
+    layouts = att.attrs["layouts"]  # (batch, head, token, d) strides in [B, S, 3E] and [B, S, E]
+    assert [layouts[n] for n in "qkv"] == [(e, [17 * 192, 16, 192, 1]) for e in (0, 64, 128)]
+    assert layouts["out"] == (0, [17 * 64, 16, 64, 1])
 
 
 @pytest.mark.parametrize("kw,scale", [
