@@ -79,6 +79,13 @@ TEXEL_ROWS = 8
 TEXEL_ROW_FLOATS = 1024
 
 
+def _vec4_rows(layout) -> bool:
+    """Whether an operand's rows are runs of whole, aligned vec4s: contiguous along the row, and
+    its offset and other strides multiples of 4 elements."""
+    offset, strides = layout
+    return strides[3] == 1 and offset % 4 == 0 and all(s % 4 == 0 for s in strides[:3])
+
+
 def _texel_lanes(rows: int, target) -> int:
     """64 invocations, halved down to a subgroup while that still covers `rows` (a decoder step
     has one query), so that few lanes idle."""
@@ -189,7 +196,10 @@ def lower_attention(node, target):
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
-    return [Kernel("attention_tiled", dict(**t, **common, **types), spec,
+    vec_reads = [name.upper() for name, whole in (("q", t["VEC"] == "vec4"), ("k", t["VEC"] == "vec4"),
+                                                  ("v", t["VW"] == 4))
+                 if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]
+    return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads), spec,
                    inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
                    shared_memory_bytes=tiled_shared_bytes(t))]

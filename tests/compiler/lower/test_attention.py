@@ -207,6 +207,20 @@ def test_tiles_fit_the_target():
     assert _fused(core_attention(1, 1, 7, 64), "lavapipe").local_size == (8, 1, 1)
 
 
+def test_vector_reads():
+    """The tiled kernel reads Q, K and V rows four elements at a time where they are whole,
+    aligned vec4s (contiguous along D, offset and strides multiples of 4), else one at a time:
+    K given as Kᵀ [B, H, D, S] is strided along D; V rows of 80 are read into VW = 1 tiles; a
+    head size of 6 is no whole vec4s. The cases run against onnxruntime above."""
+    def reads(*shape, **kw):
+        [k] = [k for k in compile_with_kernels(core_attention(*shape, **kw))[1]]
+        return k.params["VEC_READS"]
+    assert reads(2, 2, 9, 16, k_transposed=False) == ["Q", "K"]
+    assert reads(1, 12, 128, 64) == ["Q", "V"]
+    assert reads(2, 2, 45, 80) == ["Q"]
+    assert reads(2, 1, 13, 6) == []
+
+
 @pytest.mark.parametrize("profile", ["generic", "nvidia"])
 def test_tiled_kernel_keeps_no_array_in_local_memory(profile):
     """o, the scores, the running maxima and sums stay in registers: every loop over them unrolls
