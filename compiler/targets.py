@@ -51,9 +51,9 @@ class Target:
     cpu_lanes: int = 16
     # Texel buffers (matmul="texel") address at most this many texels: Vulkan guarantees 65536.
     max_texel_elements: int = 65536
-    # Winograd F(m x m, 3x3), m = 2 or 4 (0: off), for 3x3 stride-1 convolutions with at least
-    # this many input and output channels (texel profiles only: its transforms fetch through
-    # texel buffers).
+    # Winograd F(m x m, 3x3), m = 2 or 4 (0: off), for float32 3x3 stride-1 convolutions with at
+    # least this many input and output channels (its transforms fetch through texel buffers of at
+    # most max_texel_elements; the GEMMs between them take the profile's matmul kernel).
     winograd: int = 0
     winograd_min_channels: int = 16
     # Convolutions write im2col out when it takes at most this many bytes (else the GEMM gathers
@@ -122,10 +122,12 @@ TARGETS = {
     # partial sums added by a second dispatch, made ViT-B/16 fp32 at batch 8 12.3 -> 10.9 ms and
     # ResNet-50 at batch 32 12.3 -> 11.6 (the fused finish costs the kernel occupancy: 107
     # registers against 79). im2col scratch up to 256 MiB: ResNet-50's stem at batch 32 in float32
-    # takes 236 (12.5 -> 12.1 ms).
+    # takes 236 (12.5 -> 12.1 ms). Winograd F(2x2, 3x3) for float32 3x3 stride-1 layers, host to
+    # host against im2col (ms): UNet (zoo) 0.500 -> 0.405, ResNet-18 0.600 -> 0.501, ResNet-50
+    # 1.110 -> 1.055, at batch 32 10.88 -> 10.22; F(4x4, 3x3) gave 0.367, 0.714, 1.217 and 9.67.
     "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
                      tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
-                     splitk_workgroups=528, splitk_fused_sums=0,
+                     splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
                      cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),

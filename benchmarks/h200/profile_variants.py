@@ -38,6 +38,8 @@ VARIANTS = {
     "t128x128r8x8k8": replace(NV, tile_m=128, tile_n=128, reg_m=8, reg_n=8, tile_k=8),
     "t64x128r4x8": replace(NV, tile_m=64, tile_n=128, reg_m=4, reg_n=8),
     "implicit": replace(NV, im2col_max_bytes=0),
+    "wino4": replace(NV, winograd=4),
+    "wino2": replace(NV, winograd=2),
     # split-K for 264 or 528 workgroups before tiles shrink, or (0) only after; finished in the
     # kernel where at most 64 sums per invocation (fused) or always by a second dispatch (default)
     "sf264": replace(NV, splitk_workgroups=264),

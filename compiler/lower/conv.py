@@ -2,8 +2,8 @@
 layers, and for the other 1-D and 2-D layers a GEMM over im2col: written out where the profile
 allows the scratch (im2col_max_bytes), else gathered on the fly (implicit GEMM). GPU profiles
 write it with the batch's images side by side along its rows; texel profiles (lavapipe) one image
-a plane, and run 3x3 stride-1 layers as Winograd F(m x m, 3x3). 3-D layers (video models) run on
-a direct kernel."""
+a plane. Profiles that set `winograd` (lavapipe F(4x4, 3x3), nvidia F(2x2, 3x3)) run float32 3x3
+stride-1 layers as Winograd F(m x m, 3x3). 3-D layers (video models) run on a direct kernel."""
 from __future__ import annotations
 
 import numpy as np
@@ -249,8 +249,9 @@ def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> boo
     """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
     for the batched GEMMs to pay for the two transforms, on profiles that enable it, whose
     transformed tensors stay within the scratch budget (im2col_max_bytes)."""
-    # The transforms and the GEMMs between them read their inputs through texel buffers.
-    if not (target.winograd in WINOGRAD and target.matmul == "texel" and len(x.shape) == 4
+    # The transforms read their inputs through texel buffers (the GEMM between them takes the
+    # profile's matmul kernel).
+    if not (target.winograd in WINOGRAD and len(x.shape) == 4
             and texel_format(x.dtype, 1) and texel_format(x.dtype, 4)
             and w.is_constant and group == 1 and tuple(kernel) == (3, 3)
             and list(strides) == [1, 1] and list(dils) == [1, 1]):
@@ -258,7 +259,9 @@ def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> boo
     (n, cout, oh, ow), cin, mo = out.shape, w.shape[1], target.winograd
     tiles = -(-(-(-oh // mo) * -(-ow // mo)) // 4) * 4
     scratch = np.dtype(out.dtype).itemsize * n * (mo + 2) ** 2 * tiles * max(cin, cout)
-    return min(cin, cout) >= target.winograd_min_channels and scratch <= target.im2col_max_bytes
+    fetched = max(x.size, n * (mo + 2) ** 2 * tiles * cout)   # X and the GEMMs' output, as texels
+    return (min(cin, cout) >= target.winograd_min_channels and scratch <= target.im2col_max_bytes
+            and fetched <= target.max_texel_elements)
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:

@@ -106,12 +106,14 @@ WINOGRAD_CASES = [
 ]
 
 
+@pytest.mark.parametrize("profile", ["lavapipe", "nvidia"])
 @pytest.mark.parametrize("tile", [2, 4])
 @pytest.mark.parametrize("case", WINOGRAD_CASES)
-def test_conv_winograd(case, tile, rng):
-    """3x3 stride-1 layers on the lavapipe profile run as Winograd F(m x m, 3x3): input transform,
-    (m + 2)^2 GEMMs, output transform with the epilogue."""
-    target = replace(TARGETS["lavapipe"], name=f"lavapipe-winograd-{tile}", winograd=tile)
+def test_conv_winograd(case, tile, profile, rng):
+    """3x3 stride-1 layers run as Winograd F(m x m, 3x3): input transform, (m + 2)^2 GEMMs (the
+    texel kernel on lavapipe, the shared-memory tiles on nvidia, whose profile takes F(2x2)),
+    output transform with the epilogue."""
+    target = replace(TARGETS[profile], name=f"{profile}-winograd-{tile}", winograd=tile)
     result = check_against_onnxruntime(_conv_model(rng, **case), target=target)
     names = [k["name"] for k in result["manifest"]["kernels"]]
     assert any(n.startswith("winograd_input") for n in names), names
