@@ -83,6 +83,9 @@ class Target:
     # ...)) pairs, applied to matmuls of that problem (compiler/tune.py measures them,
     # compiler/tuning_cache.py stores them, compiler/host.py reads them into the host profile).
     tuned: tuple = ()
+    # Set on the profile for_problem returns for a tuned problem: its tile is taken as measured,
+    # not fitted to the problem (lower/matmul.py _fit_short_side).
+    exact_tile: bool = False
     # The devices this profile is for, by VkPhysicalDeviceProperties vendorID and deviceType (names
     # of bundles.manifest.DEVICE_TYPES); both empty: any device (the portable fallback).
     vendor_ids: tuple = ()
@@ -96,7 +99,7 @@ class Target:
     def for_problem(self, key: str) -> "Target":
         for problem, fields in self.tuned:
             if problem == key:
-                return replace(self, **dict(fields))
+                return replace(self, **dict(fields), exact_tile=True)
         return self
 
 

@@ -49,8 +49,9 @@ def tune(model, *, target: str = "host", device=None, input_shapes=None, precisi
     best: dict[str, tuple[float, dict]] = {}
     device_name = None
     for fields in candidates(base, precision):
+        # Each candidate's tile as it is (exact_tile), as a tuned problem will get it.
         bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes, precision=precision,
-                                               target=replace(base, **fields))
+                                               target=replace(base, **fields, exact_tile=True))
         device_name, times = time_dispatches(bundle, device, repeat)
         per_problem: dict[str, float] = {}
         for kernel, t in zip(kernels, times):

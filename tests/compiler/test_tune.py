@@ -164,8 +164,8 @@ def test_tiled_kernels_follow_a_fabricated_tuning(profile, model_name):
 
 def test_tiled_candidates_as_tune_applies_them():
     """The real CANDIDATES["tiled"] (the profile's min_workgroups kept): a problem tuned to a
-    candidate builds the same kernels as compiling the whole model with that candidate, which is
-    what tune() timed. (generic only: nvidia's min_workgroups=264 shrinks every tile of this
+    candidate builds the same kernels as compiling the whole model with that candidate's tile
+    taken as it is (exact_tile), which is what tune() timed. (generic only: nvidia's min_workgroups=264 shrinks every tile of this
     small model to 32x32 whatever the candidate, so there it could not tell.)"""
     base = get_target("generic")
     model = small_cnn()
@@ -174,7 +174,7 @@ def test_tiled_candidates_as_tune_applies_them():
     tuned = _by_problem(kernels)
     checked = 0
     for fields in {json.dumps(f, sort_keys=True) for f in choice.values()}:
-        _, ks = compile_with_kernels(model, target=replace(base, **json.loads(fields)))
+        _, ks = compile_with_kernels(model, target=replace(base, **json.loads(fields), exact_tile=True))
         direct = _by_problem(ks)
         for problem, f in choice.items():
             if json.dumps(f, sort_keys=True) == fields:
