@@ -40,7 +40,7 @@ ZOO = {
     "unet_small": lambda: zoo.unet_small(resolution=64),
 }
 FIXTURE_MODELS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny",
-                  "convnext_tiny", "r3d_tiny")
+                  "vit_tiny_b2", "convnext_tiny", "r3d_tiny")
 
 
 def _check(model, feeds=None, target="lavapipe", precision="fp16"):
