@@ -2,12 +2,17 @@
 under `--precision fp16-matmul` the products after each LayerNorm and attention take float16
 inputs, and the Cast between them was a dispatch of its own. The kernel computes in float32
 either way and rounds once, at the store (templates/layernorm.comp.j2's TY,
-attention_tiled.comp.j2's TO)."""
+attention_tiled.comp.j2's TO).
+
+So does a product of float16 operands that stores float32 (fuse_epilogues widened it: BERT's FFN
+up-projection with its bias and GELU) when only the next product's Cast reads it: its constant
+epilogue operands (the bias) go float16 with it, as the kernel reads them in its stored type; a
+non-constant float32 operand (a residual) keeps the Cast."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, written_in_shape
+from ..ir import Graph, Value, written_in_shape
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 # The nodes lower/layernorm.py and lower/attention.py lower (the result is their first output).
@@ -17,10 +22,12 @@ PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
 
 def absorb_store_casts(graph: Graph) -> Graph:
     for node in list(graph.nodes):
-        y = node.outputs[0] if node.op_type in PRODUCERS else None
+        y = node.outputs[0] if node.op_type in PRODUCERS or _widened_product(node) else None
         found = graph.sole_reader(y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
             continue
+        if node.op_type in PRODUCTS:
+            node.inputs[2:] = [_float16_constant(v) for v in node.inputs[2:]]
         cast, read = found
         out = cast.outputs[0]
         # Through a reshape (GPT-2's [B, S, E] -> [B*S, E]) the Cast's output views what Y becomes.
@@ -29,6 +36,22 @@ def absorb_store_casts(graph: Graph) -> Graph:
         graph.nodes.remove(cast)
         graph.relink()
     return graph
+
+
+PRODUCTS = ("MatMul", "Gemm")
+
+
+def _widened_product(node) -> bool:
+    """A MatMul or Gemm of float16 operands storing float32 whose other inputs (a Gemm's bias, its
+    epilogue's operands) are all constants or float16."""
+    return (node.op_type in PRODUCTS and all(v.dtype == F16 for v in node.inputs[:2])
+            and all(v is None or v.is_constant or v.dtype == F16 for v in node.inputs[2:]))
+
+
+def _float16_constant(v):
+    if v is None or v.dtype != F32:
+        return v
+    return Value(f"{v.name}/float16", F16, v.shape, data=v.data.astype(np.float16))
 
 
 def _float16_cast_of_its_input(node) -> bool:

@@ -1,7 +1,9 @@
-"""absorb_store_casts: under --precision fp16-matmul a LayerNorm or attention whose result only
-the Cast into a product reads stores float16 itself (directly, or through a reshape as GPT-2's Gemm
-and every out-projection read it); a result another node also reads keeps its Cast. Against
-onnxruntime on lavapipe, with its own kernels and the generic (GPU) profile's."""
+"""absorb_store_casts: under --precision fp16-matmul a LayerNorm, an attention or a widened
+product (float16 operands, a float32 epilogue) whose result only the Cast into a product reads
+stores float16 itself (directly, or through a reshape as GPT-2's Gemm and every out-projection read
+it); a result another node also reads keeps its Cast, and so does a product whose epilogue reads a
+float32 tensor. Against onnxruntime on lavapipe, with its own kernels and the generic (GPU)
+profile's."""
 from __future__ import annotations
 
 import numpy as np
@@ -77,3 +79,41 @@ def test_attention_stores_float16_for_the_out_projection():
     for target in ("lavapipe", "generic"):
         check_against_onnxruntime(model, feeds=feeds, target=target, precision="fp16-matmul",
                                   rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+def _two_products(residual: bool):
+    """x [2, 5, 8] -> MatMul [8, 16] -> Add bias -> Gelu (erf form) -> MatMul [16, 8], where
+    `residual` -> Add x (the second product's epilogue then reads float32 x) -> MatMul [8, 8]."""
+    rng = np.random.default_rng(4)
+    def const(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+    inits = [const("w1", rng.standard_normal((8, 16)) * 0.3), const("b1", 0.1 * rng.standard_normal(16)),
+             const("w2", rng.standard_normal((16, 8)) * 0.3), const("half", 0.5), const("one", 1.0),
+             const("rsqrt2", 2 ** -0.5), const("w3", rng.standard_normal((8, 8)) * 0.3)]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m"]), helper.make_node("Add", ["m", "b1"], ["a"]),
+             helper.make_node("Mul", ["a", "rsqrt2"], ["s"]), helper.make_node("Erf", ["s"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["a", "e1"], ["g0"]),
+             helper.make_node("Mul", ["g0", "half"], ["g"]),
+             helper.make_node("MatMul", ["g", "w2"], ["p" if residual else "y"])]
+    if residual:
+        nodes += [helper.make_node("Add", ["p", "x"], ["r"]), helper.make_node("MatMul", ["r", "w3"], ["y"])]
+    graph = helper.make_graph(nodes, "ffn", [helper.make_tensor_value_info("x", 1, [2, 5, 8])],
+                              [helper.make_tensor_value_info("y", 1, [2, 5, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_widened_product_stores_float16_for_the_next_product():
+    """BERT's FFN: the up-projection with its bias and GELU stores float16 for the down-projection
+    (its bias float16 with it: the kernel reads epilogue operands in its stored type). A
+    down-projection whose epilogue adds float32 x stores float32, and the Cast into the product
+    after it stays."""
+    for residual in (False, True):
+        graph = _passes(_two_products(residual))
+        up, down = [n for n in graph.nodes if n.op_type == "MatMul"][:2]
+        assert up.outputs[0].dtype == F16 and up.inputs[2].dtype == F16 and up.inputs[2].is_constant
+        assert down.inputs[0] is up.outputs[0] and down.outputs[0].dtype == F32
+        # x's Cast, and where `residual` the Cast of x + down's result into the last product.
+        assert [n.op_type for n in graph.nodes].count("vkc.Elementwise") == 1 + residual
+        for target in ("lavapipe", "generic"):
+            check_against_onnxruntime(_two_products(residual), target=target, precision="fp16-matmul",
+                                      rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
