@@ -80,7 +80,8 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     """The kernel behind every normalization node: Y = (S - mean) * inv_std * scale + bias over
     the dims [axis, rank), where S is x, or x + skip (+ prebias) for a fused residual sum.
     simplified: RMS normalization (mean 0, inv_std = 1 / sqrt(mean(S^2) + eps)).
-    outputs: (Y, Mean, InvStdDev, the sum S), the last three optional (None or unnamed)."""
+    outputs: (Y, Mean, InvStdDev, the sum S, Y2), the last four optional (None or unnamed); Y2 is
+    Y again in another dtype (float16 for the next product: passes/store_casts.py)."""
     rank = len(x.shape)
     if not -rank <= axis < rank:
         raise CompileError(f"{node.op_type} '{node.name}': axis {axis} is out of range for "
@@ -89,7 +90,7 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     if x.size == 0:
         raise CompileError(f"{node.op_type} '{node.name}' has an empty input "
                            f"{list(x.shape)}; vkc does not run empty tensors.")
-    y, mean_out, inv_out, sum_out = (list(map(_present, outputs)) + [None] * 4)[:4]
+    y, mean_out, inv_out, sum_out, y2 = (list(map(_present, outputs)) + [None] * 5)[:5]
     if simplified and mean_out is not None:
         raise CompileError(f"{node.op_type} '{node.name}' asks for the Mean output "
                            f"'{mean_out.name}', which RMS normalization does not compute.")
@@ -117,7 +118,7 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     # Bindings: the inputs, then the outputs, each named as in the template.
     ins = [("X", x), ("SKIP", skip), ("PREBIAS", prebias), ("SCALE", scale), ("BIAS", bias)]
     ins = [(name, v) for name, v in ins if v is not None]
-    outs = [("Y", y), ("MEAN", mean_out), ("INV_STD", inv_out), ("SUM", sum_out)]
+    outs = [("Y", y), ("MEAN", mean_out), ("INV_STD", inv_out), ("SUM", sum_out), ("Y2", y2)]
     outs = [(name, v) for name, v in outs if v is not None]
     # float16 has no texel format yet: its inputs are read as storage buffers.
     texel = (all(texel_format(v.dtype) for _, v in ins)
@@ -129,11 +130,11 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                   has_skip=skip is not None, skip_broadcast=skip_broadcast,
                   has_prebias=prebias is not None, has_bias=bias is not None,
                   has_mean=mean_out is not None, has_inv=inv_out is not None,
-                  has_sum=sum_out is not None, scale_mods=mods["S"],
+                  has_sum=sum_out is not None, has_y2=y2 is not None, scale_mods=mods["S"],
                   bias_mods=mods.get("B", []), prebias_mods=mods.get("P", []),
                   # T: the inputs' and statistics' type; TY: Y's (float16 under float32 inputs
                   # where a Cast was absorbed: passes/store_casts.py)
-                  **kernel_types(x), TY=kernel_types(y)["T"])
+                  **kernel_types(x), TY=kernel_types(y)["T"], TY2=kernel_types(y2 or y)["T"])
     bindings = [v for _, v in ins] + [v for _, v in outs]
     return [Kernel("layernorm", params, spec, bindings,
                    writes=list(range(len(ins), len(bindings))),
@@ -180,11 +181,11 @@ def lower_skip_simplified_layernorm(node, target):
 @register("vkc.LayerNorm", dtypes=FLOATS)
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
-    attribute `outputs` names what each output is, among Y, MEAN, INV_STD and SUM (the residual
-    sum X + skip); `simplified` 1 for RMS normalization."""
+    attribute `outputs` names what each output is, among Y, MEAN, INV_STD, SUM (the residual
+    sum X + skip) and Y2 (Y in another dtype); `simplified` 1 for RMS normalization."""
     role = dict(zip(node.attrs["outputs"], node.outputs))
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.input(1),
                              scale=node.input(2), bias=node.input(3), axis=node.attrs["axis"],
                              epsilon=node.attrs["epsilon"],
-                             outputs=[role.get(r) for r in ("Y", "MEAN", "INV_STD", "SUM")],
+                             outputs=[role.get(r) for r in ("Y", "MEAN", "INV_STD", "SUM", "Y2")],
                              simplified=bool(node.attrs["simplified"]))

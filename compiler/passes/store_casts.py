@@ -7,7 +7,11 @@ attention_tiled.comp.j2's TO).
 So does a product of float16 operands that stores float32 (fuse_epilogues widened it: BERT's FFN
 up-projection with its bias and GELU) when only the next product's Cast reads it: its constant
 epilogue operands (the bias) go float16 with it, as the kernel reads them in its stored type; a
-non-constant float32 operand (a residual) keeps the Cast."""
+non-constant float32 operand (a residual) keeps the Cast.
+
+A fused LayerNorm (vkc.LayerNorm) whose float32 result the next residual sum reads as well as the
+Cast into a product (BERT's post-LN blocks) writes it twice instead: float32 and, as its output
+Y2, float16 in place of the Cast's result."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +26,8 @@ PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
 
 def absorb_store_casts(graph: Graph) -> Graph:
     for node in list(graph.nodes):
+        if _second_float16_output(graph, node):
+            continue
         y = node.outputs[0] if node.op_type in PRODUCERS or _widened_product(node) else None
         found = graph.sole_reader(y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
@@ -39,6 +45,25 @@ def absorb_store_casts(graph: Graph) -> Graph:
 
 
 PRODUCTS = ("MatMul", "Gemm")
+
+
+def _second_float16_output(graph: Graph, node) -> bool:
+    """A vkc.LayerNorm's float32 Y read by other nodes and by a Cast of it to float16: the Cast's
+    result becomes the normalization's output Y2."""
+    if node.op_type != "vkc.LayerNorm" or "Y2" in node.attrs["outputs"]:
+        return False
+    y = node.outputs[node.attrs["outputs"].index("Y")]
+    if y.dtype != F32 or len(y.consumers) < 2:
+        return False
+    cast = next((c for c in y.consumers if _float16_cast_of_its_input(c) and c.inputs[0] is y), None)
+    if cast is None or graph.is_output(cast.outputs[0]):
+        return False
+    node.outputs = node.outputs + [cast.outputs[0]]
+    node.attrs = dict(node.attrs, outputs=tuple(node.attrs["outputs"]) + ("Y2",))
+    node.sources = node.sources + cast.sources
+    graph.nodes.remove(cast)
+    graph.relink()
+    return True
 
 
 def _widened_product(node) -> bool:

@@ -1,8 +1,9 @@
 """absorb_store_casts: under --precision fp16-matmul a LayerNorm, an attention or a widened
 product (float16 operands, a float32 epilogue) whose result only the Cast into a product reads
 stores float16 itself (directly, or through a reshape as GPT-2's Gemm and every out-projection read
-it); a result another node also reads keeps its Cast, and so does a product whose epilogue reads a
-float32 tensor. Against onnxruntime on lavapipe, with its own kernels and the generic (GPU)
+it); a fused LayerNorm whose result another node also reads writes it twice (float32, and float16
+as Y2); any other result read elsewhere keeps its Cast, and so does a product whose epilogue reads
+a float32 tensor. Against onnxruntime on lavapipe, with its own kernels and the generic (GPU)
 profile's."""
 from __future__ import annotations
 
@@ -61,12 +62,43 @@ def test_layernorm_stores_float16_for_the_product():
 
 
 def test_a_result_read_elsewhere_keeps_its_cast():
+    """A plain LayerNormalization's (its outputs are ONNX's: no second Y to add)."""
     graph = _passes(_layernorm_then_product("residual"))
     norm = next(n for n in graph.nodes if n.op_type == "LayerNormalization")
     assert norm.outputs[0].dtype == F32
     assert "vkc.Elementwise" in [n.op_type for n in graph.nodes]
     check_against_onnxruntime(_layernorm_then_product("residual"), precision="fp16-matmul",
                               rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+def _post_ln_block():
+    """BERT's post-LN step: n = LayerNorm(x + r) (fused with its residual sum), then
+    y = MatMul(n, w) + n: n is read by the product (through a Cast) and by the residual."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(np.asarray(a, np.float32), name) for name, a in (
+        ("scale", 1 + 0.1 * rng.standard_normal(8)), ("bias", 0.1 * rng.standard_normal(8)),
+        ("w", rng.standard_normal((8, 8)) * 0.3))]
+    nodes = [helper.make_node("Add", ["x", "r"], ["s"]),
+             helper.make_node("LayerNormalization", ["s", "scale", "bias"], ["n"], axis=-1),
+             helper.make_node("MatMul", ["n", "w"], ["m"]), helper.make_node("Add", ["m", "n"], ["y"])]
+    graph = helper.make_graph(nodes, "post_ln", [helper.make_tensor_value_info(v, 1, [2, 5, 8]) for v in "xr"],
+                              [helper.make_tensor_value_info("y", 1, [2, 5, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_fused_layernorm_writes_float16_beside_its_float32_result():
+    """The fused LayerNorm writes n in float32 (for the residual) and, as Y2, in float16 (for the
+    product) in one dispatch: no Cast is left."""
+    graph = _passes(_post_ln_block())
+    norm = next(n for n in graph.nodes if n.op_type == "vkc.LayerNorm")
+    roles = dict(zip(norm.attrs["outputs"], norm.outputs))
+    assert roles["Y"].dtype == F32 and roles["Y2"].dtype == F16
+    product = next(n for n in graph.nodes if n.op_type == "MatMul")
+    assert product.inputs[0] is roles["Y2"] and roles["Y"] in product.inputs
+    assert "vkc.Elementwise" not in [n.op_type for n in graph.nodes]
+    for target in ("lavapipe", "generic"):
+        check_against_onnxruntime(_post_ln_block(), target=target, precision="fp16-matmul",
+                                  rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
 
 
 def test_attention_stores_float16_for_the_out_projection():
