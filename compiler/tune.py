@@ -25,8 +25,9 @@ CANDIDATES = {
 }
 
 
-# float16 (fp16, fp16-matmul) on a device with cooperative matrices: each of the profile's workgroup tiles alone (the
-# kernel otherwise takes the largest that gives min_workgroups), and the other K steps.
+# float16 (fp16, fp16-matmul) on a device with cooperative matrices: each of the profile's
+# workgroup tiles alone (the kernel otherwise takes the largest that gives min_workgroups), and
+# the other K steps.
 COOPMAT_K = (16, 32, 64)
 
 

@@ -55,8 +55,9 @@ def _fit_short_side(target, M: int, N: int, tile_m: int, tile_n: int) -> tuple[i
 
 def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int, int, int]:
     """(tile_m, tile_n, reg_m, reg_n): the profile's tile fitted to a short side
-    (_fit_short_side; a tuned problem's tile is taken as measured), then halved (largest side first, down to 32) until the output has at
-    least `min_workgroups` tiles or cannot shrink further."""
+    (_fit_short_side; a tuned problem's tile is taken as measured), then halved (largest side
+    first, down to 32) until the output has at least `min_workgroups` tiles or cannot shrink
+    further."""
     tile_m, tile_n = target.tile_m, target.tile_n
     if not target.exact_tile:
         tile_m, tile_n = _fit_short_side(target, M, N, tile_m, tile_n)

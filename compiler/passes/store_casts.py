@@ -17,11 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Value, written_in_shape
+from .precision import to_float16_weights
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 # The nodes lower/layernorm.py and lower/attention.py lower (the result is their first output).
 PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
              "SkipSimplifiedLayerNormalization", "vkc.Attention")
+PRODUCTS = ("MatMul", "Gemm")
 
 
 def absorb_store_casts(graph: Graph) -> Graph:
@@ -38,13 +40,15 @@ def absorb_store_casts(graph: Graph) -> Graph:
         out = cast.outputs[0]
         # Through a reshape (GPT-2's [B, S, E] -> [B*S, E]) the Cast's output views what Y becomes.
         node.outputs[0] = out if read is y else written_in_shape(out, y.shape)
-        node.sources = node.sources + cast.sources
-        graph.nodes.remove(cast)
-        graph.relink()
+        _drop_cast(graph, node, cast)
     return graph
 
 
-PRODUCTS = ("MatMul", "Gemm")
+def _drop_cast(graph: Graph, node, cast) -> None:
+    """The Cast's work is `node`'s store now."""
+    node.sources = node.sources + cast.sources
+    graph.nodes.remove(cast)
+    graph.relink()
 
 
 def _second_float16_output(graph: Graph, node) -> bool:
@@ -60,9 +64,7 @@ def _second_float16_output(graph: Graph, node) -> bool:
         return False
     node.outputs = node.outputs + [cast.outputs[0]]
     node.attrs = dict(node.attrs, outputs=tuple(node.attrs["outputs"]) + ("Y2",))
-    node.sources = node.sources + cast.sources
-    graph.nodes.remove(cast)
-    graph.relink()
+    _drop_cast(graph, node, cast)
     return True
 
 
@@ -74,9 +76,11 @@ def _widened_product(node) -> bool:
 
 
 def _float16_constant(v):
+    """A float32 constant epilogue operand in float16, saturating as the precision pass rounds
+    weights (a finite value past float16's range stays finite)."""
     if v is None or v.dtype != F32:
         return v
-    return Value(f"{v.name}/float16", F16, v.shape, data=v.data.astype(np.float16))
+    return Value(f"{v.name}/float16", F16, v.shape, data=to_float16_weights(v.data))
 
 
 def _float16_cast_of_its_input(node) -> bool:
