@@ -318,6 +318,17 @@ def function_local_variables(bundle: bytes, kernel_prefix: str) -> dict[str, lis
     return out
 
 
+def passes_graph(model: onnx.ModelProto, precision: str = "fp32"):
+    """The IR after every pass, as compile_model runs them at `precision`."""
+    from compiler.frontend import to_ir
+    from compiler.passes import fold_constants, run_passes
+    from compiler.passes.precision import Precision
+
+    graph = fold_constants(to_ir(model))
+    graph.precision = Precision.parse(precision)
+    return run_passes(graph)
+
+
 def memory_plan(bundle: bytes) -> dict:
     from bundles import read_bundle
 

@@ -6,7 +6,7 @@ from onnx import helper, numpy_helper
 
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
-from harness import check_against_onnxruntime
+from harness import check_against_onnxruntime, passes_graph
 
 
 def _residual_with_downsample_first():
@@ -90,13 +90,6 @@ def test_operand_indexed_differently_through_the_reshape_stays_apart():
     check_against_onnxruntime(model)
 
 
-def _fp16_matmul_graph(model):
-    from compiler.passes.precision import Precision
-    graph = fold_constants(to_ir(model))
-    graph.precision = Precision.parse("fp16-matmul")
-    return run_passes(graph)
-
-
 def _matmul_bias_relu_and_conv():
     """A transformer-style MatMul [2, 5, 8] x [8, 12] with its bias Add and a Relu, then a Conv."""
     rng = np.random.default_rng(2)
@@ -117,12 +110,12 @@ def test_fp16_matmul_products_store_float32_through_their_epilogue():
     Cast into the next product (the Conv here) reads the widened result, the product stores
     float16 after all, its bias with it (passes/store_casts.py)."""
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
-    graph = _fp16_matmul_graph(_matmul_bias_relu_and_conv())
+    graph = passes_graph(_matmul_bias_relu_and_conv(), "fp16-matmul")
     mm, conv = (next(n for n in graph.nodes if n.op_type == op) for op in ("MatMul", "Conv"))
     assert [v.dtype for v in mm.inputs[:2]] == [f16, f16] and mm.outputs[0].dtype == f16
     assert mm.inputs[2].dtype == f16 and conv.outputs[0].dtype == f16   # the bias; the Conv unwidened
     assert mm.attrs.get("epilogue") is not None   # the bias and the Relu
-    gemm = _fp16_matmul_graph(_gemm_reshape_chain([32]))
+    gemm = passes_graph(_gemm_reshape_chain([32]), "fp16-matmul")
     gemm_node = next(n for n in gemm.nodes if n.op_type == "Gemm")
     assert gemm_node.outputs[0].dtype == f32 and gemm_node.inputs[1].dtype == f16
     assert gemm_node.inputs[2].dtype == f32 and gemm_node.inputs[2].is_constant

@@ -10,11 +10,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from compiler.frontend import to_ir
-from compiler.passes import fold_constants, run_passes
-from compiler.passes.precision import Precision
 from attention_models import padding_mask, self_attention_block
-from harness import check_against_onnxruntime
+from harness import check_against_onnxruntime, passes_graph
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -43,15 +40,9 @@ def _layernorm_then_product(form: str):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _passes(model):
-    graph = fold_constants(to_ir(model))
-    graph.precision = Precision.parse("fp16-matmul")
-    return run_passes(graph)
-
-
 def test_layernorm_stores_float16_for_the_product():
     for form in ("matmul", "gemm"):
-        graph = _passes(_layernorm_then_product(form))
+        graph = passes_graph(_layernorm_then_product(form), "fp16-matmul")
         norm = next(n for n in graph.nodes if n.op_type == "LayerNormalization")
         assert norm.inputs[0].dtype == F32 and norm.outputs[0].dtype == F16, form
         # No Cast between them (x is float32, as the normalization computes).
@@ -63,7 +54,7 @@ def test_layernorm_stores_float16_for_the_product():
 
 def test_a_result_read_elsewhere_keeps_its_cast():
     """A plain LayerNormalization's (its outputs are ONNX's: no second Y to add)."""
-    graph = _passes(_layernorm_then_product("residual"))
+    graph = passes_graph(_layernorm_then_product("residual"), "fp16-matmul")
     norm = next(n for n in graph.nodes if n.op_type == "LayerNormalization")
     assert norm.outputs[0].dtype == F32
     assert "vkc.Elementwise" in [n.op_type for n in graph.nodes]
@@ -89,7 +80,7 @@ def _post_ln_block():
 def test_fused_layernorm_writes_float16_beside_its_float32_result():
     """The fused LayerNorm writes n in float32 (for the residual) and, as Y2, in float16 (for the
     product) in one dispatch: no Cast is left."""
-    graph = _passes(_post_ln_block())
+    graph = passes_graph(_post_ln_block(), "fp16-matmul")
     norm = next(n for n in graph.nodes if n.op_type == "vkc.LayerNorm")
     roles = dict(zip(norm.attrs["outputs"], norm.outputs))
     assert roles["Y"].dtype == F32 and roles["Y2"].dtype == F16
@@ -103,7 +94,7 @@ def test_fused_layernorm_writes_float16_beside_its_float32_result():
 
 def test_attention_stores_float16_for_the_out_projection():
     model = self_attention_block(2, 9, 2, 8)
-    graph = _passes(model)
+    graph = passes_graph(model, "fp16-matmul")
     (attention,) = [n for n in graph.nodes if n.op_type == "vkc.Attention"]
     assert attention.inputs[0].dtype == F32 and attention.outputs[0].dtype == F16
     feeds = {"x": np.random.default_rng(4).standard_normal((2, 9, 16)).astype(np.float32),
@@ -140,7 +131,7 @@ def test_widened_product_stores_float16_for_the_next_product():
     down-projection whose epilogue adds float32 x stores float32, and the Cast into the product
     after it stays."""
     for residual in (False, True):
-        graph = _passes(_two_products(residual))
+        graph = passes_graph(_two_products(residual), "fp16-matmul")
         up, down = [n for n in graph.nodes if n.op_type == "MatMul"][:2]
         assert up.outputs[0].dtype == F16 and up.inputs[2].dtype == F16 and up.inputs[2].is_constant
         assert down.inputs[0] is up.outputs[0] and down.outputs[0].dtype == F32
