@@ -54,6 +54,12 @@ VARIANTS = {
     "w1-mw528": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-1] + ((1, 1, 2, 2),), min_workgroups=528),
     # and the 32x64 tile as two subgroups of 2x2 instead of four of 1x2
     "w12": replace(NV, coopmat_tiles=NV.coopmat_tiles[:-2] + ((1, 2, 2, 2), (1, 1, 2, 2))),
+    # deeper K steps on the cooperative-matrix kernel (fewer steps, each waiting on global memory
+    # once); the larger tiles no longer fit shared memory at 256 and drop out
+    "ck128": replace(NV, coopmat_k=128),
+    "ck256": replace(NV, coopmat_k=256),
+    "ck256-mw528": replace(NV, coopmat_k=256, min_workgroups=528),
+    "mw528": replace(NV, min_workgroups=528),
 }
 
 

@@ -9,6 +9,7 @@ import pkgutil
 from ..errors import CompileError, UnsupportedOpsError
 from ..registry import check_dtypes, find_rule
 from .concat import write_slices_with_shifted_stores
+from .slice import read_slices_with_shifted_loads
 from .counters import zero_counters
 from .kernel import Kernel
 
@@ -31,4 +32,5 @@ def lower_node(node, target, opset: int) -> list[Kernel]:
 
 def lower_graph(graph, target) -> list[Kernel]:
     kernels = [k for node in graph.nodes for k in lower_node(node, target, graph.opset)]
-    return zero_counters(write_slices_with_shifted_stores(kernels, graph), target)
+    kernels = read_slices_with_shifted_loads(write_slices_with_shifted_stores(kernels, graph), graph)
+    return zero_counters(kernels, target)

@@ -54,7 +54,9 @@ F16 = np.dtype(np.float16)
 # 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
 # a row instead of 16 were 1.5-1.8x slower. With o in registers, P read as vec4s, shuffles and
 # vector reads (session 8): 16.3 / 51.2 / 37.7 / 88.1 (float16: 15.0 / 50.0 / 37.5 / 87.1); 3
-# rows a lane instead: 23.7 / 61.6 / 29.9 / 111.2.
+# rows a lane instead: 23.7 / 61.6 / 29.9 / 111.2. ViT's 197 rows shared evenly by 4 query blocks
+# of 52 (13 row groups, 208 invocations; 2 workgroups a core become 3 at 92 registers): 90.5 us
+# at batch 8 against 88.1 (session 9), not kept.
 THREADS = 256
 ROW_GROUPS = 16
 LANES = (16, 8, 4)

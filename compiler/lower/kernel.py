@@ -35,6 +35,10 @@ class Kernel:
     # store_offset, spec STORE_OFFSET; a multiple of 4 for vec4 stores), so that it may bind a
     # window of a larger tensor: a Concat slice that starts off the binding alignment (concat.py).
     store_offset: int | None = None
+    # Bindings whose loads the template can shift, {binding: spec constant}: it adds that many
+    # elements (a multiple of 4, for vec4 loads) to every index, so that the binding may be a
+    # window of a larger tensor that starts off the binding alignment (slice.py).
+    load_offsets: dict = field(default_factory=dict)
     # Bindings that must hold zeros when the kernel runs (split-K's per-tile counters): one
     # dispatch at the start of the run zeroes them all (lower/counters.py).
     zeroed: tuple[int, ...] = ()

@@ -186,6 +186,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                            "Vulkan's guaranteed 65535 per axis.")
     params.update(coords=coords, split_k=split > 1, splitk_fused=False, **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
+    if template in ("matmul_tiled", "matmul_register"):
+        common["load_offsets"] = {0: "A_SHIFT", 1: "B_SHIFT"}   # slice.read_slices_with_shifted_loads
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),

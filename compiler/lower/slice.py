@@ -1,10 +1,15 @@
-"""Slice and Split: strided copies out of the input (strided_copy.py)."""
+"""Slice and Split: strided copies out of the input (strided_copy.py), except where the part is
+one run of the input's bytes that its readers can load in place (read_slices_with_shifted_loads)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import CompileError
+from ..ir import Value
+from ..memory import ALIGNMENT
 from ..shapes import contiguous_strides
 from .strided_copy import COPIES, strided_copy
-from .kernel import constant_input, register
+from .kernel import Kernel, constant_input, register
 
 SLICE_LIMIT = "starts, ends, axes, steps computed at run time"
 
@@ -65,3 +70,50 @@ def lower_split(node, target):
         raise CompileError(f"Split '{node.name}': the parts cover {begin} of the {x.shape[axis]} "
                            f"elements on axis {axis}.")
     return kernels
+
+
+def read_slices_with_shifted_loads(kernels: list[Kernel], graph) -> list[Kernel]:
+    """Drop the copy of a part that is one run of its input's 32-bit elements (a Split or Slice
+    of channels at batch 1: ShuffleNet's channel split) when every kernel reading the part can
+    shift its loads of it (Kernel.load_offsets): each binds instead a window of the input from
+    the aligned byte at or below the part and adds the shift to its indices. A part at an aligned
+    offset takes a shift of 0. The part stays a copy when it or its input is graph I/O (bytes the
+    I/O copies own), a constant, placed in a Concat (the copy is then that slice's write), written
+    or bound (or viewed) by a kernel that cannot shift, or off a 16-byte boundary (vec4 loads)."""
+    outside = {id(v.root()) for v in graph.inputs + graph.outputs}
+    users: dict[int, list[Kernel]] = {}
+    for k in kernels:
+        for root in {id(v.root()) for v in k.bindings}:
+            users.setdefault(root, []).append(k)
+    dropped = set()
+    for copy in kernels:
+        if copy.template != "strided_copy" or copy.params["rank"] != 1 or copy.params["bits"] != 32:
+            continue
+        src, part = copy.bindings
+        spec = {name: value for name, _, value in copy.spec}
+        if (spec["S0"] != 1 or np.dtype(part.dtype).itemsize != 4 or part.alias_of is not None
+                or id(part) in outside or id(src.root()) in outside or src.root().is_constant):
+            continue
+        start = src.root_offset() + spec["OFFSET"] * 4   # bytes into src's root
+        if start % 16:
+            continue
+        readers = [k for k in users.get(id(part), []) if k is not copy]
+        if not readers or any(not _shifts_loads(k, part) for k in readers):
+            continue
+        shift = start % ALIGNMENT // 4
+        window = Value(f"{part.name}/in_{src.name}", part.dtype, (shift + part.size,),
+                       alias_of=src.root(), alias_offset=start - shift * 4)
+        for k in readers:
+            names = [k.load_offsets[i] for i, v in enumerate(k.bindings) if v is part]
+            k.bindings = [window if v is part else v for v in k.bindings]
+            k.params = dict(k.params, load_shifts=(*k.params.get("load_shifts", ()), *names))
+            k.spec = [*k.spec, *((name, "int32", shift) for name in names)]
+        dropped.add(id(copy))
+    return [k for k in kernels if id(k) not in dropped]
+
+
+def _shifts_loads(kernel: Kernel, part: Value) -> bool:
+    """Whether `kernel` binds `part` itself (no view of it) only where it can shift its loads."""
+    at = [i for i, v in enumerate(kernel.bindings) if v.root() is part]
+    return all(kernel.bindings[i] is part and i in kernel.load_offsets and i not in kernel.writes
+               for i in at)
