@@ -11,7 +11,7 @@ from ..ir import Value
 from ..memory import ALIGNMENT
 from ..registry import FLOATS
 from ..shapes import prod
-from .kernel import Kernel, grid_1d, register
+from .kernel import Kernel, grid_1d, kernels_by_root, register
 
 
 @register("Concat", dtypes=FLOATS)
@@ -44,10 +44,7 @@ def write_slices_with_shifted_stores(kernels: list[Kernel], graph) -> list[Kerne
     the slice, and stores STORE_OFFSET elements into it. The window's first bytes belong to the
     slice before; the barrier rule sees the overlap and orders the two writers."""
     outside = {id(v.root()) for v in graph.inputs + graph.outputs}
-    users: dict[int, list[Kernel]] = {}
-    for k in kernels:
-        for root in {id(v.root()) for v in k.bindings}:
-            users.setdefault(root, []).append(k)
+    users = kernels_by_root(kernels)
     dropped = set()
     for copy in kernels:
         if copy.template != "copy_slice":

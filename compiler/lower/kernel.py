@@ -44,6 +44,15 @@ class Kernel:
     zeroed: tuple[int, ...] = ()
 
 
+def kernels_by_root(kernels: list[Kernel]) -> dict[int, list[Kernel]]:
+    """{id of a root value: the kernels binding it or any view of it}, in dispatch order."""
+    users: dict[int, list[Kernel]] = {}
+    for k in kernels:
+        for root in {id(v.root()) for v in k.bindings}:
+            users.setdefault(root, []).append(k)
+    return users
+
+
 def texel_reads(target, *values) -> bool:
     """Whether a kernel reads these operands through uniform texel buffers: on texel profiles
     (lavapipe, where a texel fetch is a gather and a storage-buffer load with a per-lane address

@@ -9,7 +9,7 @@ from ..ir import Value
 from ..memory import ALIGNMENT
 from ..shapes import contiguous_strides
 from .strided_copy import COPIES, strided_copy
-from .kernel import Kernel, constant_input, register
+from .kernel import Kernel, constant_input, kernels_by_root, register
 
 SLICE_LIMIT = "starts, ends, axes, steps computed at run time"
 
@@ -81,10 +81,7 @@ def read_slices_with_shifted_loads(kernels: list[Kernel], graph) -> list[Kernel]
     I/O copies own), a constant, placed in a Concat (the copy is then that slice's write), written
     or bound (or viewed) by a kernel that cannot shift, or off a 16-byte boundary (vec4 loads)."""
     outside = {id(v.root()) for v in graph.inputs + graph.outputs}
-    users: dict[int, list[Kernel]] = {}
-    for k in kernels:
-        for root in {id(v.root()) for v in k.bindings}:
-            users.setdefault(root, []).append(k)
+    users = kernels_by_root(kernels)
     dropped = set()
     for copy in kernels:
         if copy.template != "strided_copy" or copy.params["rank"] != 1 or copy.params["bits"] != 32:
