@@ -21,6 +21,7 @@ from harness import (check_against_onnxruntime, compile_cached, function_local_v
                      random_feeds, run_bundle, run_onnxruntime)
 
 import compiler.lower.attention as attention
+from compiler.codegen import render
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
 from compiler.lower.attention import tiled_shared_bytes
@@ -120,6 +121,30 @@ def test_row_groups_by_shuffle(b, h, s, d, mask, lanes, monkeypatch):
     kernel = _fused(model, target)
     assert kernel.params["SHUFFLE"] and kernel.params["TX"] == lanes
     check_against_onnxruntime(model, target=target, feeds=_feeds(model, feed_mask)
+                              if feed_mask is not None else None)
+
+
+# K rows as the exporters' projections give them ([B, H, S, D], whole vec4s) and V rows of whole
+# vec4s per lane: the next key block is fetched into registers while one is computed.
+PREFETCH_CASES = [
+    pytest.param(1, 3, 197, 64, None, 16, id="b1-h3-s197-d64-vit"),
+    pytest.param(2, 2, 70, 64, "padding", 16, id="b2-h2-s70-d64-padding"),
+    pytest.param(1, 2, 45, 32, "causal", 8, id="b1-h2-s45-d32-causal-8-lanes"),
+]
+
+
+@pytest.mark.parametrize("target", ["generic", "nvidia-32k"])
+@pytest.mark.parametrize("b,h,s,d,mask,lanes", PREFETCH_CASES)
+def test_next_key_block_prefetched(b, h, s, d, mask, lanes, target, monkeypatch):
+    monkeypatch.setattr(attention, "LANES", (lanes,))
+    kw, feed_mask = _mask_kw(b, s, mask)
+    model = core_attention(b, h, s, d, k_transposed=False, **kw)
+    profile = replace(TARGETS[target], name=f"{target}-lanes{lanes}") if target != "generic" else \
+        replace(PROFILES["generic"], name=f"generic-lanes{lanes}")
+    kernel = _fused(model, profile)
+    assert kernel.params["VEC_READS"] == ["Q", "K", "V"] and kernel.params["PREFETCH_KV"]
+    assert "k_next" in render(kernel)
+    check_against_onnxruntime(model, target=profile, feeds=_feeds(model, feed_mask)
                               if feed_mask is not None else None)
 
 
@@ -225,8 +250,10 @@ def test_vector_reads():
 def test_tiled_kernel_keeps_no_array_in_local_memory(profile):
     """o, the scores, the running maxima and sums stay in registers: every loop over them unrolls
     (no `continue` or `break`, no multiplying induction variable, no array passed to a function),
-    with and without shuffles, whole and partial vec4 columns, 1 to 4 rows a lane."""
-    for shape, kw in [((8, 12, 197, 64), {}), ((1, 12, 128, 64), dict(mask_shape=[1, 1, 128, 128])),
+    with and without shuffles, whole and partial vec4 columns, 1 to 4 rows a lane, with the next
+    key block fetched into registers (K rows of whole vec4s) or not."""
+    for shape, kw in [((8, 12, 197, 64), {}), ((8, 12, 197, 64), dict(k_transposed=False)),
+                      ((1, 12, 128, 64), dict(mask_shape=[1, 1, 128, 128])),
                       ((2, 2, 45, 80), dict(mask_shape=[2, 1, 1, 45])), ((1, 2, 33, 128), {})]:
         bundle = compile_cached(core_attention(*shape, **kw), target=profile)
         found = function_local_variables(bundle, "attention_tiled")
