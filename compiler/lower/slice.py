@@ -73,8 +73,8 @@ def lower_split(node, target):
 
 
 def read_slices_with_shifted_loads(kernels: list[Kernel], graph) -> list[Kernel]:
-    """Drop the copy of a part that is one run of its input's 32-bit elements (a Split or Slice
-    of channels at batch 1: ShuffleNet's channel split) when every kernel reading the part can
+    """Drop the copy of a part that is one run of its input's 16- or 32-bit elements (a Split or
+    Slice of channels at batch 1: ShuffleNet's channel split) when every kernel reading the part can
     shift its loads of it (Kernel.load_offsets): each binds instead a window of the input from
     the aligned byte at or below the part and adds the shift to its indices. A part at an aligned
     offset takes a shift of 0. The part stays a copy when it or its input is graph I/O (bytes the
@@ -84,22 +84,25 @@ def read_slices_with_shifted_loads(kernels: list[Kernel], graph) -> list[Kernel]
     users = kernels_by_root(kernels)
     dropped = set()
     for copy in kernels:
-        if copy.template != "strided_copy" or copy.params["rank"] != 1 or copy.params["bits"] != 32:
+        if copy.template != "strided_copy" or copy.params["rank"] != 1:
             continue
         src, part = copy.bindings
-        spec = {name: value for name, _, value in copy.spec}
-        if (spec["S0"] != 1 or np.dtype(part.dtype).itemsize != 4 or part.alias_of is not None
-                or id(part) in outside or id(src.root()) in outside or src.root().is_constant):
+        spec, size = {name: value for name, _, value in copy.spec}, np.dtype(part.dtype).itemsize
+        # (a 64-bit element moves as two words: bits 32; a part of an odd number of 16-bit elements
+        # is bound as a view rounded to whole words: alias_of)
+        if (spec["S0"] != 1 or copy.params["bits"] != 8 * size or size not in (2, 4)
+                or part.alias_of is not None or id(part) in outside or id(src.root()) in outside
+                or src.root().is_constant):
             continue
-        start = src.root_offset() + spec["OFFSET"] * 4   # bytes into src's root
+        start = src.root_offset() + spec["OFFSET"] * size   # bytes into src's root
         if start % 16:
             continue
         readers = [k for k in users.get(id(part), []) if k is not copy]
         if not readers or any(not _shifts_loads(k, part) for k in readers):
             continue
-        shift = start % ALIGNMENT // 4
+        shift = start % ALIGNMENT // size
         window = Value(f"{part.name}/in_{src.name}", part.dtype, (shift + part.size,),
-                       alias_of=src.root(), alias_offset=start - shift * 4)
+                       alias_of=src.root(), alias_offset=start - shift * size)
         for k in readers:
             names = [k.load_offsets[i] for i, v in enumerate(k.bindings) if v is part]
             k.bindings = [window if v is part else v for v in k.bindings]
