@@ -50,7 +50,8 @@ F16 = np.dtype(np.float16)
 # per block: as many as fit shared memory, at least one per lane; each block costs four barriers
 # (three with shuffles).
 # Measured on an H200 (benchmarks/h200/attention_tiles.py; us per dispatch at BERT batch 1, 8
-# and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens): 128 invocations (8 x 16) took
+# and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens; until session 9 the script fed K
+# transposed, [B, H, D, S], read an element at a time): 128 invocations (8 x 16) took
 # 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
 # a row instead of 16 were 1.5-1.8x slower. With o in registers, P read as vec4s, shuffles and
 # vector reads (session 8): 16.3 / 51.2 / 37.7 / 88.1 (float16: 15.0 / 50.0 / 37.5 / 87.1); 3
