@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from onnx_builders import _fill_output_shapes, make_model, tensor_info
+from onnx_builders import IR_VERSION, _fill_output_shapes, make_model, tensor_info
 
 FMIN = float(np.finfo(np.float32).min)
 
@@ -131,3 +131,51 @@ def padding_mask(b: int, s: int, lengths) -> np.ndarray:
     after."""
     keep = np.arange(s)[None, :] < np.asarray(lengths)[:, None]
     return np.where(keep, 0.0, FMIN).astype(np.float32).reshape(b, 1, 1, s)
+
+
+def _contrib_model(node, inputs, inits, out_shape):
+    graph = helper.make_graph([node], "contrib", inputs, [tensor_info("y", out_shape)],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = IR_VERSION
+    return model
+
+
+def contrib_attention(b, s, heads, head, *, bias=True, mask=False, seed=0, v_head=None, **attrs):
+    """onnxruntime's com.microsoft Attention: x [B, S, heads*head] through one packed QKV
+    projection (with bias), an optional raw [B, S] int32 key-padding mask input; attrs go to the
+    node (unidirectional, scale, ...)."""
+    rng = np.random.default_rng(seed)
+    hidden = heads * head
+    hv = heads * (v_head or head)
+    total = 2 * hidden + hv
+    inits = {"w": rng.normal(0, hidden ** -0.5, (hidden, total)).astype(np.float32)}
+    if bias:
+        inits["bias"] = rng.normal(0, 0.1, total).astype(np.float32)
+    if v_head:
+        attrs["qkv_hidden_sizes"] = [hidden, hidden, hv]
+    inputs = [tensor_info("x", [b, s, hidden])] + ([tensor_info("mask", [b, s], np.int32)]
+                                                   if mask else [])
+    node = helper.make_node("Attention", ["x", "w", "bias" if bias else "",
+                                          "mask" if mask else ""], ["y"],
+                            domain="com.microsoft", num_heads=heads, **attrs)
+    return _contrib_model(node, inputs, inits, [b, s, hv])
+
+
+def contrib_multi_head_attention(b, s, heads, head, *, skv=None, bias=True, mask=False, seed=0,
+                                 **attrs):
+    """onnxruntime's com.microsoft MultiHeadAttention of q [B, S, hidden], k and v [B, Skv,
+    hidden] inputs, an optional packed bias and raw [B, Skv] int32 mask."""
+    rng = np.random.default_rng(seed)
+    skv = skv or s
+    hidden = heads * head
+    inits = {"bias": rng.normal(0, 0.1, 3 * hidden).astype(np.float32)} if bias else {}
+    inputs = [tensor_info("q", [b, s, hidden]), tensor_info("k", [b, skv, hidden]),
+              tensor_info("v", [b, skv, hidden])]
+    if mask:
+        inputs.append(tensor_info("mask", [b, skv], np.int32))
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "bias" if bias else "",
+                                                   "mask" if mask else ""], ["y"],
+                            domain="com.microsoft", num_heads=heads, **attrs)
+    return _contrib_model(node, inputs, inits, [b, s, hidden])

@@ -11,7 +11,8 @@ Model.profile, GFLOP/s counting 4*B*H*S^2*D, and the rel L2 error against numpy.
     python3 benchmarks/h200/attention_tiles.py --precision fp16 --shapes bert-b1,vit-b8
 
 A variant overrides the module constants tiled_tiles() chooses from (BLOCK_KEYS, ROWS, LANES,
-THREADS, ROW_GROUPS, SHUFFLE_ROWS); "default" overrides nothing.
+THREADS, ROW_GROUPS, SHUFFLE_ROWS), or coopmat_tiles()'s (COOPMAT_*: float16 on the tensor
+cores; "tiled" keeps float16 off them); "default" overrides nothing.
 """
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ VARIANTS = {
     "noshuffle": {"SHUFFLE_ROWS": False},
     "rows3": {"ROWS": (3,)},
     "noprefetch": {"PREFETCH_KV": False},
+    # float16 on the cooperative-matrix kernel (attention_coopmat.comp.j2), or kept off it
+    "tiled": {"COOPMAT_MAX_HEAD": 0},
+    "cm_wq1": {"COOPMAT_SUBGROUPS": (1,)},
+    "cm_wq2": {"COOPMAT_SUBGROUPS": (2,)},
+    "cm_wq4": {"COOPMAT_SUBGROUPS": (4,)},
+    "cm_bk32": {"COOPMAT_BLOCK_KEYS": (32,)},
+    "cm_noprefetch": {"COOPMAT_PREFETCH_REGS": 0},
+    "cm_prefetch": {"COOPMAT_PREFETCH_REGS": 64},
 }
 SHAPES = {  # name: (B, H, S, D, mask)
     "bert-b1": (1, 12, 128, 64, True), "bert-b8": (8, 12, 128, 64, True),
@@ -76,8 +85,11 @@ def run(shape, target, repeat, precision):
                                                             precision=precision)
     [kernel] = [k for k in kernels if k.template.startswith("attention")]
     t = kernel.params
-    tiles = (f"TX{t.get('TX')} TY{t.get('TY')} RQ{t.get('RQ')} BK{t.get('BK')} VW{t.get('VW')}"
-             f"{' sh' if t.get('SHUFFLE') else ''}")
+    if kernel.template == "attention_coopmat":
+        tiles = f"coopmat WQ{t['WQ']} BK{t['BK']}{' prefetch' if t['PREFETCH'] else ''}"
+    else:
+        tiles = (f"TX{t.get('TX')} TY{t.get('TY')} RQ{t.get('RQ')} BK{t.get('BK')} VW{t.get('VW')}"
+                 f"{' sh' if t.get('SHUFFLE') else ''}")
     m = load(bundle, validation=False)
     try:
         got = m.run(feeds)["y"]

@@ -3,7 +3,8 @@ the `nvidia` profile (the H200's shape list), against float32 references and PyT
 the same run (TF32 off for the float32 references).
 
     python3 benchmarks/h200/coopmat.py check                  # the device's coopmat list; fp16 GEMM,
-                                                              # MatMul and Conv cases vs onnxruntime fp32
+                                                              # MatMul, Conv and attention cases vs
+                                                              # onnxruntime fp32
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
                                                               # (sweep: each workgroup tile of SWEEP)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
@@ -28,6 +29,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests', 'models'))
+sys.path.insert(1, os.path.join(os.path.dirname(__file__), '..', '..', 'tests'))
 import compiler  # noqa: E402
 from bundles import read_bundle  # noqa: E402
 from kernel_table import print_kernel_table  # noqa: E402
@@ -103,6 +105,24 @@ CASES = {
     'conv3x3_s2_group2_128_28': lambda: conv_case(2, 128, 28, 128, 3, stride=2, pad=1, group=2),
 }
 
+# Attention (attention_coopmat.comp.j2) at BERT/GPT-2/ViT shapes and the kernel's other forms:
+# additive padding and full masks, causal, head size 128, cross attention with unequal head
+# sizes, onnxruntime's contrib Attention with an int32 key-padding mask (mask_kind "keep").
+def _attention_cases():
+    from attention_models import causal_mask, contrib_attention, core_attention
+    return {
+        'attention_bert_b1_padding': lambda: core_attention(1, 12, 128, 64, k_transposed=False, mask_shape=[1, 1, 1, 128]),
+        'attention_bert_b8_full_mask': lambda: core_attention(8, 12, 128, 64, k_transposed=False, mask_shape=[8, 1, 128, 128]),
+        'attention_vit_b1': lambda: core_attention(1, 12, 197, 64, k_transposed=False),
+        'attention_vit_b8': lambda: core_attention(8, 12, 197, 64, k_transposed=False),
+        'attention_gpt2_causal_b8': lambda: core_attention(8, 12, 128, 64, k_transposed=False, mask_const=causal_mask(128, 128)),
+        'attention_causal_d128': lambda: core_attention(2, 4, 100, 128, k_transposed=False, mask_const=causal_mask(100, 100)),
+        'attention_cross_sk70_d32_dv48': lambda: core_attention(2, 2, 40, 32, sk=70, dv=48, k_transposed=False),
+        'attention_contrib_keep_mask': lambda: contrib_attention(2, 77, 4, 64, mask=True),
+    }
+
+
+CASES.update(_attention_cases())
 ZOO_BATCH = {}
 
 
@@ -122,12 +142,24 @@ def zoo_model(name, batch):
 
 def coopmat_modules(bundle):
     names = [m['name'] for m in read_bundle(bundle).manifest['modules']]
-    return [n for n in names if n.startswith('matmul_coopmat')], names
+    return [n for n in names if n.startswith(('matmul_coopmat', 'attention_coopmat'))], names
 
 
 def feeds_for(m):
-    return {i.name: np.random.default_rng(1).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-            .astype(np.float32) for i in m.graph.input}
+    """Random normal inputs; an int32 mask keeps a prefix of keys per batch (the last batch
+    fewer), a float [B, 1, 1, S] mask is 0 / finfo.min padding of the same kind."""
+    rng = np.random.default_rng(1)
+    feeds = {}
+    for i in m.graph.input:
+        shape = [d.dim_value for d in i.type.tensor_type.shape.dim]
+        keep = (np.arange(shape[-1]) < shape[-1] - 3 * np.arange(shape[0])[:, None]) if i.name == 'mask' else None
+        if i.type.tensor_type.elem_type == TensorProto.INT32:
+            feeds[i.name] = keep.astype(np.int32)
+        elif i.name == 'mask' and shape[1:3] == [1, 1]:
+            feeds[i.name] = np.where(keep, 0, np.finfo(np.float32).min).astype(np.float32).reshape(shape)
+        else:
+            feeds[i.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
 
 
 def ort(m, feeds):
@@ -155,7 +187,7 @@ def check():
         coop, names = coopmat_modules(bundle)
         feeds = feeds_for(m)
         with load(bundle) as vm:
-            got = vm.run(feeds)['Y']
+            got = vm.run(feeds)[m.graph.output[0].name]
         err = rel(got, ort(m, feeds))
         ok = err < 1e-2 and bool(coop)
         bad += not ok

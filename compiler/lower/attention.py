@@ -26,7 +26,9 @@ rows staged in shared memory, each query row shared by a group of lanes that spl
 Q·Kᵀ and its output columns for P·V (two small register-tiled matmuls per key block). Texel
 profiles (lavapipe, templates/attention.comp.j2): K and V fetched in place, several rows per
 invocation so that each fetch serves all of them; float16 there takes the tiled kernel (texel
-formats are float32 only).
+formats are float32 only). float16 attention on a device with 16x16x16 float16 cooperative
+matrices (templates/attention_coopmat.comp.j2): both products on the tensor cores, the softmax
+between them through shared memory.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ import numpy as np
 from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
+from .matmul import COOPMAT_TYPES
 
 # Q, o and a block of scores live in each invocation's registers: past 256 columns they spill
 # beyond use.
@@ -75,6 +78,18 @@ SHUFFLE_ROWS = True
 # b8 / ViT b1 / b8, K as the models give it ([B, H, S, D]): 12.7 / 39.8 / 30.9 / 79.0 without,
 # 11.8 / 34.5 / 27.9 / 69.5 with (float16 BERT b1 11.4 -> 10.7, ViT b8 77.2 -> 67.6).
 PREFETCH_KV = True
+
+# --- Cooperative matrix (float16 on tensor cores) ---
+# Subgroups per workgroup (16 query rows each), largest first: the first that still gives the
+# target's min_workgroups workgroups, else the last (a batch-1 model then has the most there are).
+# Keys per block: the first that fits shared memory with them. Q, K and V rows fetched 16 bytes
+# at a time; head sizes up to COOPMAT_MAX_HEAD (a lane keeps DV / (subgroup / 16) output floats).
+COOPMAT_SUBGROUPS = (4, 2, 1)
+COOPMAT_BLOCK_KEYS = (64, 32)
+COOPMAT_MAX_HEAD = 128
+# The next key block is fetched into registers while this one is computed where that takes at
+# most this many 16-byte registers an invocation.
+COOPMAT_PREFETCH_REGS = 8
 
 # --- Texel profiles ---
 # Keys per block: only the span between running-max rescales (4 measured fastest on lavapipe:
@@ -145,6 +160,40 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | No
     return None
 
 
+def coopmat_shared_bytes(t: dict) -> int:
+    """Shared memory of attention_coopmat.comp.j2: Q (then P) rows, K and V rows (float16,
+    padded by 8), each subgroup's float scratch of 16 rows, and the lanes' exchange slots."""
+    rows = 16 * t["WQ"]
+    return (2 * (rows * max(t["D"], t["BK"]) + rows * 8 + t["BK"] * (t["D"] + t["DV"] + 16))
+            + 4 * (rows * (max(t["BK"], t["DV"]) + 4) + t["WQ"] * t["SUBGROUP"]))
+
+
+def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtype) -> dict | None:
+    """The cooperative-matrix kernel's shape, or None where it does not apply: float16 Q, K and V
+    whose rows are whole, 16-byte aligned runs, head sizes multiples of 16 up to
+    COOPMAT_MAX_HEAD, and a device listing the 16x16x16 float16 shape with subgroups of 16
+    lanes or a multiple."""
+    sub = target.subgroup_size
+    if (np.dtype(dtype) != F16 or (16, 16, 16, *COOPMAT_TYPES) not in target.cooperative_matrix
+            or sub < 16 or sub % 16 or d % 16 or dv % 16 or max(d, dv) > COOPMAT_MAX_HEAD):
+        return None
+    for name in ("q", "k", "v"):
+        offset, strides = layouts[name]
+        if strides[3] != 1 or offset % 8 or any(s % 8 for s in strides[:3]):
+            return None
+    wq = next((w for w in COOPMAT_SUBGROUPS if -(-sq // (16 * w)) * bh >= target.min_workgroups),
+              COOPMAT_SUBGROUPS[-1])
+    for w in COOPMAT_SUBGROUPS[COOPMAT_SUBGROUPS.index(wq):]:
+        if w * sub > target.max_invocations:
+            continue
+        for bk in COOPMAT_BLOCK_KEYS:
+            t = dict(WQ=w, BQ=16 * w, BK=bk, D=d, DV=dv, SUBGROUP=sub)
+            if bk % (8 * sub // 16) == 0 and coopmat_shared_bytes(t) <= target.max_shared_memory:
+                regs = -(-bk * d // (8 * w * sub)) + -(-bk * dv // (8 * w * sub))
+                return dict(t, PREFETCH=regs <= COOPMAT_PREFETCH_REGS)
+    return None
+
+
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS,
           dtypes_doc="float32, float16; key-padding masks int32")
 def lower_attention(node, target):
@@ -198,14 +247,20 @@ def lower_attention(node, target):
                        groups=(-(-sq // bq), b * h, 1), local_size=(lanes, 1, 1),
                        nodes=node.sources, flops=flops,
                        texel_buffers={i: "r32f" for i in range(len(floats))})]
+    # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
+    # into the next product was absorbed: passes/store_casts.py).
+    types = dict(kernel_types(q), TO=kernel_types(out)["T"])
+    cm = coopmat_tiles(b * h, sq, d, dv, a["layouts"], target, q.dtype)
+    if cm is not None:
+        return [Kernel("attention_coopmat", dict(**cm, **common, **types), spec, inputs + [out],
+                       writes=[len(inputs)], groups=(-(-sq // cm["BQ"]), b * h, 1),
+                       local_size=(cm["WQ"] * cm["SUBGROUP"], 1, 1), nodes=node.sources,
+                       flops=flops, shared_memory_bytes=coopmat_shared_bytes(cm))]
     t = tiled_tiles(b * h, sq, sk, d, dv, target)
     if t is None:
         raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
                            f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
                            "bytes of shared memory.")
-    # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
-    # into the next product was absorbed: passes/store_casts.py).
-    types = dict(kernel_types(q), TO=kernel_types(out)["T"])
     vec_reads = [name.upper() for name, whole in (("q", t["VEC"] == "vec4"), ("k", t["VEC"] == "vec4"),
                                                   ("v", t["VW"] == 4))
                  if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]

@@ -10,6 +10,7 @@ tiles are taken within lavapipe's 32 KiB of shared memory ("nvidia-32k": the sam
 blocks halved where nvidia's 48 KiB would hold more). Its row groups of 16 lanes are wider than
 lavapipe's subgroups of 8, so they exchange row maxima and sums through shared memory there, as on
 a device with narrow subgroups; test_row_groups_by_shuffle runs the shuffles with narrower groups.
+float16 on a device with cooperative matrices takes attention_coopmat.comp.j2 (its own test file).
 """
 from dataclasses import replace
 
@@ -27,7 +28,9 @@ from compiler.errors import CompileError
 from compiler.lower.attention import tiled_shared_bytes
 from compiler.targets import TARGETS as PROFILES
 
-NVIDIA_32K = replace(PROFILES["nvidia"], name="nvidia-32k", max_shared_memory=32768)
+# (without its cooperative matrices, which lavapipe lacks: test_attention_coopmat.py has that kernel)
+NVIDIA_32K = replace(PROFILES["nvidia"], name="nvidia-32k", max_shared_memory=32768,
+                     cooperative_matrix=())
 TARGETS = {"generic": "generic", "nvidia-32k": NVIDIA_32K, "lavapipe": "lavapipe"}
 
 

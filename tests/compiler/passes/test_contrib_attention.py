@@ -4,57 +4,16 @@ cross attention; what vkc refuses."""
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
 
+from attention_models import contrib_attention as attention_model
+from attention_models import contrib_multi_head_attention as mha_model
 from harness import check_against_onnxruntime
-from onnx_builders import IR_VERSION, tensor_info
+from onnx_builders import tensor_info
 
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
 
 TARGETS = ["generic", "lavapipe"]
-
-
-def _model(node, inputs, inits, out_shape):
-    graph = helper.make_graph([node], "contrib", inputs, [tensor_info("y", out_shape)],
-                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = IR_VERSION
-    return model
-
-
-def attention_model(b, s, heads, head, *, bias=True, mask=False, seed=0, v_head=None, **attrs):
-    rng = np.random.default_rng(seed)
-    hidden = heads * head
-    hv = heads * (v_head or head)
-    total = 2 * hidden + hv
-    inits = {"w": rng.normal(0, hidden ** -0.5, (hidden, total)).astype(np.float32)}
-    if bias:
-        inits["bias"] = rng.normal(0, 0.1, total).astype(np.float32)
-    if v_head:
-        attrs["qkv_hidden_sizes"] = [hidden, hidden, hv]
-    inputs = [tensor_info("x", [b, s, hidden])] + ([tensor_info("mask", [b, s], np.int32)]
-                                                   if mask else [])
-    node = helper.make_node("Attention", ["x", "w", "bias" if bias else "",
-                                          "mask" if mask else ""], ["y"],
-                            domain="com.microsoft", num_heads=heads, **attrs)
-    return _model(node, inputs, inits, [b, s, hv])
-
-
-def mha_model(b, s, heads, head, *, skv=None, bias=True, mask=False, seed=0, **attrs):
-    rng = np.random.default_rng(seed)
-    skv = skv or s
-    hidden = heads * head
-    inits = {"bias": rng.normal(0, 0.1, 3 * hidden).astype(np.float32)} if bias else {}
-    inputs = [tensor_info("q", [b, s, hidden]), tensor_info("k", [b, skv, hidden]),
-              tensor_info("v", [b, skv, hidden])]
-    if mask:
-        inputs.append(tensor_info("mask", [b, skv], np.int32))
-    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "bias" if bias else "",
-                                                   "mask" if mask else ""], ["y"],
-                            domain="com.microsoft", num_heads=heads, **attrs)
-    return _model(node, inputs, inits, [b, s, hidden])
 
 
 def _feeds(model, b, skv, lengths, seed=0):
