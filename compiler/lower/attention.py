@@ -80,11 +80,16 @@ SHUFFLE_ROWS = True
 PREFETCH_KV = True
 
 # --- Cooperative matrix (float16 on tensor cores) ---
-# Subgroups per workgroup (16 query rows each), largest first: the first that still gives the
-# target's min_workgroups workgroups, else the last (a batch-1 model then has the most there are).
-# Keys per block: the first that fits shared memory with them. Q, K and V rows fetched 16 bytes
-# at a time; head sizes up to COOPMAT_MAX_HEAD (a lane keeps DV / (subgroup / 16) output floats).
+# Subgroups per workgroup (16 query rows each), largest first: the first that still gives a
+# COOPMAT_WORKGROUP_SHARE-th of the target's min_workgroups workgroups, else the last. Keys per
+# block: the first that fits shared memory. Q, K and V rows fetched 16 bytes at a time; head
+# sizes up to COOPMAT_MAX_HEAD (a lane keeps DV / (subgroup / 16) output floats).
+# H200, us per dispatch, BERT b1 / b8 / ViT b1 / b8 (12 heads of 64; 128 / 197 tokens), 1, 2, 4
+# subgroups: 11.4 / 44.5 / 23.2 / 94.8, 11.4 / 29.2 / 14.0 / 55.3, 13.3 / 26.9 / 14.4 / 37.6
+# (K and V shared by more rows beat more workgroups down to about 66 of them); the tiled kernel
+# took 10.7 / 34.1 / 28.1 / 67.7.
 COOPMAT_SUBGROUPS = (4, 2, 1)
+COOPMAT_WORKGROUP_SHARE = 4
 COOPMAT_BLOCK_KEYS = (64, 32)
 COOPMAT_MAX_HEAD = 128
 # The next key block is fetched into registers while this one is computed where that takes at
@@ -181,7 +186,8 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
         offset, strides = layouts[name]
         if strides[3] != 1 or offset % 8 or any(s % 8 for s in strides[:3]):
             return None
-    wq = next((w for w in COOPMAT_SUBGROUPS if -(-sq // (16 * w)) * bh >= target.min_workgroups),
+    enough = target.min_workgroups // COOPMAT_WORKGROUP_SHARE
+    wq = next((w for w in COOPMAT_SUBGROUPS if -(-sq // (16 * w)) * bh >= enough),
               COOPMAT_SUBGROUPS[-1])
     for w in COOPMAT_SUBGROUPS[COOPMAT_SUBGROUPS.index(wq):]:
         if w * sub > target.max_invocations:

@@ -35,6 +35,7 @@ def attention_kernel(model, target=NVIDIA, precision="fp16"):
 VARIANTS = {
     "bert-b1-padding": (core_attention(1, 12, 128, 64, k_transposed=False, mask_shape=[1, 1, 1, 128]), NVIDIA),
     "bert-b8-full-mask": (core_attention(8, 12, 128, 64, k_transposed=False, mask_shape=[8, 1, 128, 128]), NVIDIA),
+    "vit-b1": (core_attention(1, 12, 197, 64, k_transposed=False), NVIDIA),
     "vit-b8": (core_attention(8, 12, 197, 64, k_transposed=False), NVIDIA),
     "causal-d128": (core_attention(1, 2, 33, 128, mask_const=causal_mask(33, 33), k_transposed=False), NVIDIA),
     "causal-d128-b8": (core_attention(8, 12, 100, 128, mask_const=causal_mask(100, 100), k_transposed=False), NVIDIA),
@@ -87,13 +88,14 @@ def test_variants_cover_the_template():
 
 
 def test_workgroups_and_block_keys():
-    """Four subgroups a workgroup where that still gives min_workgroups workgroups, else fewer; a
-    shorter key block where head size 128 leaves no room for 64 keys."""
+    """Four subgroups a workgroup where that still gives a quarter of min_workgroups workgroups,
+    else fewer; a shorter key block where head size 128 leaves no room for 64 keys."""
     def tiles(model):
         p = attention_kernel(model)[1].params
         return p["WQ"], p["BK"], p["PREFETCH"]
     assert tiles(VARIANTS["vit-b8"][0]) == (4, 64, True)
-    assert tiles(VARIANTS["bert-b8-full-mask"][0]) == (2, 64, False)
+    assert tiles(VARIANTS["bert-b8-full-mask"][0]) == (4, 64, True)
+    assert tiles(VARIANTS["vit-b1"][0]) == (2, 64, False)
     assert tiles(VARIANTS["bert-b1-padding"][0]) == (1, 64, False)
     assert tiles(VARIANTS["causal-d128-b8"][0]) == (2, 32, False)
     for model, target in VARIANTS.values():
