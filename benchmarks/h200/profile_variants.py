@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """On the GPU machine: whole models compiled with variants of the nvidia profile (Target fields
-changed), each timed host to host (Model.bench, median of 30) and on the GPU (Model.profile, sum of
+changed, or a lowering module's constants: MODULE_VARIANTS), each timed host to host (Model.bench, median of 30) and on the GPU (Model.profile, sum of
 the dispatches' medians), to decide a profile default on models rather than on one kernel.
 
     python3 benchmarks/h200/profile_variants.py fp16 bert:1,gpt2:1,resnet50:1,vit:8 default,no32,mw132,no32-mw132,k32s2
@@ -61,6 +61,28 @@ VARIANTS = {
     "ck256-mw528": replace(NV, coopmat_k=256, min_workgroups=528),
     "mw528": replace(NV, min_workgroups=528),
 }
+# Variants of a lowering module's constants instead of the profile: name -> (module, {name: value}).
+MODULE_VARIANTS = {
+    "ln-reread": ("compiler.lower.layernorm", {"ROW_REGISTERS": 0}),   # every pass re-reads the row
+    "ln-wide": ("compiler.lower.layernorm", {"FEW_LANES": False}),     # about D/4 lanes a row
+    "att-tiled": ("compiler.lower.attention", {"COOPMAT_MAX_HEAD": 0}),  # float16 attention off the tensor cores
+}
+
+
+def variant_target(name):
+    """The profile a variant compiles for, with its module constants set (and the others reset)."""
+    import importlib
+    for module, values in MODULE_VARIANTS.values():
+        mod = importlib.import_module(module)
+        saved = mod.__dict__.setdefault("_profile_variants_saved", {})
+        for k in values:
+            setattr(mod, k, saved.setdefault(k, getattr(mod, k)))
+    if name in MODULE_VARIANTS:
+        module, values = MODULE_VARIANTS[name]
+        for k, v in values.items():
+            setattr(importlib.import_module(module), k, v)
+        return NV
+    return VARIANTS[name]
 
 
 def model_and_feeds(name, batch):
@@ -80,7 +102,7 @@ def main(precision, specs, names):
         for v in names.split(","):
             row = dict(model=name, batch=int(batch), precision=precision, variant=v)
             try:
-                bundle = compiler.compile_model(m, target=VARIANTS[v], precision=precision)
+                bundle = compiler.compile_model(m, target=variant_target(v), precision=precision)
                 with load(bundle) as vm:
                     got = vm.run(feeds)
                     first = first or got

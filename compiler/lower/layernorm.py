@@ -45,16 +45,32 @@ def _broadcast_terms(node, v, norm_shape, what):
     return terms[::-1]
 
 
-def _local_size(d: int, target) -> int:
-    """Invocations per row: a power of two (the tree reduction halves it), about D/4 so that
-    every invocation has a few elements to sum before the shared-memory reduction, at least a
-    subgroup, at most 256 (and the device's limit)."""
+# Most row elements an invocation keeps in registers: the row is then read from memory once
+# (0: every pass re-reads it, as the texel path on lavapipe does). Where the target adds within
+# subgroups (Target.subgroup_reductions), a row takes as few invocations as keep it within
+# that: one subgroup for D up to 1024, so both sums are one subgroup operation and a barrier.
+ROW_REGISTERS = 32
+FEW_LANES = True
+
+
+def _local_size(d: int, target, texel: bool) -> int:
+    """Invocations per row: a power of two (the tree reduction halves it), at least a subgroup,
+    at most 256 (and the device's limit); about D/4, so that every invocation has a few
+    elements to sum before the shared-memory reduction, or where subgroups add (and the row
+    is held in registers) the fewest that hold at most ROW_REGISTERS elements each."""
     cap = min(256, target.max_invocations)
     local = min(max(1, target.subgroup_size), cap)
-    while local < cap and local * 4 < d:
+    per_lane = ROW_REGISTERS if (FEW_LANES and ROW_REGISTERS and target.subgroup_reductions
+                                 and not texel) else 4
+    while local < cap and local * per_lane < d:
         local *= 2
     return local
 
+
+def _row_registers(d: int, local: int, texel: bool) -> int:
+    """Row elements each invocation holds (0: the kernel re-reads the row in every pass)."""
+    e = -(-d // local)
+    return e if ROW_REGISTERS and not texel and e <= ROW_REGISTERS else 0
 
 
 def _present(v):
@@ -107,7 +123,6 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     terms = {prefix: _broadcast_terms(node, v, norm_shape, what) for prefix, v, what in operands}
     skip_broadcast = skip is not None and _skip_broadcast(node, x, skip)
 
-    local = _local_size(d, target)
     spec = [("ROWS", "int32", rows), ("D", "int32", d), ("EPS", "float32", float(epsilon))]
     spec += [("SKIP_SIZE", "int32", skip.size)] if skip_broadcast else []
     for prefix, prefix_terms in terms.items():
@@ -123,8 +138,9 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     # float16 has no texel format yet: its inputs are read as storage buffers.
     texel = (all(texel_format(v.dtype) for _, v in ins)
              and texel_reads(target, *(v for _, v in ins)))
+    local = _local_size(d, target, texel)
     mods = {prefix: [bool(m) for _, m, _ in t] for prefix, t in terms.items()}
-    params = dict(LOCAL=local, TEXEL=texel, SUBGROUP_SUM=target.subgroup_reductions and not texel,
+    params = dict(LOCAL=local, E=_row_registers(d, local, texel), TEXEL=texel, SUBGROUP_SUM=target.subgroup_reductions and not texel,
                   inputs=[n for n, _ in ins],
                   outputs=[n for n, _ in outs], simplified=simplified,
                   has_skip=skip is not None, skip_broadcast=skip_broadcast,

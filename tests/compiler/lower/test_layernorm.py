@@ -12,6 +12,7 @@ from onnx_builders import _fill_output_shapes, single_op_model, tensor_info
 from dataclasses import replace
 
 from compiler import compile_model
+from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
 from compiler.targets import TARGETS as PROFILES
 
@@ -45,6 +46,7 @@ CASES = [
     pytest.param([2, 16, 768], -1, {"bias": False}, id="no-bias"),
     pytest.param([2, 16, 768], -1, {"epsilon": 1e-12}, id="epsilon-1e-12"),
     pytest.param([4, 4096], -1, {}, id="long-row-d4096"),
+    pytest.param([2, 10000], -1, {}, id="longer-row-d10000-reread"),
     pytest.param([3, 5], -1, {}, id="short-row-d5"),
     pytest.param([4, 6, 10], 1, {"scale_shape": [10]}, id="scale-broadcast-suffix"),
     pytest.param([4, 6, 10], 1, {"scale_shape": [6, 1]}, id="scale-broadcast-inner"),
@@ -57,6 +59,17 @@ CASES = [
 @pytest.mark.parametrize("x_shape,axis,kw", CASES)
 def test_layernorm(x_shape, axis, kw, target):
     check_against_onnxruntime(layernorm_model(x_shape, axis, **kw), target=target)
+
+
+@pytest.mark.parametrize("target,d,local,regs", [
+    ("nvidia", 768, 32, 24), ("nvidia", 4096, 128, 32), ("generic", 768, 256, 3),
+    ("generic", 10000, 256, 0), ("lavapipe", 768, 256, 0)])
+def test_row_held_in_registers(target, d, local, regs):
+    """Each invocation reads its elements of the row once into registers, up to ROW_REGISTERS
+    of them (past that, and on lavapipe's texel path, every pass re-reads the row); where
+    subgroups add, a row takes the fewest invocations that allows (one subgroup at D = 768)."""
+    [kernel] = compile_with_kernels(layernorm_model([2, 3, d]), target=target)[1]
+    assert (kernel.params["LOCAL"], kernel.params["E"]) == (local, regs)
 
 
 @pytest.mark.parametrize("target", TARGETS)
