@@ -1,12 +1,15 @@
-"""float32 GEMM at the shapes transformers run (ViT-B/16 and BERT-base at batch 8), per tile
-configuration, against cuBLAS (torch, TF32 off) in the same run.
+"""GEMM at the shapes transformers run, per tile configuration, against cuBLAS (torch) in the
+same run: float32 (TF32 off) at ViT-B/16 and BERT-base batch-8 shapes, or float16 on the
+cooperative-matrix kernel at BERT-base batch-1 shapes (128 tokens).
 
-    python3 benchmarks/h200/gemm_shapes.py build [CONFIG ...]   # here: writes out/gemm_shapes/*.vkb
-    python3 benchmarks/h200/gemm_shapes.py run [DIR ...]        # on the GPU machine
+    python3 benchmarks/h200/gemm_shapes.py build [CONFIG ...]      # here: writes out/gemm_shapes/*.vkb
+    python3 benchmarks/h200/gemm_shapes.py build-fp16 [CONFIG ...] # out/gemm_shapes_fp16/*.vkb
+    python3 benchmarks/h200/gemm_shapes.py run [DIR ...]           # on the GPU machine
 
-Each bundle is one MatMul x[M, K] @ w[K, N] with both operands as inputs (small to carry). `run`
-prints, per shape and configuration, the kernels' GPU time (timestamp queries, median of 20), the
-TFLOP/s, the ratio to cuBLAS, and the driver's register count (pipeline_stats.py)."""
+Each bundle is one MatMul x[M, K] @ w[K, N] with both operands as inputs (small to carry; in
+float16 the inputs' Casts are separate kernels, not counted). `run` prints, per shape and
+configuration, the matmul kernels' GPU time (timestamp queries, median of 20), the TFLOP/s, the
+ratio to cuBLAS, and the driver's register count (pipeline_stats.py)."""
 import dataclasses
 import glob
 import os
@@ -33,23 +36,41 @@ CONFIGS = {
     "128x64_8x4_db": dict(tile_m=128, tile_n=64, reg_m=8, reg_n=4, min_workgroups=1, tile_stages=2),
     "64x64_4x4_db": dict(tile_m=64, tile_n=64, reg_m=4, reg_n=4, min_workgroups=1, tile_stages=2),
 }
+# float16 (cooperative matrix): BERT-base batch 1, QKV, out-projection, FFN up, FFN down.
+FP16_SHAPES = [(128, 2304, 768), (128, 768, 768), (128, 3072, 768), (128, 768, 3072)]
+_SMALL = ((2, 2, 1, 1),)
+FP16_CONFIGS = {
+    "profile": {},
+    "k128": dict(coopmat_k=128),
+    "k256": dict(coopmat_k=256),
+    "k32s2": dict(coopmat_k=32, coopmat_stages=2),
+    "nosplit": dict(min_workgroups=1, coopmat_tiles=_SMALL),
+    "nosplit_k256": dict(min_workgroups=1, coopmat_tiles=_SMALL, coopmat_k=256),
+    "64x64": dict(min_workgroups=1, coopmat_tiles=((2, 2, 2, 2),)),
+    "64x64_k128": dict(min_workgroups=1, coopmat_tiles=((2, 2, 2, 2),), coopmat_k=128),
+    "32x64_w2": dict(coopmat_tiles=((1, 2, 2, 2), (1, 2, 2, 1))),
+    "1sg_32x32": dict(coopmat_tiles=((1, 1, 2, 2),)),
+    "mw528": dict(min_workgroups=528),
+}
 
 
-def build(names):
+def build(names, precision="fp32"):
     from onnx import helper
     import compiler
     from compiler.targets import TARGETS
-    os.makedirs(OUT, exist_ok=True)
-    for name in names or CONFIGS:
-        target = dataclasses.replace(TARGETS["nvidia"], **CONFIGS[name])
-        for m, n, k in SHAPES:
+    out, configs, shapes = ((OUT, CONFIGS, SHAPES) if precision == "fp32"
+                            else (OUT + "_fp16", FP16_CONFIGS, FP16_SHAPES))
+    os.makedirs(out, exist_ok=True)
+    for name in names or configs:
+        target = dataclasses.replace(TARGETS["nvidia"], name=f"nvidia-{name}", **configs[name])
+        for m, n, k in shapes:
             graph = helper.make_graph(
                 [helper.make_node("MatMul", ["x", "w"], ["y"])], "gemm",
                 [helper.make_tensor_value_info("x", 1, [m, k]), helper.make_tensor_value_info("w", 1, [k, n])],
                 [helper.make_tensor_value_info("y", 1, [m, n])])
             model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-            with open(f"{OUT}/{m}x{n}x{k}_{name}.vkb", "wb") as f:
-                f.write(compiler.compile_model(model, target=target))
+            with open(f"{out}/{m}x{n}x{k}_{name}.vkb", "wb") as f:
+                f.write(compiler.compile_model(model, target=target, precision=precision))
 
 
 def run(dirs):
@@ -71,7 +92,7 @@ def run(dirs):
         y = model.run({"x": x, "w": w})["y"]
         ref = x.astype(np.float64) @ w
         err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
-        prof = model.profile({"x": x, "w": w}, repeat=20)
+        prof = [p for p in model.profile({"x": x, "w": w}, repeat=20) if p.kernel.startswith("matmul")]
         gpu = sum(p.seconds for p in prof)
         kernels = [p.kernel for p in prof]
         regs = []
@@ -80,6 +101,8 @@ def run(dirs):
         with read_bundle(path) as bundle:
             view = variant_views(bundle.manifest)[0]
             for kernel in view["kernels"]:
+                if not bundle.manifest["modules"][kernel["module"]]["name"].startswith("matmul"):
+                    continue
                 stats = dict(pipeline_stats.statistics(dev, fns, bundle.spirv[kernel["module"]],
                                                        bundle.manifest["modules"][kernel["module"]]["bindings"],
                                                        kernel.get("specialization", [])))
@@ -90,8 +113,10 @@ def run(dirs):
         rows.append((m, n, k, name, gpu, err, kernels, regs))
     cublas = {}
     for m, n, k in sorted({r[:3] for r in rows}):
-        a = torch.randn(m, k, device="cuda")
-        b = torch.randn(k, n, device="cuda")
+        # the float16 shapes are cuBLAS float16 (float32 accumulation), the others float32
+        dtype = torch.float16 if (m, n, k) in FP16_SHAPES else torch.float32
+        a = torch.randn(m, k, device="cuda", dtype=dtype)
+        b = torch.randn(k, n, device="cuda", dtype=dtype)
         for _ in range(3):
             a @ b
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -115,6 +140,8 @@ def run(dirs):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["build"]:
         build(sys.argv[2:])
+    elif sys.argv[1:2] == ["build-fp16"]:
+        build(sys.argv[2:], "fp16")
     elif sys.argv[1:2] == ["run"]:
         run(sys.argv[2:])
     else:
