@@ -65,8 +65,8 @@ def bn_params(rng: np.random.Generator, channels: int, gamma_scale: float = 1.0)
 # ---------------------------------------------------------------------------------------------
 
 def make_model(graph: onnx.GraphProto, *, infer_shapes: bool = True,
-               extra_opsets: Sequence[tuple[str, int]] = ()) -> onnx.ModelProto:
-    opsets = [helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
+               extra_opsets: Sequence[tuple[str, int]] = (), opset: int = OPSET) -> onnx.ModelProto:
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="vkc-tests")
     model.ir_version = IR_VERSION
     if infer_shapes:

@@ -12,6 +12,7 @@ from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
 from .row_transposes import move_row_transposes
+from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
 from .store_casts import absorb_store_casts
 from .views import make_views
@@ -21,11 +22,12 @@ from .views import make_views
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
 # move_row_transposes and merge_projections hand attention Transposes it reads as strides and one
 # packed Q/K/V projection, as GPT-2's export has.
+# sink_row_selection walks raw row-wise ONNX ops, before views and fusions (which then see fewer rows).
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [expand_contrib_attention, rewrite_einsum, make_views, fold_batchnorm,
+PIPELINE = [expand_contrib_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, materialize_outputs, place_concat_inputs]

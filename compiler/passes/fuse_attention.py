@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx
 from ..shapes import contiguous_strides
+from .sink_row_selection import row_selection
 
 
 def fuse_attention(graph: Graph) -> Graph:
@@ -118,9 +119,10 @@ def _digits_offset(parts, index: int) -> int:
 
 def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dims]:
     """The tensor to bind for `v`, the element offset of v's first element in it and v's dims:
-    through the views (Reshape, Squeeze, Unsqueeze), Transposes, Splits and Gathers of one
-    constant index that produce v, v is read in place from the tensor they start from (GPT-2's
-    export Splits Q, K and V out of one projection, and nn.MultiheadAttention's Gathers them).
+    through the views (Reshape, Squeeze, Unsqueeze), Transposes, Splits, Slices of one axis and
+    Gathers of one constant index that produce v, v is read in place from the tensor they start
+    from (GPT-2's export Splits Q, K and V out of one projection, and nn.MultiheadAttention's
+    Gathers them).
     The nodes passed through are added to `walked`."""
     inner: list[Node] = []
     node = v.producer
@@ -134,14 +136,13 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         dims = [dims[p] for p in perm]
     elif is_onnx(node, "Split"):
         axis = node.attrs.get("axis", 0) % len(v.shape)
-        bound, offset, dims = _layout(graph, node.inputs[0], inner)
         start = sum(o.shape[axis] for o in node.outputs[:node.outputs.index(v)])
-        stride = _strides(dims[axis:axis + 1])
-        if stride is None:  # a slice of a many-part dim
-            dims = None
-        else:
-            offset += start * stride[0]
-            dims = dims[:axis] + [[(v.shape[axis], stride[0])]] + dims[axis + 1:]
+        bound, offset, dims = _part(graph, node.inputs[0], inner, axis, start, v.shape[axis])
+    elif is_onnx(node, "Slice") and (picked := row_selection(graph, node)) is not None:
+        # rows of one axis (a query's rows that sink_row_selection left on the projection)
+        rows = picked[1]
+        bound, offset, dims = _part(graph, node.inputs[0], inner, rows.axis, rows.start,
+                                    v.shape[rows.axis])
     elif is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
@@ -154,6 +155,16 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         return v, 0, _contiguous(v.shape)
     walked += inner + ([node] if node is not None else [])
     return bound, offset, dims
+
+
+def _part(graph: Graph, x: Value, walked: list[Node], axis: int, start: int, length: int):
+    """_layout of x cut to [start, start + length) of `axis` (a Split's part, a Slice), with no
+    dims where that dim has several parts."""
+    bound, offset, dims = _layout(graph, x, walked)
+    stride = _strides(dims[axis:axis + 1])
+    if stride is None:  # a slice of a many-part dim
+        return bound, offset, None
+    return bound, offset + start * stride[0], dims[:axis] + [[(length, stride[0])]] + dims[axis + 1:]
 
 
 def _reshape_dims(dims: Dims, new_shape) -> Dims | None:

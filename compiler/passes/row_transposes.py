@@ -12,7 +12,8 @@ along its last dim) treats every row alike, so the two commute:
 
   - into the product: MatMul(Transpose(X), W) [+ bias] = Transpose(MatMul(X, W) [+ bias]), done
     where the product's result reaches only matmuls through views, Transposes, Splits, constant
-    Gathers and scalings (attention's Q, K and V: fuse_attention then reads them in place);
+    Gathers, one-axis Slices and scalings (attention's Q, K and V: fuse_attention then reads them
+    in place);
   - out of the product: Transpose(view(MatMul(view(X), W))) computes the product over the rows of
     X transposed alike, done where X is itself a Transpose's output (the two Transposes become one,
     which fuse_attention writes as the attention's output strides).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx, reaches_only
+from .sink_row_selection import row_selection
 
 
 def move_row_transposes(graph: Graph) -> Graph:
@@ -81,7 +83,8 @@ def _feeds_attention(graph: Graph, v: Value) -> bool:
     return reaches_only(
         graph, v, ends=lambda n: is_onnx(n, "MatMul"),
         through=lambda n: (is_onnx(n, "Transpose", "Split") or _scaling(n) or (
-            is_onnx(n, "Gather") and n.inputs[1].is_constant and n.inputs[1].data.ndim == 0)))
+            is_onnx(n, "Gather") and n.inputs[1].is_constant and n.inputs[1].data.ndim == 0)
+            or (is_onnx(n, "Slice") and row_selection(graph, n) is not None)))
 
 
 def _into_product(graph: Graph, t: Node) -> bool:

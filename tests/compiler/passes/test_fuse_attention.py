@@ -73,8 +73,9 @@ FIXTURES = Path(__file__).resolve().parents[2] / "models" / "fixtures"
     ("gpt2_tiny", {"Split": 0, "Transpose": 0, "Gather": 2}, (16, 192)),
     # torchvision ViT (nn.MultiheadAttention): Unsqueeze, a 5-D Transpose, Squeeze, Gathers of
     # index 0, 1, 2 (batch 1's [B, S, E] <-> [S, B, E] around each block are views); the
-    # Transpose left is the patch embedding's, the Gather the class token
-    ("vit_tiny", {"Transpose": 1, "Gather": 1}, (17, 1, 192)),
+    # Transpose left is the patch embedding's (the class token's Gather moved up the last layer:
+    # sink_row_selection, a view where it stood)
+    ("vit_tiny", {"Transpose": 1, "Gather": 0}, (17, 1, 192)),
 ])
 def test_packed_projection_read_in_place(name, split_ops, left):
     """Exporters split Q, K and V out of one [.., 3E] projection: the kernel reads them from
@@ -98,11 +99,16 @@ def test_batch2_multihead_attention_read_in_place():
     and V where the projection wrote them. move_row_transposes has the projection run over the
     [B, S, E] rows and the out-projection read [B, S, E] rows, so the kernel reads Q, K and V in
     [B, S, 3E] and writes [B, S, H, D]. The 5-D Transpose, the three Gathers and the
-    [B, S, E] <-> [S, B, E] Transposes around each block go; the patch embedding's stays."""
+    [B, S, E] <-> [S, B, E] Transposes around each block go; the patch embedding's stays. The
+    class token's Gather moved up the last layer (sink_row_selection): that layer's attention
+    reads the query of token 0 alone, in place too."""
     graph = run_passes(fold_constants(to_ir(onnx.load(str(FIXTURES / "vit_tiny_b2.onnx")))))
     ops = [n.op_type for n in graph.nodes]
     assert {op: ops.count(op) for op in ("vkc.Attention", "Transpose", "Gather")} == \
-        {"vkc.Attention": 2, "Transpose": 1, "Gather": 1}
+        {"vkc.Attention": 2, "Transpose": 1, "Gather": 0}
+    last = [n for n in graph.nodes if n.op_type == "vkc.Attention"][-1]
+    assert last.attrs["dims"] == [2, 4, 1, 17, 16, 16]
+    assert last.attrs["layouts"]["q"] == (0, [17 * 192, 16, 0, 1])
     att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
     assert att.attrs["dims"] == [2, 4, 17, 17, 16, 16]
     assert att.inputs[0].shape == (2, 17, 192) and att.inputs[1] is att.inputs[0] is att.inputs[2]
