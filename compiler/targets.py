@@ -73,6 +73,11 @@ class Target:
     coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
     coopmat_k: int = 64
     coopmat_stages: int = 1
+    # The cooperative-matrix kernel's tile choice and split-K aim at this many workgroups (0:
+    # min_workgroups). Where coopmat_k_steps > 0, the K step is the deepest of coopmat_k, 2x and
+    # 4x that leaves at least that many steps and fits shared memory with the tile.
+    coopmat_workgroups: int = 0
+    coopmat_k_steps: int = 0
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Workgroup reductions (LayerNorm's statistics) add within each subgroup first

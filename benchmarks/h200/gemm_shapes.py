@@ -51,6 +51,9 @@ FP16_CONFIGS = {
     "32x64_w2": dict(coopmat_tiles=((1, 2, 2, 2), (1, 2, 2, 1))),
     "1sg_32x32": dict(coopmat_tiles=((1, 1, 2, 2),)),
     "mw528": dict(min_workgroups=528),
+    "cw66": dict(coopmat_workgroups=66),
+    "cw66_ks12": dict(coopmat_workgroups=66, coopmat_k_steps=12),
+    "nosplit_k128": dict(min_workgroups=1, coopmat_tiles=_SMALL, coopmat_k=128),
 }
 
 
@@ -122,11 +125,13 @@ def run(dirs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = []
         for _ in range(20):
+            # 20 calls between the events: around one call they would time the host's launch too
             start.record()
-            a @ b
+            for _ in range(20):
+                a @ b
             end.record()
             torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
+            times.append(start.elapsed_time(end) / 1e3 / 20)
         cublas[(m, n, k)] = float(np.median(times))
     print(f"{'shape':>16} {'config':>12} {'vkc us':>8} {'TFLOP/s':>8} {'cuBLAS us':>9} {'TFLOP/s':>8} "
           f"{'cuBLAS/vkc':>10}  rel err   kernels (registers)")

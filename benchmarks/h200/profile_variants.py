@@ -60,6 +60,11 @@ VARIANTS = {
     "ck256": replace(NV, coopmat_k=256),
     "ck256-mw528": replace(NV, coopmat_k=256, min_workgroups=528),
     "mw528": replace(NV, min_workgroups=528),
+    # cooperative-matrix tiles and split-K aimed at 66 workgroups; K steps deepened to 12 steps
+    "cw66": replace(NV, coopmat_workgroups=66),
+    "ks12": replace(NV, coopmat_k_steps=12),
+    "cw66-ks12": replace(NV, coopmat_workgroups=66, coopmat_k_steps=12),
+    "cw132-ks12": replace(NV, coopmat_workgroups=132, coopmat_k_steps=12),
 }
 # Variants of a lowering module's constants instead of the profile: name -> (module, {name: value}).
 MODULE_VARIANTS = {

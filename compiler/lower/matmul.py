@@ -167,8 +167,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         # Split-K only where both operands are fetched 16 bytes at a time: on an H200 its slices
         # summed to wrong results with 8- and 2-byte B fetches (a convolution's 7x7 pixels, an
         # N of 20), for a reason not found yet; those matmuls run unsplit.
-        split, depth = _split_k(target, groups, K, params["BK"]) if params["A_VEC"] == params["B_VEC"] == 8 \
-            else (1, K)
+        split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target)) \
+            if params["A_VEC"] == params["B_VEC"] == 8 else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -249,13 +249,16 @@ def _max_split(target, K: int, bk: int) -> int:
     return min(K // (target.splitk_min_steps * bk), 32)
 
 
-def _split_k(target, groups, K: int, bk: int, want: int | None = None) -> tuple[int, int]:
-    """(slices, depth of each): where the tiles give fewer than `min_workgroups` workgroups,
-    enough slices of K for `want` (default min_workgroups), as deep as _max_split allows."""
+def _split_k(target, groups, K: int, bk: int, want: int | None = None,
+             enough: int | None = None) -> tuple[int, int]:
+    """(slices, depth of each): where the tiles give fewer than `enough` (default
+    min_workgroups) workgroups, enough slices of K for `want` (default `enough`), as deep as
+    _max_split allows."""
     have = groups[0] * groups[1] * groups[2]
-    if have >= target.min_workgroups:
+    enough = enough or target.min_workgroups
+    if have >= enough:
         return 1, K
-    split = min(-(-(want or target.min_workgroups) // have), _max_split(target, K, bk))
+    split = min(-(-(want or enough) // have), _max_split(target, K, bk))
     if split < 2:
         return 1, K
     depth = -(-K // (split * bk)) * bk
@@ -292,6 +295,11 @@ def coopmat_shape(target, a, b, c) -> tuple[int, int, int] | None:
     return max(shapes, key=lambda s: (s[0] * s[1] * s[2], s[2]), default=None)
 
 
+def coopmat_workgroups(target) -> int:
+    """The workgroups the cooperative-matrix kernel's tiles and split-K aim at."""
+    return target.coopmat_workgroups or target.min_workgroups
+
+
 def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
     float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
@@ -303,7 +311,10 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     if shape is None:
         return None
     lm, ln, lk = shape
-    bk = max(1, target.coopmat_k // lk) * lk
+    base_k = max(1, target.coopmat_k // lk) * lk
+    # Deeper K steps first, as deep as leave coopmat_k_steps steps (coopmat_k alone where 0).
+    depths = [d for d in (4 * base_k, 2 * base_k) if target.coopmat_k_steps
+              and K // d >= target.coopmat_k_steps] + [base_k]
     a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
     # Each operand keeps its global layout in shared memory: contiguous along its inner dim.
     a_rows = strides["SA_K"] == 1
@@ -316,18 +327,20 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
     b_vec = 1 if b_mode == "im2col" else \
         vec("SB_N", "SB_K", b_row, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
+    def shared_bytes(bm, bn, bk, wm, wn):
+        a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
+        b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
+        return 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
     fits = []
     for wm, wn, sm, sn in target.coopmat_tiles:
         bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size
         # im2col: every invocation fetches one column of B at every K step.
-        if threads > target.max_invocations or (b_mode == "im2col" and threads % bn) \
+        bk = next((d for d in depths if shared_bytes(bm, bn, d, wm, wn) <= target.max_shared_memory),
+                  None)
+        if bk is None or threads > target.max_invocations or (b_mode == "im2col" and threads % bn) \
                 or (bm * bk) % (a_vec * threads) or (bk * bn) % (b_vec * threads):
             continue
-        a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
-        b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
-        shared = 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
-        if shared > target.max_shared_memory:
-            continue
+        shared = shared_bytes(bm, bn, bk, wm, wn)
         groups = (-(-N // bn), -(-M // bm), batches)
         fits.append((dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
                           SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
@@ -337,7 +350,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
                      groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
     if not fits:
         return None
-    enough = [f for f in fits if f[1][0] * f[1][1] * f[1][2] >= target.min_workgroups]
+    enough = [f for f in fits if f[1][0] * f[1][1] * f[1][2] >= coopmat_workgroups(target)]
     if not enough:
         return fits[-1]
     padded = lambda f: f[1][0] * f[0]["BN"] * f[1][1] * f[0]["BM"]  # noqa: E731
