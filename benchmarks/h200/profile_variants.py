@@ -69,7 +69,7 @@ VARIANTS = {
 # Variants of a lowering module's constants instead of the profile: name -> (module, {name: value}).
 MODULE_VARIANTS = {
     "ln-reread": ("compiler.lower.layernorm", {"ROW_REGISTERS": 0}),   # every pass re-reads the row
-    "ln-wide": ("compiler.lower.layernorm", {"FEW_LANES": False}),     # about D/4 lanes a row
+    "ln-few": ("compiler.lower.layernorm", {"FEW_LANES": True}),       # one subgroup a row (D <= 1024)
     "att-tiled": ("compiler.lower.attention", {"COOPMAT_MAX_HEAD": 0}),  # float16 attention off the tensor cores
 }
 

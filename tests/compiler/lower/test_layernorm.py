@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from compiler import compile_model
 from compiler.compile import compile_with_kernels
+from compiler.lower import layernorm
 from compiler.errors import CompileError
 from compiler.targets import TARGETS as PROFILES
 
@@ -61,15 +62,25 @@ def test_layernorm(x_shape, axis, kw, target):
     check_against_onnxruntime(layernorm_model(x_shape, axis, **kw), target=target)
 
 
-@pytest.mark.parametrize("target,d,local,regs", [
-    ("nvidia", 768, 32, 24), ("nvidia", 4096, 128, 32), ("generic", 768, 256, 3),
-    ("generic", 10000, 256, 0), ("lavapipe", 768, 256, 0)])
-def test_row_held_in_registers(target, d, local, regs):
+@pytest.mark.parametrize("target,d,local,regs,few_lanes", [
+    ("nvidia", 768, 256, 3, False), ("nvidia", 768, 32, 24, True), ("nvidia", 4096, 128, 32, True),
+    ("generic", 768, 256, 3, True), ("generic", 10000, 256, 0, False), ("lavapipe", 768, 256, 0, False)])
+def test_row_held_in_registers(target, d, local, regs, few_lanes, monkeypatch):
     """Each invocation reads its elements of the row once into registers, up to ROW_REGISTERS
-    of them (past that, and on lavapipe's texel path, every pass re-reads the row); where
-    subgroups add, a row takes the fewest invocations that allows (one subgroup at D = 768)."""
+    of them (past that, and on lavapipe's texel path, every pass re-reads the row); with
+    FEW_LANES, where subgroups add, a row takes the fewest invocations that allows (one
+    subgroup at D = 768; generic has no subgroup sums)."""
+    monkeypatch.setattr(layernorm, "FEW_LANES", few_lanes)
     [kernel] = compile_with_kernels(layernorm_model([2, 3, d]), target=target)[1]
     assert (kernel.params["LOCAL"], kernel.params["E"]) == (local, regs)
+
+
+@pytest.mark.parametrize("x_shape", [[2, 16, 768], [4, 4096], [3, 5]])
+def test_rows_on_few_lanes(x_shape, monkeypatch):
+    """FEW_LANES (a profile variant, benchmarks/h200/profile_variants.py ln-few): rows on one
+    subgroup, up to 32 elements an invocation, against onnxruntime."""
+    monkeypatch.setattr(layernorm, "FEW_LANES", True)
+    check_against_onnxruntime(layernorm_model(x_shape, -1), target=SUBGROUP_SUMS)
 
 
 @pytest.mark.parametrize("target", TARGETS)
