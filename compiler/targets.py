@@ -78,6 +78,9 @@ class Target:
     # 4x that leaves at least that many steps and fits shared memory with the tile.
     coopmat_workgroups: int = 0
     coopmat_k_steps: int = 0
+    # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
+    # splitk_min_steps).
+    coopmat_split_steps: int = 0
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Workgroup reductions (LayerNorm's statistics) add within each subgroup first

@@ -65,6 +65,10 @@ VARIANTS = {
     "ks12": replace(NV, coopmat_k_steps=12),
     "cw66-ks12": replace(NV, coopmat_workgroups=66, coopmat_k_steps=12),
     "cw132-ks12": replace(NV, coopmat_workgroups=132, coopmat_k_steps=12),
+    # cooperative-matrix split-K slices of at least 16 K steps (else 4)
+    "cs16": replace(NV, coopmat_split_steps=16),
+    "cw132": replace(NV, coopmat_workgroups=132),
+    "cw132-cs16": replace(NV, coopmat_workgroups=132, coopmat_split_steps=16),
 }
 # Variants of a lowering module's constants instead of the profile: name -> (module, {name: value}).
 MODULE_VARIANTS = {

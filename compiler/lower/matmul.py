@@ -167,7 +167,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         # Split-K only where both operands are fetched 16 bytes at a time: on an H200 its slices
         # summed to wrong results with 8- and 2-byte B fetches (a convolution's 7x7 pixels, an
         # N of 20), for a reason not found yet; those matmuls run unsplit.
-        split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target)) \
+        split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
+                                min_steps=target.coopmat_split_steps) \
             if params["A_VEC"] == params["B_VEC"] == 8 else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
@@ -244,13 +245,14 @@ def _fuse_split_k(target, template: str, params: dict, split: int) -> bool:
     return tile * split <= target.splitk_fused_sums * threads
 
 
-def _max_split(target, K: int, bk: int) -> int:
-    """The most slices K splits into: each at least `splitk_min_steps` K steps deep, at most 32."""
-    return min(K // (target.splitk_min_steps * bk), 32)
+def _max_split(target, K: int, bk: int, min_steps: int = 0) -> int:
+    """The most slices K splits into: each at least `min_steps` (default splitk_min_steps) K
+    steps deep, at most 32."""
+    return min(K // ((min_steps or target.splitk_min_steps) * bk), 32)
 
 
 def _split_k(target, groups, K: int, bk: int, want: int | None = None,
-             enough: int | None = None) -> tuple[int, int]:
+             enough: int | None = None, min_steps: int = 0) -> tuple[int, int]:
     """(slices, depth of each): where the tiles give fewer than `enough` (default
     min_workgroups) workgroups, enough slices of K for `want` (default `enough`), as deep as
     _max_split allows."""
@@ -258,7 +260,7 @@ def _split_k(target, groups, K: int, bk: int, want: int | None = None,
     enough = enough or target.min_workgroups
     if have >= enough:
         return 1, K
-    split = min(-(-(want or enough) // have), _max_split(target, K, bk))
+    split = min(-(-(want or enough) // have), _max_split(target, K, bk, min_steps))
     if split < 2:
         return 1, K
     depth = -(-K // (split * bk)) * bk
