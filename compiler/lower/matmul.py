@@ -428,6 +428,12 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_siz
     return "matmul_texel", params, groups, dict(local_size=(lx, 1, 1), texel_buffers=texels)
 
 
+# K steps the register kernel unrolls on GPU profiles (a few rows' matmul streams its weights:
+# with one step's loads in flight at a time, ViT-B/16's 8-row last-layer matmuls took 38 us
+# each on an H200). CPU profiles keep the plain loop.
+REGISTER_UNROLL_K = 8
+
+
 def _register_params(target, M, N, batches, strides, b_mode, vec4):
     """templates/matmul_register.comp.j2 (matmuls of a few rows, and on texel profiles operands
     over the texel limit): up to cpu_rows rows and one vec4 of columns per invocation, 64
@@ -438,7 +444,8 @@ def _register_params(target, M, N, batches, strides, b_mode, vec4):
     tm, tn, lx = min(target.cpu_rows, M), 1, 64
     cols = -(-N // vec)
     groups = (-(-cols // (lx * tn)), -(-M // tm), batches)
-    params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode)
+    params = dict(TM=tm, TN=tn, LX=lx, VEC=vec, b_mode=b_mode,
+                  UNROLL_K=1 if target.matmul == "texel" else REGISTER_UNROLL_K)
     return "matmul_register", params, groups, dict(local_size=(lx, 1, 1))
 
 

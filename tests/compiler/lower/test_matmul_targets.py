@@ -28,7 +28,8 @@ TARGETS = ["generic", "nvidia", "lavapipe", "mobile",
 # (M, N, K, transA, transB): aligned tiles, ragged edges, K not a multiple of 4, skinny rows.
 SHAPES = [(128, 128, 64, 0, 0), (130, 68, 36, 0, 0), (65, 33, 17, 0, 0), (64, 128, 32, 1, 0),
           (96, 64, 48, 0, 1), (70, 40, 20, 1, 1), (3, 100, 64, 0, 1), (1, 256, 128, 0, 0),
-          (40, 36, 300, 0, 0), (64, 64, 520, 1, 0)]  # deep K: split-K on GPU profiles
+          (40, 36, 300, 0, 0), (64, 64, 520, 1, 0),  # deep K: split-K on GPU profiles
+          (5, 70, 77, 0, 0)]  # a few rows, K past whole unrolled steps (the register kernel's tail)
 
 
 def gemm(M, N, K, trans_a, trans_b, seed=0):
