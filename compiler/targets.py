@@ -81,6 +81,9 @@ class Target:
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
     # splitk_min_steps).
     coopmat_split_steps: int = 0
+    # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
+    # takes at most this many loads an invocation (0: one step).
+    coopmat_deep_prefetch: int = 0
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Workgroup reductions (LayerNorm's statistics) add within each subgroup first

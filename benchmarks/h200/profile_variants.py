@@ -69,6 +69,9 @@ VARIANTS = {
     "cs16": replace(NV, coopmat_split_steps=16),
     "cw132": replace(NV, coopmat_workgroups=132),
     "cw132-cs16": replace(NV, coopmat_workgroups=132, coopmat_split_steps=16),
+    # cooperative-matrix K steps k + 1 and k + 2 both in flight where a step takes <= 4 / 8 loads
+    "pf4": replace(NV, coopmat_deep_prefetch=4),
+    "pf8": replace(NV, coopmat_deep_prefetch=8),
 }
 # Variants of a lowering module's constants instead of the profile: name -> (module, {name: value}).
 MODULE_VARIANTS = {

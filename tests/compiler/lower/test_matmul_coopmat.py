@@ -93,6 +93,10 @@ VARIANTS = {
     "conv1x1_columns": (conv(4, 32, 7, 64, 1), NVIDIA),
     "conv_grouped_split_k": (conv(1, 32, 14, 64, 3, stride=2, pad=1, group=2), SPLIT),
     "conv1x1_ragged_pixels": (conv(1, 64, 7, 128, 1), NVIDIA),
+    # two K steps in flight (coopmat_deep_prefetch): even and odd step counts, split-K, im2col
+    "deep_prefetch_odd_steps": (gemm(128, 768, 320), replace(NVIDIA, coopmat_deep_prefetch=8)),
+    "deep_prefetch_split_k": (gemm(64, 64, 2048), replace(SPLIT, coopmat_deep_prefetch=8)),
+    "deep_prefetch_conv": (conv(1, 16, 20, 48, 3, pad=1), replace(IMPLICIT, coopmat_deep_prefetch=32)),
 }
 
 
@@ -118,13 +122,14 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
-                     ("stages", p["STAGES"]), ("coords", p["coords"])}
+                     ("stages", p["STAGES"]), ("coords", p["coords"]), ("deep", p["DEEP_PREFETCH"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
                  ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
-                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul")]:
+                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul"),
+                 ("deep", True), ("deep", False)]:
         assert want in seen, want
 
 
