@@ -75,14 +75,19 @@ class Target:
     coopmat_stages: int = 1
     # The cooperative-matrix kernel's tile choice and split-K aim at this many workgroups (0:
     # min_workgroups). Where coopmat_k_steps > 0, the K step is the deepest of coopmat_k, 2x and
-    # 4x that leaves at least that many steps and fits shared memory with the tile.
+    # 4x that leaves at least that many steps and fits shared memory with the tile. On an H200
+    # (fp16, host ms) 66 workgroups made ViT-B/16 b8 3.89 -> 3.43 and ResNet-50 b32 5.80 -> 5.52
+    # but BERT-base b1 0.98 -> 1.17 and ResNet-50 b1 0.78 -> 0.87 (with 12 steps: 0.97, 0.82);
+    # no setting of these or coopmat_split_steps won on every model, so nvidia keeps none.
     coopmat_workgroups: int = 0
     coopmat_k_steps: int = 0
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
     # splitk_min_steps).
     coopmat_split_steps: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
-    # takes at most this many loads an invocation (0: one step).
+    # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of
+    # small products (H200, fp16, GPU ms: BERT-base b1 0.962 -> 0.947, GPT-2 b1 0.959 -> 0.946,
+    # ResNet-50 b1 0.780 -> 0.774; 8, the larger tiles too, gained nothing more).
     coopmat_deep_prefetch: int = 0
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
@@ -144,7 +149,7 @@ TARGETS = {
                      splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
-                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX),
+                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4),
 }
 
 # What `vkc compile` and compile_model build without a target: the profiles of common devices, best
