@@ -4,6 +4,7 @@ cooperative matrix, so its numerics are checked against onnxruntime on the H200
 (benchmarks/h200/coopmat.py check); test_attention.py runs the other attention kernels here."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -100,8 +101,20 @@ def test_workgroups_and_block_keys():
     assert tiles(VARIANTS["causal-d128-b8"][0]) == (2, 32, False)
     for model, target in VARIANTS.values():
         kernel = attention_kernel(model, target)[1]
-        assert kernel.shared_memory_bytes == attention.coopmat_shared_bytes(kernel.params)
+        assert kernel.shared_memory_bytes == _declared_shared_bytes(codegen.render(kernel))
         assert kernel.shared_memory_bytes <= target.max_shared_memory
+
+
+def _declared_shared_bytes(source: str) -> int:
+    """The bytes of the shared arrays a rendered kernel declares (its `const int`s evaluated)."""
+    consts = {}
+    for line in source.splitlines():
+        if line.startswith("const int "):
+            for name, value in re.findall(r"(\w+) = ([^,;]+)", line[len("const int "):]):
+                consts[name] = eval(value, {}, dict(consts))
+    arrays = re.findall(r"^shared (uvec4|float) \w+\[([^\]]+)\];", source, re.M)
+    assert arrays, "no shared arrays found"
+    return sum({"uvec4": 16, "float": 4}[t] * eval(size, {}, dict(consts)) for t, size in arrays)
 
 
 @pytest.mark.parametrize("why,model,target,precision", [
