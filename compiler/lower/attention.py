@@ -78,6 +78,9 @@ SHUFFLE_ROWS = True
 # b8 / ViT b1 / b8, K as the models give it ([B, H, S, D]): 12.7 / 39.8 / 30.9 / 79.0 without,
 # 11.8 / 34.5 / 27.9 / 69.5 with (float16 BERT b1 11.4 -> 10.7, ViT b8 77.2 -> 67.6).
 PREFETCH_KV = True
+# A ragged last query or key block (ViT's 197 rows and keys: 5 in the last block of 64) computes
+# only its rows and key columns that hold one, on a guarded copy of the block's loops.
+SKIP_RAGGED = True
 
 # --- Cooperative matrix (float16 on tensor cores) ---
 # Subgroups per workgroup (16 query rows each), largest first: the first that still gives a
@@ -271,7 +274,7 @@ def lower_attention(node, target):
                                                   ("v", t["VW"] == 4))
                  if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]
     return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads,
-                                          PREFETCH_KV=PREFETCH_KV), spec,
+                                          PREFETCH_KV=PREFETCH_KV, SKIP_RAGGED=SKIP_RAGGED), spec,
                    inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
                    shared_memory_bytes=tiled_shared_bytes(t))]
