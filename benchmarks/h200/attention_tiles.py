@@ -33,7 +33,6 @@ from attention_models import core_attention
 
 VARIANTS = {
     "default": {},
-    "full-blocks": {"SKIP_RAGGED": False},
     "bk32": {"BLOCK_KEYS": (32, 16, 8, 4)},
     "bk16": {"BLOCK_KEYS": (16, 8, 4)},
     "rows1": {"ROWS": (1,)},

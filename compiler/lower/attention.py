@@ -82,9 +82,6 @@ PREFETCH_KV = True
 # Tried in session 11 with the block's loops guarded per product, then with a guarded copy of
 # them for ragged blocks only: the H200 ran ViT b8 in 84.4 and 78.8 us against 69.1 for whole
 # blocks (BERT and ViT b1 1-4 % slower), so the kernel's time is not in the skipped products.
-# A ragged last query or key block (ViT's 197 rows and keys: 5 in the last block of 64) computes
-# only its rows and key columns that hold one, on a guarded copy of the block's loops.
-SKIP_RAGGED = True
 
 # --- Cooperative matrix (float16 on tensor cores) ---
 # Subgroups per workgroup (16 query rows each), largest first: the first that still gives a
@@ -278,7 +275,7 @@ def lower_attention(node, target):
                                                   ("v", t["VW"] == 4))
                  if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]
     return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads,
-                                          PREFETCH_KV=PREFETCH_KV, SKIP_RAGGED=SKIP_RAGGED), spec,
+                                          PREFETCH_KV=PREFETCH_KV), spec,
                    inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
                    shared_memory_bytes=tiled_shared_bytes(t))]

@@ -127,27 +127,6 @@ def test_row_groups_by_shuffle(b, h, s, d, mask, lanes, monkeypatch):
                               if feed_mask is not None else None)
 
 
-# Ragged last blocks: with many workgroups wanted from few heads (min_workgroups 1), a lane takes
-# 4 rows and 4 keys a block, and the last query and key blocks hold fewer (197 = 3 x 64 + 5 rows;
-# keys in blocks of 32 or 64). The kernel computes only the rows i and key columns j that hold one.
-RAGGED_CASES = [c for c in CASES if c.id in ("b1-h3-s197-d64-vit", "b3-h2-s70-d32-full-mask")] + [
-    pytest.param(1, 2, 45, 32, "causal", id="b1-h2-s45-d32-causal"),
-    pytest.param(2, 2, 70, 64, "padding", id="b2-h2-s70-d64-padding")]
-
-
-@pytest.mark.parametrize("b,h,s,d,mask", RAGGED_CASES)
-def test_ragged_last_blocks(b, h, s, d, mask):
-    target = replace(NVIDIA_32K, name="nvidia-32k-few-workgroups", min_workgroups=1)
-    kw, feed_mask = _mask_kw(b, s, mask)
-    model = core_attention(b, h, s, d, **kw)
-    kernel = _fused(model, target)
-    p = kernel.params
-    assert p["RQ"] > 1 and p["RK"] > 1 and s % p["BQ"] and s % p["BK"], p
-    assert "rows_i" in render(kernel) and "keys_j" in render(kernel)
-    check_against_onnxruntime(model, target=target, feeds=_feeds(model, feed_mask)
-                              if feed_mask is not None else None)
-
-
 # K rows as the exporters' projections give them ([B, H, S, D], whole vec4s) and V rows of whole
 # vec4s per lane: the next key block is fetched into registers while one is computed.
 PREFETCH_CASES = [
