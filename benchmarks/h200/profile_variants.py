@@ -78,7 +78,6 @@ MODULE_VARIANTS = {
     "ln-reread": ("compiler.lower.layernorm", {"ROW_REGISTERS": 0}),   # every pass re-reads the row
     "ln-few": ("compiler.lower.layernorm", {"FEW_LANES": True}),       # one subgroup a row (D <= 1024)
     "att-tiled": ("compiler.lower.attention", {"COOPMAT_MAX_HEAD": 0}),  # float16 attention off the tensor cores
-    "a-plain": ("compiler.lower.matmul", {"A_SWIZZLE": False}),        # A's shared tile unswizzled
 }
 
 

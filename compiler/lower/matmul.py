@@ -76,12 +76,6 @@ def choose_tile(target, M: int, N: int, K: int, batches: int) -> tuple[int, int,
     return (tile_m, tile_n, *_registers(target, tile_m, tile_n))
 
 
-# A fetched as vec4s along K is stashed into As with its vec4 columns XOR-swizzled per K row
-# (templates/matmul_tiled.comp.j2): conflict-free stores for K steps of 8 to 32, where As rows
-# are 8 or more vec4s, a power of two (the XOR stays inside the row).
-A_SWIZZLE = True
-
-
 def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_row=None) -> dict:
     """Tile sizes and load modes for templates/matmul_tiled.comp.j2; vec4=False (a dtype with no
     4-vector storage type) keeps both operands on scalar loads; b_row: the allocated length of
@@ -112,8 +106,6 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_r
         b_load = "scalar"
     return dict(TM=tm, TN=tn, BK=bk, WG_M=wg_m, WG_N=wg_n, BM=bm, BN=bn, THREADS_=threads,
                 a_load=a_load, b_load=b_load, aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
-                a_swizzle=(A_SWIZZLE and a_load == "k4" and bk in (8, 16, 32) and bm >= 32
-                           and bm & (bm - 1) == 0),
                 a_k_contiguous=strides["SA_K"] == 1,
                 b_n_contiguous=b_mode == "strided" and strides["SB_N"] == 1)
 

@@ -132,20 +132,3 @@ def test_conv_with_few_output_channels(target, cout):
     [gemm] = [k for k in compile_with_kernels(model, target=target)[1] if k.template == "matmul_tiled"]
     assert gemm.params["BM"] == max(16, cout)
     check_against_onnxruntime(model, target=target)
-
-
-@pytest.mark.parametrize("tile_k", [8, 16, 32])
-def test_swizzled_a_tile(tile_k):
-    """A read as vec4s along K is stashed into shared memory swizzled (templates/matmul_tiled): each
-    K step depth the swizzle handles, on tiles of 32 to 128 rows with ragged edges."""
-    from compiler.compile import compile_with_kernels
-    swizzled = []
-    for tile_m, reg_m in ((128, 8), (64, 4), (32, 4)):
-        target = replace(PROFILES["nvidia"], name=f"nvidia-k{tile_k}-m{tile_m}", tile_m=tile_m,
-                         tile_n=64, reg_m=reg_m, reg_n=4, tile_k=tile_k, min_workgroups=1)
-        model = gemm(100, 72, 200, 0, 0)
-        [kernel] = compile_with_kernels(model, target=target)[1]
-        if kernel.params["a_swizzle"]:
-            swizzled.append(tile_m)
-            check_against_onnxruntime(model, target=target)
-    assert swizzled
