@@ -35,6 +35,9 @@ CONFIGS = {
     "db": dict(tile_stages=2),
     "128x64_8x4_db": dict(tile_m=128, tile_n=64, reg_m=8, reg_n=4, min_workgroups=1, tile_stages=2),
     "64x64_4x4_db": dict(tile_m=64, tile_n=64, reg_m=4, reg_n=4, min_workgroups=1, tile_stages=2),
+    "k32": dict(tile_k=32),
+    "k8": dict(tile_k=8),
+    "64x64_4x4_k32": dict(tile_m=64, tile_n=64, reg_m=4, reg_n=4, tile_k=32, min_workgroups=1),
 }
 # float16 (cooperative matrix): BERT-base batch 1, QKV, out-projection, FFN up, FFN down.
 FP16_SHAPES = [(128, 2304, 768), (128, 768, 768), (128, 3072, 768), (128, 768, 3072)]
