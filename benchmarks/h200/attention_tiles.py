@@ -44,6 +44,7 @@ VARIANTS = {
     "noshuffle": {"SHUFFLE_ROWS": False},
     "rows3": {"ROWS": (3,)},
     "noprefetch": {"PREFETCH_KV": False},
+    "workgroup-p": {"SUBGROUP_P": False},
     # float16 on the cooperative-matrix kernel (attention_coopmat.comp.j2), or kept off it
     "tiled": {"COOPMAT_MAX_HEAD": 0},
     "cm_wq1": {"COOPMAT_SUBGROUPS": (1,)},
