@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Mapping
@@ -443,3 +444,27 @@ def check_against_onnxruntime(
     assert not problems, "vkc vs onnxruntime mismatch:\n  " + "\n  ".join(problems)
     return {"outputs": got, "reference": ref, "errors": errors, "bundle": bundle,
             "manifest": manifest, "feeds": feeds}
+
+
+SHARED_TYPE_BYTES = {"float": 4, "vec4": 16, "uvec4": 16, "uint": 4}
+
+
+def declared_shared_bytes(source: str) -> int:
+    """The bytes of the shared arrays a rendered kernel declares, their sizes evaluated with the
+    kernel's `const int`s and numeric #defines: what a lowering's shared_memory_bytes must match."""
+    consts = {}
+    for line in source.splitlines():
+        if line.startswith("const int "):
+            for name, value in re.findall(r"(\w+) = ([^,;]+)", line[len("const int "):]):
+                consts[name] = eval(value, {}, dict(consts))
+        elif m := re.match(r"#define (\w+) ([0-9 +*/()-]+)$", line):
+            consts[m[1]] = eval(m[2], {}, {})
+    arrays = re.findall(r"^shared (\w+) \w+((?:\[[^\]]+\])+);", source, re.M)
+    assert arrays, "no shared arrays found"
+    total = 0
+    for t, dims in arrays:
+        count = 1
+        for size in re.findall(r"\[([^\]]+)\]", dims):
+            count *= eval(size, {}, dict(consts))
+        total += SHARED_TYPE_BYTES[t] * count
+    return total

@@ -6,13 +6,12 @@ from .. import expr as E
 from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims
+from ..reduce_ops import REDUCE_OPS
 from ..registry import FLOATS
 from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
-OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
-       "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsquare",
-       "ReduceLogSum": "logsum", "ReduceLogSumExp": "logsumexp"}
+OPS = REDUCE_OPS
 # The opset from which each op takes its axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
 REDUCE_LIMIT = "axes computed at run time; empty outputs"

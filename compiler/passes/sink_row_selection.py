@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..elementwise_ops import ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
+from ..reduce_ops import REDUCE_OPS
 from ..ir import Graph, Node, Value, is_onnx
 from ..shapes import prod
 from .elementwise import ATTRIBUTE_OPS
@@ -43,8 +44,7 @@ from .outputs import remove_dead_nodes
 UNARY = set(ONNX_UNARY) | set(ATTRIBUTE_OPS) | {"Identity"}
 BROADCASTING = (set(ONNX_BINARY) | set(ONNX_VARIADIC)) - UNARY
 RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-REDUCES = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}
+REDUCES = set(REDUCE_OPS)
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,13 @@ import numpy as np
 import pytest
 
 from attention_models import causal_mask, core_attention, padding_mask
-from harness import (check_against_onnxruntime, compile_cached, function_local_variables,
-                     random_feeds, run_bundle, run_onnxruntime)
+from harness import (check_against_onnxruntime, compile_cached, declared_shared_bytes,
+                     function_local_variables, random_feeds, run_bundle, run_onnxruntime)
 
 import compiler.lower.attention as attention
 from compiler.codegen import render
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
-from compiler.lower.attention import tiled_shared_bytes
 from compiler.targets import TARGETS as PROFILES
 
 # (without its cooperative matrices, which lavapipe lacks: test_attention_coopmat.py has that kernel)
@@ -220,7 +219,7 @@ def test_tiles_fit_the_target():
     for shape in [(1, 12, 128, 64), (1, 4, 128, 128), (1, 2, 16, 256), (2, 3, 197, 80)]:
         for profile in ("generic", "mobile", "nvidia"):
             k = _fused(core_attention(*shape), PROFILES[profile])
-            assert k.shared_memory_bytes == tiled_shared_bytes(k.params)
+            assert k.shared_memory_bytes == declared_shared_bytes(render(k))
             assert k.shared_memory_bytes <= PROFILES[profile].max_shared_memory
             assert k.local_size[0] <= PROFILES[profile].max_invocations
             assert k.params["BK"] % k.params["TX"] == 0

@@ -4,13 +4,12 @@ cooperative matrix, so its numerics are checked against onnxruntime on the H200
 (benchmarks/h200/coopmat.py check); test_attention.py runs the other attention kernels here."""
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import pytest
 
 from attention_models import causal_mask, core_attention
-from harness import spirv_val
+from harness import declared_shared_bytes, spirv_val
 
 import compiler.lower.attention as attention
 from bundles import read_bundle
@@ -101,20 +100,8 @@ def test_workgroups_and_block_keys():
     assert tiles(VARIANTS["causal-d128-b8"][0]) == (2, 32, False)
     for model, target in VARIANTS.values():
         kernel = attention_kernel(model, target)[1]
-        assert kernel.shared_memory_bytes == _declared_shared_bytes(codegen.render(kernel))
+        assert kernel.shared_memory_bytes == declared_shared_bytes(codegen.render(kernel))
         assert kernel.shared_memory_bytes <= target.max_shared_memory
-
-
-def _declared_shared_bytes(source: str) -> int:
-    """The bytes of the shared arrays a rendered kernel declares (its `const int`s evaluated)."""
-    consts = {}
-    for line in source.splitlines():
-        if line.startswith("const int "):
-            for name, value in re.findall(r"(\w+) = ([^,;]+)", line[len("const int "):]):
-                consts[name] = eval(value, {}, dict(consts))
-    arrays = re.findall(r"^shared (uvec4|float) \w+\[([^\]]+)\];", source, re.M)
-    assert arrays, "no shared arrays found"
-    return sum({"uvec4": 16, "float": 4}[t] * eval(size, {}, dict(consts)) for t, size in arrays)
 
 
 @pytest.mark.parametrize("why,model,target,precision", [

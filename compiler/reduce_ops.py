@@ -1,0 +1,8 @@
+"""The ONNX reductions, each named once: op type -> the reduction templates/reduce.comp.j2 computes.
+lower/reduce.py lowers them; passes (sink_row_selection.py) need only to know which ops they are."""
+from __future__ import annotations
+
+REDUCE_OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+              "ReduceProd": "prod", "ReduceL1": "l1", "ReduceL2": "l2",
+              "ReduceSumSquare": "sumsquare", "ReduceLogSum": "logsum",
+              "ReduceLogSumExp": "logsumexp"}
