@@ -63,6 +63,8 @@ VARIANTS = {
     # cooperative-matrix tiles and split-K aimed at 66 workgroups; K steps deepened to 12 steps
     "cw66": replace(NV, coopmat_workgroups=66),
     "ks12": replace(NV, coopmat_k_steps=12),
+    "ks3": replace(NV, coopmat_k_steps=3),
+    "ks3-cs16": replace(NV, coopmat_k_steps=3, coopmat_split_steps=16),
     "cw66-ks12": replace(NV, coopmat_workgroups=66, coopmat_k_steps=12),
     "cw132-ks12": replace(NV, coopmat_workgroups=132, coopmat_k_steps=12),
     # cooperative-matrix split-K slices of at least 16 K steps (else 4)
