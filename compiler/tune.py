@@ -27,9 +27,10 @@ CANDIDATES = {
 
 # float16 (fp16, fp16-matmul) on a device with cooperative matrices: each of the profile's
 # workgroup tiles alone (the kernel otherwise takes the largest that gives min_workgroups), the
-# other K steps, split-K slices of at least 16 steps (short products unsplit), and the other
-# depth of prefetch. On an H200 each of these won on some products and lost on others
-# (targets.py), which is what per-problem tuning is for.
+# other K steps, split-K slices of at least 16 steps (short products unsplit), the largest tile
+# kept and K split where slices keep 8 steps (deep products), and the other depth of prefetch.
+# On an H200 each of these won on some products and lost on others (targets.py), which is what
+# per-problem tuning is for.
 COOPMAT_K = (16, 32, 64, 128, 256)
 
 
@@ -39,7 +40,8 @@ def candidates(base, precision: str = "fp32") -> list[dict]:
     if precision != "fp32" and base.cooperative_matrix:
         return ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
                 + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k]
-                + [dict(coopmat_split_steps=16), dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])
+                + [dict(coopmat_split_steps=16), dict(coopmat_split_first=8),
+                   dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])
     if base.matmul not in CANDIDATES:
         raise ValueError(f"target '{base.name}' tiles its matmuls as '{base.matmul}', which has no tuning "
                          f"candidates; `vkc tune` tunes {' and '.join(sorted(CANDIDATES))} profiles.")
