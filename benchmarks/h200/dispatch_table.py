@@ -11,7 +11,8 @@ profile). Each variant is timed host to host first (Model.bench, median of 30 af
 which also brings the GPU to its clocks, then profiled (Model.profile, median of --repeat runs
 with a barrier between every two dispatches). Profiled cold, one run at a time, a ResNet-50 b32
 bundle's dispatches summed to 4x its wall time on an H200 (session 11's run4); profiled after its
-timing (profile_variants.py, session 10's run5) the same model's summed to 0.8 of it. A row: dispatches x median us = total us, then (kernel, workgroups, K step, split-K).
+timing (profile_variants.py, session 10's run5) the same model's summed to 0.8 of it.
+A row: dispatches x median us = total us, then (kernel, workgroups, K step, split-K).
 """
 from __future__ import annotations
 

@@ -164,12 +164,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
                                                           b_mode, batches, b_row_elements or N)):
         template, (params, groups, extra) = "matmul_coopmat", coop
-        # Split-K only where both operands are fetched 16 bytes at a time: on an H200 its slices
-        # summed to wrong results with 8- and 2-byte B fetches (a convolution's 7x7 pixels, an
-        # N of 20), for a reason not found yet; those matmuls run unsplit.
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
-            if params["A_VEC"] == params["B_VEC"] == 8 else (1, K)
+            if _coopmat_splits(params) else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -364,14 +361,20 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
 
 
+def _coopmat_splits(params: dict) -> bool:
+    """Whether the cooperative-matrix kernel may split K: only where both operands are fetched 16
+    bytes at a time. On an H200 its slices summed to wrong results with 8- and 2-byte B fetches (a
+    convolution's 7x7 pixels, an N of 20), for a reason not found yet; those matmuls run unsplit."""
+    return params["A_VEC"] == params["B_VEC"] == 8
+
+
 def _split_first(target, fit, K: int) -> bool:
     """Whether the largest tile (`fit`, as _coopmat_params lists them) stays and splits K
-    (target.coopmat_split_first): it has too few workgroups, both operands are fetched 16 bytes
-    at a time (what split-K needs on this kernel) and the slices that fill the device keep at
-    least coopmat_split_first K steps each."""
+    (target.coopmat_split_first): it has too few workgroups, it may split (_coopmat_splits) and
+    the slices that fill the device keep at least coopmat_split_first K steps each."""
     params, groups, _ = fit
     have, want = groups[0] * groups[1] * groups[2], coopmat_workgroups(target)
-    if have >= want or not params["A_VEC"] == params["B_VEC"] == 8:
+    if have >= want or not _coopmat_splits(params):
         return False
     return K // params["BK"] >= -(-want // have) * target.coopmat_split_first
 

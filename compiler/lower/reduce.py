@@ -11,7 +11,6 @@ from ..registry import FLOATS
 from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
-OPS = REDUCE_OPS
 # The opset from which each op takes its axes as an input instead of an attribute.
 AXES_INPUT_SINCE = {"ReduceSum": 13}
 REDUCE_LIMIT = "axes computed at run time; empty outputs"
@@ -32,7 +31,7 @@ def _reduce(node, target, axes_as_input: bool):
         if node.attrs.get("noop_with_empty_axes", 0):
             return strided_copy(node, target, x, out, contiguous_strides(x.shape))
         axes = list(range(rank))
-    return reduce_kernel(node, target, x, out, {a % rank for a in axes}, OPS[node.op_type])
+    return reduce_kernel(node, target, x, out, {a % rank for a in axes}, REDUCE_OPS[node.op_type])
 
 
 def _lanes(target, n_red: int, op: str, types) -> int:
@@ -49,7 +48,7 @@ def _lanes(target, n_red: int, op: str, types) -> int:
 
 
 def reduce_kernel(node, target, x, out, axes: set, op: str) -> list:
-    """One kernel reducing x over `axes` (a set of dims) into out with `op` (an OPS value)."""
+    """One kernel reducing x over `axes` (a set of dims) into out with `op` (a REDUCE_OPS value)."""
     rank = len(x.shape)
     if out.size == 0:
         raise CompileError(f"{node.op_type} '{node.name}' has an empty output {list(out.shape)}; "
@@ -96,5 +95,5 @@ def _register(op_type: str) -> None:
         return _reduce(node, target, axes_as_input=True)
 
 
-for _op in OPS:
+for _op in REDUCE_OPS:
     _register(_op)
