@@ -84,11 +84,6 @@ class Target:
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
     # splitk_min_steps).
     coopmat_split_steps: int = 0
-    # Where the largest cooperative-matrix tile has too few workgroups but K is deep enough that
-    # splitting it gives slices of at least this many steps, that tile stays and K splits, instead
-    # of smaller tiles (which load more per product) taking its place (0: smaller tiles first).
-    # Not yet measured: off on every profile (profile_variants.py `sf8`, a `vkc tune` candidate).
-    coopmat_split_first: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
     # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of
     # small products (H200, fp16, GPU ms: BERT-base b1 0.962 -> 0.947, GPT-2 b1 0.959 -> 0.946,

@@ -40,7 +40,7 @@ def candidates(base, precision: str = "fp32") -> list[dict]:
     if precision != "fp32" and base.cooperative_matrix:
         return ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
                 + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k]
-                + [dict(coopmat_split_steps=16), dict(coopmat_split_first=8),
+                + [dict(coopmat_split_steps=16),
                    dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])
     if base.matmul not in CANDIDATES:
         raise ValueError(f"target '{base.name}' tiles its matmuls as '{base.matmul}', which has no tuning "

@@ -3,7 +3,7 @@
 grouped: where a model's time goes, and which dispatches a variant changed.
 
     python3 benchmarks/h200/dispatch_table.py bert 1 fp16 default,cs16
-    python3 benchmarks/h200/dispatch_table.py resnet50 32 fp16 default,sf8
+    python3 benchmarks/h200/dispatch_table.py resnet50 32 fp16 default,cs16
     python3 benchmarks/h200/dispatch_table.py mobilenet_v2 1 fp32 lavapipe   # a profile name runs too
 
 Models and variants are profile_variants.py's (a name of compiler.targets.TARGETS is taken as that

@@ -64,8 +64,6 @@ VARIANTS = {
     "cw66": replace(NV, coopmat_workgroups=66),
     "ks12": replace(NV, coopmat_k_steps=12),
     "ks3": replace(NV, coopmat_k_steps=3),
-    "sf8": replace(NV, coopmat_split_first=8),
-    "sf4": replace(NV, coopmat_split_first=4),
     "ks3-cs16": replace(NV, coopmat_k_steps=3, coopmat_split_steps=16),
     "cw66-ks12": replace(NV, coopmat_workgroups=66, coopmat_k_steps=12),
     "cw132-ks12": replace(NV, coopmat_workgroups=132, coopmat_k_steps=12),

@@ -351,8 +351,6 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
                      groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
     if not fits:
         return None
-    if target.coopmat_split_first and _split_first(target, fits[0], K):
-        return fits[0]
     enough = [f for f in fits if f[1][0] * f[1][1] * f[1][2] >= coopmat_workgroups(target)]
     if not enough:
         return fits[-1]
@@ -366,17 +364,6 @@ def _coopmat_splits(params: dict) -> bool:
     bytes at a time. On an H200 its slices summed to wrong results with 8- and 2-byte B fetches (a
     convolution's 7x7 pixels, an N of 20), for a reason not found yet; those matmuls run unsplit."""
     return params["A_VEC"] == params["B_VEC"] == 8
-
-
-def _split_first(target, fit, K: int) -> bool:
-    """Whether the largest tile (`fit`, as _coopmat_params lists them) stays and splits K
-    (target.coopmat_split_first): it has too few workgroups, it may split (_coopmat_splits) and
-    the slices that fill the device keep at least coopmat_split_first K steps each."""
-    params, groups, _ = fit
-    have, want = groups[0] * groups[1] * groups[2], coopmat_workgroups(target)
-    if have >= want or not _coopmat_splits(params):
-        return False
-    return K // params["BK"] >= -(-want // have) * target.coopmat_split_first
 
 
 def _rows_last(a, M: int, K: int, strides: dict):

@@ -186,23 +186,6 @@ def test_tile_choice():
     assert tile(gemm(64, 64, 2048)) == (32, 32, True)
 
 
-def test_split_first_keeps_the_largest_tile():
-    """coopmat_split_first: a deep product whose largest tile has too few workgroups keeps that
-    tile and splits K where the slices keep that many steps (ResNet-50's last 3x3 convolutions at
-    batch 32 as a GEMM: 512 x 1568 x 4608, 52 tiles, 6 slices of 12 steps); a shallow one (BERT's
-    out-projection at batch 1) still takes smaller tiles."""
-    first = replace(NVIDIA, name="nvidia-split-first", coopmat_split_first=8)
-    def tile(model, target):
-        (k,) = coopmat_kernels(model, target)[1]
-        return k.params["BM"], k.params["BN"], k.groups[2]
-    deep = gemm(512, 1568, 4608)
-    assert tile(deep, NVIDIA)[:2] != (128, 128)
-    assert tile(deep, first) == (128, 128, 6)
-    spirv_validate(coopmat_kernels(deep, first)[0])
-    shallow = gemm(128, 768, 768)
-    assert tile(shallow, first) == tile(shallow, NVIDIA)
-
-
 def test_split_k_only_with_16_byte_fetches():
     """Split-K on the tensor cores is taken only where A and B are fetched 16 bytes at a time; with
     8- or 2-byte B fetches its sums were wrong on an H200 (matmul.py), so those run unsplit."""
