@@ -6,7 +6,8 @@ the same run (TF32 off for the float32 references).
                                                               # MatMul, Conv and attention cases vs
                                                               # onnxruntime fp32
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
-                                                              # (sweep: each workgroup tile of SWEEP)
+                                                              # (sizes N or MxNxK; sweep: each
+                                                              # workgroup tile of SWEEP)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
                                                               # (name:batch:N: min_workgroups N)
     python3 benchmarks/h200/coopmat.py ncnn-params DIR mobilenet_v2,resnet18
@@ -32,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', '..', 'tests', 
 sys.path.insert(1, os.path.join(os.path.dirname(__file__), '..', '..', 'tests'))
 import compiler  # noqa: E402
 from bundles import read_bundle  # noqa: E402
+from cublas_timing import cublas_ms  # noqa: E402
 from kernel_table import print_kernel_table  # noqa: E402
 
 TARGET = 'nvidia'
@@ -215,13 +217,15 @@ def gemm(sizes, sweep=False):
                                                          coopmat_stages=st))
                for t, k, v, st in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])] if sweep \
         else [('profile', base)]
-    for n, (label, target) in [(n, t) for n in sizes for t in targets]:
-        m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [n, n]), ('W', [n, n])], 'Y', (), [n, n])
+    for size, (label, target) in [(s, t) for s in sizes for t in targets]:
+        rows, n, depth = (int(v) for v in size.split('x')) if 'x' in size else (int(size),) * 3
+        m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [rows, depth]), ('W', [depth, n])], 'Y', (),
+                  [rows, n])
         bundle = compiler.compile_model(m, target=target, precision='fp16', io='fp16')
         coop, _ = coopmat_modules(bundle)
         g = torch.Generator().manual_seed(0)
-        x = torch.randn(n, n, generator=g).half()
-        wt = (torch.randn(n, n, generator=g) / n ** 0.5).half()
+        x = torch.randn(rows, depth, generator=g).half()
+        wt = (torch.randn(depth, n, generator=g) / depth ** 0.5).half()
         with load(bundle) as vm:
             feeds = {'X': x.numpy(), 'W': wt.numpy()}
             got = vm.run(feeds)['Y']
@@ -230,16 +234,9 @@ def gemm(sizes, sweep=False):
         xc, wc = x.cuda(), wt.cuda()
         ref = (xc.float() @ wc.float()).cpu().numpy()
         err = rel(got.astype(np.float32), ref)
-        for _ in range(3):
-            xc @ wc
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(20):
-            xc @ wc
-        end.record(); torch.cuda.synchronize()
-        t = start.elapsed_time(end) / 20 / 1e3
-        vk_tf, cu_tf = 2 * n ** 3 / k / 1e12, 2 * n ** 3 / t / 1e12
-        print(json.dumps({'gemm': n, 'tiles': label, 'kernels': coop, 'rel_l2_vs_torch_fp32': err, 'vkc_ms': k * 1e3,
+        t = cublas_ms(rows, n, depth) / 1e3
+        vk_tf, cu_tf = 2 * rows * n * depth / k / 1e12, 2 * rows * n * depth / t / 1e12
+        print(json.dumps({'gemm': size, 'tiles': label, 'kernels': coop, 'rel_l2_vs_torch_fp32': err, 'vkc_ms': k * 1e3,
                           'vkc_tflops': vk_tf, 'cublas_fp16_ms': t * 1e3, 'cublas_tflops': cu_tf,
                           'pct_of_cublas': 100 * vk_tf / cu_tf,
                           'dispatches': [(p.kernel, round(p.seconds * 1e3, 3)) for p in prof]}), flush=True)
@@ -348,7 +345,7 @@ if __name__ == '__main__':
         check()
     elif what == 'gemm':
         picks = sys.argv[4] if len(sys.argv) > 4 else ''   # `sweep 0,3`: those entries of SWEEP only
-        gemm([int(s) for s in (arg or '2048,4096,8192').split(',')],
+        gemm((arg or '2048,4096,8192').split(','),
              sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True))
     elif what == 'models':
         models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))

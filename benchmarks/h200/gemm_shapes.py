@@ -14,7 +14,6 @@ import dataclasses
 import glob
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -84,6 +83,7 @@ def run(dirs):
     from runtime_min import load
     sys.path.insert(0, os.path.dirname(__file__))
     import pipeline_stats
+    from cublas_timing import cublas_ms
     torch.backends.cuda.matmul.allow_tf32 = False
     dev, fns = pipeline_stats.open_device()
     rows = []
@@ -117,35 +117,9 @@ def run(dirs):
                     print("statistics:", stats)
         model.close()
         rows.append((m, n, k, name, gpu, err, kernels, regs))
-    cublas = {}
-    for m, n, k in sorted({r[:3] for r in rows}):
-        # the float16 shapes are cuBLAS float16 (float32 accumulation), the others float32
-        dtype = torch.float16 if (m, n, k) in FP16_SHAPES else torch.float32
-        a = torch.randn(m, k, device="cuda", dtype=dtype)
-        b = torch.randn(k, n, device="cuda", dtype=dtype)
-        # 20 products captured in one CUDA graph and replayed between the events: launched one by
-        # one, even 20 of them time PyTorch's launch at these sizes (18-37 us for 128x768x768)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                a @ b
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(20):
-                a @ b
-        graph.replay()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(20):
-            start.record()
-            graph.replay()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) / 1e3 / 20)
-        cublas[(m, n, k)] = float(np.median(times))
+    # the float16 shapes are cuBLAS float16 (float32 accumulation), the others float32
+    cublas = {(m, n, k): cublas_ms(m, n, k, "float16" if (m, n, k) in FP16_SHAPES else "float32") / 1e3
+              for m, n, k in sorted({r[:3] for r in rows})}
     print(f"{'shape':>16} {'config':>12} {'vkc us':>8} {'TFLOP/s':>8} {'cuBLAS us':>9} {'TFLOP/s':>8} "
           f"{'cuBLAS/vkc':>10}  rel err   kernels (registers)")
     for m, n, k, name, gpu, err, kernels, regs in rows:
