@@ -2,13 +2,13 @@
 LayerNorm, matmul, conv, elementwise and other. Shared by benchmarks/transformers.py (lavapipe) and
 benchmarks/h200/transformers.py (NVIDIA); needs only onnx.
 
-Attention: a dispatch whose template is named "attention*" (a fused attention kernel), or one that
-runs a node of an attention core. vkc does not fuse attention yet, so the core is found in the ONNX
-graph: every Softmax, the MatMul producing its scores (with the scale / mask Mul, Div, Add, Where
-between them, which vkc fuses into that matmul's epilogue), the scale Mul/Div on that MatMul's
-inputs (the SDPA export scales Q and K^T), and the MatMul consuming the probabilities (through a
-Where/IsNaN/Cast, the SDPA export's fully-masked-row guard). The head reshapes and transposes around
-it count as other (copies)."""
+Attention: a dispatch whose template is named "attention*" (a fused attention kernel, what vkc
+builds for every exported attention it recognizes), or one that runs a node of an attention core
+left unfused, found in the ONNX graph: every Softmax, the MatMul producing its scores (with the
+scale / mask Mul, Div, Add, Where between them, which vkc fuses into that matmul's epilogue), the
+scale Mul/Div on that MatMul's inputs (the SDPA export scales Q and K^T), and the MatMul consuming
+the probabilities (through a Where/IsNaN/Cast, the SDPA export's fully-masked-row guard). The head
+reshapes and transposes around it count as other (copies)."""
 from __future__ import annotations
 
 from collections import defaultdict

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vkc against onnxruntime CPU on the transformer fixtures (tests/models/fixtures/), in one run.
 
-    python benchmarks/transformers.py                                  # all six, 5 timed runs each
+    python benchmarks/transformers.py                                  # every fixture, 5 timed runs each
     python benchmarks/transformers.py --models bert_tiny,vit_tiny --repeat 11 --json out/tf.json
 
 For each fixture: compile with vkc (`--target`, host by default: on lavapipe the lavapipe
@@ -10,8 +10,7 @@ time vkc (`runtime_min.load(bundle).run`, inputs copied in and outputs out) and 
 (`InferenceSession.run`, CPU provider, intra-op threads = the machine's cores) on the same inputs:
 --warmup untimed runs each, then --repeat rounds that time each system once, alternating which goes
 first, so that load from other processes hits both alike. Reported: median ms, ORT/vkc (> 1: vkc
-faster), the fastest run of each (on a shared machine the runs are bimodal: preempted or not), and from `Model.profile` the share of vkc's GPU time in attention (softmax and its two
-matmuls: vkc does not fuse attention yet), LayerNorm, matmul, conv, elementwise and other kernels
+faster), the fastest run of each (on a shared machine the runs are bimodal: preempted or not), and from `Model.profile` the share of vkc's GPU time in attention (the fused attention kernels), LayerNorm, matmul, conv, elementwise and other kernels
 (benchmarks/transformer_profile.py says how dispatches are sorted).
 
 Inputs: input_ids int64 in [0, 1000); attention_mask int64, ones with the last quarter zero
@@ -40,7 +39,8 @@ import onnx
 import transformer_profile as tp
 
 FIXTURES = REPO / "tests" / "models" / "fixtures"
-MODELS = ["bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny"]
+MODELS = ["bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny",
+          "r3d_tiny"]
 _NP = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
 
 
