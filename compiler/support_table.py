@@ -105,24 +105,33 @@ def generate(results: dict | None = None) -> str:
         rule = find_rule(op, "", MAX_OPSET)
         lines.append(f"| {op} | {_opsets(op)} | {_handled_by(op)} | {rule.dtypes_text} | {rule.limits} | "
                      f"{_cases_cell(_counts(results, op))} |")
+    lines += _summary(results, ops, "## Every supported op",
+                      "Over the single-node cases of every op in the table above:")
     issue = results["issue_ops"]
+    lines += _summary(results, issue, "## The CNN-zoo and end-to-end ops",
+                      f"Over the single-node cases of {', '.join(issue)}:")
+    return "\n".join(lines + [""])
+
+
+def _summary(results: dict, ops, title: str, intro: str) -> list[str]:
+    """Totals over the cases of `ops`: passed, failed, skipped by reason, and pass rates."""
     total = {"passed": 0, "failed": 0, "skipped": 0}
-    for op in issue:
+    for op in ops:
         for k, v in _counts(results, op).items():
             total[k] += v
     n = sum(total.values())
     ran = total["passed"] + total["failed"]
     kinds: dict[str, int] = {}
     for case in results["cases"].values():
-        if case["op"] in issue and case["status"] == "skipped":
+        if case["op"] in ops and case["status"] == "skipped":
             kind = _skip_kind(case["detail"])
             kinds[kind] = kinds.get(kind, 0) + 1
     other_dtype = kinds.get(DTYPE, 0)
-    lines += [
+    return [
         "",
-        "## The CNN-zoo and end-to-end ops",
+        title,
         "",
-        f"Over the single-node cases of {', '.join(issue)}:",
+        intro,
         "",
         f"- {total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped of {n}",
         "- skipped: " + ", ".join(f"{v} for {k}"
@@ -131,9 +140,7 @@ def generate(results: dict | None = None) -> str:
         f"- passed / cases without such a dtype: "
         f"{100 * total['passed'] / max(n - other_dtype, 1):.1f}%",
         f"- passed / cases run (not skipped): {100 * total['passed'] / max(ran, 1):.1f}%",
-        "",
     ]
-    return "\n".join(lines)
 
 
 def write() -> Path:
