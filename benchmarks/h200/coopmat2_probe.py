@@ -19,7 +19,7 @@ cross an edge (C 2) or none (C 0: whole tiles only). Prints the device's coopmat
 flexible workgroup-scope shapes, then one JSON line per (size, tile), with cuBLAS fp16 timed from
 a CUDA graph of 20 products.
 """
-import json, os, subprocess, sys, tempfile
+import functools, json, os, subprocess, sys, tempfile
 
 import numpy as np
 import vulkan as vk
@@ -56,6 +56,7 @@ void main() {  // one element of C per invocation, BM x BN = the workgroup
 """
 
 
+@functools.lru_cache(maxsize=None)
 def compile_glsl(source_path: str, defines=()) -> np.ndarray:
     glslc = os.environ.get("GLSLC", "glslc")
     with tempfile.TemporaryDirectory() as d:
@@ -101,7 +102,7 @@ class Gpu:
         f12.shaderFloat16 = f12.vulkanMemoryModel = f12.vulkanMemoryModelDeviceScope = 1
         f13.subgroupSizeControl = f13.computeFullSubgroups = f13.maintenance4 = 1
         f11.pNext, f12.pNext = f12, f13
-        self.cm2, self.flexible = {}, []
+        self.cm2, self.flexible, self.owned = {}, [], []
         if coopmat2:
             # uint64s for pNext's alignment; read as uint32s: sType, pad, pNext (2), the booleans.
             raw = ffi.new("uint64_t[6]")
@@ -170,6 +171,7 @@ class Gpu:
         mem = vk.vkAllocateMemory(self.device, new("VkMemoryAllocateInfo", sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                                    allocationSize=req.size, memoryTypeIndex=t), None)
         vk.vkBindBufferMemory(self.device, buf, mem, 0)
+        self.owned += [(vk.vkFreeMemory, mem), (vk.vkDestroyBuffer, buf)]
         mapped = np.frombuffer(vk.vkMapMemory(self.device, mem, 0, size, 0), dtype=np.uint8, count=size) if host else None
         return buf, mapped
 
@@ -216,6 +218,7 @@ class Gpu:
         info = new("VkComputePipelineCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
                    stage=stage[0], layout=layout)
         pipe = vk.vkCreateComputePipelines(self.device, vk.VK_NULL_HANDLE, 1, info, None)[0]
+        vk.vkDestroyShaderModule(self.device, shader, None)
         sizes = ffi.new("VkDescriptorPoolSize[1]")
         sizes[0].type, sizes[0].descriptorCount = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, n_buffers
         dpool = vk.vkCreateDescriptorPool(self.device, new(
@@ -224,7 +227,16 @@ class Gpu:
         dset = vk.vkAllocateDescriptorSets(self.device, new(
             "VkDescriptorSetAllocateInfo", sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, descriptorPool=dpool,
             descriptorSetCount=1, pSetLayouts=dsls))[0]
+        self.owned += [(vk.vkDestroyDescriptorSetLayout, dsl), (vk.vkDestroyPipelineLayout, layout),
+                       (vk.vkDestroyPipeline, pipe), (vk.vkDestroyDescriptorPool, dpool)]
         return pipe, layout, dset
+
+    def release(self):
+        """Destroy what buffer() and pipeline() made since the last release, newest first."""
+        vk.vkDeviceWaitIdle(self.device)
+        while self.owned:
+            destroy, handle = self.owned.pop()
+            destroy(self.device, handle, None)
 
     def bind(self, dset, buffers):
         infos = ffi.new("VkDescriptorBufferInfo[]", len(buffers))
@@ -266,6 +278,7 @@ def run(gpu, shape, tile, code, reps):
     gpu.submit(lambda cmd: vk.lib.vkCmdCopyBuffer(cmd, stage, bufs[2], 1, region))
     qp = vk.vkCreateQueryPool(gpu.device, new("VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                               queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+    gpu.owned.append((vk.vkDestroyQueryPool, qp))
     groups = ((n + bn - 1) // bn, (m + bm - 1) // bm)
 
     def record(cmd, count):
@@ -329,6 +342,8 @@ def main(argv):
                 r = run(gpu, shape, tile, code, reps=3 if plain else 20)
             except Exception as e:  # a tile the device refuses: say so and go on
                 r = dict(error=f"{type(e).__name__}: {e}")
+            finally:
+                gpu.release()
             if cu and "tflops" in r:
                 r.update(cublas_ms=cu, cublas_tflops=2 * np.prod(shape, dtype=float) / (cu * 1e-3) / 1e12,
                          pct_of_cublas=100 * cu / r["ms"])
