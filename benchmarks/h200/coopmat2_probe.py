@@ -5,7 +5,8 @@ A probe, not part of the compiler or runtime: vkc's shader toolchain (cmeel-glsl
 pip) cannot compile GL_NV_cooperative_matrix2, and the `vulkan` package's headers predate the
 extension. So this script compiles its one kernel (coopmat2_gemm.comp beside it: workgroup-scope
 matrices loaded through tensor layouts, the driver staging them) with the glslc named by $GLSLC
-(glslang >= 15; Debian 13's glslc 2025.2 has it), creates its own device with the extension's
+(glslang >= 15: Debian 13's glslc 2025.2, which fetch_glslc_trixie.sh downloads and setup.sh
+unpacks, setting GLSLC), creates its own device with the extension's
 features chained in as raw bytes, times C = A x B (float16, float32 accumulation) with
 timestamps, checks rows of C against numpy, and times torch (cuBLAS) fp16 in the same process.
 
