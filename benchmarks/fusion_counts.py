@@ -67,9 +67,8 @@ def row(name: str, target: str) -> list[str]:
             cells[mode] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
         print(f"  ({name} {mode}: {time.time() - start:.1f} s)", file=sys.stderr, flush=True)
     f, u = cells["fused"], cells["unfused"]
-    ok = isinstance(f, dict)
-    return [name, str(f["kernels"]) if ok else f, str(u["kernels"]) if isinstance(u, dict) else u,
-            str(f["attention"]) if ok else "", str(f["layernorm"]) if ok else ""]
+    cell = lambda c, key, error: str(c[key]) if isinstance(c, dict) else error  # noqa: E731
+    return [name, cell(f, "kernels", f), cell(u, "kernels", u), cell(f, "attention", ""), cell(f, "layernorm", "")]
 
 
 def main() -> int:

@@ -25,8 +25,12 @@ import functools, json, os, subprocess, sys, tempfile
 import numpy as np
 import vulkan as vk
 
-ffi = vk.ffi
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", ".."))
+from runtime_min.device import new as new_struct  # noqa: E402
+
+ffi = vk.ffi
+new = functools.partial(new_struct, ffi)  # a zeroed `ctype*` with fields set
 # VkPhysicalDeviceCooperativeMatrix2FeaturesNV: sType, pNext, then these VkBool32s (vulkan_core.h).
 CM2_STYPE = 1000593000
 CM2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
@@ -67,13 +71,6 @@ def compile_glsl(source_path: str, defines=()) -> np.ndarray:
         if r.returncode:
             raise RuntimeError(f"{glslc} failed on {source_path}:\n{r.stderr}")
         return np.fromfile(out, dtype="<u4")
-
-
-def new(ctype, **fields):
-    p = ffi.new(ctype + "*")
-    for k, v in fields.items():
-        setattr(p, k, v)
-    return p
 
 
 class Gpu:
