@@ -255,6 +255,33 @@ def barrier(cmd):
                                 1, mb, 0, ffi.NULL, 0, ffi.NULL)
 
 
+def timer(gpu, pipe, layout, dset, groups):
+    """(record(cmd, count): `count` dispatches of the pipeline over `groups` (x, y) between two
+    timestamps; last_ms(count): milliseconds per dispatch of the last such recording submitted)."""
+    qp = vk.vkCreateQueryPool(gpu.device, new("VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                              queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+    gpu.owned.append((vk.vkDestroyQueryPool, qp))
+
+    def record(cmd, count):
+        vk.lib.vkCmdResetQueryPool(cmd, qp, 0, 2)
+        vk.lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+        vk.lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1,
+                                       ffi.new("VkDescriptorSet[1]", [dset]), 0, ffi.NULL)
+        vk.lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0)
+        for _ in range(count):
+            vk.lib.vkCmdDispatch(cmd, groups[0], groups[1], 1)
+            barrier(cmd)
+        vk.lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
+
+    def last_ms(count):
+        stamps = ffi.new("uint64_t[2]")
+        vk.lib.vkGetQueryPoolResults(gpu.device, qp, 0, 2, 16, stamps, 8,
+                                     vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        return (stamps[1] - stamps[0]) * gpu.period_ns / 1e6 / count
+
+    return record, last_ms
+
+
 def run(gpu, shape, tile, code, reps):
     m, n, k = shape
     bm, bn, bk, threads = tile
@@ -274,22 +301,7 @@ def run(gpu, shape, tile, code, reps):
     region[0].size = sizes[2]
     mapped[:] = 0xFF  # NaN poison: an unwritten element of C shows
     gpu.submit(lambda cmd: vk.lib.vkCmdCopyBuffer(cmd, stage, bufs[2], 1, region))
-    qp = vk.vkCreateQueryPool(gpu.device, new("VkQueryPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                                              queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
-    gpu.owned.append((vk.vkDestroyQueryPool, qp))
-    groups = ((n + bn - 1) // bn, (m + bm - 1) // bm)
-
-    def record(cmd, count):
-        vk.lib.vkCmdResetQueryPool(cmd, qp, 0, 2)
-        vk.lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
-        vk.lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1,
-                                       ffi.new("VkDescriptorSet[1]", [dset]), 0, ffi.NULL)
-        vk.lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0)
-        for _ in range(count):
-            vk.lib.vkCmdDispatch(cmd, groups[0], groups[1], 1)
-            barrier(cmd)
-        vk.lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1)
-
+    record, last_ms = timer(gpu, pipe, layout, dset, ((n + bn - 1) // bn, (m + bm - 1) // bm))
     gpu.submit(lambda cmd: record(cmd, 1))
     gpu.submit(lambda cmd: (barrier(cmd), vk.lib.vkCmdCopyBuffer(cmd, bufs[2], stage, 1, region)))
     c = mapped[:sizes[2]].view(np.float16).reshape(m, n).astype(np.float32)
@@ -299,10 +311,7 @@ def run(gpu, shape, tile, code, reps):
     unwritten = int(np.isnan(c).sum())
     gpu.submit(lambda cmd: record(cmd, 3))  # warm
     gpu.submit(lambda cmd: record(cmd, reps))
-    stamps = ffi.new("uint64_t[2]")
-    vk.lib.vkGetQueryPoolResults(gpu.device, qp, 0, 2, 16, stamps, 8,
-                                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
-    ms = (stamps[1] - stamps[0]) * gpu.period_ns / 1e6 / reps
+    ms = last_ms(reps)
     return dict(ms=ms, tflops=2 * m * n * k / (ms * 1e-3) / 1e12, rel_l2_rows=err, unwritten=unwritten)
 
 
