@@ -41,6 +41,7 @@ OP_TYPE_IMAGE, OP_TYPE_SAMPLED_IMAGE, DIM_BUFFER = 25, 27, 5
 OP_CONSTANT, OP_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_TRUE, OP_SPEC_CONSTANT_FALSE = 43, 44, 48, 49
 OP_SPEC_CONSTANT, OP_SPEC_CONSTANT_COMPOSITE, OP_SPEC_CONSTANT_OP, OP_VARIABLE, OP_DECORATE = 50, 51, 52, 59, 71
 OP_MEMBER_DECORATE = 72
+OP_TYPE_COOPERATIVE_MATRIX, SCOPE_WORKGROUP = 4456, 2
 GL_COMPUTE = 5
 MODE_LOCAL_SIZE, MODE_LOCAL_SIZE_ID = 17, 38
 DEC_SPEC_ID, DEC_BLOCK, DEC_BUFFER_BLOCK, DEC_BUILTIN, DEC_BINDING, DEC_SET = 1, 2, 3, 11, 33, 34
@@ -54,6 +55,7 @@ DESCRIPTOR_CLASSES = {SC_UNIFORM_CONSTANT: "UniformConstant (an image or sampler
 
 # Capabilities a compute kernel may declare, and the device feature each needs (beyond Vulkan 1.0
 # core `Shader`). Names are VkPhysicalDevice*Features fields; reported by `device_requirements`.
+CM2 = "VkPhysicalDeviceCooperativeMatrix2FeaturesNV."
 CAPABILITIES = {
     1: ("Shader", None), 9: ("Float16", "VkPhysicalDeviceVulkan12Features.shaderFloat16"),
     10: ("Float64", "VkPhysicalDeviceFeatures.shaderFloat64"),
@@ -79,7 +81,22 @@ CAPABILITIES = {
     6018: ("DotProductInput4x8BitPacked", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
     6019: ("DotProduct", "VkPhysicalDeviceVulkan13Features.shaderIntegerDotProduct"),
     6022: ("CooperativeMatrixKHR", "VkPhysicalDeviceCooperativeMatrixFeaturesKHR.cooperativeMatrix"),
+    # Not emitted by vkc's kernels; known so that a runtime can name what a module needs.
+    0: ("Matrix", None), 4441: ("VariablePointersStorageBuffer", "VkPhysicalDeviceVulkan11Features.variablePointersStorageBuffer"),
+    4442: ("VariablePointers", "VkPhysicalDeviceVulkan11Features.variablePointers"),
+    5347: ("PhysicalStorageBufferAddresses", "VkPhysicalDeviceVulkan12Features.bufferDeviceAddress"),
+    5357: ("CooperativeMatrixNV", "VkPhysicalDeviceCooperativeMatrixFeaturesNV.cooperativeMatrix"),
+    # VK_NV_cooperative_matrix2
+    5430: ("CooperativeMatrixReductionsNV", CM2 + "cooperativeMatrixReductions"),
+    5431: ("CooperativeMatrixConversionsNV", CM2 + "cooperativeMatrixConversions"),
+    5432: ("CooperativeMatrixPerElementOperationsNV", CM2 + "cooperativeMatrixPerElementOperations"),
+    5433: ("CooperativeMatrixTensorAddressingNV", CM2 + "cooperativeMatrixTensorAddressing"),
+    5434: ("CooperativeMatrixBlockLoadsNV", CM2 + "cooperativeMatrixBlockLoads"),
+    5439: ("TensorAddressingNV", CM2 + "cooperativeMatrixTensorAddressing"),
 }
+# What cooperative matrices at workgroup scope need beyond their capabilities (they have none of
+# their own): the scope, and shapes past the device's fixed list (multiples of its granularities).
+WORKGROUP_MATRIX_FEATURES = (CM2 + "cooperativeMatrixWorkgroupScope", CM2 + "cooperativeMatrixFlexibleDimensions")
 
 
 _M32 = 0xFFFFFFFF
@@ -148,6 +165,7 @@ class Module:
         self.member_decorations: dict[int, dict[int, set[int]]] = {}  # struct id -> {member: {decoration}}
         self.defs: dict[int, tuple[int, list[int]]] = {}         # result id -> (opcode, operands after it)
         self.variables: list[tuple[int, int, int]] = []          # (pointer type id, id, storage class)
+        self.matrix_scopes: list[int] = []                       # scope ids of cooperative-matrix types
         i, n = HEADER_WORDS, len(words)
         while i < n:
             count, op = words[i] >> 16, words[i] & 0xFFFF
@@ -176,6 +194,25 @@ class Module:
                 self.defs[ops[1]] = (op, [ops[0], *ops[2:]])     # (type, operands...)
             elif op == OP_VARIABLE and len(ops) >= 3:
                 self.variables.append((ops[0], ops[1], ops[2]))
+            elif op == OP_TYPE_COOPERATIVE_MATRIX and len(ops) >= 3:
+                self.matrix_scopes.append(ops[2])
+
+    def feature_needs(self, bare: bool = False) -> list[tuple[str, str]]:
+        """(need, why) for each device feature its capabilities and workgroup-scope cooperative
+        matrices need, need as CAPABILITIES names it ("Vk...Features.field" or "subgroup:OPERATION";
+        bare: the field alone), or "unknown" for a capability this reader does not know."""
+        out = []
+        for cap in sorted(set(self.capabilities)):
+            name, need = CAPABILITIES.get(cap, (str(cap), "unknown"))
+            if need:
+                out.append((need, f"SPIR-V capability {name}"))
+        if any(self.constant(s, {}) == SCOPE_WORKGROUP for s in self.matrix_scopes):
+            out += [(need, "workgroup-scope cooperative matrices") for need in WORKGROUP_MATRIX_FEATURES]
+        return [(need.split(".")[-1], why) for need, why in out] if bare else out
+
+    def needs(self) -> set[str]:
+        """The device features (qualified, or "subgroup:OPERATION") it needs, the unknown left out."""
+        return {need for need, _ in self.feature_needs() if need != "unknown"}
 
     # constants, resolved under one kernel's specialization (SpecId -> value bits)
     def constant(self, cid: int, spec: dict[int, int], depth: int = 0) -> int | None:
@@ -394,6 +431,8 @@ SPIRV_EXTENSIONS = {
     "SPV_KHR_integer_dot_product": ((1, 3), "VK_KHR_shader_integer_dot_product"),
     "SPV_KHR_cooperative_matrix": (None, "VK_KHR_cooperative_matrix"),
     "SPV_NV_cooperative_matrix": (None, "VK_NV_cooperative_matrix"),
+    "SPV_NV_cooperative_matrix2": (None, "VK_NV_cooperative_matrix2"),
+    "SPV_NV_tensor_addressing": (None, "VK_NV_cooperative_matrix2"),
 }
 
 
@@ -418,8 +457,7 @@ def capability_features(modules) -> list[str]:
     """The device features (bare VkPhysicalDevice*Features field names, such as shaderInt64) that
     the capabilities of these SPIR-V modules (bytes) need enabled; what `requirements.features`
     lists. Subgroup operations are properties the runtime compares, not features it enables."""
-    caps = {c for data in modules for c in Module(data).capabilities}
-    needs = {CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]}
+    needs = set().union(*(Module(data).needs() for data in modules))
     return sorted(n.split(".")[-1] for n in needs if not n.startswith("subgroup:"))
 
 
@@ -440,7 +478,7 @@ def _requirements(m: dict, spirv: list) -> dict:
     req, mem, tensors = m["requirements"], m["memory"], m["tensors"]
     parsed = [Module(s) for s in spirv]
     caps = sorted({c for p in parsed for c in p.capabilities})
-    features = sorted({CAPABILITIES[c][1] for c in caps if c in CAPABILITIES and CAPABILITIES[c][1]})
+    features = sorted(set().union(*(p.needs() for p in parsed)))
     # requirements.features (format 1.1) names what the capabilities imply, and possibly more.
     features += sorted(set(req.get("features", [])) - {f.split(".")[-1] for f in features})
     io = [tensors[x["tensor"]]["nbytes"] for x in m["inputs"] + m["outputs"]]

@@ -141,11 +141,47 @@ def toolchain() -> Toolchain:
                      spirv_opt=spirv_tool("spirv-opt"))
 
 
+# GLSL extensions pip's glslang (13.1.1) cannot compile: kernels enabling one are compiled by the
+# glslc that VKC_COOPMAT2_GLSLC names (glslang >= 15: shaderc 2025.2 or newer).
+NEWER_GLSL = ("GL_NV_cooperative_matrix2",)
+NEWER_GLSL_HINT = ("VK_NV_cooperative_matrix2 kernels need glslang >= 15, which pip does not have yet: "
+                   "install glslc from shaderc 2025.2 or newer (Debian 13: apt install glslc; or the Vulkan "
+                   "SDK) and set VKC_COOPMAT2_GLSLC=/path/to/glslc")
+
+
+@lru_cache(maxsize=1)
+def newer_toolchain() -> Toolchain | None:
+    """The glslc of VKC_COOPMAT2_GLSLC (a path or a command line, such as a wrapper that runs it
+    with its own C library), for the kernels enabling NEWER_GLSL; None where unset."""
+    command = os.environ.get("VKC_COOPMAT2_GLSLC")
+    if not command:
+        return None
+    path = shutil.which(command)
+    if path is None:
+        raise CompileError(f"VKC_COOPMAT2_GLSLC={command!r} is not an executable; {NEWER_GLSL_HINT}")
+    proc = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"glslang (\d+)", proc.stdout)
+    if proc.returncode or not found or int(found.group(1)) < 15:
+        raise CompileError(f"VKC_COOPMAT2_GLSLC={command!r} is not a glslc with glslang >= 15 (it says "
+                           f"{(proc.stdout or proc.stderr).strip()[:200]!r}); {NEWER_GLSL_HINT}")
+    return Toolchain(f"{path}\0{proc.stdout}", glslc=Tool(path))
+
+
+def toolchain_for(source: str) -> Toolchain:
+    """The toolchain compiling this kernel: pip's, or newer_toolchain() where it needs NEWER_GLSL."""
+    if not any(e in NEWER_GLSL for e in _EXTENSION.findall(source)):
+        return toolchain()
+    newer = newer_toolchain()
+    if newer is None:
+        raise CompileError(NEWER_GLSL_HINT)
+    return newer
+
+
 # Extensions whose SPIR-V needs a newer environment than TARGET_ENV: a kernel gets the oldest
 # environment its source allows. Cooperative matrices compile for Vulkan 1.1 too, but their
 # scopes need GL_KHR_memory_scope_semantics, i.e. the Vulkan memory model, core (the
 # vulkanMemoryModel feature of VkPhysicalDeviceVulkan12Features) from Vulkan 1.2 on.
-EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.2"}
+EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.2", "GL_NV_cooperative_matrix2": "vulkan1.3"}
 _EXTENSION = re.compile(r"^[ \t]*#[ \t]*extension[ \t]+(\w+)", re.MULTILINE)
 
 
@@ -161,7 +197,7 @@ def target_env_for(source: str) -> str:
 def compile_glsl(source: str, name: str = "kernel", target_env: str | None = None) -> bytes:
     """SPIR-V for a GLSL compute shader (for `target_env`, by default `target_env_for(source)`);
     memoized in-process and on disk by the hash of source, environment and toolchain."""
-    tc = toolchain()
+    tc = toolchain_for(source)
     env = target_env or target_env_for(source)
     key = hashlib.sha256(f"{tc.identity}\0{env}\0{source}".encode()).hexdigest()
     cache = _spirv_cache()
@@ -192,6 +228,8 @@ def module_name(kernel: Kernel) -> str:
                   f"a{p['A_MAJOR']}{p['A_VEC']}", f"b{p['B_MAJOR']}{p['B_VEC']}"]
         if p["b_mode"] == "im2col":
             parts.append("im2col")
+    if kernel.template == "matmul_coopmat2":
+        parts += [f"{p['BM']}x{p['BN']}x{p['BK']}x{p['THREADS']}u{p['UNROLL']}", f"b{p['B_MAJOR']}"]
     if kernel.template == "matmul_register":
         parts += [p["b_mode"], f"{p['TM']}x{p['TN']}x{p['VEC']}"]
     if kernel.template == "pool":

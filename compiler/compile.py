@@ -74,6 +74,16 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
+    proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
+                                             precision=precision, io=io, keep_fp32=keep_fp32)
+    plan = plan_memory(kernels, graph.inputs, graph.outputs)
+    digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
+    return assemble_parts(graph, kernels, plan, tgt, digest), kernels
+
+
+def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=()):
+    """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
+    plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
@@ -86,7 +96,4 @@ def _compile(model, input_shapes, target, precision, io, keep_fp32) -> tuple[Par
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)
-    kernels = lower_graph(graph, tgt)
-    plan = plan_memory(kernels, graph.inputs, graph.outputs)
-    digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
-    return assemble_parts(graph, kernels, plan, tgt, digest), kernels
+    return proto, graph, tgt, lower_graph(graph, tgt)

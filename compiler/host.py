@@ -9,8 +9,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from bundles.dtypes import COMPONENT_TYPES
 from bundles.manifest import device_type
 from runtime_min import choose_device, load
+from runtime_min.device import _instance, _release_instance
 
 from .targets import TARGETS, Target, get_target
 from .tuning_cache import load_tuning
@@ -31,8 +33,45 @@ def host_target(device=None) -> Target:
                    max_invocations=min(base.max_invocations, dev.max_workgroup_invocations),
                    subgroup_size=dev.subgroup_size or base.subgroup_size,
                    max_texel_elements=dev.max_texel_buffer_elements,
-                   cooperative_matrix=dev.cooperative_matrix,
+                   cooperative_matrix=dev.cooperative_matrix, coopmat2=coopmat2_shapes(dev),
                    tuned=load_tuning(dev.name))
+
+
+# What templates/matmul_coopmat2.comp.j2 uses of VK_NV_cooperative_matrix2.
+COOPMAT2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                     "cooperativeMatrixTensorAddressing")
+
+
+def coopmat2_shapes(dev) -> tuple:
+    """The device's workgroup-scope float16 x float16 -> float32 VK_NV_cooperative_matrix2 shapes,
+    (M, N, K granularity, workgroup invocations) as Target.coopmat2 holds them, where it has what
+    matmul_coopmat2 uses; else (). vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
+    is called raw: the `vulkan` package predates its 56-byte struct (sType, pNext, then M, N and K
+    granularity, A, B, C and result component types, saturating, scope, invocations)."""
+    if ("VK_NV_cooperative_matrix2" not in dev.all_extensions or dev.api_version < (1, 3)
+            or not set(COOPMAT2_FEATURES) <= dev.all_features):
+        return ()
+    inst = _instance(False)
+    try:
+        vk, name = inst.vk, b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
+        ffi, fn = vk.ffi, vk.lib.vkGetInstanceProcAddr(inst.handle, name)
+        if fn == vk.ffi.NULL:
+            return ()
+        call = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", fn)
+        pdev, count = inst.physical_devices()[dev.index], ffi.new("uint32_t*")
+        if call(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
+            return ()
+        words = ffi.new("uint32_t[]", 14 * count[0])
+        for i in range(count[0]):
+            words[14 * i] = 1000593001  # VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
+        if call(pdev, count, words) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
+            return ()
+    finally:
+        _release_instance(inst)
+    rows = [[words[14 * i + 4 + j] for j in range(10)] for i in range(count[0])]
+    types = lambda r: tuple(COMPONENT_TYPES.get(t) for t in r[3:7])  # noqa: E731
+    return tuple(tuple(r[:3]) + (r[9],) for r in rows
+                 if types(r) == ("float16", "float16", "float32", "float32") and not r[7] and r[8] == 2)
 
 
 def resolve_target(name: "str | Target", device=None) -> Target:

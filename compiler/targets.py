@@ -89,6 +89,16 @@ class Target:
     # small products (H200, fp16, GPU ms: BERT-base b1 0.962 -> 0.947, GPT-2 b1 0.959 -> 0.946,
     # ResNet-50 b1 0.780 -> 0.774; 8, the larger tiles too, gained nothing more).
     coopmat_deep_prefetch: int = 0
+    # VK_NV_cooperative_matrix2: the workgroup-scope float16 x float16 -> float32 shapes the device
+    # allows (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) as (M, N, K
+    # granularity, workgroup invocations): a workgroup of that many invocations may hold any
+    # multiple of them. Empty: no coopmat2.
+    coopmat2: tuple = ()
+    # The workgroup tile of templates/matmul_coopmat2.comp.j2, (BM, BN, BK, invocations, K steps a
+    # loop iteration), or () for the subgroup-scope kernel (matmul_coopmat). No profile sets it:
+    # on an H200 it wins at some problems and loses at others (benchmarks/RESULTS.md, sessions 12
+    # and 13), so `vkc tune` measures it per problem where the profile lists coopmat2 shapes.
+    coopmat2_tile: tuple = ()
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
     # Workgroup reductions (LayerNorm's statistics) add within each subgroup first
@@ -127,6 +137,10 @@ NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
     + [(16, n, 32, t, t, acc, acc) for n in (16, 8) for t, acc in (("uint8", "uint32"), ("int8", "int32"))]
     + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")])
 
+# What an H200 (driver 580.159) lists for VK_NV_cooperative_matrix2 at workgroup scope, float16 x
+# float16 -> float32: (M, N, K granularity, invocations) (read by benchmarks/h200/coopmat2_probe.py).
+NVIDIA_H200_COOPMAT2 = ((16, 16, 16, 32), (16, 16, 16, 64), (32, 16, 16, 128), (32, 32, 16, 256))
+
 TARGETS = {
     "generic": Target("generic"),
     # ARM Mali, Qualcomm Adreno, Imagination PowerVR, Samsung Xclipse.
@@ -149,7 +163,8 @@ TARGETS = {
                      splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
-                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4),
+                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4,
+                     coopmat2=NVIDIA_H200_COOPMAT2),
 }
 
 # What `vkc compile` and compile_model build without a target: the profiles of common devices, best

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .codegen import NEWER_GLSL_HINT, newer_toolchain
 from .compile import compile_with_kernels
+from .lower.matmul import coopmat2_fits
 from .host import resolve_target, time_dispatches
 from .tuning_cache import store_tuning
 
@@ -32,16 +34,31 @@ CANDIDATES = {
 # On an H200 each of these won on some products and lost on others (targets.py), which is what
 # per-problem tuning is for.
 COOPMAT_K = (16, 32, 64, 128, 256)
+# VK_NV_cooperative_matrix2 workgroup tiles (BM, BN, BK, invocations, K steps a loop iteration),
+# where the profile lists its shapes and VKC_COOPMAT2_GLSLC names a compiler for it: on an H200
+# each of these was the fastest at some product of BERT, ViT or ResNet-50 (benchmarks/RESULTS.md,
+# sessions 12 and 13), 128x256 on large ones, 32x64 on BERT's 128x768x768; the 128x256 tile with
+# one K step a loop iteration and with eight, as their times at 8192^3 swapped between runs (293
+# and 63 TFLOP/s in one, 292 and 320 in another): the tuner measures, per problem, on the device.
+COOPMAT2_TILES = ((128, 256, 32, 256, 1), (128, 256, 32, 256, 8), (128, 128, 32, 256, 1),
+                  (64, 128, 32, 128, 8), (64, 64, 32, 128, 8), (32, 64, 32, 128, 8))
 
 
-def candidates(base, precision: str = "fp32") -> list[dict]:
+def candidates(base, precision: str = "fp32", log=print) -> list[dict]:
     """The Target fields each candidate overrides: cooperative-matrix tiles for float16 on a
-    profile that lists cooperative-matrix shapes, else the profile's matmul kind's tiles."""
+    profile that lists cooperative-matrix shapes (and coopmat2's workgroup tiles where it lists
+    those and their compiler is set up), else the profile's matmul kind's tiles."""
     if precision != "fp32" and base.cooperative_matrix:
-        return ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
-                + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k]
-                + [dict(coopmat_split_steps=16),
-                   dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])
+        out = ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles]
+               + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k]
+               + [dict(coopmat_split_steps=16),
+                  dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])
+        tiles = [t for t in COOPMAT2_TILES if coopmat2_fits(base, t)]
+        if tiles and newer_toolchain() is None:
+            log(f"not trying VK_NV_cooperative_matrix2 tiles: {NEWER_GLSL_HINT}")
+        elif tiles:
+            out += [dict(coopmat2_tile=t) for t in tiles]
+        return out
     if base.matmul not in CANDIDATES:
         raise ValueError(f"target '{base.name}' tiles its matmuls as '{base.matmul}', which has no tuning "
                          f"candidates; `vkc tune` tunes {' and '.join(sorted(CANDIDATES))} profiles.")
@@ -54,7 +71,7 @@ def tune(model, *, target: str = "host", device=None, input_shapes=None, precisi
     base = replace(resolve_target(target, device), tuned=())
     best: dict[str, tuple[float, dict]] = {}
     device_name = None
-    for fields in candidates(base, precision):
+    for fields in candidates(base, precision, log):
         # Each candidate's tile as it is (exact_tile), as a tuned problem will get it.
         bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes, precision=precision,
                                                target=replace(base, **fields, exact_tile=True))

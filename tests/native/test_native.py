@@ -490,20 +490,98 @@ def test_variants_soak_switches_shapes(build, variant_bundles):
     assert int(f[f.index("rss_end_kb") + 1]) - int(f[f.index("rss_start_kb") + 1]) < 4096, r.stdout
 
 
+def _matmul(n):
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in "ab"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, n])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _workgroup_scope(spirv: bytes) -> bytes:
+    """The module with its cooperative matrices' scope constant set to Workgroup (2), as
+    VK_NV_cooperative_matrix2 kernels declare them (never run: only read for what a device lacks)."""
+    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    at = [5]
+    while at[-1] < len(words):
+        at.append(at[-1] + (words[at[-1]] >> 16))
+    at.pop()
+    scopes = {words[i + 3] for i in at if words[i] & 0xFFFF == 4456}  # OpTypeCooperativeMatrixKHR
+    for i in at:
+        if words[i] & 0xFFFF == 43 and words[i + 2] in scopes:  # OpConstant type, result, value
+            words[i + 3] = 2
+    return struct.pack(f"<{len(words)}I", *words)
+
+
+def _rebuilt(path, out, manifest_edit=None, spirv_edit=None):
+    """The bundle at `path` with its manifest and modules edited, written to `out`."""
+    import json
+
+    from bundles import read_bundle
+    from test_fuzz import assemble
+    with read_bundle(str(path)) as b:
+        m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
+    if manifest_edit:
+        manifest_edit(m)
+    mods = [spirv_edit(x) for x in mods] if spirv_edit else mods
+    out.write_bytes(assemble([(1, 8, json.dumps(m).encode())] + [(2, 16, x) for x in mods] + [(3, 4096, weights)]))
+    return out
+
+
 def test_cooperative_matrix_bundle_refused_by_name(build, tmp_path):
     """A float16 bundle for the nvidia profile (tensor-core GEMM) on a device without
-    VK_KHR_cooperative_matrix (lavapipe): refused, naming the extension and the feature."""
+    VK_KHR_cooperative_matrix (lavapipe): refused, naming the extension and the feature. The same
+    bundle with its matrices at Workgroup scope (requirements.features not listing what that needs):
+    both runtimes name the two features it needs, read from the SPIR-V."""
     from compiler import compile_model
-    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [32, 32]) for n in "ab"],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [32, 32])])
+    from runtime_min import VkcRuntimeError, load
     bundle = tmp_path / "coopmat.vkb"
-    bundle.write_bytes(compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
-                                     target="nvidia", precision="fp16"))
+    bundle.write_bytes(compile_model(_matmul(32), target="nvidia", precision="fp16"))
     zeros = np.zeros((32, 32), np.float32)
     r = vkcrun(build, bundle, {"a": zeros, "b": zeros}, tmp_path)
     assert r.returncode == 2, r.stderr
     assert "lacks: extension VK_KHR_cooperative_matrix" in r.stderr and "feature cooperativeMatrix" in r.stderr, r.stderr
+    assert "workgroup-scope" not in r.stderr, r.stderr
+    wg = _rebuilt(bundle, tmp_path / "workgroup.vkb", spirv_edit=_workgroup_scope)
+    r = vkcrun(build, wg, {"a": zeros, "b": zeros}, tmp_path)
+    with pytest.raises(VkcRuntimeError) as e:
+        load(str(wg))
+    assert r.returncode == 2, r.stderr
+    for f in ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions"):
+        assert f"feature {f} (workgroup-scope cooperative matrices, module " in r.stderr, r.stderr
+        assert f"feature {f} (workgroup-scope cooperative matrices, module " in str(e.value), e.value
+
+
+@pytest.mark.skipif(not os.environ.get("VKC_COOPMAT2_GLSLC"),
+                    reason="VKC_COOPMAT2_GLSLC unset: no glslang >= 15 to compile coopmat2 kernels (.ci/newer_glslc.sh)")
+def test_coopmat2_bundle_refused_by_name(build, tmp_path):
+    """A VK_NV_cooperative_matrix2 GEMM (templates/matmul_coopmat2.comp.j2) on lavapipe: refused for
+    the extension; with requirements.features and .extensions emptied (so the message is what the
+    SPIR-V needs alone), each of its capabilities, SPIR-V extensions and workgroup-scope features is
+    named, none unknown."""
+    from dataclasses import replace
+
+    from compiler import compile_model
+    from compiler.targets import TARGETS
+    target = replace(TARGETS["nvidia"], name="nvidia-coopmat2", coopmat2_tile=(128, 128, 32, 256, 8))
+    bundle = tmp_path / "coopmat2.vkb"
+    bundle.write_bytes(compile_model(_matmul(256), target=target, precision="fp16"))
+    zeros = np.zeros((256, 256), np.float32)
+    r = vkcrun(build, bundle, {"a": zeros, "b": zeros}, tmp_path)
+    assert r.returncode == 2 and "extension VK_NV_cooperative_matrix2" in r.stderr, r.stderr
+    # a feature the SPIR-V needs is named once, for the SPIR-V, as runtime_min does: the whole list fits
+    assert "(requirements.features)" not in r.stderr, r.stderr
+    assert "feature cooperativeMatrixFlexibleDimensions (workgroup-scope cooperative matrices" in r.stderr, r.stderr
+    bare = _rebuilt(bundle, tmp_path / "bare.vkb",
+                    manifest_edit=lambda m: m["requirements"].update(features=[], extensions=[]))
+    r = vkcrun(build, bare, {"a": zeros, "b": zeros}, tmp_path)
+    assert r.returncode == 2 and "does not know" not in r.stderr, r.stderr
+    for phrase in ("feature cooperativeMatrixTensorAddressing (SPIR-V capability 5433",
+                   "feature cooperativeMatrixTensorAddressing (SPIR-V capability 5439",
+                   "feature cooperativeMatrixWorkgroupScope (workgroup-scope cooperative matrices",
+                   "feature cooperativeMatrixFlexibleDimensions (workgroup-scope cooperative matrices",
+                   "extension VK_NV_cooperative_matrix2 (for SPV_NV_cooperative_matrix2",
+                   "extension VK_NV_cooperative_matrix2 (for SPV_NV_tensor_addressing"):
+        assert phrase in r.stderr, (phrase, r.stderr)
 
 
 # ---- fuzz --------------------------------------------------------------------------------------
