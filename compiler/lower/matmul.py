@@ -193,7 +193,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
-                       flops=batches * M * N * (2 * K + ep_ops), store_offset=2, **common)]
+                       flops=batches * M * N * (2 * K + ep_ops),
+                       # coopmat2's tensor-layout store keeps C's rows 16-byte aligned: no shifted window
+                       store_offset=None if template == "matmul_coopmat2" else 2, **common)]
     # Split-K: slices of K write partial sums; who adds them up depends on how much there is to add.
     fused = params["splitk_fused"] = _fuse_split_k(target, template, params, split)
     slices = spec + [("SPLIT", "int32", split), ("KS", "int32", depth)]
