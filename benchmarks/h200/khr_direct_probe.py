@@ -14,11 +14,8 @@ import json, os, sys, tempfile
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from coopmat2_probe import Gpu, compile_glsl, cublas, run  # noqa: E402
-
-FA = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>"
-FB = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>"
-ACC = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>"
+from coopmat2_probe import HARNESS_INTERFACE, Gpu, compile_glsl, cublas, run  # noqa: E402
+from coopmat_peak import ACC, FRAG_A as FA, FRAG_B as FB  # noqa: E402
 
 
 def source(wn: int, sm: int, sn: int) -> str:
@@ -28,18 +25,7 @@ def source(wn: int, sm: int, sn: int) -> str:
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_cooperative_matrix : require
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint BM = 128;
-layout(constant_id = 2) const uint BN = 128;
-layout(constant_id = 3) const uint BK = 16;
-layout(constant_id = 4) const uint M = 8192;
-layout(constant_id = 5) const uint N = 8192;
-layout(constant_id = 6) const uint K = 8192;
-layout(std430, binding = 0) readonly buffer A_buf { float16_t A[]; };
-layout(std430, binding = 1) readonly buffer B_buf { float16_t B[]; };
-layout(std430, binding = 2) writeonly buffer C_buf { float16_t C[]; };
-void main() {
-"""]
+""" + HARNESS_INTERFACE + "void main() {\n"]
     out.append(f"    const uint sg = gl_SubgroupID, wm = sg / {wn}, wn = sg % {wn};\n"
                f"    const uint row = gl_WorkGroupID.y * BM + wm * {sm * 16}, col = gl_WorkGroupID.x * BN + wn * {sn * 16};\n")
     out += [f"    {ACC} acc_{i}_{j} = {ACC}(0.0);\n" for i, j in accs]

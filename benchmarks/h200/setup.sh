@@ -9,8 +9,5 @@ python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl
 export PATH=/opt/tools/usr/bin:$PATH LD_LIBRARY_PATH=/opt/tools/usr/lib/x86_64-linux-gnu
 export PYTHONPATH=/tmp/site:$PWD VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json PYTHONUNBUFFERED=1
 if [ -d .gl/trixie ]; then
-    mkdir -p /opt/trixie; for f in .gl/trixie/*.deb; do dpkg -x "$f" /opt/trixie; done
-    R=/opt/trixie/usr/lib/x86_64-linux-gnu
-    printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' $R/ld-linux-x86-64.so.2 $R /opt/trixie/usr/bin/glslc > /opt/trixie/glslc
-    chmod +x /opt/trixie/glslc; export GLSLC=/opt/trixie/glslc VKC_COOPMAT2_GLSLC=/opt/trixie/glslc
+    bash .ci/newer_glslc.sh .gl/trixie >/dev/null && export GLSLC=$PWD/.toolchain/glslc VKC_COOPMAT2_GLSLC=$PWD/.toolchain/glslc
 fi
