@@ -124,7 +124,7 @@ class Target:
 
     def for_problem(self, key: str) -> "Target":
         for problem, fields in self.tuned:
-            if problem == key:
+            if problem == key and fields:  # empty: the tuner kept the profile's own choice
                 return replace(self, **dict(fields), exact_tile=True)
         return self
 

@@ -65,25 +65,44 @@ def candidates(base, precision: str = "fp32", log=print) -> list[dict]:
     return CANDIDATES[base.matmul]
 
 
-def tune(model, *, target: str = "host", device=None, input_shapes=None, precision: str = "fp32",
-         repeat: int = 5, path: Path | None = None, log=print) -> dict[str, dict]:
-    """Measure every candidate, store and return {problem: fastest fields}."""
-    base = replace(resolve_target(target, device), tuned=())
-    best: dict[str, tuple[float, dict]] = {}
-    device_name = None
-    for fields in candidates(base, precision, log):
+PROFILE_OWN = "(the profile's own tiles)"
+
+
+def measure(model, base, fields_list, *, device=None, input_shapes=None, precision: str = "fp32",
+            repeat: int = 5, log=print):
+    """Each candidate applied to every matmul of the model at once, timed in one profiled run:
+    (device name, [{problem: seconds} per candidate]). An empty candidate is the profile's own
+    choice."""
+    device_name, measured = None, []
+    for fields in fields_list:
         # Each candidate's tile as it is (exact_tile), as a tuned problem will get it.
+        target = replace(base, **fields, exact_tile=True) if fields else base
         bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes, precision=precision,
-                                               target=replace(base, **fields, exact_tile=True))
+                                               target=target)
         device_name, times = time_dispatches(bundle, device, repeat)
         per_problem: dict[str, float] = {}
         for kernel, t in zip(kernels, times):
             if kernel.problem:
                 per_problem[kernel.problem] = per_problem.get(kernel.problem, 0.0) + t.seconds
-        for problem, seconds in per_problem.items():
-            if problem not in best or seconds < best[problem][0]:
-                best[problem] = (seconds, fields)
-        log(f"{fields}: matmuls {sum(per_problem.values()) * 1e3:.3f} ms")
-    choice = {problem: fields for problem, (_, fields) in best.items()}
+        measured.append(per_problem)
+        log(f"{fields or PROFILE_OWN}: matmuls {sum(per_problem.values()) * 1e3:.3f} ms")
+    return device_name, measured
+
+
+def tune(model, *, target: str = "host", device=None, input_shapes=None, precision: str = "fp32",
+         repeat: int = 5, path: Path | None = None, log=print) -> dict[str, dict]:
+    """Measure the profile's own choice and every candidate, store and return {problem: fastest
+    fields} ({} where the profile's own choice is the fastest: what a compile does untuned)."""
+    base = replace(resolve_target(target, device), tuned=())
+    fields_list = [{}] + candidates(base, precision, log)
+    device_name, measured = measure(model, base, fields_list, device=device, input_shapes=input_shapes,
+                                    precision=precision, repeat=repeat, log=log)
+    choice = {}
+    for problem in measured[0]:
+        times = [(m[problem], i) for i, m in enumerate(measured) if problem in m]
+        seconds, best = min(times)
+        choice[problem] = fields_list[best]
+        log(f"  {problem}: {measured[0][problem] * 1e3:.3f} -> {seconds * 1e3:.3f} ms"
+            f" {fields_list[best] or PROFILE_OWN}")
     store_tuning(device_name, choice, path)
     return choice

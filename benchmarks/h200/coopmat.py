@@ -5,13 +5,15 @@ the same run (TF32 off for the float32 references).
     python3 benchmarks/h200/coopmat.py check                  # the device's coopmat list; fp16 GEMM,
                                                               # MatMul, Conv and attention cases vs
                                                               # onnxruntime fp32
+    python3 benchmarks/h200/coopmat.py check --sweep 0        # those cases on SWEEP entry 0's tiles
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
                                                               # (sizes N or MxNxK; sweep: each
                                                               # workgroup tile of SWEEP)
     python3 benchmarks/h200/coopmat.py check --coopmat2       # the GEMM and MatMul cases on each
                                                               # VK_NV_cooperative_matrix2 tile `vkc tune`
                                                               # tries (VKC_COOPMAT2_GLSLC: glslang >= 15)
-    python3 benchmarks/h200/coopmat.py gemm 8192,128x768x768 coopmat2   # and those tiles' GEMM times
+    python3 benchmarks/h200/coopmat.py gemm 8192,128x768x768 coopmat2 [TILES]  # and those tiles' GEMM
+                                                              # times (TILES: 0,3 or 128x256x64x256x4)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
                                                               # (name:batch:N: min_workgroups N)
     python3 benchmarks/h200/coopmat.py ncnn-params DIR mobilenet_v2,resnet18
@@ -188,9 +190,10 @@ def rel(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
 
 
-def check(coopmat2=False, tiles=None):
+def check(coopmat2=False, tiles='', sweep=None):
     """Every case on the profile's kernels; with coopmat2, the GEMM and MatMul cases on each
-    coopmat2 tile instead (each must take a matmul_coopmat2 kernel)."""
+    coopmat2 tile instead (tiles: as coopmat2_tiles takes them; each must take a matmul_coopmat2 kernel);
+    with sweep, on SWEEP entry `sweep`'s tiles."""
     from dataclasses import replace
     from compiler.host import coopmat2_shapes, host_target
     from runtime_min import list_devices
@@ -199,13 +202,13 @@ def check(coopmat2=False, tiles=None):
                           'cooperative_matrix': d.cooperative_matrix,
                           'cooperative_matrix2': coopmat2_shapes(d)}), flush=True)
     from compiler.targets import TARGETS
-    from compiler.tune import COOPMAT2_TILES
     from runtime_min import load
     print('host profile', host_target(), flush=True)
     print('nvidia profile lists', TARGETS['nvidia'].cooperative_matrix, flush=True)
-    runs = [(name, build, TARGET) for name, build in CASES.items()] if not coopmat2 else \
+    runs = [(name, build, sweep_target(sweep) if sweep is not None else TARGET)
+            for name, build in CASES.items()] if not coopmat2 else \
         [(f'{name} coopmat2 {"x".join(map(str, t))}', build, replace(TARGETS[TARGET], coopmat2_tile=t))
-         for t in [COOPMAT2_TILES[i] for i in tiles or range(len(COOPMAT2_TILES))]
+         for t in coopmat2_tiles(tiles)
          for name, build in {**CASES, **COOPMAT2_CASES}.items()
          if name.startswith(('gemm', 'matmul', 'cm2'))]
     bad = 0
@@ -238,7 +241,35 @@ SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 
          ((2, 2, 4, 2), 64, 8, 1), ((2, 2, 2, 4), 64, 8, 1), ((1, 4, 4, 2), 64, 8, 1), ((2, 2, 4, 2), 32, 8, 2),
          # 15-16: two K steps in flight (a Target field) on the large tiles. Tiles walked in groups of
          # 8 or 16 rows for L2 reuse were measured in session 13 too (1-2 % at 8192^3) and dropped.
-         ((2, 4, 4, 2), 64, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8))]
+         ((2, 4, 4, 2), 64, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8)),
+         # 17-19 (session 14): entry 0 (two buffers) now takes two K steps in flight (the profile's
+         # coopmat_deep_prefetch) and writes the next step between its first fragments and the rest;
+         # 17 is its earlier form, 18-19 other tiles of that form
+         ((2, 4, 4, 2), 32, 8, 2, dict(coopmat_deep_prefetch=0)), ((4, 2, 2, 4), 32, 8, 2),
+         ((2, 2, 4, 2), 32, 8, 2, dict(coopmat_deep_prefetch=8))]
+
+
+def sweep_target(i):
+    """The nvidia profile with SWEEP entry i's tiles."""
+    from dataclasses import replace
+    from compiler.targets import TARGETS
+    t, k, v, st, *rest = SWEEP[i]
+    return replace(TARGETS[TARGET], coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v, coopmat_stages=st,
+                   **(rest[0] if rest else {}))
+
+
+def sweep_label(i):
+    t, k, v, st, *rest = SWEEP[i]
+    return f'{t} k{k} load{v} stages{st}' + ''.join(f' {f}={x}' for f, x in (rest[0] if rest else {}).items())
+
+
+def coopmat2_tiles(spec):
+    """`0,3` (entries of COOPMAT2_TILES), `128x256x64x256x4` (BM x BN x BK x invocations x K steps a
+    loop iteration) or a mix; empty: all of COOPMAT2_TILES."""
+    from compiler.tune import COOPMAT2_TILES
+    if not spec:
+        return COOPMAT2_TILES
+    return [tuple(int(v) for v in t.split('x')) if 'x' in t else COOPMAT2_TILES[int(t)] for t in spec.split(',')]
 
 
 def gemm(sizes, sweep=False, coopmat2=False):
@@ -248,14 +279,10 @@ def gemm(sizes, sweep=False, coopmat2=False):
     from runtime_min import load
     torch.backends.cuda.matmul.allow_tf32 = False
     base = TARGETS[TARGET]
-    targets = [(f'{t} k{k} load{v} stages{st}' + ''.join(f' {f}={x}' for f, x in more.items()),
-                replace(base, coopmat_tiles=(t,), coopmat_k=k, coopmat_load=v, coopmat_stages=st, **more))
-               for t, k, v, st, *rest in (SWEEP if sweep is True else [SWEEP[i] for i in sweep])
-               for more in [rest[0] if rest else {}]] if sweep \
-        else [('profile', base)]
-    if coopmat2:
-        from compiler.tune import COOPMAT2_TILES
-        targets += [(f'coopmat2 {t}', replace(base, coopmat2_tile=t)) for t in COOPMAT2_TILES]
+    targets = [(sweep_label(i), sweep_target(i)) for i in (range(len(SWEEP)) if sweep is True else sweep)] \
+        if sweep else [('profile', base)]
+    if coopmat2 is not False:
+        targets += [(f'coopmat2 {t}', replace(base, coopmat2_tile=t)) for t in coopmat2_tiles(coopmat2)]
     for size, (label, target) in [(s, t) for s in sizes for t in targets]:
         rows, n, depth = (int(v) for v in size.split('x')) if 'x' in size else (int(size),) * 3
         m = model([helper.make_node('MatMul', ['X', 'W'], ['Y'])], [('X', [rows, depth]), ('W', [depth, n])], 'Y', (),
@@ -382,12 +409,15 @@ if __name__ == '__main__':
     arg = sys.argv[2] if len(sys.argv) > 2 else ''
     if what == 'check':
         picks = [a for a in sys.argv[2:] if a[:1].isdigit()]  # `check --coopmat2 2,3`: those tiles only
-        check(coopmat2='--coopmat2' in sys.argv[2:], tiles=[int(i) for i in picks[0].split(',')] if picks else None)
+        at = sys.argv.index('--sweep') if '--sweep' in sys.argv else None  # `check --sweep 0`: entry 0's tiles
+        check(coopmat2='--coopmat2' in sys.argv[2:], tiles=picks[0] if picks and at is None else '',
+              sweep=int(sys.argv[at + 1]) if at is not None else None)
     elif what == 'gemm':
         picks = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == 'sweep' else ''  # `sweep 0,3`: those entries
         gemm((arg or '2048,4096,8192').split(','),
              sweep='sweep' in sys.argv[3:] and ([int(i) for i in picks.split(',')] if picks else True),
-             coopmat2='coopmat2' in sys.argv[3:])
+             coopmat2=next((sys.argv[i + 1] if i + 1 < len(sys.argv) else '' for i in range(3, len(sys.argv))
+                            if sys.argv[i] == 'coopmat2'), False))
     elif what == 'models':
         models((arg or 'resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1').split(','))
     elif what == 'ncnn-params':

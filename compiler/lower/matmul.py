@@ -352,7 +352,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
                           A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
                           A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
                           aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
-                          DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch),
+                          DEEP_PREFETCH=loads <= target.coopmat_deep_prefetch),
                      groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
     if not fits:
         return None

@@ -70,7 +70,8 @@ def test_tune_stores_one_choice_per_problem_and_host_compiles_use_it(tmp_path, m
     _, kernels = compile_with_kernels(model, target="host")
     problems = {k.problem for k in kernels if k.problem}
     assert problems and set(choice) == problems
-    assert all(fields in CANDIDATES[base.matmul] for fields in choice.values())
+    # {}: the profile's own tiles were the fastest (the tuner measures them too)
+    assert all(fields == {} or fields in CANDIDATES[base.matmul] for fields in choice.values())
     stored = json.loads((tmp_path / "tuning.json").read_text())
     assert list(stored) == [base.name.removeprefix("host:")]
     assert sorted(resolve_target("host").tuned) == sorted(_tuned(choice))
@@ -87,11 +88,13 @@ def test_tune_stores_one_choice_per_problem_and_host_compiles_use_it(tmp_path, m
     for problem, shapes in host.items():
         assert shapes == direct[json.dumps(choice[problem], sort_keys=True)][problem], problem
     for kernel in kernels:
-        if kernel.problem and kernel.template == "matmul_texel":
+        if kernel.problem and kernel.template == "matmul_texel" and choice[kernel.problem]:
             _assert_texel_follows(kernel, choice[kernel.problem])
             checked += 1
     if base.matmul == "texel":  # lavapipe, as on CI
-        assert checked >= 1, f"no matmul_texel kernel on {base.name}: {sorted({k.template for k in kernels})}"
+        # (the fabricated tunings below check kernels follow candidates where the profile's own won)
+        assert checked >= 1 or not any(choice.values()), \
+            f"no matmul_texel kernel on {base.name}: {sorted({k.template for k in kernels})}"
     check_against_onnxruntime(model, target="host")
 
 
@@ -121,7 +124,7 @@ def test_texel_kernels_follow_a_fabricated_tuning(model_name):
 
     checked = 0
     for kernel in kernels:
-        if kernel.problem and kernel.template == "matmul_texel":
+        if kernel.problem and kernel.template == "matmul_texel" and choice[kernel.problem]:
             _assert_texel_follows(kernel, choice[kernel.problem])
             checked += 1
     assert checked >= 1, f"no matmul_texel kernel: {sorted({k.template for k in kernels})}"

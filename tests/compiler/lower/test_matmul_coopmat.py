@@ -97,6 +97,10 @@ VARIANTS = {
     "deep_prefetch_odd_steps": (gemm(128, 768, 320), replace(NVIDIA, coopmat_deep_prefetch=8)),
     "deep_prefetch_split_k": (gemm(64, 64, 2048), replace(SPLIT, coopmat_deep_prefetch=8)),
     "deep_prefetch_conv": (conv(1, 16, 20, 48, 3, pad=1), replace(IMPLICIT, coopmat_deep_prefetch=32)),
+    # two buffers, with two K steps in flight or one
+    "two_stages_odd_steps": (gemm(128, 256, 352), replace(FULL, coopmat_stages=2, coopmat_k=32)),
+    "two_stages_one_step": (gemm(200, 136, 100), replace(FULL, coopmat_stages=2, coopmat_k=32,
+                                                         coopmat_deep_prefetch=0)),
 }
 
 
@@ -119,14 +123,14 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
-                     ("stages", p["STAGES"]), ("coords", p["coords"]), ("deep", p["DEEP_PREFETCH"])}
+                     ("stages", p["STAGES"], p["DEEP_PREFETCH"]), ("coords", p["coords"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
-                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
-                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul"),
-                 ("deep", True), ("deep", False)]:
+                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32),
+                 ("stages", 1, True), ("stages", 1, False), ("stages", 2, True), ("stages", 2, False),
+                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul")]:
         assert want in seen, want
 
 
