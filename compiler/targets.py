@@ -84,6 +84,13 @@ class Target:
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
     # splitk_min_steps).
     coopmat_split_steps: int = 0
+    # Where even the smallest tile gives too few workgroups and K is too short for two split-K
+    # slices of this many coopmat_k steps, the product is not split: its K step deepens (2x or
+    # 4x coopmat_k, leaving at least 3 steps) instead. 0: split as above. Such a grid is one wave
+    # that waits on each step's loads and barriers; split-K adds a zero fill and a fused finish.
+    # nvidia: 16. On an H200 (fp16, GPU ms for the 12 of them) BERT-base b1's 128x768x768 went
+    # 0.140 (3 slices of 4 steps of 64) -> 0.093 (3 steps of 256; unsplit steps of 64: 0.131).
+    coopmat_short_k: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
     # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of
     # small products (H200, fp16, GPU ms: BERT-base b1 0.962 -> 0.947, GPT-2 b1 0.959 -> 0.946,
@@ -163,7 +170,7 @@ TARGETS = {
                      splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
-                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4,
+                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4, coopmat_short_k=16,
                      coopmat2=NVIDIA_H200_COOPMAT2),
 }
 

@@ -169,7 +169,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         template, (params, groups, extra) = "matmul_coopmat", coop
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
-            if _coopmat_splits(params) else (1, K)
+            if _coopmat_splits(params) and not _short_k(target, K, params["LK"]) else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -335,33 +335,46 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
         a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
         b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
         return 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
-    fits = []
-    for wm, wn, sm, sn in target.coopmat_tiles:
+    def fit(wm, wn, sm, sn, depths):
         bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size
         # im2col: every invocation fetches one column of B at every K step.
         bk = next((d for d in depths if shared_bytes(bm, bn, d, wm, wn) <= target.max_shared_memory),
                   None)
         if bk is None or threads > target.max_invocations or (b_mode == "im2col" and threads % bn) \
                 or (bm * bk) % (a_vec * threads) or (bk * bn) % (b_vec * threads):
-            continue
+            return None
         shared = shared_bytes(bm, bn, bk, wm, wn)
         loads = bm * bk // (a_vec * threads) + bk * bn // (b_vec * threads)
         groups = (-(-N // bn), -(-M // bm), batches)
-        fits.append((dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
+        return (dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
                           SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
                           A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
                           A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
                           aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
-                          DEEP_PREFETCH=loads <= target.coopmat_deep_prefetch),
-                     groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared)))
-    if not fits:
+                          DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch),
+                     groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared))
+
+    tiles = [(t, f) for t in target.coopmat_tiles if (f := fit(*t, depths))]
+    if not tiles:
         return None
+    fits = [f for _, f in tiles]
     enough = [f for f in fits if f[1][0] * f[1][1] * f[1][2] >= coopmat_workgroups(target)]
     if not enough:
+        # Too few workgroups even on the smallest tile, and K too short for split-K slices of
+        # coopmat_short_k steps: deeper K steps instead (at least 3 of them), where shared memory
+        # holds them, and no split (tiled_matmul).
+        if _short_k(target, K, lk):
+            deeper = [d for d in (4 * base_k, 2 * base_k) if K // d >= 3]
+            return fit(*tiles[-1][0], deeper + [base_k]) or fits[-1]
         return fits[-1]
     padded = lambda f: f[1][0] * f[0]["BN"] * f[1][1] * f[0]["BM"]  # noqa: E731
     least = min(map(padded, enough))
     return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
+
+
+def _short_k(target, K: int, lk: int) -> bool:
+    """Whether K is too short for two split-K slices of coopmat_short_k steps (Target)."""
+    return bool(target.coopmat_short_k) and K < 2 * target.coopmat_short_k * max(1, target.coopmat_k // lk) * lk
 
 
 def coopmat2_fits(target, tile: tuple) -> bool:

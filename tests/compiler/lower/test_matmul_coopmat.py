@@ -22,7 +22,7 @@ from runtime_min import VkcRuntimeError, load
 NVIDIA = TARGETS["nvidia"]
 # Full tiles (no shrinking for small problems) and split-K everywhere: the other tile choices.
 FULL = replace(NVIDIA, name="nvidia-full-tiles", min_workgroups=1)
-SPLIT = replace(NVIDIA, name="nvidia-split-k", min_workgroups=100000)
+SPLIT = replace(NVIDIA, name="nvidia-split-k", min_workgroups=100000, coopmat_short_k=0)
 # One shared-memory buffer: a 256x128 tile, or a deeper K step.
 SINGLE = replace(FULL, name="nvidia-one-stage", coopmat_stages=1, coopmat_k=32, coopmat_tiles=((4, 2, 4, 4),))
 # Convolutions gather im2col on the fly where its scratch is over the profile's budget.
@@ -97,10 +97,8 @@ VARIANTS = {
     "deep_prefetch_odd_steps": (gemm(128, 768, 320), replace(NVIDIA, coopmat_deep_prefetch=8)),
     "deep_prefetch_split_k": (gemm(64, 64, 2048), replace(SPLIT, coopmat_deep_prefetch=8)),
     "deep_prefetch_conv": (conv(1, 16, 20, 48, 3, pad=1), replace(IMPLICIT, coopmat_deep_prefetch=32)),
-    # two buffers, with two K steps in flight or one
-    "two_stages_odd_steps": (gemm(128, 256, 352), replace(FULL, coopmat_stages=2, coopmat_k=32)),
-    "two_stages_one_step": (gemm(200, 136, 100), replace(FULL, coopmat_stages=2, coopmat_k=32,
-                                                         coopmat_deep_prefetch=0)),
+    # few workgroups and a short K: steps of 256 (coopmat_short_k)
+    "short_k_deep_steps": (gemm(128, 768, 768), NVIDIA),
 }
 
 
@@ -123,14 +121,14 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
-                     ("stages", p["STAGES"], p["DEEP_PREFETCH"]), ("coords", p["coords"])}
+                     ("stages", p["STAGES"]), ("coords", p["coords"]), ("deep", p["DEEP_PREFETCH"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
-                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32),
-                 ("stages", 1, True), ("stages", 1, False), ("stages", 2, True), ("stages", 2, False),
-                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul")]:
+                 ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
+                 ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul"),
+                 ("deep", True), ("deep", False)]:
         assert want in seen, want
 
 
@@ -196,6 +194,20 @@ def test_split_k_only_with_16_byte_fetches():
     assert split(matmul_residual(3, 7, 1024, 24)) == (8, 8, True)
     assert split(matmul_residual(3, 7, 1024, 20)) == (8, 4, False)
     assert split(conv(1, 512, 7, 2048, 1)) == (8, 1, False)
+
+
+def test_short_products_on_few_workgroups_take_deeper_k_steps_unsplit():
+    """BERT-base b1's 128x768x768 on nvidia: 96 workgroups of the smallest tile, K too short for
+    two slices of coopmat_short_k steps: one slice in steps of 256 (the deepest leaving 3).
+    Without the rule it splits into slices of 64-deep steps; a long K still splits."""
+    def kernel(model, target):
+        (k,) = coopmat_kernels(model, target)[1]
+        return k.params["BM"], k.params["BN"], k.params["BK"], k.params["split_k"]
+    assert kernel(gemm(128, 768, 768), NVIDIA) == (32, 32, 256, False)
+    assert kernel(gemm(128, 768, 768), replace(NVIDIA, coopmat_short_k=0)) == (32, 32, 64, True)
+    assert kernel(gemm(128, 768, 320), NVIDIA) == (32, 32, 64, False)   # 5 steps: none deeper leaves 3
+    assert kernel(gemm(128, 768, 3072), NVIDIA) == (32, 32, 64, True)
+    assert kernel(gemm(128, 2304, 768), NVIDIA)[2:] == (64, False)      # enough workgroups
 
 
 def test_few_rows_keep_the_register_kernel():
