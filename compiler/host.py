@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import time
+
 import numpy as np
 
 from bundles.dtypes import COMPONENT_TYPES
@@ -87,10 +89,25 @@ def resolve_target(name: "str | Target", device=None) -> Target:
     return host_target(device) if name == "host" else get_target(name)
 
 
+# Runs of the model before it is timed, for at least this long: a GPU idle while the candidate
+# compiled sits at its lowest clocks (an H200: 345 MHz against 1980), and a few profiled runs of a
+# small model end before it has clocked up. Timed cold, MobileNetV2's matmuls at batch 1 took 3-4x
+# their warm time there; the first candidate after each compile was the one measured slow.
+WARM_UP_S = 0.3
+
+
 def time_dispatches(bundle: bytes, device=None, repeat: int = 5) -> tuple[str, list]:
-    """(device name, the GPU time of every dispatch in schedule order) for one profiled run of a
-    bundle on random inputs: what the tuner compares its candidates by."""
+    """(device name, the GPU time of every dispatch in schedule order) for profiled runs of a
+    bundle on random inputs, after WARM_UP_S of runs: what the tuner compares its candidates by."""
     with load(bundle, device=device) as m:
         rng = np.random.default_rng(0)
         feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in m.inputs}
+        warm_up(m, feeds)
         return m.device_name, m.profile(feeds, repeat=repeat)
+
+
+def warm_up(model, feeds: dict, seconds: float = WARM_UP_S) -> None:
+    """Run a loaded model for `seconds`, so the GPU is at its working clocks when it is timed."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        model.run(feeds)
