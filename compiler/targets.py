@@ -84,12 +84,16 @@ class Target:
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
     # splitk_min_steps).
     coopmat_split_steps: int = 0
-    # Where even the smallest tile gives too few workgroups and K is too short for two split-K
-    # slices of this many coopmat_k steps, the product is not split: its K step deepens (2x or
-    # 4x coopmat_k, leaving at least 3 steps) instead. 0: split as above. Such a grid is one wave
-    # that waits on each step's loads and barriers; split-K adds a zero fill and a fused finish.
-    # nvidia: 16. On an H200 (fp16, GPU ms for the 12 of them) BERT-base b1's 128x768x768 went
-    # 0.140 (3 slices of 4 steps of 64) -> 0.093 (3 steps of 256; unsplit steps of 64: 0.131).
+    # Where even the smallest tile gives too few workgroups (but at least an eighth of
+    # coopmat_workgroups) and K is too short for two split-K slices of this many coopmat_k steps,
+    # the product is not split: its K step deepens (2x or 4x coopmat_k, leaving at least 3 steps)
+    # instead. 0: split as above. nvidia: 16. On an H200 (fp16, batch 1, GPU ms summed over a
+    # model's products of that shape; `vkc tune`'s per-problem times, session 14), it won at
+    # BERT-base's and GPT-2's 128x768x768 (0.141 -> 0.091; 96 workgroups, 3 slices of 4 steps of
+    # 64 against 3 steps of 256) and at 7 of ResNet-50's products (0.041 ms in all), and lost at 2
+    # of ResNet-50's (0.005) and ViT-B/16's patch embedding (0.014 -> 0.020). MobileNetV2's lost
+    # 0.038 ms on grids of 10-20 workgroups, where split-K's slices are what fills the device: so
+    # not under an eighth.
     coopmat_short_k: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
     # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of

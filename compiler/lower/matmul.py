@@ -169,7 +169,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         template, (params, groups, extra) = "matmul_coopmat", coop
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
-            if _coopmat_splits(params) and not _short_k(target, K, params["LK"]) else (1, K)
+            if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -363,7 +363,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
         # Too few workgroups even on the smallest tile, and K too short for split-K slices of
         # coopmat_short_k steps: deeper K steps instead (at least 3 of them), where shared memory
         # holds them, and no split (tiled_matmul).
-        if _short_k(target, K, lk):
+        if _short_k(target, K, lk, fits[-1][1]):
             deeper = [d for d in (4 * base_k, 2 * base_k) if K // d >= 3]
             return fit(*tiles[-1][0], deeper + [base_k]) or fits[-1]
         return fits[-1]
@@ -372,9 +372,14 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     return next(f for f in enough if padded(f) <= COOPMAT_SLACK * least)
 
 
-def _short_k(target, K: int, lk: int) -> bool:
-    """Whether K is too short for two split-K slices of coopmat_short_k steps (Target)."""
-    return bool(target.coopmat_short_k) and K < 2 * target.coopmat_short_k * max(1, target.coopmat_k // lk) * lk
+def _short_k(target, K: int, lk: int, groups: tuple) -> bool:
+    """Whether a product on too few workgroups takes deeper K steps unsplit (Target.coopmat_short_k):
+    `groups` (on the smallest tile) under coopmat_workgroups but at least an eighth of it (fewer
+    are what split-K's slices fill the device with), K too short for two split-K slices of
+    coopmat_short_k steps."""
+    wanted, have = coopmat_workgroups(target), groups[0] * groups[1] * groups[2]
+    return (bool(target.coopmat_short_k) and wanted // 8 <= have < wanted
+            and K < 2 * target.coopmat_short_k * max(1, target.coopmat_k // lk) * lk)
 
 
 def coopmat2_fits(target, tile: tuple) -> bool:

@@ -199,7 +199,8 @@ def test_split_k_only_with_16_byte_fetches():
 def test_short_products_on_few_workgroups_take_deeper_k_steps_unsplit():
     """BERT-base b1's 128x768x768 on nvidia: 96 workgroups of the smallest tile, K too short for
     two slices of coopmat_short_k steps: one slice in steps of 256 (the deepest leaving 3).
-    Without the rule it splits into slices of 64-deep steps; a long K still splits."""
+    Without the rule it splits into slices of 64-deep steps; a long K still splits, and so does a
+    grid under an eighth of coopmat_workgroups (10 workgroups, as MobileNetV2's 160x49x960)."""
     def kernel(model, target):
         (k,) = coopmat_kernels(model, target)[1]
         return k.params["BM"], k.params["BN"], k.params["BK"], k.params["split_k"]
@@ -208,6 +209,7 @@ def test_short_products_on_few_workgroups_take_deeper_k_steps_unsplit():
     assert kernel(gemm(128, 768, 320), NVIDIA) == (32, 32, 64, False)   # 5 steps: none deeper leaves 3
     assert kernel(gemm(128, 768, 3072), NVIDIA) == (32, 32, 64, True)
     assert kernel(gemm(128, 2304, 768), NVIDIA)[2:] == (64, False)      # enough workgroups
+    assert kernel(gemm(160, 64, 960), NVIDIA) == (32, 32, 64, True)     # 10 workgroups
 
 
 def test_few_rows_keep_the_register_kernel():
