@@ -89,10 +89,12 @@ def resolve_target(name: "str | Target", device=None) -> Target:
     return host_target(device) if name == "host" else get_target(name)
 
 
-# Runs of the model before it is timed, for at least this long: a GPU idle while the candidate
-# compiled sits at its lowest clocks (an H200: 345 MHz against 1980), and a few profiled runs of a
-# small model end before it has clocked up. Timed cold, MobileNetV2's matmuls at batch 1 took 3-4x
-# their warm time there; the first candidate after each compile was the one measured slow.
+# Profiled runs of the model before it is timed, for at least this long: a GPU left idle while the
+# candidate compiled sits at its lowest clocks (an H200: 345 MHz against 1980), and a few runs of a
+# small model end before it has clocked up. On the H200 (session 14) the first candidate after each
+# compile took MobileNetV2 b1's matmuls 1.010 ms against 0.230 warm, and an 8192^3 GEMM took 17.4 ms
+# after 3 s idle against 3.40. Host-to-host runs do not warm it where copies dominate (that GEMM's
+# 128 MiB operands): the GPU idles between them; profiled runs reuse one upload.
 WARM_UP_S = 0.3
 
 
@@ -107,7 +109,8 @@ def time_dispatches(bundle: bytes, device=None, repeat: int = 5) -> tuple[str, l
 
 
 def warm_up(model, feeds: dict, seconds: float = WARM_UP_S) -> None:
-    """Run a loaded model for `seconds`, so the GPU is at its working clocks when it is timed."""
+    """Keep the GPU busy with a loaded model for `seconds`, so that it runs at its working clocks
+    when it is timed."""
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        model.run(feeds)
+        model.profile(feeds, repeat=5)
