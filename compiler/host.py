@@ -89,18 +89,22 @@ def resolve_target(name: "str | Target", device=None) -> Target:
     return host_target(device) if name == "host" else get_target(name)
 
 
-# Profiled runs of the model before it is timed, for at least this long: a GPU left idle while the
-# candidate compiled sits at its lowest clocks (an H200: 345 MHz against 1980), and a few runs of a
-# small model end before it has clocked up. On the H200 (session 14) the first candidate after each
-# compile took MobileNetV2 b1's matmuls 1.010 ms against 0.230 warm, and an 8192^3 GEMM took 17.4 ms
-# after 3 s idle against 3.40. Host-to-host runs do not warm it where copies dominate (that GEMM's
-# 128 MiB operands): the GPU idles between them; profiled runs reuse one upload.
-WARM_UP_S = 0.3
+# Before a model is timed, profiled runs (one upload, the GPU kept busy) in rounds of WARM_UP_ROUND_S
+# until three rounds in a row agree within WARM_UP_STEADY, for at most WARM_UP_LIMIT_S: a GPU left
+# idle while the candidate compiled sits at its lowest clocks (an H200: 345 MHz against 1980) and
+# takes a while to clock up. On the H200 (session 14) an 8192^3 GEMM took 17.4 ms after 3 s idle
+# against 3.40 warm; the first candidate after each compile took MobileNetV2 b1's matmuls 1.010 ms
+# against 0.230; after 0.3 s of warm-up ViT-B/16 b8's first candidate still took 8.08 ms against
+# 2.5-3.9 for the next ones. Host-to-host runs do not warm it where copies dominate.
+WARM_UP_ROUND_S = 0.1
+WARM_UP_STEADY = 0.05
+WARM_UP_LIMIT_S = 2.0
 
 
 def time_dispatches(bundle: bytes, device=None, repeat: int = 5) -> tuple[str, list]:
     """(device name, the GPU time of every dispatch in schedule order) for profiled runs of a
-    bundle on random inputs, after WARM_UP_S of runs: what the tuner compares its candidates by."""
+    bundle on random inputs, once warm_up finds its time steady: what the tuner compares its
+    candidates by."""
     with load(bundle, device=device) as m:
         rng = np.random.default_rng(0)
         feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in m.inputs}
@@ -108,9 +112,16 @@ def time_dispatches(bundle: bytes, device=None, repeat: int = 5) -> tuple[str, l
         return m.device_name, m.profile(feeds, repeat=repeat)
 
 
-def warm_up(model, feeds: dict, seconds: float = WARM_UP_S) -> None:
-    """Keep the GPU busy with a loaded model for `seconds`, so that it runs at its working clocks
-    when it is timed."""
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        model.profile(feeds, repeat=5)
+def warm_up(model, feeds: dict, limit_s: float = WARM_UP_LIMIT_S) -> None:
+    """Keep the GPU busy with a loaded model until its time is steady (see WARM_UP_ROUND_S), so that
+    it runs at its working clocks when it is timed."""
+    start, rounds = time.perf_counter(), []
+    while time.perf_counter() - start < limit_s:
+        round_end = time.perf_counter() + WARM_UP_ROUND_S
+        while True:
+            total = sum(t.seconds for t in model.profile(feeds, repeat=5))
+            if time.perf_counter() >= round_end:
+                break
+        rounds.append(total)
+        if len(rounds) >= 3 and max(rounds[-3:]) <= (1 + WARM_UP_STEADY) * min(rounds[-3:]):
+            return
