@@ -37,9 +37,9 @@ COOPMAT_K = (16, 32, 64, 128, 256)
 # VK_NV_cooperative_matrix2 workgroup tiles (BM, BN, BK, invocations, K steps a loop iteration),
 # where the profile lists its shapes and VKC_COOPMAT2_GLSLC names a compiler for it: on an H200
 # each of these was the fastest at some product of BERT, ViT or ResNet-50 (benchmarks/RESULTS.md,
-# sessions 12 and 13), 128x256 on large ones, 32x64 on BERT's 128x768x768; the 128x256 tile with
-# one K step a loop iteration and with eight, as their times at 8192^3 swapped between runs (293
-# and 63 TFLOP/s in one, 292 and 320 in another): the tuner measures, per problem, on the device.
+# sessions 12-14), 128x256 on large ones, 32x64 on BERT's 128x768x768; the 128x256 tile with one
+# K step a loop iteration (293 TFLOP/s at 8192^3) and with eight (324: its loads overlap; 1576x2304x768
+# ties). Sessions 12 and 13 saw up to 5x between runs of one tile: idle GPU clocks (warm_up).
 COOPMAT2_TILES = ((128, 256, 32, 256, 1), (128, 256, 32, 256, 8), (128, 128, 32, 256, 1),
                   (64, 128, 32, 128, 8), (64, 64, 32, 128, 8), (32, 64, 32, 128, 8))
 
