@@ -90,10 +90,10 @@ class Target:
     # instead. 0: split as above. nvidia: 16. On an H200 (fp16, batch 1, GPU ms summed over a
     # model's products of that shape; `vkc tune`'s per-problem times, session 14), it won at
     # BERT-base's and GPT-2's 128x768x768 (0.141 -> 0.091; 96 workgroups, 3 slices of 4 steps of
-    # 64 against 3 steps of 256) and at 7 of ResNet-50's products (0.041 ms in all), and lost at 2
-    # of ResNet-50's (0.005) and ViT-B/16's patch embedding (0.014 -> 0.020). MobileNetV2's lost
-    # 0.038 ms on grids of 10-20 workgroups, where split-K's slices are what fills the device: so
-    # not under an eighth.
+    # 64 against 3 steps of 256) and at 6 of ResNet-50's products (0.230 -> 0.183), and lost at 3
+    # of ResNet-50's (0.070 -> 0.076) and ViT-B/16's patch embedding (0.014 -> 0.020). MobileNetV2's
+    # lost 0.038 ms on grids of 10-20 workgroups, where split-K's slices are what fills the device:
+    # so not under an eighth.
     coopmat_short_k: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
     # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of
