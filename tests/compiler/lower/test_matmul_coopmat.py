@@ -17,6 +17,7 @@ from compiler import codegen
 from compiler.compile import compile_with_kernels
 from compiler.dtypes import TYPES
 from compiler.targets import TARGETS
+from compiler.tune import WIDE_TILE
 from runtime_min import VkcRuntimeError, load
 
 NVIDIA = TARGETS["nvidia"]
@@ -99,6 +100,8 @@ VARIANTS = {
     "deep_prefetch_conv": (conv(1, 16, 20, 48, 3, pad=1), replace(IMPLICIT, coopmat_deep_prefetch=32)),
     # few workgroups and a short K: steps of 256 (coopmat_short_k)
     "short_k_deep_steps": (gemm(128, 768, 768), NVIDIA),
+    # vkc tune's 128x256 candidate, two K steps in flight
+    "wide_tile_deep_prefetch": (gemm(256, 512, 320), replace(FULL, **WIDE_TILE)),
 }
 
 
