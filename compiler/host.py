@@ -5,9 +5,8 @@ commands imports runtime_min (tests/test_architecture.py holds it so). runtime_m
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import time
+from dataclasses import replace
 
 import numpy as np
 

@@ -174,8 +174,8 @@ TARGETS = {
                      splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
-                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4, coopmat_short_k=16,
-                     coopmat2=NVIDIA_H200_COOPMAT2),
+                     cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4,
+                     coopmat_short_k=16, coopmat2=NVIDIA_H200_COOPMAT2),
 }
 
 # What `vkc compile` and compile_model build without a target: the profiles of common devices, best

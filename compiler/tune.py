@@ -1,9 +1,10 @@
-"""`vkc tune`: time candidate tile configurations of every matmul problem of a model on the
-actual device and keep the fastest per problem in the tuning cache (compiler/tuning_cache.py)
-that `--target host` reads.
+"""`vkc tune`: time the profile's own tiles and candidate tile configurations of every matmul
+problem of a model on the actual device and keep the fastest per problem in the tuning cache
+(compiler/tuning_cache.py) that `--target host` reads.
 
-Each candidate is applied to every matmul of the model at once; one profiled run then times all
-of them, and each problem (M x N x K x batches and B's layout) keeps its own fastest candidate.
+Each candidate is applied to every matmul of the model at once; once the GPU is warm
+(host.warm_up), profiled runs time all of them, and each problem (M x N x K x batches and B's
+layout) keeps its own fastest candidate.
 """
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ PROFILE_OWN = "(the profile's own tiles)"
 
 def measure(model, base, fields_list, *, device=None, input_shapes=None, precision: str = "fp32",
             repeat: int = 5, log=print):
-    """Each candidate applied to every matmul of the model at once, timed in one profiled run:
+    """Each candidate applied to every matmul of the model at once and timed (time_dispatches):
     (device name, [{problem: seconds} per candidate]). An empty candidate is the profile's own
     choice."""
     device_name, measured = None, []

@@ -347,12 +347,12 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
         loads = bm * bk // (a_vec * threads) + bk * bn // (b_vec * threads)
         groups = (-(-N // bn), -(-M // bm), batches)
         return (dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
-                          SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
-                          A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
-                          A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
-                          aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
-                          DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch),
-                     groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared))
+                     SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
+                     A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
+                     A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
+                     aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
+                     DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch),
+                groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared))
 
     tiles = [(t, f) for t in target.coopmat_tiles if (f := fit(*t, depths))]
     if not tiles:
