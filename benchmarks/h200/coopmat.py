@@ -369,6 +369,7 @@ def ncnn_fp16_ms(name, x):
 
 
 def models(specs):
+    from compiler.host import warm_up
     from runtime_min import load
     for spec in specs:
         name, batch, target = spec_target(spec)
@@ -380,6 +381,7 @@ def models(specs):
         feeds = feeds_for(m)
         with load(bundle) as vm:
             got = vm.run(feeds)['output']
+            warm_up(vm, feeds)   # the GPU idled while the model compiled
             t_vkc = statistics.median(vm.bench(feeds, warmup=5, repeat=30)) * 1e3
             prof = vm.profile(feeds, repeat=5)
         err = rel(got, ort(m, feeds))
