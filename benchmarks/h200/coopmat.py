@@ -8,10 +8,12 @@ the same run (TF32 off for the float32 references).
     python3 benchmarks/h200/coopmat.py check --sweep 0        # those cases on SWEEP entry 0's tiles
     python3 benchmarks/h200/coopmat.py gemm 4096,8192 [sweep] # fp16 GEMM TFLOP/s vs torch (cuBLAS) fp16
                                                               # (sizes N or MxNxK; sweep: each
-                                                              # workgroup tile of SWEEP)
-    python3 benchmarks/h200/coopmat.py check --coopmat2       # the GEMM and MatMul cases on each
+                                                              # workgroup tile of SWEEP), each kernel
+                                                              # timed once the GPU is warm
+    python3 benchmarks/h200/coopmat.py check --coopmat2 [TILES]  # the GEMM and MatMul cases on each
                                                               # VK_NV_cooperative_matrix2 tile `vkc tune`
-                                                              # tries (VKC_COOPMAT2_GLSLC: glslang >= 15)
+                                                              # tries, or TILES (VKC_COOPMAT2_GLSLC:
+                                                              # glslang >= 15)
     python3 benchmarks/h200/coopmat.py gemm 8192,128x768x768 coopmat2 [TILES]  # and those tiles' GEMM
                                                               # times (TILES: 0,3 or 128x256x64x256x4)
     python3 benchmarks/h200/coopmat.py models resnet50:1,resnet50:32,mobilenet_v2:1,resnet18:1
