@@ -315,7 +315,7 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     if shape is None:
         return None
     lm, ln, lk = shape
-    base_k = max(1, target.coopmat_k // lk) * lk
+    base_k = _coopmat_base_k(target, lk)
     # Deeper K steps first, as deep as leave coopmat_k_steps steps (coopmat_k alone where 0).
     depths = [d for d in (4 * base_k, 2 * base_k) if target.coopmat_k_steps
               and K // d >= target.coopmat_k_steps] + [base_k]
@@ -379,7 +379,13 @@ def _short_k(target, K: int, lk: int, groups: tuple) -> bool:
     coopmat_short_k steps."""
     wanted, have = coopmat_workgroups(target), groups[0] * groups[1] * groups[2]
     return (bool(target.coopmat_short_k) and wanted // 8 <= have < wanted
-            and K < 2 * target.coopmat_short_k * max(1, target.coopmat_k // lk) * lk)
+            and K < 2 * target.coopmat_short_k * _coopmat_base_k(target, lk))
+
+
+def _coopmat_base_k(target, lk: int) -> int:
+    """The cooperative-matrix kernel's K step before any deepening: coopmat_k in whole steps of the
+    device shape's K (lk), at least one."""
+    return max(1, target.coopmat_k // lk) * lk
 
 
 def coopmat2_fits(target, tile: tuple) -> bool:
