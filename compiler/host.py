@@ -15,7 +15,7 @@ from bundles.manifest import device_type
 from runtime_min import choose_device, load
 # runtime_min's instance refcounting, for the one query it does not make (coopmat2_shapes): adding
 # a public door for it would cost runtime_min lines it keeps under its budget (DESIGN.md).
-from runtime_min.device import _instance, _release_instance
+from runtime_min.device import _instance
 
 from .targets import TARGETS, Target, get_target
 from .tuning_cache import load_tuning
@@ -75,10 +75,7 @@ def coopmat2_shapes(dev) -> tuple:
             or not set(COOPMAT2_FEATURES) <= dev.all_features):
         return ()
     inst = _instance(False)
-    try:
-        rows = flexible_dimensions(inst.vk, inst.handle, inst.physical_devices()[dev.index])
-    finally:
-        _release_instance(inst)
+    rows = flexible_dimensions(inst.vk, inst.handle, inst.physical_devices()[dev.index])
     return tuple((*r[:3], r[9]) for r in rows
                  if r[3:7] == ("float16", "float16", "float32", "float32") and not r[7] and r[8] == 2)
 

@@ -3,9 +3,11 @@
 Models on one physical device with the same settings (validation, robustness, and the extensions
 and features enabled: exactly those the bundle needs) share one VkDevice and its queue (counted
 references; the last close destroys it), so several models cost one device, and queue submission
-is serialized by a lock as Vulkan requires."""
+is serialized by a lock as Vulkan requires. The VkInstance is created once per process (per
+validation setting) and destroyed at exit."""
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 from dataclasses import dataclass, field
@@ -164,7 +166,7 @@ class Instance:
 
     def __init__(self, validation: bool):
         self.vk = vk = import_vulkan()
-        self.cleanup, self.refs = Cleanup(), 0
+        self.cleanup = Cleanup("instances")
         ffi = vk.ffi
         with step("asking the Vulkan loader for its version"):
             loader = vk.vkEnumerateInstanceVersion()
@@ -351,29 +353,25 @@ _devices: dict = {}                # (index, validation, robust, extensions, fea
 
 
 def _instance(validation: bool) -> Instance:
+    # One instance per validation setting, kept until the process exits: NVIDIA's driver refuses a
+    # 31st vkCreateInstance in one process (VK_ERROR_INCOMPATIBLE_DRIVER, H200, 2026), which an
+    # instance per load reached in processes that load bundle after bundle (vkc tune).
     with _lock:
-        inst = _instances.get(validation)
-        if inst is None:
-            inst = _instances[validation] = Instance(validation)
-        inst.refs += 1
-        return inst
+        if validation not in _instances:
+            _instances[validation] = Instance(validation)
+        return _instances[validation]
 
 
-def _release_instance(inst: Instance):
-    with _lock:
-        inst.refs -= 1
-        if inst.refs == 0:
-            _instances.pop(next(k for k, v in _instances.items() if v is inst), None)
-            inst.cleanup.release()
+@atexit.register  # registered on import, before model.py's exit handler: so run after it closed the models
+def _destroy_instances():
+    for inst in list(_instances.values()):
+        inst.cleanup.release()
 
 
 def list_devices() -> list[DeviceInfo]:
     """Every Vulkan device the loader sees, in the loader's order (the index `device=` accepts)."""
     inst = _instance(False)
-    try:
-        return [inst.describe(p, i) for i, p in enumerate(inst.physical_devices())]
-    finally:
-        _release_instance(inst)
+    return [inst.describe(p, i) for i, p in enumerate(inst.physical_devices())]
 
 
 def choose_device(device=None) -> DeviceInfo:
@@ -526,26 +524,22 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
     if validation is None:
         validation = os.environ.get("VKC_VALIDATION", "") not in ("", "0")
     inst = _instance(bool(validation))
-    try:
-        pdevs = inst.physical_devices()
-        if not pdevs:
-            raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
-        info, ids = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
-        views = [variant_views(manifest)[i] for i in ids]  # the device serves every variant of the shape set
-        used = needs and [needs[j] for j in sorted({k["module"] for v in views for k in v["kernels"]})]
-        exts = {e for v in views for e in v["requirements"].get("extensions", [])} | spirv_needs(info, used)[1]
-        feats = set().union(*(needed_features(v, info, used) for v in views))
-        # Models share a device only when it was created with exactly the same extensions and features.
-        key = (info.index, bool(validation), bool(robust), frozenset(exts), frozenset(feats))
-        with _lock:
-            dev = _devices.get(key)
-            if dev is None:
-                dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key, feats)
-                inst.refs += 1  # the device holds the instance
-            dev.refs += 1
-            return dev, ids
-    finally:
-        _release_instance(inst)
+    pdevs = inst.physical_devices()
+    if not pdevs:
+        raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
+    info, ids = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
+    views = [variant_views(manifest)[i] for i in ids]  # the device serves every variant of the shape set
+    used = needs and [needs[j] for j in sorted({k["module"] for v in views for k in v["kernels"]})]
+    exts = {e for v in views for e in v["requirements"].get("extensions", [])} | spirv_needs(info, used)[1]
+    feats = set().union(*(needed_features(v, info, used) for v in views))
+    # Models share a device only when it was created with exactly the same extensions and features.
+    key = (info.index, bool(validation), bool(robust), frozenset(exts), frozenset(feats))
+    with _lock:
+        dev = _devices.get(key)
+        if dev is None:
+            dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key, feats)
+        dev.refs += 1
+        return dev, ids
 
 
 class Device:
@@ -664,4 +658,3 @@ class Device:
         except Exception:
             pass  # a lost device still has to be torn down
         self.cleanup.release()
-        _release_instance(self.instance)

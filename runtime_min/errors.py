@@ -70,7 +70,7 @@ def step(what: str):
 
 # Every object the runtime created and has not destroyed yet (Vulkan handles, mappings), and those
 # it gave up on (left alive on a hung device, as destroying objects in use is undefined).
-_counts = {"live": 0, "abandoned": 0, "allocations": 0, "allocated_bytes": 0}
+_counts = {"live": 0, "instances": 0, "abandoned": 0, "allocations": 0, "allocated_bytes": 0}
 _count_lock = threading.Lock()
 
 
@@ -86,15 +86,16 @@ def count(key: str, delta: int):
 
 
 class Cleanup:
-    """Destructors pushed as objects are created, run in reverse order by release()."""
+    """Destructors pushed as objects are created, run in reverse order by release(); counted in
+    resources() under `key` while they wait ("instances": the process's Vulkan instances)."""
 
-    def __init__(self):
-        self._undo = []
+    def __init__(self, key: str = "live"):
+        self._undo, self._key = [], key
 
     def push(self, fn, *args):
         self._undo.append((fn, args))
         with _count_lock:
-            _counts["live"] += 1
+            _counts[self._key] += 1
 
     def release(self):
         while self._undo:
@@ -105,11 +106,11 @@ class Cleanup:
                 pass
             finally:
                 with _count_lock:
-                    _counts["live"] -= 1
+                    _counts[self._key] -= 1
 
     def abandon(self):
         """Forget every object without destroying it (the device hung and may still use them)."""
         with _count_lock:
-            _counts["live"] -= len(self._undo)
+            _counts[self._key] -= len(self._undo)
             _counts["abandoned"] += len(self._undo)
         self._undo.clear()
