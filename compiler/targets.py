@@ -69,7 +69,8 @@ class Target:
     # Cooperative-matrix workgroup tiles, largest first, as (subgroups along M, along N,
     # accumulators per subgroup along M, along N); the K step is coopmat_k, through
     # coopmat_stages (1 or 2) shared-memory buffers. On an H200 K steps of 64 through one buffer
-    # ran a 8192^3 GEMM at 271 TFLOP/s, steps of 32 through two at 162 (fewer barriers per product).
+    # ran a 8192^3 GEMM at 274 TFLOP/s, steps of 32 through two at 212 (session 15: staging a
+    # step, through one barrier or two, costs about what its products do).
     coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
     coopmat_k: int = 64
     coopmat_stages: int = 1
