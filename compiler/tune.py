@@ -39,6 +39,10 @@ COOPMAT_K = (16, 32, 64, 128, 256)
 # H200 the fastest KHR kernel at 8192^3 (291 TFLOP/s against 274 for the profile's 128x128 tile,
 # session 14), which gives too few workgroups for most of a model's products to take by default.
 WIDE_TILE = dict(coopmat_tiles=((2, 4, 4, 4),), coopmat_k=32, coopmat_deep_prefetch=8)
+# A 128x128 tile of 2x2 subgroups of 4x4 accumulators, K steps of 32, two in flight: 128
+# invocations at 255 registers, so two workgroups share an SM and one's barriers overlap the
+# other's products; on an H200 298 TFLOP/s at 8192^3 (session 15).
+PAIRED_TILE = dict(coopmat_tiles=((2, 2, 4, 4),), coopmat_k=32, coopmat_deep_prefetch=8)
 # VK_NV_cooperative_matrix2 workgroup tiles (BM, BN, BK, invocations, K steps a loop iteration),
 # where the profile lists its shapes and VKC_COOPMAT2_GLSLC names a compiler for it: on an H200
 # each of these was the fastest at some product of BERT, ViT or ResNet-50 (benchmarks/RESULTS.md,
@@ -54,7 +58,7 @@ def candidates(base, precision: str = "fp32", log=print) -> list[dict]:
     profile that lists cooperative-matrix shapes (and coopmat2's workgroup tiles where it lists
     those and their compiler is set up), else the profile's matmul kind's tiles."""
     if precision != "fp32" and base.cooperative_matrix:
-        out = ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles] + [WIDE_TILE]
+        out = ([dict(coopmat_tiles=(tile,)) for tile in base.coopmat_tiles] + [WIDE_TILE, PAIRED_TILE]
                + [dict(coopmat_k=k) for k in COOPMAT_K if k != base.coopmat_k]
                + [dict(coopmat_split_steps=16),
                   dict(coopmat_deep_prefetch=0 if base.coopmat_deep_prefetch else 8)])

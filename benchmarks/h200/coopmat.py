@@ -246,7 +246,11 @@ SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 
          ((2, 4, 4, 2), 64, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8)),
          # Session 14 measured entry 0 with two K steps in flight, its next step written between its
          # first fragments and the rest (constant buffer indices): 6.51 ms at 8192^3 against 4.03 for
-         # entry 3, 6.64 without them; dropped.
+         # entry 3, 6.64 without them; dropped. Session 15 moved the two-buffer stash ahead of the
+         # products (entry 0: 166 -> 212 TFLOP/s).
+         # 17: four subgroups of 4x4 accumulators, two workgroups an SM (tune's PAIRED_TILE); 18: the
+         # 128x256 tile in K steps of 48 (a K that is a multiple of 48 keeps it whole).
+         ((2, 2, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 48, 8, 1),
          ]
 
 

@@ -191,11 +191,11 @@ def test_coopmat_candidates_for_float16():
     """fp16 on a profile with cooperative matrices tunes its workgroup tiles (each alone), the
     K step, the split depth and the prefetch depth; fp32 there, and fp16 without them, tune the
     matmul kind's tiles as before."""
-    from compiler.tune import COOPMAT_K, WIDE_TILE, candidates
+    from compiler.tune import COOPMAT_K, PAIRED_TILE, WIDE_TILE, candidates
     nvidia = get_target("nvidia")
     cands = candidates(nvidia, "fp16")
     assert [c["coopmat_tiles"] for c in cands if "coopmat_tiles" in c] == \
-        [(t,) for t in nvidia.coopmat_tiles] + [WIDE_TILE["coopmat_tiles"]]
+        [(t,) for t in nvidia.coopmat_tiles] + [WIDE_TILE["coopmat_tiles"], PAIRED_TILE["coopmat_tiles"]]
     assert [c["coopmat_k"] for c in cands if "coopmat_k" in c and "coopmat_tiles" not in c] == \
         [k for k in COOPMAT_K if k != nvidia.coopmat_k]
     assert dict(coopmat_split_steps=16) in cands and dict(coopmat_deep_prefetch=0) in cands
