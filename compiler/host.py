@@ -13,7 +13,7 @@ import numpy as np
 from bundles.dtypes import COMPONENT_TYPES
 from bundles.manifest import device_type
 from runtime_min import choose_device, load
-# runtime_min's instance refcounting, for the one query it does not make (coopmat2_shapes): adding
+# runtime_min's process-wide instance, for the one query it does not make (coopmat2_shapes): adding
 # a public door for it would cost runtime_min lines it keeps under its budget (DESIGN.md).
 from runtime_min.device import _instance
 
