@@ -26,12 +26,20 @@ m = helper.make_model(helper.make_graph(nodes, 'small', inputs, outputs, inits),
                       opset_imports=[helper.make_opsetid('', 17)])
 m.ir_version = 8
 base = TARGETS['nvidia']
-TILES = [(2, 2, 1, 1), (2, 2, 1, 2), (2, 2, 2, 2), (2, 2, 2, 4), (2, 4, 4, 2), (2, 2, 4, 4), (1, 4, 2, 1), (2, 4, 2, 2)]
-fields = [{}] + candidates(base, 'fp16', log=lambda *a: None)
-fields += [dict(coopmat_tiles=(t,), coopmat_k=k) for t, k in itertools.product(TILES, (32, 64, 128, 256))
-           if dict(coopmat_tiles=(t,), coopmat_k=k) not in fields]
-fields += [dict(coopmat_tiles=(t,), coopmat_split_steps=s) for t, s in itertools.product(TILES[:4], (2, 4))]
-fields += [dict(coopmat_workgroups=w) for w in (66, 132, 264)]
+if 'split' in sys.argv:
+    # more split-K slices for the products whose 32x32 tiles already give min_workgroups
+    fields = [{}] + [dict(coopmat_workgroups=w, coopmat_short_k=0, **({'coopmat_split_steps': s} if s else {}))
+                     for w, s in ((528, 0), (1056, 0), (528, 2), (1056, 2), (2112, 2), (2112, 1))] + \
+        [dict(coopmat_workgroups=1056), dict(coopmat_workgroups=2112, coopmat_short_k=0, coopmat_split_steps=2,
+                                             coopmat_k=32), dict(coopmat_k=128, coopmat_workgroups=1056, coopmat_short_k=0,
+                                                                 coopmat_split_steps=1)]
+else:
+    TILES = [(2, 2, 1, 1), (2, 2, 1, 2), (2, 2, 2, 2), (2, 2, 2, 4), (2, 4, 4, 2), (2, 2, 4, 4), (1, 4, 2, 1), (2, 4, 2, 2)]
+    fields = [{}] + candidates(base, 'fp16', log=lambda *a: None)
+    fields += [dict(coopmat_tiles=(t,), coopmat_k=k) for t, k in itertools.product(TILES, (32, 64, 128, 256))
+               if dict(coopmat_tiles=(t,), coopmat_k=k) not in fields]
+    fields += [dict(coopmat_tiles=(t,), coopmat_split_steps=s) for t, s in itertools.product(TILES[:4], (2, 4))]
+    fields += [dict(coopmat_workgroups=w) for w in (66, 132, 264)]
 if 'list' in sys.argv:
     print(len(fields)); sys.exit()
 _, measured = measure(m, base, fields, precision='fp16', repeat=10)
