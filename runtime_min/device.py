@@ -365,7 +365,8 @@ def _instance(validation: bool) -> Instance:
 @atexit.register  # registered on import, before model.py's exit handler: so run after it closed the models
 def _destroy_instances():
     for inst in list(_instances.values()):
-        inst.cleanup.release()
+        if not any(d.instance is inst for d in _devices.values()):  # a device left open keeps its instance
+            inst.cleanup.release()
 
 
 def list_devices() -> list[DeviceInfo]:
