@@ -114,7 +114,9 @@ typedef struct vkc_tensor_info {
     size_t nbytes;         /* what vkc_run reads (inputs) or writes (outputs) */
 } vkc_tensor_info;
 
-/* A Vulkan instance (or the caller's), the device list. opts may be NULL. */
+/* A Vulkan instance (or the caller's), the device list. opts may be NULL. Open one context and keep
+ * it for the process's models: NVIDIA's driver refuses a 31st vkCreateInstance in one process
+ * (VK_ERROR_INCOMPATIBLE_DRIVER, measured on an H200), which opening a context per model reaches. */
 vkc_status vkc_open(const vkc_open_options *opts, vkc_context **out, vkc_error *err);
 void vkc_close(vkc_context *ctx);           /* after every model of it was freed */
 
