@@ -17,7 +17,7 @@ from compiler import codegen
 from compiler.compile import compile_with_kernels
 from compiler.dtypes import TYPES
 from compiler.targets import TARGETS
-from compiler.tune import WIDE_TILE
+from compiler.tune import PAIRED_TILE, WIDE_TILE
 from runtime_min import VkcRuntimeError, load
 
 NVIDIA = TARGETS["nvidia"]
@@ -102,6 +102,8 @@ VARIANTS = {
     "short_k_deep_steps": (gemm(128, 768, 768), NVIDIA),
     # vkc tune's 128x256 candidate, two K steps in flight
     "wide_tile_deep_prefetch": (gemm(256, 512, 320), replace(FULL, **WIDE_TILE)),
+    # and its 128x128 tile of four subgroups (two workgroups an SM), two K steps in flight
+    "paired_tile_deep_prefetch": (gemm(256, 256, 320), replace(FULL, **PAIRED_TILE)),
 }
 
 
