@@ -2,8 +2,11 @@
 whatever the epilogue-fusion pass attached to the node."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
+from ..errors import CompileError
 from ..ir import Node, Value
 
 
@@ -11,6 +14,7 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
     """Returns (GLSL expression over acc_v/e0/e1/e2, operand Values, spec entries, op count,
     the texts of the helper functions the expression calls: erf, GELU's tanh)."""
     n_own = node.attrs.get("n_op_inputs", len(node.inputs))
+    _check_operand_dtypes(node, n_own)
     fused = node.attrs.get("epilogue", ("acc",))
     shift = len(own_operands)
     tree = E.substitute(fused, lambda t: own_tail if t[0] == "acc" else ("in", t[1] + shift))
@@ -29,6 +33,18 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
     renderer = E.Renderer()
     expr = renderer.render(tree, leaf)
     return expr, operands, spec, E.count_ops(tree), list(renderer.helpers.values())
+
+
+def _check_operand_dtypes(node: Node, n_own: int) -> None:
+    """The templates declare every fused operand's buffer in the stored type T: one of another
+    type would be read as T's bytes (fuse_epilogues keeps them alike)."""
+    t = np.dtype(node.outputs[0].dtype)
+    for v in node.inputs[n_own:]:
+        if np.dtype(v.dtype) != t:
+            raise CompileError(f"{node.op_type} '{node.name}': its fused epilogue reads "
+                               f"{np.dtype(v.dtype).name} tensor '{v.name}' in a kernel that stores "
+                               f"{t.name}; vkc cannot compile this fusion (an internal error: "
+                               "please report it, with the model).")
 
 
 def channel_view(v: Value, rank: int) -> Value:

@@ -61,19 +61,20 @@ def fuse_epilogues(graph: Graph) -> Graph:
 def _widens(anchor: Node, ew: Node, read: Value) -> bool:
     """Whether the chain takes a float16 MatMul's or Gemm's result into float32 (--precision
     fp16-matmul's Cast after a product, and what follows it in float32): the kernel then reads
-    float16 A and B and stores float32 (lower/matmul.py's AB type). A Gemm's own bias, read in the
-    kernel's T, must be a constant (it becomes float32); a Conv never widens (its depthwise and
-    Winograd kernels take one type)."""
-    own = anchor.inputs[:anchor.attrs.get("n_op_inputs", len(anchor.inputs))]
+    float16 A and B and stores float32 (lower/matmul.py's AB type). Every other input, a Gemm's
+    own bias and the operands of an epilogue fused before (a float16 bias and residual under
+    --precision fp16), is read in the kernel's T: the float16 ones must be constants (they become
+    float32). A Conv never widens (its depthwise and Winograd kernels take one type)."""
     return (anchor.op_type in ("MatMul", "Gemm") and np.dtype(read.dtype) == F16
-            and all(v.is_constant for v in own[2:] if v is not None)
+            and all(v.is_constant for v in anchor.inputs[2:]
+                    if v is not None and np.dtype(v.dtype) != F32)
             and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs] if v is not read))
 
 
 def _bias_to_float32(anchor: Node) -> None:
-    """A widened Gemm's constant bias, in the float32 its kernel now reads it in."""
-    n_own = anchor.attrs.get("n_op_inputs", len(anchor.inputs))
-    for i in range(2, n_own):
+    """A widened product's float16 constants (a Gemm's bias, a fused epilogue's), in the float32
+    its kernel now reads them in."""
+    for i in range(2, len(anchor.inputs)):
         v = anchor.inputs[i]
         if v is not None and np.dtype(v.dtype) == F16:
             anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))

@@ -125,3 +125,34 @@ def test_fp16_matmul_products_store_float32_through_their_epilogue():
         for model in (_matmul_bias_relu_and_conv(), _gemm_reshape_chain([32]), _gemm_reshape_chain([2, 5, 1])):
             check_against_onnxruntime(model, target=target, precision="fp16-matmul", rtol_l2=1e-2,
                                       rtol=2e-2, atol=2e-2)
+
+
+def _mlp_residual_then_pad():
+    """The end of a Swin block under --precision fp16: the MLP's second MatMul [1, 4, 4, 16] x
+    [16, 8], its bias and the residual sum (a float16 epilogue; the residual a float16 tensor of
+    its own, a LayerNorm's here), then PatchMerging's Pad, which computes float32 only: a Cast to float32
+    follows the product's epilogue."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * 0.5).astype(np.float32), name)
+             for name, shape in (("w", (16, 8)), ("b", (8,)), ("g", (8,)))]
+    inits.append(numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 0, 1, 0], np.int64), "pads"))
+    nodes = [helper.make_node("MatMul", ["h", "w"], ["m"]), helper.make_node("Add", ["b", "m"], ["a"]),
+             helper.make_node("LayerNormalization", ["x", "g", "b"], ["r"]),
+             helper.make_node("Add", ["r", "a"], ["s"]),
+             helper.make_node("Pad", ["s", "pads"], ["y"])]
+    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info("h", 1, [1, 4, 4, 16]),
+                                               helper.make_tensor_value_info("x", 1, [1, 4, 4, 8])],
+                              [helper.make_tensor_value_info("y", 1, [1, 4, 5, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_float16_epilogue_with_a_residual_is_not_widened():
+    """A float16 product whose fused epilogue reads a float16 residual keeps storing float16: its
+    kernel reads epilogue operands in the type it stores, so the Cast to float32 stays a node of its
+    own (widening read the float16 residual's bytes as float32: Swin's rel L2 of 1.2)."""
+    graph = passes_graph(_mlp_residual_then_pad(), "fp16")
+    mm = next(n for n in graph.nodes if n.op_type == "MatMul")
+    assert mm.outputs[0].dtype == np.float16 and len(mm.inputs) == 4   # the bias and the residual
+    for target in ("lavapipe", "generic"):
+        check_against_onnxruntime(_mlp_residual_then_pad(), target=target, precision="fp16",
+                                  rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
