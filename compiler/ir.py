@@ -98,11 +98,15 @@ class Graph:
         self.relink()
 
     def relink(self) -> None:
-        """Recompute producer/consumer links from the node list (passes call this after edits)."""
+        """Recompute producer/consumer links from the node list (passes call this after edits).
+        A value no node in the list produces (a graph input, a constant, the output of a node
+        folded or removed) has no producer."""
+        for v in [*self.inputs, *self.outputs]:
+            v.producer, v.consumers = None, []
         for node in self.nodes:
             for v in node.inputs:
                 if v is not None:
-                    v.consumers = []
+                    v.producer, v.consumers = None, []
         for node in self.nodes:
             for v in node.outputs:
                 v.producer = node

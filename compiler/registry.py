@@ -65,6 +65,10 @@ class OpRule:
     # The newest schema version of the op this rule implements (attributes, inputs, semantics);
     # None: every version (ops folded by onnx's reference evaluator, which follows each schema).
     schema: int | None = REVIEWED_OPSET
+    # Whether a node of the op is a no-op: its first output equals its first input (an Identity,
+    # a Cast to the dtype it has, a Reshape to the shape it has). fold_constants then hands its
+    # readers the input itself, before any pattern pass looks. None: never.
+    noop: Callable[[Node], bool] | None = None
 
     @property
     def dtypes_text(self) -> str:
@@ -91,13 +95,13 @@ def _add(rule: OpRule) -> None:
 def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
              constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False,
-             schema: int | None = REVIEWED_OPSET):
+             schema: int | None = REVIEWED_OPSET, noop: Callable[[Node], bool] | None = None):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
     `since` on."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
                     dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                    float16=float16, schema=schema))
+                    float16=float16, schema=schema, noop=noop))
         return fn
     return wrap
 
@@ -105,11 +109,12 @@ def register(op_type: str, since: int = 1, *, domain: str = "",
 def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
             constant_inputs: tuple[int, ...] = (), limits: str = "-",
-            float16: bool = False, schema: int | None = REVIEWED_OPSET) -> None:
+            float16: bool = False, schema: int | None = REVIEWED_OPSET,
+            noop: Callable[[Node], bool] | None = None) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                float16=float16, schema=schema))
+                float16=float16, schema=schema, noop=noop))
 
 
 def registered_ops() -> dict[str, list[int]]:

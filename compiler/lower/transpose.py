@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import CompileError
+from ..noops import identity_perm, same_shape
 from ..shapes import broadcast_strides, contiguous_strides
 from .kernel import register
 from .strided_copy import COPIES, strided_copy
@@ -15,7 +16,7 @@ def lower_copy(node, target):
     return strided_copy(node, target, x, out, contiguous_strides(x.shape))
 
 
-@register("Transpose", dtypes=None, float16=True, dtypes_doc=COPIES)
+@register("Transpose", dtypes=None, float16=True, dtypes_doc=COPIES, noop=identity_perm)
 def lower_transpose(node, target):
     x, out = node.inputs[0], node.outputs[0]
     rank = len(x.shape)
@@ -25,7 +26,7 @@ def lower_transpose(node, target):
 
 
 @register("Expand", since=8, dtypes=None, float16=True, dtypes_doc=COPIES, constant_inputs=(1,),
-          limits="shape computed at run time")
+          limits="shape computed at run time", noop=same_shape)
 def lower_expand(node, target):
     x, out = node.inputs[0], node.outputs[0]
     strides = broadcast_strides(x.shape, out.shape)

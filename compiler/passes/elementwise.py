@@ -16,6 +16,7 @@ from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VAR
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
+from ..noops import same_dtype
 from ..registry import REVIEWED_OPSET, declare
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
@@ -73,7 +74,8 @@ for _op in sorted(ELEMENTWISE_OPS):
             constant_inputs=(1, 2) if _op == "Clip" else (),
             limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"),
             # Cast-24's round_mode (float8e8m0) is implemented, and Cast-25's int2 / uint2
-            schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET)
+            schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET,
+            noop=same_dtype if _op in ("Cast", "CastLike") else None)
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():

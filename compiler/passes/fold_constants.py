@@ -1,17 +1,22 @@
-"""Constant folding and static shapes.
+"""Constant folding, no-ops and static shapes.
 
-Walks the graph once in order: a node whose inputs are all constants (or that only reads static
-shapes) is evaluated with onnx's reference evaluator and disappears (one the evaluator fails on
-stays, for a kernel to compute); a node whose output shape shape inference could not fix (a
-Reshape fed by a folded shape subgraph) is re-inferred with its now-constant inputs visible.
+Walks the graph once in order: a node its op declares a no-op (registry `noop`: an Identity, an
+inference Dropout, a Cast to its own dtype, a Reshape to its own shape) hands its readers its input
+itself and disappears, so an Identity of an initializer (what the TorchScript exporter writes
+for tied or equal weights) leaves one shared constant and every pattern after sees through it;
+one whose output is a graph output stays (a view, passes/views.py). A node whose inputs are all
+constants (or that only reads static shapes) is evaluated with onnx's reference evaluator and
+disappears (one the evaluator fails on stays, for a kernel to compute); a node whose output shape
+shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
+now-constant inputs visible.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph
-from ..registry import declare
+from ..ir import Graph, Node, Value
+from ..registry import declare, find_rule
 from .onnx_node import evaluate, infer_output_types
 
 # Folding these would bake one random draw into the bundle.
@@ -32,7 +37,11 @@ for _op in ("Shape", "Size"):
 
 def fold_constants(graph: Graph) -> Graph:
     kept = []
+    forwarded: dict[int, Value] = {}   # a no-op's output -> the value it is
     for node in graph.nodes:
+        node.inputs = [forwarded.get(id(v), v) if v is not None else None for v in node.inputs]
+        if _forward_noop(graph, node, forwarded):
+            continue
         present = [v for v in node.inputs if v is not None]
         if node.op_type in ("Shape", "Size") and present[0].shape is not None:
             data = np.array(present[0].shape, dtype=np.int64)
@@ -68,10 +77,23 @@ def fold_constants(graph: Graph) -> Graph:
             for v, (dtype, shape) in zip(node.outputs, types):
                 v.dtype = v.dtype if v.dtype is not None else dtype
                 v.shape = v.shape if v.shape is not None else shape
+            if _forward_noop(graph, node, forwarded):  # a no-op only its output's shape shows
+                continue
         kept.append(node)
     graph.nodes = kept
     graph.relink()
     return graph
+
+
+def _forward_noop(graph: Graph, node: Node, forwarded: dict[int, Value]) -> bool:
+    """Whether `node` is a no-op that goes: its readers will take its input instead (recorded in
+    `forwarded`). One whose output is a graph output is forwarded but stays."""
+    rule = find_rule(node.op_type, node.domain, graph.opset)
+    if rule is None or rule.noop is None or not node.inputs or node.inputs[0] is None \
+            or not rule.noop(node):
+        return False
+    forwarded[id(node.outputs[0])] = node.inputs[0]
+    return not graph.is_output(node.outputs[0])
 
 
 def _set_constant(v, data: np.ndarray) -> None:

@@ -204,9 +204,8 @@ def _fold_residual(graph: Graph, ln: Node) -> None:
     if tuple(a.shape) != tuple(s.shape) or not _repeats_over_leading_dims(b, s):
         return
     # The normalization moves up to the Add: its other inputs must be ready there.
-    position = graph.nodes.index(add)
-    if any(v is not None and v.producer is not None and graph.nodes.index(v.producer) > position
-           for v in ln.inputs[1:]):
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
+    if any(v is not None and order.get(id(v.producer), -1) > order[id(add)] for v in ln.inputs[1:]):
         return
     if ln.op_type == "LayerNormalization":
         if ln.attrs.get("stash_type", 1) != 1:

@@ -1,28 +1,26 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, a Cast to the dtype its input has and
-a Transpose that moves only size-1 dims become views: no kernel, the output aliases its input's
-bytes."""
+"""Reshape, Flatten, Squeeze, Unsqueeze, a Transpose that moves only size-1 dims, and the no-ops
+fold_constants leaves because their output is a graph output (Identity, Dropout, a Cast to the
+dtype its input has) become views: no kernel, the output aliases its input's bytes."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node
+from ..ir import Graph, Node, is_onnx
+from ..noops import always, same_dtype, same_shape
 from ..registry import FLOAT32, declare
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"):
     declare(_op, handled_by="view (no kernel)", module=__name__,
             constant_inputs=(1,) if _op in ("Reshape", "Squeeze", "Unsqueeze") else (),
-            limits="shape or axes computed at run time")
-declare("Dropout", handled_by="view (no kernel)", module=__name__, dtypes=FLOAT32,
-        constant_inputs=(1, 2), limits="training_mode=1 with ratio > 0")
+            limits="shape or axes computed at run time",
+            noop=always if _op == "Identity" else same_shape)
 
 
 def _same_dtype_cast(node: Node) -> bool:
-    """A Cast (or CastLike) to the dtype its input already has: an identity (HF's GPT-2 exports
-    one after every attention softmax)."""
-    return (node.op_type in ("Cast", "CastLike") and node.domain in ("", "ai.onnx")
-            and node.inputs[0].dtype == node.outputs[0].dtype)
+    """A Cast to its input's dtype that fold_constants left because it is a graph output."""
+    return is_onnx(node, "Cast", "CastLike") and same_dtype(node)
 
 
 def _reshaping_transpose(node: Node) -> bool:
@@ -39,18 +37,11 @@ def _reshaping_transpose(node: Node) -> bool:
 def make_views(graph: Graph) -> Graph:
     kept = []
     for node in graph.nodes:
-        identity_cast = _same_dtype_cast(node)
-        if not (identity_cast or _reshaping_transpose(node)) and (
+        if not (_same_dtype_cast(node) or _reshaping_transpose(node)) and (
                 node.op_type not in VIEW_OPS or node.domain not in ("", "ai.onnx")):
             kept.append(node)
             continue
         src, out = node.inputs[0], node.outputs[0]
-        if identity_cast and not graph.is_output(out):
-            # Readers take the input itself, so patterns across it (attention's softmax -> MatMul)
-            # see one value.
-            for reader in out.consumers:
-                reader.inputs = [src if v is out else v for v in reader.inputs]
-            continue
         if node.op_type == "Dropout":
             _inference_dropout(node)
         if out.shape is None or src.shape is None:
@@ -61,10 +52,12 @@ def make_views(graph: Graph) -> Graph:
     return graph
 
 
-def _inference_dropout(node: Node) -> None:
-    """Dropout is an identity unless training_mode is on with a ratio above 0; its mask is then
-    all true (a constant)."""
+def _inference_dropout(node: Node) -> bool:
+    """Dropout is an identity unless training_mode is on with a ratio above 0 (refused here); its
+    mask is then all true (a constant)."""
     ratio, training = node.input(1), node.input(2)
+    if node.inputs[0].shape is None:
+        return False
     if training is not None:
         if not training.is_constant:
             raise CompileError(f"Dropout '{node.name}': training_mode comes from the computation "
@@ -81,3 +74,8 @@ def _inference_dropout(node: Node) -> None:
         mask = node.outputs[1]
         mask.data = np.ones(node.inputs[0].shape, dtype=np.bool_)
         mask.dtype, mask.shape = mask.data.dtype, tuple(mask.data.shape)
+    return True
+
+
+declare("Dropout", handled_by="view (no kernel)", module=__name__, dtypes=FLOAT32,
+        constant_inputs=(1, 2), limits="training_mode=1 with ratio > 0", noop=_inference_dropout)

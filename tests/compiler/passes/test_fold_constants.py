@@ -131,3 +131,36 @@ def test_vkc_check_says_range_folds(tmp_path):
     result = CliRunner().invoke(app, ["check", str(path)])
     assert result.exit_code == 0, result.output
     assert "Range" in result.output and "folded" in result.output
+
+
+def test_noops_go_before_the_passes_and_leave_initializers_shared():
+    """Identity, an inference Dropout, a same-dtype Cast, a same-shape Reshape or Expand and an
+    identity Transpose hand their readers their input: an Identity of an initializer leaves the
+    initializer itself, read by both nodes; the one whose output is a graph output stays."""
+    from compiler.frontend import to_ir
+    from compiler.passes import fold_constants
+
+    g = GraphBuilder("noops", seed=3)
+    x = g.node("Identity", [g.input("x", [2, 4])])
+    w = g.const("w", g.rng.standard_normal([4, 4]).astype(np.float32))
+    a = g.node("MatMul", [x, w])
+    b = g.node("MatMul", [a, g.node("Identity", [w])])
+    b = g.node("Cast", [g.node("Dropout", [b])], to=onnx.TensorProto.FLOAT)
+    b = g.node("Reshape", [b, g.const("shape", np.array([2, 4], np.int64))])
+    b = g.node("Expand", [b, g.const("shape", np.array([2, 4], np.int64))])
+    g.node("Identity", [g.node("Relu", [g.node("Transpose", [b], perm=[0, 1])])], out="y")
+    graph = fold_constants(to_ir(g.build(["y"])))
+    assert [n.op_type for n in graph.nodes] == ["MatMul", "MatMul", "Relu", "Identity"]
+    first, second, relu, _ = graph.nodes
+    assert first.inputs[0] is graph.inputs[0]
+    assert second.inputs[1] is first.inputs[1] and first.inputs[1].consumers == [first, second]
+    assert relu.inputs[0] is second.outputs[0]
+    assert all(v.producer is None for v in graph.values() if v.is_constant)
+
+
+def test_training_dropout_is_refused_by_name():
+    g = GraphBuilder("training_dropout", seed=4)
+    g.node("Dropout", [g.input("x", [2, 4]), g.const("ratio", np.array(0.5, np.float32)),
+                       g.const("training", np.array(True))], out="y")
+    with pytest.raises(CompileError, match="Dropout '/dropout_0' runs in training mode"):
+        compile_model(g.build(["y"]))
