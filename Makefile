@@ -17,16 +17,16 @@ setup:
 	bash .ci/setup
 
 demo: setup
-	$(PY) benchmarks/demo.py
+	$(PY) -m benchmarks.demo
 
 test: setup
 	$(PY) -m pytest -q tests
 
 bench: setup
-	$(PY) benchmarks/bench.py --peers $(PEERS) --gemm --convs --profile --json out/bench.json
+	$(PY) -m benchmarks.bench --peers $(PEERS) --gemm --convs --profile --json out/bench.json
 
 bench-smoke: setup
-	$(PY) benchmarks/bench_models.py --models mlp --repeat 2 --warmup 1
+	$(PY) -m benchmarks.bench_models --models mlp --repeat 2 --warmup 1
 
 clean:
 	rm -rf out

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 debs=${1:-.toolchain/debs}
 [[ -x .toolchain/glslc ]] && exit 0
-[[ -n $(ls "$debs"/glslc_*.deb 2>/dev/null) ]] || bash benchmarks/h200/fetch_glslc_trixie.sh "$debs"
+[[ -n $(ls "$debs"/glslc_*.deb 2>/dev/null) ]] || bash .ci/fetch_glslc_trixie.sh "$debs"
 rm -rf .toolchain/trixie && mkdir -p .toolchain/trixie
 for f in "$debs"/*.deb; do dpkg -x "$f" .toolchain/trixie; done
 root=$(pwd)/.toolchain/trixie lib=$(pwd)/.toolchain/trixie/usr/lib/x86_64-linux-gnu

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """vkc against its peers on one device, in one run: models, GEMMs and conv layers; tables last.
 
-    python benchmarks/bench.py                                   # models, vkc vs onnxruntime
-    python benchmarks/bench.py --peers ncnn,iree,ort --gemm --convs --profile --json out/bench.json
+    python -m benchmarks.bench                                   # models, vkc vs onnxruntime
+    python -m benchmarks.bench --peers ncnn,iree,ort --gemm --convs --profile --json out/bench.json
 
 Sections (each prints one table at the end, in this order):
   models   (default on; --models '' turns it off) the MLP 784-1024-1024-10, MobileNetV2, ResNet-18,
@@ -46,9 +46,6 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(1, str(REPO / "benchmarks"))
-sys.path.append(str(REPO / "tests"))  # onnx_builders, harness, models.zoo
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -56,15 +53,15 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-import onnx_builders as ob  # noqa: E402
-import peers as peers_mod  # noqa: E402
-from harness import random_feeds  # noqa: E402
+from benchmarks import peers as peers_mod  # noqa: E402
+from tests import onnx_builders as ob  # noqa: E402
+from tests.harness import random_feeds  # noqa: E402
 
 console = Console(width=None if sys.stdout.isatty() else 220, highlight=False)
 
 
 def _zoo():
-    from models import zoo
+    from tests.models import zoo
     return zoo
 
 

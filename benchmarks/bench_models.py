@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark: vkc on the default Vulkan device against its peers, one table.
 
-    .venv/bin/python benchmarks/bench_models.py                      # every model
-    .venv/bin/python benchmarks/bench_models.py --models mlp,small_cnn --repeat 50 --json out/bench.json
+    .venv/bin/python -m benchmarks.bench_models                      # every model
+    .venv/bin/python -m benchmarks.bench_models --models mlp,small_cnn --repeat 50 --json out/bench.json
 
 For each model: compile with ``compiler.compile_model`` (``--target host`` by default: the profile
 matching the local device); run it once on Vulkan and compare every
@@ -32,16 +32,15 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.append(str(REPO / "tests"))  # onnx_builders, harness (after the repo: tests/compiler is no package)
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-import onnx_builders as ob  # noqa: E402
-from harness import random_feeds, rel_l2  # noqa: E402
+from benchmarks.light_models import light_model, rel_l2  # noqa: E402
+from tests import onnx_builders as ob  # noqa: E402
+from tests.harness import random_feeds  # noqa: E402
 
 console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
 
@@ -50,8 +49,8 @@ MODELS: dict[str, tuple[str, Callable[[], onnx.ModelProto]]] = {
     "mlp": ("mlp 784-1024-1024-10 b1", lambda: ob.mlp(784, 1024, 1024, 10)),
     "small_cnn": ("small_cnn 3x32x32", lambda: ob.small_cnn()),
     "mobilenetv2_block": ("mobilenetv2_block 16x14x14", lambda: ob.mobilenetv2_block()),
-    "squeezenet": ("light_squeezenet (random w)", lambda: ob.light_model("squeezenet")),
-    "resnet50": ("light_resnet50 (random w)", lambda: ob.light_model("resnet50")),
+    "squeezenet": ("light_squeezenet (random w)", lambda: light_model("squeezenet")),
+    "resnet50": ("light_resnet50 (random w)", lambda: light_model("resnet50")),
 }
 
 

@@ -21,14 +21,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.append(str(REPO / "tests"))
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
-import onnx_builders as ob  # noqa: E402
-from harness import rel_l2  # noqa: E402
+from benchmarks.light_models import light_model, light_model_path, rel_l2  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -59,7 +56,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    shipped = ob.light_model_path(args.model)
+    shipped = light_model_path(args.model)
     if not os.path.exists(shipped):
         print(f"error: {shipped} is not in this onnx wheel (onnx {onnx.__version__})", file=sys.stderr)
         return 1
@@ -85,7 +82,7 @@ def main(argv=None) -> int:
 
     print(f"\n== 2. light_{args.model} with random weights (Python API)", flush=True)
     random_path = out / f"light_{args.model}_random.onnx"
-    onnx.save(ob.light_model(args.model, seed=0), str(random_path))
+    onnx.save(light_model(args.model, seed=0), str(random_path))
     t0 = time.perf_counter()
     bundle = compile_model(random_path, target="host")  # the profile matching the local device
     compile_s = time.perf_counter() - t0

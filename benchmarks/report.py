@@ -1,13 +1,25 @@
 #!/usr/bin/env python3
-"""Render a benchmarks/bench.py --json file as the Markdown tables of benchmarks/RESULTS.md.
+"""Render benchmark JSON as the Markdown tables of benchmarks/RESULTS.md.
 
-    python benchmarks/report.py out/bench.json > section.md
+    python -m benchmarks.report out/bench.json                 # one file's tables, to stdout
+    python -m benchmarks.report --update benchmarks/RESULTS.md  # regenerate every marked block
+    python -m benchmarks.report --check benchmarks/RESULTS.md   # exit 1 if a block is stale
+
+A block of RESULTS.md between `<!-- report: data/NAME.json -->` and `<!-- end report -->` is
+generated from benchmarks/data/NAME.json; everything outside the markers is written by hand.
+Understood: benchmarks/bench.py --json, benchmarks/transformers.py --json,
+benchmarks/gpu/transformers.py --json, and the JSON lines of benchmarks/gpu/models.py and
+benchmarks/gpu/coopmat.py (models, gemm) gathered as {"meta": {...}, "rows": [...]}.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from pathlib import Path
+
+DATA = Path(__file__).resolve().parent
 
 
 def _ms(res: dict) -> str:
@@ -134,7 +146,7 @@ def profile_table(rows: list[dict]) -> str:
     return _table(head, body)
 
 
-def render(data: dict) -> str:
+def render_bench(data: dict) -> str:
     v = data.get("versions", {})
     parts = [f"- date: {data.get('date')}; total wall time {data.get('wall_s', 0) / 60:.0f} min",
              f"- command: `{data.get('command')}`",
@@ -163,5 +175,121 @@ def render(data: dict) -> str:
     return "\n\n".join(out) + "\n"
 
 
+
+def _f(x, fmt: str = ".3f") -> str:
+    return format(x, fmt) if isinstance(x, (int, float)) and x == x else "-"
+
+
+def _div(a, b) -> str:
+    ok = all(isinstance(v, (int, float)) and v == v and v > 0 for v in (a, b))
+    return f"{a / b:.2f}" if ok else "-"
+
+
+def _meta(meta: dict, command: str | None, commit: str | None) -> str:
+    items = [f"- command: `{command or meta.get('command')}`",
+             f"- vkc commit `{commit or meta.get('vkc_commit', '?')}`; device {meta.get('device', '?')}; "
+             f"date {meta.get('date', '?')}"]
+    if meta.get("torch"):
+        items.append(f"- torch {meta['torch']}; median of {meta.get('repeat')} runs after {meta.get('warmup')} warm-ups")
+    return "\n".join(items)
+
+
+SHARES = ["attention", "layernorm", "matmul", "conv", "elementwise", "other"]
+
+
+def render_transformers_ort(data: dict) -> str:
+    s, v = data["settings"], data["versions"]
+    head = ["model", "vkc ms", "ORT ms", "ORT/vkc", "rel L2", "vkc GPU ms (dispatches)"] + SHARES
+    body = []
+    for r in data["rows"]:
+        if "error" in r:
+            body.append([r["model"], f"error: {r['error']}"] + [""] * (len(head) - 2))
+            continue
+        p = r.get("profile", {})
+        cats = p.get("categories", {})
+        body.append([r["model"], _f(r["vkc_ms"]), _f(r["ort_ms"]), _div(r["ort_ms"], r["vkc_ms"]), _f(r["rel_l2"], ".1e"),
+                     f"{p.get('gpu_ms', 0):.2f} ({p.get('dispatches', 0)})"]
+                    + [f"{100 * cats.get(c, {}).get('share', 0):.0f}%" for c in SHARES])
+    meta = {"device": v.get("device"), "date": s.get("date")}
+    return _meta(meta, s.get("command"), v.get("vkc_commit")) + "\n\n" + _table(head, body) + "\n"
+
+
+def render_transformers_torch(data: dict) -> str:
+    head = ["model", "batch", "vkc ms", "eager ms", "graphs ms", "eager/vkc", "graphs/vkc", "rel L2", "vkc GPU ms"]
+    body = [[r["model"], str(r["batch"]), _f(r["vkc_ms"]), _f(r.get("eager_ms")), _f(r.get("graphs_ms")),
+             _div(r.get("eager_ms"), r["vkc_ms"]), _div(r.get("graphs_ms"), r["vkc_ms"]), _f(r.get("rel_l2"), ".1e"),
+             _f(r.get("profile", {}).get("gpu_ms"))] for r in data["rows"]]
+    return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
+
+
+def render_cnn_fp32(data: dict) -> str:
+    head = ["model", "batch", "vkc ms", "torch eager ms", "torch graphs ms", "graphs/vkc", "rel L2 vs torch"]
+    body = [[r["model"], str(r["batch"]), _f(r["vkc_ms"]), _f(r.get("torch_eager_ms")), _f(r.get("torch_graph_ms")),
+             _div(r.get("torch_graph_ms"), r["vkc_ms"]), _f(r.get("rel_l2_vs_torch"), ".1e")] for r in data["rows"]]
+    return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
+
+
+def render_cnn_fp16(data: dict) -> str:
+    head = ["model", "batch", "vkc fp16 ms", "torch fp16 graphs ms", "graphs/vkc", "rel L2 vs ORT fp32"]
+    body = [[r["model"], str(r["batch"]), _f(r["vkc_fp16_ms"]), _f(r.get("torch_fp16_graph_ms")),
+             _div(r.get("torch_fp16_graph_ms"), r["vkc_fp16_ms"]), _f(r.get("rel_l2_vs_ort_fp32"), ".1e")]
+            for r in data["rows"]]
+    return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
+
+
+def render_gemm_fp16(data: dict) -> str:
+    head = ["M x N x K", "tiles", "vkc ms", "vkc TFLOP/s", "cuBLAS TFLOP/s", "% of cuBLAS", "rel L2 vs fp32"]
+    body = [[r["gemm"], r["tiles"], _f(r["vkc_ms"]), _f(r["vkc_tflops"], ".1f"), _f(r.get("cublas_tflops"), ".1f"),
+             _f(r.get("pct_of_cublas"), ".1f"), _f(r.get("rel_l2_vs_torch_fp32"), ".1e")] for r in data["rows"]]
+    return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
+
+
+def render(data: dict) -> str:
+    """The tables of one JSON file, whichever benchmark wrote it."""
+    if "models" in data or "gemm" in data and isinstance(data["gemm"], list):
+        return render_bench(data)
+    rows = data.get("rows") or [{}]
+    if "settings" in data and "ort_ms" in rows[0]:
+        return render_transformers_ort(data)
+    for key, fn in [("eager_ms", render_transformers_torch), ("torch_eager_ms", render_cnn_fp32),
+                    ("vkc_fp16_ms", render_cnn_fp16), ("gemm", render_gemm_fp16)]:
+        if key in rows[0]:
+            return fn(data)
+    raise SystemExit("error: unknown benchmark JSON (no key this report knows); see benchmarks/report.py's docstring")
+
+
+BLOCK = re.compile(r"(<!-- report: (\S+) -->\n)(.*?)(<!-- end report -->)", re.S)
+
+
+def update(text: str, root: Path = DATA) -> str:
+    """RESULTS.md with every marked block regenerated from the JSON it names (relative to benchmarks/)."""
+    return BLOCK.sub(lambda m: m.group(1) + render(json.loads((root / m.group(2)).read_text())) + m.group(4), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", help="a benchmark JSON file, or RESULTS.md with --update / --check")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--update", action="store_true", help="rewrite the marked blocks of the Markdown file")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a marked block differs from its JSON")
+    args = ap.parse_args(argv)
+    path = Path(args.path)
+    if not path.is_file():
+        print(f"error: {path}: no such file", file=sys.stderr)
+        return 2
+    if not (args.update or args.check):
+        print(render(json.loads(path.read_text())), end="")
+        return 0
+    old = path.read_text()
+    new = update(old)
+    if args.check:
+        if new != old:
+            print(f"{path} is stale: run python -m benchmarks.report --update {path}", file=sys.stderr)
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
 if __name__ == "__main__":
-    print(render(json.loads(Path(sys.argv[1]).read_text())))
+    sys.exit(main())

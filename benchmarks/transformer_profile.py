@@ -1,6 +1,6 @@
 """Where a transformer's GPU time goes in vkc: Model.profile's dispatches sorted into attention,
 LayerNorm, matmul, conv, elementwise and other. Shared by benchmarks/transformers.py (lavapipe) and
-benchmarks/h200/transformers.py (NVIDIA); needs only onnx.
+benchmarks/gpu/transformers.py (NVIDIA); needs only onnx.
 
 Attention: a dispatch whose template is named "attention*" (a fused attention kernel, what vkc
 builds for every exported attention it recognizes), or one that runs a node of an attention core

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """vkc against onnxruntime CPU on the transformer fixtures (tests/models/fixtures/), in one run.
 
-    python benchmarks/transformers.py                                  # every fixture, 5 timed runs each
-    python benchmarks/transformers.py --models bert_tiny,vit_tiny --repeat 11 --json out/tf.json
+    python -m benchmarks.transformers                                  # every fixture, 5 timed runs each
+    python -m benchmarks.transformers --models bert_tiny,vit_tiny --repeat 11 --json out/tf.json
 
 For each fixture: compile with vkc (`--target`, host by default: on lavapipe the lavapipe
 profile), run once and check against onnxruntime CPU (worst relative L2 over the outputs), then
@@ -31,12 +31,11 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(1, str(REPO / "benchmarks"))
 
 import numpy as np
 import onnx
-import transformer_profile as tp
+
+from benchmarks import transformer_profile as tp
 
 FIXTURES = REPO / "tests" / "models" / "fixtures"
 MODELS = ["bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny",

@@ -141,7 +141,7 @@ class Target:
         return self
 
 
-# What an H200 (driver 580.159) lists, in its order (read there by benchmarks/h200/coopmat.py):
+# What an H200 (driver 580.159) lists, in its order (read there by benchmarks/gpu/coopmat.py):
 # float16 with float16 or float32 accumulators, 8-bit integers with 32-bit ones, bfloat16.
 NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
     [(16, n, k, "float16", "float16", c, c) for c in ("float16", "float32")
@@ -150,7 +150,7 @@ NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
     + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")])
 
 # What an H200 (driver 580.159) lists for VK_NV_cooperative_matrix2 at workgroup scope, float16 x
-# float16 -> float32: (M, N, K granularity, invocations) (read by benchmarks/h200/coopmat2_probe.py).
+# float16 -> float32: (M, N, K granularity, invocations) (read by benchmarks/probes/coopmat2_probe.py).
 NVIDIA_H200_COOPMAT2 = ((16, 16, 16, 32), (16, 16, 16, 64), (32, 16, 16, 128), (32, 32, 16, 256))
 
 TARGETS = {

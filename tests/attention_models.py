@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from onnx_builders import IR_VERSION, _fill_output_shapes, make_model, tensor_info
+from tests.onnx_builders import IR_VERSION, _fill_output_shapes, make_model, tensor_info
 
 FMIN = float(np.finfo(np.float32).min)
 

@@ -1,7 +1,8 @@
 """pytest setup for the vkc suites.
 
-- The repository root and tests/ go on sys.path, so ``compiler``, ``bundles``, ``runtime_min`` and
-  the helpers ``harness`` / ``onnx_builders`` import without installing anything.
+- The repository root is on the import path (pyproject's pytest ``pythonpath``), so ``compiler``,
+  ``bundles``, ``runtime_min`` and the helpers (``tests.harness``, ``tests.onnx_builders``) import
+  without installing anything.
 - ``check`` is the fixture form of ``harness.check_against_onnxruntime``.
 - Marker ``slow``: the full-size model tests (deselect with ``-m "not slow"``).
 """
@@ -9,19 +10,10 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(TESTS_DIR)
-for p in (TESTS_DIR, REPO_ROOT):
-    if p in sys.path:
-        sys.path.remove(p)
-    sys.path.insert(0, p)
-# the repository root must win over tests/ (tests/compiler/ is a plain folder, not the package)
-sys.path.remove(REPO_ROOT)
-sys.path.insert(0, REPO_ROOT)
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # The coopmat2 kernels' compiler that .ci/setup unpacks (.ci/newer_glslc.sh), unless one is named.
@@ -36,7 +28,7 @@ def pytest_configure(config):
 
 @pytest.fixture
 def check():
-    from harness import check_against_onnxruntime
+    from tests.harness import check_against_onnxruntime
 
     return check_against_onnxruntime
 

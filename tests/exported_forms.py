@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_builders import he_normal, make_model, small_normal, tensor_info
+from tests.onnx_builders import he_normal, make_model, small_normal, tensor_info
 
 OPSET = 17
 

@@ -47,6 +47,8 @@ from typing import Mapping
 import numpy as np
 import onnx
 
+from benchmarks.light_models import rel_l2  # noqa: F401 (the tests import it from here)
+
 TINY = 1e-30
 # SPIR-V version (the header's minor number) -> the oldest Vulkan environment that accepts it
 SPIRV_TARGET_ENVS = {0: "vulkan1.0", 1: "vulkan1.1", 2: "vulkan1.1", 3: "vulkan1.1",
@@ -146,12 +148,6 @@ CLOSE_TOLERANCES = {
     np.dtype(np.float32): (1e-3, 1e-4),
     np.dtype(np.float64): (1e-12, 1e-13),
 }
-
-
-def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
-    got = np.asarray(got, np.float64).ravel()
-    ref = np.asarray(ref, np.float64).ravel()
-    return float(np.linalg.norm(got - ref) / max(float(np.linalg.norm(ref)), TINY))
 
 
 def close_stats(got, ref, *, rtol: float | None = None, atol: float | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness import assert_close, rel_l2
+from tests.harness import assert_close, rel_l2
 
 
 def test_one_wrong_element_in_a_large_output_fails():

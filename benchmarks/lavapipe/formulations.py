@@ -2,7 +2,7 @@
 """What bounds a GEMM on lavapipe: one register-tiled kernel (formulations.comp) with its operands
 read five ways, timed interleaved in one process on the default Vulkan device.
 
-    python benchmarks/lavapipe/formulations.py [--size 512] [--rounds 9]
+    python -m benchmarks.lavapipe.formulations [--size 512] [--rounds 9]
 
 Storage-buffer loads are what llvmpipe (Mesa 22.x) makes expensive: a load whose address differs
 per SIMD lane becomes a loop over the lanes, and every load pays a bounds-check branch per
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import vulkan as vk
 
+from compiler.codegen import compile_glsl
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
-from compiler.codegen import compile_glsl  # noqa: E402 - after the repository root is importable
 ROWS = {1: "storage buffers", 2: "storage buffers, B lane-uniform (timing only)", 3: "no loads (timing only)",
         4: "uniform texel buffers (texelFetch)", 5: "storage texel buffers (imageLoad)"}
 KIND = {1: "ssbo", 2: "ssbo", 3: "ssbo", 4: "texel", 5: "image"}

@@ -52,7 +52,7 @@ F16 = np.dtype(np.float16)
 # target's min_workgroups, else 1 (a batch-1 model then has the most workgroups there are). Keys
 # per block: as many as fit shared memory, at least one per lane; each block costs four barriers
 # (two with shuffles, and a subgroup barrier for P: SUBGROUP_P).
-# Measured on an H200 (benchmarks/h200/attention_tiles.py; us per dispatch at BERT batch 1, 8
+# Measured on an H200 (benchmarks/gpu/attention_tiles.py; us per dispatch at BERT batch 1, 8
 # and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens; until session 9 the script fed K
 # transposed, [B, H, D, S], read an element at a time): 128 invocations (8 x 16) took
 # 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes

@@ -4,23 +4,20 @@ Needs no peer beyond onnxruntime: ncnn / IREE (the `bench` extra) are not instal
 """
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench_run import REPO, run_benchmark
+from tests.benchmarks.bench_run import REPO, run_benchmark
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.append(str(REPO / "tests"))
 
 
 def test_bench_sections(tmp_path):
     """MLP, one GEMM and two conv layers, vkc (two targets) vs onnxruntime: tables last, JSON figures."""
     out = tmp_path / "bench.json"
     proc, log = run_benchmark(
-        "bench.py", "--models", "mlp", "--peers", "ort", "--targets", "host,generic", "--gemm", "--gemm-sizes",
+        "bench", "--models", "mlp", "--peers", "ort", "--targets", "host,generic", "--gemm", "--gemm-sizes",
         "128", "--convs", "--conv-models", "mobilenet_v2", "--conv-limit", "2", "--repeat", "3", "--warmup", "1",
         "--budget-s", "5", "--profile", "--json", str(out), columns=220, timeout=900)
     assert proc.returncode == 0, log
@@ -49,9 +46,9 @@ def test_bench_sections(tmp_path):
 
 def test_failing_peer_is_reported_not_fatal(tmp_path, monkeypatch):
     """A peer that cannot convert shows 'n/a: <reason>'; a wrong one shows 'wrong' and is not timed."""
-    import bench
-    import onnx_builders as ob
-    import peers
+    from benchmarks import bench
+    from tests import onnx_builders as ob
+    from benchmarks import peers
 
     class Broken(peers.Peer):
         name, label = "broken", "broken"
@@ -77,9 +74,9 @@ def test_failing_peer_is_reported_not_fatal(tmp_path, monkeypatch):
 
 
 def test_over_budget_is_skipped(tmp_path):
-    import bench
-    import onnx_builders as ob
-    import peers
+    from benchmarks import bench
+    from tests import onnx_builders as ob
+    from benchmarks import peers
 
     systems = [bench.System("ort", "ort", peers.OnnxRuntimeCPU().prepare)]
     args = bench.build_parser().parse_args(["--budget-s", "1", "--workdir", str(tmp_path)])
@@ -88,8 +85,8 @@ def test_over_budget_is_skipped(tmp_path):
 
 
 def test_distinct_convs_of_mobilenet_v2():
-    import bench
-    from models import zoo
+    from benchmarks import bench
+    from tests.models import zoo
 
     convs = bench.distinct_convs(zoo.mobilenet_v2())
     assert sum(n for _, n in convs) == 52  # torchvision mobilenet_v2 has 52 Conv2d
@@ -101,8 +98,8 @@ def test_distinct_convs_of_mobilenet_v2():
 
 @pytest.mark.parametrize("n", [64])
 def test_gemm_model_runs_on_onnxruntime(n):
-    import bench
-    import peers
+    from benchmarks import bench
+    from benchmarks import peers
 
     run = peers.OnnxRuntimeCPU().prepare(bench.gemm_model(n), Path("."))
     a, b = np.ones((n, n), np.float32), np.eye(n, dtype=np.float32)

@@ -2,12 +2,12 @@
 
 import json
 
-from bench_run import run_benchmark
+from tests.benchmarks.bench_run import run_benchmark
 
 
 def test_bench_models_mlp(tmp_path):
     out = tmp_path / "bench.json"
-    proc, log = run_benchmark("bench_models.py", "--models", "mlp", "--repeat", "2", "--warmup", "1",
+    proc, log = run_benchmark("bench_models", "--models", "mlp", "--repeat", "2", "--warmup", "1",
                               "--json", str(out))
     assert proc.returncode == 0, log
     lines = proc.stdout.rstrip().splitlines()

@@ -2,11 +2,11 @@
 real operands agree with numpy (a smoke run at 64^3; the figures are in RESULTS.md)."""
 import re
 
-from bench_run import run_benchmark
+from tests.benchmarks.bench_run import run_benchmark
 
 
 def test_formulations_smoke():
-    out, log = run_benchmark("lavapipe/formulations.py", "--size", "64", "--rounds", "1", "--tile", "4,1,8",
+    out, log = run_benchmark("lavapipe.formulations", "--size", "64", "--rounds", "1", "--tile", "4,1,8",
                              timeout=300)
     assert out.returncode == 0, log
     rows = [line for line in out.stdout.splitlines() if re.search(r"\d+\.\d+\s+\d+\.\d+", line)]

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from sample_bundle import MODULES, SPIRV, make_manifest, make_minimal_manifest, make_spirv, make_weights
+from tests.sample_bundle import MODULES, SPIRV, make_manifest, make_minimal_manifest, make_spirv, make_weights
 
 
 # ---- byte-level helpers, from FORMAT.md alone ------------------------------------------------
@@ -103,5 +103,5 @@ def pytest_terminal_summary(terminalreporter):
 @pytest.fixture(scope="session")
 def c_checker(tmp_path_factory):
     """(path of the built bundles/vkb_check, a label of how it was built)."""
-    import c_reader
+    from tests.bundles import c_reader
     return c_reader.build(tmp_path_factory.mktemp("vkb_check"))

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import runtime_min  # noqa: E402
 from runtime_min import VkcRuntimeError, load  # noqa: E402

@@ -2,8 +2,6 @@
 the writes it derives from SPIR-V, the reader refusing a schedule it does not cover, and the compiler
 agreeing with the reader on every bundle it makes."""
 from __future__ import annotations
-
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +12,10 @@ from onnx import TensorProto, helper
 from bundles import BundleError, read_bundle, write_bundle
 from bundles.hazards import Access, bound_range, dispatch_accesses, required_barriers, uncovered
 from bundles.spirv import Module
-from harness import glslang
-from onnx_builders import light_model, mlp, mobilenetv2_block, small_cnn
+from tests.harness import glslang
+from tests.onnx_builders import light_model, mlp, mobilenetv2_block, small_cnn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from zoo import resnet18  # noqa: E402
+from tests.models.zoo import resnet18  # noqa: E402
 
 
 def acc(i, b, start, end, write, memory="arena", tensor=0):

@@ -50,7 +50,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-import c_reader
+from tests.bundles import c_reader
 from bundles import BundleError, read_bundle, write_bundle
 from bundles.manifest import variant_views
 
@@ -84,7 +84,7 @@ class Base:
 
 
 def tiny_model():
-    from onnx_builders import init, make_model, tensor_info
+    from tests.onnx_builders import init, make_model, tensor_info
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     graph = helper.make_graph(
@@ -453,6 +453,7 @@ def run_jobs(specs: list[Path], timeout: float) -> tuple[list[dict], list[tuple]
     status, stderr) for each runner that crashed or hung, or None)."""
     env = {k: v for k, v in os.environ.items() if k not in ("VKC_VALIDATION", "VKC_ROBUST", "VKC_DEVICE")}
     env["VKC_CACHE_DIR"] = str(specs[0].parent / "cache")  # the runtime's defaults, and a private pipeline cache
+    env["PYTHONPATH"] = str(HERE.parents[1])  # the repository root: the runner imports runtime_min
     procs = [subprocess.Popen([sys.executable, str(HERE / "fuzz_runner.py"), str(spec)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for spec in specs]
     deadline = time.monotonic() + timeout

@@ -5,9 +5,9 @@ import random
 import struct
 import zlib
 
-import c_reader
+from tests.bundles import c_reader
 import pytest
-from harness import glslang
+from tests.harness import glslang
 
 from bundles import BundleError, SectionKind, read_bundle, write_bundle
 from bundles.spirv import Module, capability_features, device_requirements

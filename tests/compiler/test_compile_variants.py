@@ -9,8 +9,8 @@ from bundles import read_bundle
 from compiler import compile_model
 from compiler.cli import app
 from compiler.targets import DEFAULT_TARGETS, TARGETS
-from harness import spirv_validate
-from onnx_builders import dynamic_mlp
+from tests.harness import spirv_validate
+from tests.onnx_builders import dynamic_mlp
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_default_bundle_gives_an_nvidia_gpu_the_nvidia_bundles_kernels():
     (test_run_variants)."""
     from bundles.manifest import variant_views
     from bundles.variants import pick_profile
-    from onnx_builders import GraphBuilder
+    from tests.onnx_builders import GraphBuilder
     g = GraphBuilder("conv_mlp", seed=2)
     x = g.input("x", [1, 8, 14, 14])
     c = g.node("Relu", [g.node("Conv", [x, g.const("w", g.rng.standard_normal((16, 8, 3, 3)).astype(np.float32))],

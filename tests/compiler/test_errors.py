@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from harness import compile_cached
-from onnx_builders import IR_VERSION, OPSET, single_op_model
+from tests.harness import compile_cached
+from tests.onnx_builders import IR_VERSION, OPSET, single_op_model
 
 UNSUPPORTED_NODES = {"lstm_encoder": "LSTM", "lstm_decoder": "LSTM", "box_nms": "NonMaxSuppression"}
 

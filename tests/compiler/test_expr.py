@@ -124,7 +124,7 @@ def test_double_exp_log(op):
     import numpy as np
 
     from compiler import onnx_backend
-    from onnx_builders import single_op_model
+    from tests.onnx_builders import single_op_model
 
     rng = np.random.default_rng(0)
     special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0, 0.5, -1.0, 1e-310, 5e-324,

@@ -8,7 +8,7 @@ from compiler import host
 from compiler.host import host_target, resolve_target
 from compiler.targets import TARGETS, get_target
 from compiler.tune import CANDIDATES, tune
-from onnx_builders import small_cnn
+from tests.onnx_builders import small_cnn
 
 
 def test_named_profiles_and_host():

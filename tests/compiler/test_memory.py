@@ -9,8 +9,6 @@ Two independent sources of lifetimes, neither of them compiler/memory.py's:
   generator records as it builds them; a brute-force pairwise check judges plan_memory's plan.
 """
 from __future__ import annotations
-
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +21,9 @@ from compiler.ir import Value
 from compiler.lower.kernel import Kernel
 from compiler.memory import ALIGNMENT, plan_memory
 from compiler.passes import fold_constants, run_passes
-from onnx_builders import light_model, mlp, mobilenetv2_block, small_cnn
+from tests.onnx_builders import light_model, mlp, mobilenetv2_block, small_cnn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from zoo import resnet18  # noqa: E402
+from tests.models.zoo import resnet18  # noqa: E402
 
 MODELS = {"mlp": lambda: mlp(64, 128, 10), "small_cnn": small_cnn, "mobilenetv2_block": mobilenetv2_block,
           "resnet18": lambda: resnet18(resolution=64), "light_squeezenet": lambda: light_model("squeezenet")}

@@ -8,7 +8,7 @@ from onnx import helper
 from onnx.backend.test.runner import BackendIsNotSupposedToImplementIt
 
 from compiler import onnx_backend as backend
-from onnx_builders import single_op_model
+from tests.onnx_builders import single_op_model
 
 
 def test_prepare_and_run_returns_outputs_in_order():

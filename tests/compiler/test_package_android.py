@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from bundles import BundleError, read_bundle, write_bundle
 from compiler.cli import app
 from compiler.package_android import PackageError, ensure_no_compress, find_app_module, package_android
-from sample_bundle import MODULES, make_manifest, make_weights
+from tests.sample_bundle import MODULES, make_manifest, make_weights
 
 KTS = textwrap.dedent("""\
     plugins {

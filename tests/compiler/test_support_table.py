@@ -13,7 +13,7 @@ from compiler.ops import find_rule, registered_ops
 def test_support_table_is_current():
     assert support_table.TABLE.read_text() == support_table.generate(), \
         "docs/SUPPORT.md is out of date: run `python -m compiler.support_table` (or " \
-        "`python tests/conformance/run.py` after changing what passes)."
+        "`python -m tests.conformance.run` after changing what passes)."
 
 
 def test_declarations_name_onnx_ops_and_their_inputs():
@@ -35,10 +35,8 @@ def test_recorded_run_covers_the_registry():
     """Every case the conformance module would select now was recorded (else re-run
     tests/conformance/run.py)."""
     import os
-    import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "conformance"))
-    import cases
+    from tests.conformance import cases
 
     recorded = set(json.loads(support_table.RESULTS.read_text())["cases"])
     missing = sorted(set(cases.selected_cases()) - recorded)

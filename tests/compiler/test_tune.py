@@ -17,8 +17,8 @@ from compiler.compile import compile_with_kernels
 from compiler.host import resolve_target
 from compiler.targets import get_target
 from compiler.tune import CANDIDATES, tune
-from harness import check_against_onnxruntime
-from onnx_builders import mlp, small_cnn
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import mlp, small_cnn
 
 
 def _spec(kernel) -> dict:

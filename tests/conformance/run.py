@@ -1,8 +1,8 @@
 """Run every selected ONNX node case and record the outcomes in docs/conformance.json, then
 regenerate docs/SUPPORT.md from it and the registry.
 
-    python tests/conformance/run.py            # all cases (about a minute and a half on lavapipe)
-    python tests/conformance/run.py -k resize  # only cases whose name contains 'resize' (no write)
+    python -m tests.conformance.run            # all cases (about a minute and a half on lavapipe)
+    python -m tests.conformance.run -k resize  # only cases whose name contains 'resize' (no write)
 """
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ import argparse
 import collections
 import json
 import os
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path[:0] = [ROOT, HERE]
 
-import cases  # noqa: E402
+from tests.conformance import cases  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "docs", "conformance.json")
 

@@ -4,17 +4,15 @@ One test per case whose ops the registry claims (cases.selected_cases()). Cases 
 exclusions.txt are skipped with their reason; cases the backend declares not supported (an op or
 dtype vkc does not implement) are skipped with the backend's message. Everything else must match
 onnx's expected outputs with the case's rtol/atol (1e-3 / 1e-7 by default), as ONNX's own runner
-compares them. `python tests/conformance/run.py` records the outcomes for docs/SUPPORT.md.
+compares them. `python -m tests.conformance.run` records the outcomes for docs/SUPPORT.md.
 """
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cases  # noqa: E402
+from tests.conformance import cases  # noqa: E402
 
 
 @pytest.mark.parametrize("name", cases.selected_cases())

@@ -13,18 +13,16 @@ Bundles must need the 16-bit storage feature and hold about half the float32 bun
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import zoo  # noqa: E402
-from test_transformers import _feeds  # noqa: E402
+from tests.models import zoo  # noqa: E402
+from tests.models.test_transformers import _feeds  # noqa: E402
 
-from harness import check_against_onnxruntime, compile_cached  # noqa: E402
+from tests.harness import check_against_onnxruntime, compile_cached  # noqa: E402
 from bundles import read_bundle  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -5,8 +5,8 @@ import os
 import onnx
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import (light_model, light_model_path, mlp, mobilenetv2_block, mobilenetv2_block_stride2,
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import (light_model, light_model_path, mlp, mobilenetv2_block, mobilenetv2_block_stride2,
                            small_cnn)
 
 MODELS = {

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from harness import check_against_onnxruntime
+from tests.harness import check_against_onnxruntime
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VOCAB = 1000

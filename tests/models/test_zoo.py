@@ -12,16 +12,14 @@ two orders of magnitude of room; no model needs a looser bound:
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import onnx
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import zoo  # noqa: E402
+from tests.models import zoo  # noqa: E402
 
-from harness import (CLOSE_TOLERANCES, assert_close, check_against_onnxruntime, random_feeds,  # noqa: E402
+from tests.harness import (CLOSE_TOLERANCES, assert_close, check_against_onnxruntime, random_feeds,  # noqa: E402
                      run_onnxruntime)
 
 RTOL_L2 = 1e-4

@@ -25,7 +25,6 @@ import random
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,8 +33,6 @@ from onnx import TensorProto, helper
 
 ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "native"
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "bundles"))
 
 FUZZ_N = int(os.environ.get("VKC_NATIVE_FUZZ_N", "2000"))
 SOAK_N = int(os.environ.get("VKC_NATIVE_SOAK", "3000"))
@@ -64,7 +61,7 @@ def asan_build():
 # ---- models ------------------------------------------------------------------------------------
 
 def _conv_pad():
-    from onnx_builders import GraphBuilder
+    from tests.onnx_builders import GraphBuilder
     g = GraphBuilder("conv_pad", 3)
     x = g.input("x", [1, 4, 9, 7])
     g.node("Conv", [x, g.const("w", g.rng.standard_normal((6, 4, 3, 3)).astype(np.float32)),
@@ -74,7 +71,7 @@ def _conv_pad():
 
 
 def _elementwise():
-    from onnx_builders import make_model, tensor_info
+    from tests.onnx_builders import make_model, tensor_info
     nodes = [helper.make_node("Mul", ["a", "b"], ["m"]), helper.make_node("Add", ["m", "a"], ["s"]),
              helper.make_node("Tanh", ["s"], ["t"]), helper.make_node("Sigmoid", ["t"], ["y"]),
              helper.make_node("Sub", ["s", "b"], ["z"])]
@@ -84,7 +81,7 @@ def _elementwise():
 
 
 def _gather():
-    from onnx_builders import init, make_model, tensor_info
+    from tests.onnx_builders import init, make_model, tensor_info
     data = np.random.default_rng(5).standard_normal((10, 6)).astype(np.float32)
     graph = helper.make_graph([helper.make_node("Gather", ["data", "idx"], ["g"], axis=0),
                                helper.make_node("Relu", ["g"], ["y"])], "gather",
@@ -95,7 +92,6 @@ def _gather():
 
 MODEL_TESTS = ROOT / "tests" / "models"
 FIXTURES = MODEL_TESTS / "fixtures"
-sys.path.insert(0, str(MODEL_TESTS))
 # The transformer and 3-D CNN fixtures of the model tests: attention, LayerNorm, bool masks,
 # embedding gathers, 3-D convolution.
 TRANSFORMERS = ("bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "convnext_tiny",
@@ -116,9 +112,9 @@ def _models():
     """name -> builder: the small models here, and every model the model tests (tests/models)
     compile, at their sizes: the zoo CNNs (test_zoo.CASES), test_models.MODELS, the fixtures."""
     import onnx
-    import test_models
-    import test_zoo
-    from onnx_builders import light_model, mlp, small_cnn
+    from tests.models import test_models
+    from tests.models import test_zoo
+    from tests.onnx_builders import light_model, mlp, small_cnn
     made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
             "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather,
             "large_input": _large_input}
@@ -183,8 +179,8 @@ class Bundles(dict):
         self.folder = folder
 
     def __missing__(self, key):
-        from harness import compile_cached
-        from onnx_builders import light_model_path
+        from tests.harness import compile_cached
+        from tests.onnx_builders import light_model_path
         name, target = key
         if name.startswith("light_") and not os.path.exists(light_model_path(name[len("light_"):])):
             pytest.skip(f"{name} is not in this onnx wheel")
@@ -217,7 +213,7 @@ RESULTS = []  # (bundle, outputs, max rel L2, identical) for the summary printed
 
 @pytest.mark.parametrize("name,target", PARAMS)
 def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
-    from harness import rel_l2
+    from tests.harness import rel_l2
     from runtime_min import load
     path = bundles[(name, target)]
     with load(str(path)) as model:
@@ -287,7 +283,7 @@ def test_refusals_name_the_check(build, bundles, tmp_path):
     import json
 
     from bundles import read_bundle
-    from test_fuzz import assemble
+    from tests.bundles.test_fuzz import assemble
     with read_bundle(str(bundles[("mlp", "generic")])) as b:
         m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
     flagged = [i for i, d in enumerate(m["dispatches"]) if d["barrier"]]
@@ -313,8 +309,8 @@ MATCHES = {"nvidia": {"vendor_ids": [0x10DE], "device_types": ["discrete_gpu", "
 def variant_bundles(tmp_path_factory):
     """{(target, batch): single-variant bundle path} and the multi-variant bundle of all of them."""
     from bundles.variants import combine
-    from harness import compile_cached
-    from onnx_builders import small_cnn
+    from tests.harness import compile_cached
+    from tests.onnx_builders import small_cnn
     folder = tmp_path_factory.mktemp("variants")
     singles = {}
     for target in VARIANT_TARGETS:
@@ -424,7 +420,7 @@ def _edited(multi, tmp_path, edit):
     import json
 
     from bundles import read_bundle
-    from test_fuzz import assemble
+    from tests.bundles.test_fuzz import assemble
     with read_bundle(str(multi)) as b:
         m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
     edit(m)
@@ -517,7 +513,7 @@ def _rebuilt(path, out, manifest_edit=None, spirv_edit=None):
     import json
 
     from bundles import read_bundle
-    from test_fuzz import assemble
+    from tests.bundles.test_fuzz import assemble
     with read_bundle(str(path)) as b:
         m, mods, weights = b.manifest, [bytes(x) for x in b.spirv], bytes(b.weights)
     if manifest_edit:
@@ -599,10 +595,10 @@ def python_verdict(data: bytes):
 def _variant_bases():
     """Multi-variant fuzz bases: tests/bundles/test_variants.py's Gemm model at two batch sizes for
     two profiles with target.match, combined (4 KiB and 16 KiB weights)."""
-    import test_fuzz
+    from tests.bundles import test_fuzz
     from bundles.variants import combine
     from compiler import compile_model
-    from test_variants import gemm_model
+    from tests.bundles.test_variants import gemm_model
     singles = [compile_model(gemm_model(), target=t, input_shapes={"x": [rows, 16]})
                for t in ("nvidia", "lavapipe") for rows in (2, 8)]
     return [test_fuzz.Base(combine(singles, matches=MATCHES, weights_alignment=a)) for a in (4096, 16384)]
@@ -657,7 +653,7 @@ def test_variant_rules_same_verdict_in_c(build, edit):
     import copy
     import json
 
-    import test_fuzz
+    from tests.bundles import test_fuzz
     base = _variant_bases()[0] if edit != "flat-match-ignored" else None
     if base is None:
         from compiler import compile_model
@@ -681,7 +677,7 @@ def test_variant_rules_same_verdict_in_c(build, edit):
 def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
     """test_fuzz's corpus (its three bases: flat 4 KiB, flat 16 KiB, two variants), then one of the
     four-variant bundle with target.match (4 KiB, 16 KiB)."""
-    import test_fuzz
+    from tests.bundles import test_fuzz
     from compiler import compile_model
     if corpus_of == "test_fuzz":
         base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))

@@ -30,7 +30,7 @@ def no_validation_messages():
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    from shaders import build
+    from tests.runtime_min.shaders import build
     return build(tmp_path_factory.mktemp("spv"))
 
 

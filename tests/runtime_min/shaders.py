@@ -34,7 +34,7 @@ SCALE, OFFSET = 0.5, -3
 
 def compile_glsl(src: str, tmp: Path, name: str) -> bytes:
     """SPIR-V (spirv-val checked) for a hand-written shader; also written to tmp/<name>.spv."""
-    from harness import glslang
+    from tests.harness import glslang
 
     spirv = glslang(src)
     (tmp / f"{name}.spv").write_bytes(spirv)

@@ -16,10 +16,11 @@ import runtime_min
 from bundles import BundleError, write_bundle
 from runtime_min import DeviceLostError, VkcRuntimeError, load
 from runtime_min import device as rdevice
-from shaders import N, build, compile_glsl, expected, manifest, random_inputs, weights
+from tests.runtime_min.shaders import N, build, compile_glsl, expected, manifest, random_inputs, weights
 
 HERE = Path(__file__).resolve().parent
-PRELUDE = f"import sys\nsys.path[:0] = [{str(HERE.parents[1])!r}, {str(HERE.parent)!r}, {str(HERE)!r}]\n"
+# The scripts run in a child process from a scratch folder: the repository root is their import path.
+CHILD_ENV = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
 
 
 def check(out, feeds):
@@ -58,7 +59,7 @@ def hand_bundle(spv, *, weights_bytes=None, edit=None, sources=None, **requireme
         m["memory"]["weights_bytes"] = weights_bytes
     if edit:
         edit(m)
-    from shaders import AFFINE, SCALE_ADD
+    from tests.runtime_min.shaders import AFFINE, SCALE_ADD
     srcs = sources or [AFFINE, SCALE_ADD]
     return write_bundle(m, [compile_glsl(s, spv, f"m{zlib.crc32(s.encode())}") for s in srcs], blob)
 
@@ -98,7 +99,7 @@ layout(set = 0, binding = 2) readonly buffer B { float b[]; };
 layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
 void main() { int i = int(gl_GlobalInvocationID.x); if (i < N) y[i] = float(float16_t(x[i]) * float16_t(w[i])) + b[i]; }
 """
-    from shaders import SCALE_ADD
+    from tests.runtime_min.shaders import SCALE_ADD
     blob = hand_bundle(spv, sources=[f16, SCALE_ADD])
     real = rdevice.Instance.describe
 
@@ -143,10 +144,10 @@ def test_path_load_does_not_copy_weights(spv, tmp_path):
         assert peak < 4 << 20, f"loading {type(source).__name__} allocated {peak} bytes of Python objects"
 
 
-CYCLES = PRELUDE + """
+CYCLES = """
 import json, os, threading, runtime_min
 from runtime_min import load
-from shaders import expected, random_inputs
+from tests.runtime_min.shaders import expected, random_inputs
 import numpy as np
 def rss():
     with open("/proc/self/statm") as f:
@@ -179,7 +180,7 @@ def test_load_close_cycles_do_not_grow(bundle, tmp_path):
     # validation the layer's own state grows about 11 KiB per load/close on a device kept alive
     # (Vulkan-ValidationLayers 1.3.239; runs of one model do not grow it), which is not ours.
     proc = subprocess.run([sys.executable, "-c", CYCLES], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path, env=dict(os.environ, VKC_VALIDATION="0"))
+                          cwd=tmp_path, env=dict(CHILD_ENV, VKC_VALIDATION="0"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     before, after = r["before"], r["after"]
@@ -205,7 +206,7 @@ def test_device_destroyed_with_the_last_model_instance_kept(bundle):
 
 def test_interpreter_exit_closes_everything(bundle, tmp_path):
     (tmp_path / "m.vkb").write_bytes(bundle)
-    script = PRELUDE + """
+    script = """
 import atexit
 def report():  # registered first, so it runs after runtime_min's own exit handler
     import runtime_min
@@ -213,7 +214,7 @@ def report():  # registered first, so it runs after runtime_min's own exit handl
     print("resources", r["live"], r["instances"], "messages", runtime_min.validation_messages())
 atexit.register(report)
 import threading, numpy as np, runtime_min
-from shaders import random_inputs
+from tests.runtime_min.shaders import random_inputs
 a = runtime_min.load("m.vkb", validation=True)
 b = runtime_min.load(open("m.vkb", "rb").read(), validation=True)
 cycle = [b]; cycle.append(cycle)  # kept alive by a reference cycle until exit
@@ -228,7 +229,8 @@ a.run(random_inputs(1))
 print("exiting")
 """
     import subprocess
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                       env=CHILD_ENV)
     assert r.returncode == 0, r.stderr
     assert "resources 0 0 messages []" in r.stdout, r.stdout + r.stderr
     assert "Traceback" not in r.stderr, r.stderr
@@ -331,11 +333,11 @@ def test_ranges_checked_against_the_device(spv, monkeypatch):
 
 def test_unknown_capability_refused(spv):
     """A capability the runtime cannot map to a device feature is refused, not enabled blindly."""
-    from shaders import SCALE_ADD
+    from tests.runtime_min.shaders import SCALE_ADD
     atomic = SCALE_ADD.replace("#version 450", "#version 450\n#extension GL_EXT_shader_atomic_float : require") \
         .replace("writeonly buffer Z", "buffer Z").replace("z[i] = y[i] * SCALE + u[i] + float(OFFSET);",
                                                            "atomicAdd(z[i], y[i] * SCALE + u[i] + float(OFFSET));")
-    from shaders import AFFINE
+    from tests.runtime_min.shaders import AFFINE
     with pytest.raises(VkcRuntimeError) as e:
         load(hand_bundle(spv, sources=[AFFINE, atomic]))
     assert "SPIR-V capability 6033 (module 1 (scale_add)), which this runtime does not know" in str(e.value)
@@ -347,11 +349,11 @@ def test_fence_timeout_and_hung_device(spv, tmp_path):
     """A dispatch that runs for ages: the run raises after timeout_s, the device is given up (never
     destroyed while it may run), a new load gets a fresh device, and the process exits normally."""
     (tmp_path / "ok.vkb").write_bytes(build(spv))
-    script = PRELUDE + """
+    script = """
 import time, numpy as np, runtime_min
 from bundles import write_bundle
 from pathlib import Path
-from shaders import compile_glsl, expected, random_inputs
+from tests.runtime_min.shaders import compile_glsl, expected, random_inputs
 SPIN = '''#version 450
 layout(local_size_x = 1) in;
 layout(set = 0, binding = 0) buffer X { float x[]; };
@@ -384,7 +386,8 @@ print("abandoned", runtime_min.resources()["abandoned"] > 0, "messages", runtime
 """
     import subprocess
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                       env=CHILD_ENV)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert float(lines[0].split()[0]) < 5 and "did not finish within 1 s" in lines[0], r.stdout
@@ -426,10 +429,10 @@ def test_lost_device(bundle, monkeypatch):
         b.close()
 
 
-FUZZ = PRELUDE + r"""
+FUZZ = r"""
 import copy, random, numpy as np, runtime_min
 from bundles import BundleError, write_bundle
-from shaders import build, manifest, weights, N
+from tests.runtime_min.shaders import build, manifest, weights, N
 from pathlib import Path
 import bundles
 good = bundles.read_bundle(build(Path(".")))
@@ -498,7 +501,8 @@ def test_fuzzed_manifests_never_crash(tmp_path):
     each is refused or runs; nothing crashes, hangs or draws a validation message."""
     import subprocess
     script = FUZZ.replace("SEED", "1234").replace("CASES", "300")
-    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=170)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=170,
+                       env=CHILD_ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     counts = eval(r.stdout.strip().splitlines()[-1])
     print("fuzz:", counts)
@@ -527,7 +531,7 @@ def test_one_model_from_many_threads(bundle):
 
 def test_models_share_a_device_and_run_side_by_side(bundle):
     from compiler import compile_model
-    from onnx_builders import mlp
+    from tests.onnx_builders import mlp
     other = compile_model(mlp(16, 32, 4), target="generic")
     errors = []
     with load(bundle) as a, load(other) as b:
@@ -617,10 +621,10 @@ def test_inputs_accept_array_likes_but_never_cast(bundle):
 
 # ---- 8. soak -----------------------------------------------------------------------------------
 
-SOAK = PRELUDE + f"sys.path.insert(0, {str(HERE.parent)!r})\n" + """
+SOAK = """
 import json, os, time, numpy as np, runtime_min
 from compiler import compile_model
-from onnx_builders import mlp
+from tests.onnx_builders import mlp
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -649,7 +653,7 @@ def test_soak_10000_runs(tmp_path):
     import json
     import subprocess
     proc = subprocess.run([sys.executable, "-c", SOAK], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+                          cwd=tmp_path, env=CHILD_ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     (rss0, rss1), (res0, res1) = r["rss"], r["resources"]

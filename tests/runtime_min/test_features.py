@@ -8,8 +8,8 @@ import pytest
 from onnx import helper
 
 from bundles import read_bundle, write_bundle
-from harness import compile_cached
-from onnx_builders import tensor_info
+from tests.harness import compile_cached
+from tests.onnx_builders import tensor_info
 from runtime_min import VkcRuntimeError, load
 from runtime_min import device as rdevice
 

@@ -6,8 +6,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from shaders import N, random_inputs
-from test_runtime import check
+from tests.runtime_min.shaders import N, random_inputs
+from tests.runtime_min.test_runtime import check
 
 import runtime_min
 from runtime_min import load

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bundles import read_bundle, write_bundle
-from harness import assert_close, run_onnxruntime
-from onnx_builders import dynamic_mlp
+from tests.harness import assert_close, run_onnxruntime
+from tests.onnx_builders import dynamic_mlp
 from runtime_min import VkcRuntimeError, clear_validation_messages, load, validation_messages
 
 SHAPES = [{"x": [1, 16]}, {"x": [5, 16]}]
@@ -127,8 +127,8 @@ def test_only_the_profiles_weights_are_uploaded(target):
     profile uploads its own weights, packed, and both agree with onnxruntime."""
     from compiler import compile_model
     from bundles.variants import packed_weights
-    from harness import random_feeds
-    from onnx_builders import small_cnn
+    from tests.harness import random_feeds
+    from tests.onnx_builders import small_cnn
     model = small_cnn()
     data = compile_model(model, target="nvidia,lavapipe")
     b = read_bundle(data)

@@ -10,7 +10,7 @@ import pytest
 import runtime_min
 from runtime_min import VkcRuntimeError, load
 from runtime_min.pipelines import specialization_data
-from shaders import N, build, expected, random_inputs
+from tests.runtime_min.shaders import N, build, expected, random_inputs
 
 
 def check(out, feeds):
@@ -135,15 +135,13 @@ def test_specialization_packing():
 
 
 def _python(script, env=None, tmp_path=None):
-    env = {**os.environ, **(env or {})}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), **(env or {})}
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, env=env,
                           cwd=tmp_path)
 
 
-HERE = Path(__file__).resolve().parent
-PRELUDE = f"""
+PRELUDE = """
     import sys
-    sys.path[:0] = [{str(HERE.parents[1])!r}, {str(HERE)!r}]
 """
 
 
@@ -160,7 +158,7 @@ def test_runs_with_compiler_packages_blocked(bundle, tmp_path):
     sys.meta_path.insert(0, Block())
     import numpy as np
     import runtime_min
-    from shaders import expected
+    from tests.runtime_min.shaders import expected
     feeds = dict(np.load("feeds.npz"))
     with runtime_min.load("m.vkb", validation=True) as m:
         out = m.run(feeds)

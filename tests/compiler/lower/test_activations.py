@@ -4,12 +4,12 @@ against onnxruntime, over input ranges that reach their tails and their cancella
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import GraphBuilder, single_op_model
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import GraphBuilder, single_op_model
 
 def at_opset(model, version):
     """The model re-targeted at another opset, output shapes re-inferred."""
-    from onnx_builders import _fill_output_shapes
+    from tests.onnx_builders import _fill_output_shapes
 
     model.opset_import[0].version = version
     return _fill_output_shapes(model)
@@ -107,7 +107,7 @@ def test_erf_accuracy():
     approximation is within 4.3e-7 of erf in float32 arithmetic; see expr.HELPERS)."""
     import math
 
-    from harness import compile_cached, run_bundle
+    from tests.harness import compile_cached, run_bundle
 
     x = np.concatenate([np.linspace(-6, 6, 48001), np.geomspace(1e-6, 1, 2000)]).astype(np.float32)
     model = single_op_model("Erf", {"x": list(x.shape)})
@@ -147,7 +147,7 @@ def _microsoft(op, inputs, seed=9):
     """A com.microsoft op over x [2, 5, 16] (and a bias [16])."""
     from onnx import helper
 
-    from onnx_builders import make_model, tensor_info
+    from tests.onnx_builders import make_model, tensor_info
 
     graph = helper.make_graph(
         [helper.make_node(op, list(inputs), ["y"], domain="com.microsoft")], op,

@@ -17,8 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from attention_models import causal_mask, core_attention, padding_mask
-from harness import (check_against_onnxruntime, compile_cached, declared_shared_bytes,
+from tests.attention_models import causal_mask, core_attention, padding_mask
+from tests.harness import (check_against_onnxruntime, compile_cached, declared_shared_bytes,
                      function_local_variables, random_feeds, run_bundle, run_onnxruntime)
 
 import compiler.lower.attention as attention

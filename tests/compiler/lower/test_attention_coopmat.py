@@ -1,15 +1,15 @@
 """The cooperative-matrix attention kernel (templates/attention_coopmat.comp.j2): which attention
 takes it, and every module variant the lowering produces passes spirv-val. lavapipe has no
 cooperative matrix, so its numerics are checked against onnxruntime on the H200
-(benchmarks/h200/coopmat.py check); test_attention.py runs the other attention kernels here."""
+(benchmarks/gpu/coopmat.py check); test_attention.py runs the other attention kernels here."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
 
-from attention_models import causal_mask, core_attention
-from harness import declared_shared_bytes, spirv_val
+from tests.attention_models import causal_mask, core_attention
+from tests.harness import declared_shared_bytes, spirv_val
 
 import compiler.lower.attention as attention
 from bundles import read_bundle

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder, single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder, single_op_model
 
 CONCAT_CASES = [
     pytest.param([[2, 3, 4, 5], [1, 3, 4, 5]], 0, id="axis0-2in"),

@@ -7,8 +7,8 @@ import pytest
 
 from compiler.targets import TARGETS
 
-from harness import check_against_onnxruntime
-from onnx_builders import he_normal, single_op_model, small_normal
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import he_normal, single_op_model, small_normal
 
 
 def _conv_model(rng, *, n=1, c=4, hw=(9, 9), m=8, k=(3, 3), group=1, bias=True, **attrs):

@@ -5,8 +5,8 @@ the generic and lavapipe targets."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder, bn_params, he_normal, single_op_model, small_normal
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder, bn_params, he_normal, single_op_model, small_normal
 
 TARGETS = ["generic", "lavapipe"]
 

@@ -4,8 +4,8 @@ output_shape, auto_pad, bias, and 1-D to 3-D."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import he_normal, single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import he_normal, single_op_model
 
 CASES = [  # input shape, (c_out per group, kernel), attributes
     pytest.param([1, 4, 5, 5], (3, [3, 3]), {}, id="plain"),

@@ -5,8 +5,8 @@ operands through texel buffers)."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import GraphBuilder, single_op_model
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import GraphBuilder, single_op_model
 
 BROADCAST_CASES = [
     pytest.param([2, 3, 4, 5], [2, 3, 4, 5], id="same-shape"),

@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from harness import (check_against_onnxruntime, compile_cached, run_bundle, run_onnxruntime,
+from tests.harness import (check_against_onnxruntime, compile_cached, run_bundle, run_onnxruntime,
                      spirv_validate)
-from onnx_builders import tensor_info
+from tests.onnx_builders import tensor_info
 
 
 def model(nodes, inputs, outputs, initializers=(), opset=17):

@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from harness import check_against_onnxruntime, compile_cached
-from onnx_builders import tensor_info
+from tests.harness import check_against_onnxruntime, compile_cached
+from tests.onnx_builders import tensor_info
 
 INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 INT_IDS = [np.dtype(d).name for d in INTS]
@@ -329,7 +329,7 @@ def test_packed_tensors_are_bound_as_whole_words():
 def test_integer_division_by_zero_is_zero(dtype):
     """ONNX leaves it undefined (onnxruntime's CPU provider traps, so no comparison with it);
     vkc defines it as numpy does, since SPIR-V's undefined behaviour could be anything."""
-    from harness import run_bundle, spirv_validate
+    from tests.harness import run_bundle, spirv_validate
 
     m = model([("Div", ["a", "b"], "y", {})], {"a": ([5], dtype), "b": ([5], dtype)}, {"y": (None, dtype)})
     bundle = compile_cached(m)

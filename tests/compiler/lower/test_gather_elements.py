@@ -4,8 +4,8 @@ constant, negative indices, indices smaller than the data, 64-bit data."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1])

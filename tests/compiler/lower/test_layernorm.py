@@ -6,8 +6,8 @@ import numpy as np
 import onnx
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import _fill_output_shapes, single_op_model, tensor_info
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import _fill_output_shapes, single_op_model, tensor_info
 
 from dataclasses import replace
 
@@ -77,7 +77,7 @@ def test_row_held_in_registers(target, d, local, regs, few_lanes, monkeypatch):
 
 @pytest.mark.parametrize("x_shape", [[2, 16, 768], [4, 4096], [3, 5]])
 def test_rows_on_few_lanes(x_shape, monkeypatch):
-    """FEW_LANES (a profile variant, benchmarks/h200/profile_variants.py ln-few): rows on one
+    """FEW_LANES (a profile variant, benchmarks/gpu/profile_variants.py ln-few): rows on one
     subgroup, up to 32 elements an invocation, against onnxruntime."""
     monkeypatch.setattr(layernorm, "FEW_LANES", True)
     check_against_onnxruntime(layernorm_model(x_shape, -1), target=SUBGROUP_SUMS)

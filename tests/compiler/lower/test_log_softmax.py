@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import single_op_model
 
 
 @pytest.mark.parametrize("shape,axis", [([4, 10], -1), ([4, 10], 0), ([2, 3, 4, 5], 1), ([2, 1000], 1)],
@@ -14,7 +14,7 @@ def test_log_softmax(shape, axis):
 
 
 def test_log_softmax_opset11_flattens_from_axis():
-    from onnx_builders import _fill_output_shapes
+    from tests.onnx_builders import _fill_output_shapes
 
     model = single_op_model("LogSoftmax", {"x": [2, 3, 4]}, {"axis": 1})
     model.opset_import[0].version = 11

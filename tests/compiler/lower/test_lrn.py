@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 
 @pytest.mark.parametrize("attrs", [

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import he_normal, single_op_model, small_normal
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import he_normal, single_op_model, small_normal
 
 
 def _gemm_model(rng, M, K, N, *, alpha=1.0, beta=1.0, transA=0, transB=0, c="N",

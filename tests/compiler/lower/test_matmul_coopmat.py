@@ -1,6 +1,6 @@
 """Cooperative-matrix kernels (templates/matmul_coopmat.comp.j2): which matmuls take them, and every
 module variant the lowering produces passes spirv-val. lavapipe has no cooperative matrix, so their
-numerics are checked on the H200 (benchmarks/h200/coopmat.py); here a bundle holding one is
+numerics are checked on the H200 (benchmarks/gpu/coopmat.py); here a bundle holding one is
 refused by name."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from harness import spirv_target_env, spirv_val, spirv_validate
+from tests.harness import spirv_target_env, spirv_val, spirv_validate
 
 from bundles import read_bundle
 from compiler import codegen

@@ -2,7 +2,7 @@
 that every variant the lowering produces compiles (glslang >= 15, VKC_COOPMAT2_GLSLC) and passes
 spirv-val, what bundles holding them require, and the clear errors where the compiler or the device
 lacks what they need. lavapipe has no cooperative matrix: their numerics are checked on the H200
-(benchmarks/h200/coopmat.py check --coopmat2)."""
+(benchmarks/gpu/coopmat.py check --coopmat2)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness import spirv_validate
+from tests.harness import spirv_validate
 
 from bundles import read_bundle
 from compiler import codegen
@@ -21,7 +21,7 @@ from compiler.targets import TARGETS
 from compiler.tune import COOPMAT2_TILES, candidates
 from runtime_min import VkcRuntimeError, load
 
-from test_matmul_coopmat import conv, gemm, matmul_residual
+from tests.compiler.lower.test_matmul_coopmat import conv, gemm, matmul_residual
 
 NVIDIA = TARGETS["nvidia"]
 TILE = (128, 128, 32, 256, 8)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from harness import check_against_onnxruntime, function_local_variables
+from tests.harness import check_against_onnxruntime, function_local_variables
 
 from dataclasses import replace
 

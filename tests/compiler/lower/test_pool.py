@@ -4,8 +4,8 @@ buffers) and the lavapipe profile (input through a texel buffer)."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import single_op_model
 
 POOL_CASES = [
     pytest.param(dict(kernel_shape=[2, 2], strides=[2, 2]), [1, 4, 8, 8], id="k2-s2"),

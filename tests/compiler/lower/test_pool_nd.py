@@ -4,8 +4,8 @@ MaxPool's Indices output, against onnxruntime."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 CASES = [
     pytest.param([1, 2, 9, 9], dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), id="2d-ceil"),

@@ -4,13 +4,13 @@ scales and sizes, antialias, and the NHWC layout (resized axes 1 and 2)."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 
 def at_opset(model, version):
     """The model re-targeted at another opset, output shapes re-inferred."""
-    from onnx_builders import _fill_output_shapes
+    from tests.onnx_builders import _fill_output_shapes
 
     model.opset_import[0].version = version
     return _fill_output_shapes(model)

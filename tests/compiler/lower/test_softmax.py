@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime, random_feeds
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime, random_feeds
+from tests.onnx_builders import single_op_model
 
 SOFTMAX_CASES = [
     pytest.param([4, 10], -1, id="2d-axis-1"),

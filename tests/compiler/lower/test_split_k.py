@@ -8,8 +8,8 @@ lower few-workgroup threshold they split 3 ways (fused)."""
 import numpy as np
 import pytest
 
-from harness import assert_close, random_feeds, run_onnxruntime
-from onnx_builders import GraphBuilder
+from tests.harness import assert_close, random_feeds, run_onnxruntime
+from tests.onnx_builders import GraphBuilder
 
 from dataclasses import replace
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 TRANSPOSE_CASES = [
     pytest.param([3, 4], None, id="2d-default"),

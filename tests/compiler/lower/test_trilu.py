@@ -4,8 +4,8 @@ matrix, no k, batched, 32- and 64-bit dtypes, both targets."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import _fill_output_shapes, single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import _fill_output_shapes, single_op_model
 
 
 def trilu_model(shape, upper, k=None, dtype=np.float32):

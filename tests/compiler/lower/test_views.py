@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder, he_normal, single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder, he_normal, single_op_model
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1], ids=["axis0", "axis1", "axis2", "axis-1"])
@@ -121,7 +121,7 @@ def test_transpose_moving_only_size1_dims_is_a_view(shape, perm, view):
     """A Transpose whose dims longer than 1 keep their order (nn.MultiheadAttention's batch-first
     swap at batch 1) is a view; any other is a kernel. The Relu keeps the result off the input."""
     from bundles import read_bundle
-    from harness import compile_cached
+    from tests.harness import compile_cached
 
     g = GraphBuilder("transpose_view", seed=13)
     t = g.node("Transpose", [g.input("x", shape)], perm=perm)

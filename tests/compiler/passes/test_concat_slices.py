@@ -8,8 +8,8 @@ import pytest
 from compiler.compile import compile_with_kernels
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder
 
 
 def _concats(model):

@@ -5,10 +5,10 @@ cross attention; what vkc refuses."""
 import numpy as np
 import pytest
 
-from attention_models import contrib_attention as attention_model
-from attention_models import contrib_multi_head_attention as mha_model
-from harness import check_against_onnxruntime
-from onnx_builders import tensor_info
+from tests.attention_models import contrib_attention as attention_model
+from tests.attention_models import contrib_multi_head_attention as mha_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import tensor_info
 
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError

@@ -5,8 +5,8 @@ the equation."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import single_op_model
 
 from compiler import compile_model
 from compiler.errors import CompileError

@@ -6,8 +6,8 @@ node produces it and wherever that node sits in the ONNX node order."""
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder
 
 
 def _two_branch_add(*, bn: bool, k_a: int = 1, other: str = "conv", relu_after: bool = False,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-import exported_forms
-from harness import check_against_onnxruntime, passes_graph
+from tests import exported_forms
+from tests.harness import check_against_onnxruntime, passes_graph
 
 NOOPS = {"Identity", "Dropout", "Cast", "Expand", "Transpose"}
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder, bn_params, single_op_model
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder, bn_params, single_op_model
 
 
 def _conv_bn(*, c=4, m=8, k=3, group=1, bias=True, relu=False, epsilon=1e-5, n=1, hw=9, seed=20):

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 
-from harness import check_against_onnxruntime, run_bundle, run_onnxruntime
-from onnx_builders import GraphBuilder
+from tests.harness import check_against_onnxruntime, run_bundle, run_onnxruntime
+from tests.onnx_builders import GraphBuilder
 
 from compiler import compile_model
 from compiler.errors import CompileError, UnsupportedOpsError

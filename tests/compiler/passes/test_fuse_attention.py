@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from attention_models import causal_mask, core_attention, padding_mask, self_attention_block
-from harness import random_feeds, run_bundle
-from onnx_builders import _fill_output_shapes, make_model, tensor_info
+from tests.attention_models import causal_mask, core_attention, padding_mask, self_attention_block
+from tests.harness import random_feeds, run_bundle
+from tests.onnx_builders import _fill_output_shapes, make_model, tensor_info
 
 from compiler import compile_model, passes
 from compiler.compile import compile_with_kernels

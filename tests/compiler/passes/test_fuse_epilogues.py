@@ -6,7 +6,7 @@ from onnx import helper, numpy_helper
 
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
-from harness import check_against_onnxruntime, passes_graph
+from tests.harness import check_against_onnxruntime, passes_graph
 
 
 def _residual_with_downsample_first():

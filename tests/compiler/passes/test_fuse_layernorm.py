@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import harness
-from harness import check_against_onnxruntime
+from tests import harness
+from tests.harness import check_against_onnxruntime
 
 from compiler import passes
 from compiler.compile import compile_with_kernels

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from attention_models import self_attention_block
-from harness import check_against_onnxruntime
-from onnx_builders import make_model, tensor_info
+from tests.attention_models import self_attention_block
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import make_model, tensor_info
 
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes

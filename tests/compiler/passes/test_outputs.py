@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from harness import check_against_onnxruntime
+from tests.harness import check_against_onnxruntime
 
 
 def test_shape_constant_and_passthrough_outputs():

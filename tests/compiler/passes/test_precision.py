@@ -15,7 +15,7 @@ from compiler.errors import CompileError
 from compiler.frontend import to_ir
 from compiler.passes import PIPELINE, apply_precision, fold_constants
 from compiler.passes.precision import Precision, to_float16_weights
-from harness import check_against_onnxruntime, compile_cached, run_bundle, run_onnxruntime
+from tests.harness import check_against_onnxruntime, compile_cached, run_bundle, run_onnxruntime
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -225,7 +225,7 @@ KERNEL_CASES = {
 @pytest.mark.parametrize("target", ["generic", "lavapipe"])
 @pytest.mark.parametrize("case", list(KERNEL_CASES))
 def test_kernel_computes_float16(case, target):
-    from onnx_builders import _fill_output_shapes, single_op_model
+    from tests.onnx_builders import _fill_output_shapes, single_op_model
     op, inputs, attrs, weights = KERNEL_CASES[case]
     model = single_op_model(op, inputs, attrs, initializers=weights)
     if op == "LayerNormalization":

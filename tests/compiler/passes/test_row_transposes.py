@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import helper, load, numpy_helper
 
-from harness import check_against_onnxruntime
-from onnx_builders import make_model, tensor_info
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import make_model, tensor_info
 
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes

@@ -4,8 +4,8 @@ reads a Shape, and the result still matches onnxruntime."""
 import numpy as np
 from onnx import helper
 
-from harness import check_against_onnxruntime
-from onnx_builders import GraphBuilder
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import GraphBuilder
 
 
 def _flatten_like_pytorch(g, x):

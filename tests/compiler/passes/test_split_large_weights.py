@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants, run_passes
-from harness import check_against_onnxruntime
+from tests.harness import check_against_onnxruntime
 
 # The module (the package re-exports its function under the same name).
 split = importlib.import_module("compiler.passes.split_large_weights")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from attention_models import padding_mask, self_attention_block
-from harness import check_against_onnxruntime, passes_graph
+from tests.attention_models import padding_mask, self_attention_block
+from tests.harness import check_against_onnxruntime, passes_graph
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
