@@ -148,8 +148,7 @@ def profile_table(rows: list[dict]) -> str:
 
 def render_bench(data: dict) -> str:
     v = data.get("versions", {})
-    parts = [f"- date: {data.get('date')}; total wall time {data.get('wall_s', 0) / 60:.0f} min",
-             f"- command: `{data.get('command')}`",
+    parts = [f"- command: `{data.get('command')}` ({data.get('wall_s', 0) / 60:.0f} min)",
              f"- device: {data.get('device')}; CPU {data.get('cpu', {}).get('model')} x {data.get('cpu', {}).get('cores')}",
              f"- peak: {data.get('peak_note')}",
              "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
@@ -187,8 +186,7 @@ def _div(a, b) -> str:
 
 def _meta(meta: dict, command: str | None, commit: str | None) -> str:
     items = [f"- command: `{command or meta.get('command')}`",
-             f"- vkc commit `{commit or meta.get('vkc_commit', '?')}`; device {meta.get('device', '?')}; "
-             f"date {meta.get('date', '?')}"]
+             f"- vkc commit `{commit or meta.get('vkc_commit', '?')}`; device {meta.get('device', '?')}"]
     if meta.get("torch"):
         items.append(f"- torch {meta['torch']}; median of {meta.get('repeat')} runs after {meta.get('warmup')} warm-ups")
     return "\n".join(items)
@@ -210,7 +208,7 @@ def render_transformers_ort(data: dict) -> str:
         body.append([r["model"], _f(r["vkc_ms"]), _f(r["ort_ms"]), _div(r["ort_ms"], r["vkc_ms"]), _f(r["rel_l2"], ".1e"),
                      f"{p.get('gpu_ms', 0):.2f} ({p.get('dispatches', 0)})"]
                     + [f"{100 * cats.get(c, {}).get('share', 0):.0f}%" for c in SHARES])
-    meta = {"device": v.get("device"), "date": s.get("date")}
+    meta = {"device": v.get("device")}
     return _meta(meta, s.get("command"), v.get("vkc_commit")) + "\n\n" + _table(head, body) + "\n"
 
 

@@ -114,7 +114,7 @@ class ScalarType:
     @property
     def accumulator(self) -> "ScalarType":
         """The type sums and products of this dtype accumulate in: float16 in float32 (see
-        DESIGN.md, Dtypes), every other dtype in itself."""
+        docs/ARCHITECTURE.md, The IR), every other dtype in itself."""
         return TYPES["float32"] if self.name == "float16" else self
 
     @property

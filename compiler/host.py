@@ -14,7 +14,7 @@ from bundles.dtypes import COMPONENT_TYPES
 from bundles.manifest import device_type
 from runtime_min import choose_device, load
 # runtime_min's process-wide instance, for the one query it does not make (coopmat2_shapes): adding
-# a public door for it would cost runtime_min lines it keeps under its budget (DESIGN.md).
+# a public door for it would cost runtime_min lines it keeps under its budget (docs/ARCHITECTURE.md).
 from runtime_min.device import _instance
 
 from .targets import TARGETS, Target, get_target

@@ -1,4 +1,4 @@
-"""The arrows of docs' DESIGN.md, checked on the source: which part may import which, and no import
+"""The arrows of docs/ARCHITECTURE.md, checked on the source: which part may import which, and no import
 cycles. Every import counts, at any depth (one inside a function still runs, and used to hide a
 cycle compile -> targets -> tune -> compile).
 
@@ -156,7 +156,7 @@ def _reaches(edges, src, dst, group) -> bool:
 
 
 def forbidden(imports: list[Import]) -> list[str]:
-    """Every import that crosses an arrow DESIGN.md does not draw, as a sentence."""
+    """Every import that crosses an arrow docs/ARCHITECTURE.md does not draw, as a sentence."""
     problems = []
     for imp in imports:
         part, top = imp.file.split("/")[0], imp.target.split(".")[0]

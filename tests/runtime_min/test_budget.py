@@ -1,5 +1,5 @@
 """runtime_min stays small and ships alone: under 1,500 code lines, importing only the standard
-library, numpy, vulkan and bundles (DESIGN.md, 'The parts')."""
+library, numpy, vulkan and bundles (docs/ARCHITECTURE.md, 'The parts')."""
 import ast
 import io
 import sys
