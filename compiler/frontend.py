@@ -9,6 +9,7 @@ from onnx import numpy_helper
 
 from .errors import CompileError
 from .ir import Graph, Node, Value
+from .registry import ONNX_DOMAINS, find_rule
 
 # Opsets 23 to 28 (onnx 1.23 knows 28) are read with the schema check of compiler/registry.py's
 # find_rule: an op whose schema changed there in more than its element types is refused by name
@@ -65,16 +66,57 @@ def _value_from_type(name: str, tp: onnx.TypeProto) -> Value:
     return Value(name, dtype, shape)
 
 
+def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
+    except Exception as exc:  # noqa: BLE001 - onnx raises several types here
+        raise CompileError(f"ONNX shape inference failed: {exc}") from exc
+
+
+def _dims(tp) -> tuple | None:
+    """A tensor type's static shape, or None."""
+    tt = tp.tensor_type if tp is not None else None
+    if tt is None or not tt.elem_type or not tt.HasField("shape") or \
+            any(not d.HasField("dim_value") for d in tt.shape.dim):
+        return None
+    return tuple(d.dim_value for d in tt.shape.dim)
+
+
+def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """onnx infers no types for other domains' ops (com.microsoft's), nor for anything downstream
+    of them: give each such op's first output the shape its declaration computes (output_shape in
+    compiler/registry.py) and infer again, until no more is learned."""
+    for _ in range(len(model.graph.node)):
+        g = model.graph
+        known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
+        known.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
+                      for t in g.initializer})
+        added = []
+        for n in g.node:
+            rule = find_rule(n.op_type, n.domain, opset) if n.domain not in ONNX_DOMAINS else None
+            if rule is None or rule.output_shape is None or not n.input or not n.output or \
+                    _dims(known.get(n.output[0])) is not None or _dims(known.get(n.input[0])) is None:
+                continue
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            shape = rule.output_shape([_dims(known.get(x)) for x in n.input], attrs)
+            if shape is not None:
+                elem = known[n.input[0]].tensor_type.elem_type
+                added.append(onnx.helper.make_tensor_value_info(n.output[0], elem, list(shape)))
+        if not added:
+            return model
+        g.value_info.extend(added)
+        model = _infer_shapes(model)
+    return model
+
+
 def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
     opset = model_opset(model)
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise CompileError(f"the model uses opset {opset}; vkc supports opsets {MIN_OPSET} to "
                            f"{MAX_OPSET}. Convert it with onnx.version_converter.")
     model = pin_input_shapes(model, input_shapes)
-    try:
-        model = onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
-    except Exception as exc:  # noqa: BLE001 - onnx raises several types here
-        raise CompileError(f"ONNX shape inference failed: {exc}") from exc
+    model = _infer_shapes(model)
+    model = _type_other_domains(model, opset)
     g = model.graph
     values: dict[str, Value] = {}
     for init in g.initializer:

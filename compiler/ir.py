@@ -126,6 +126,10 @@ class Graph:
                     seen.setdefault(id(v), v)
         for v in self.outputs:  # a view can be an output that no node touches
             seen.setdefault(id(v), v)
+        for v in list(seen.values()):  # and a view of a view: the one between is no node's
+            while v.alias_of is not None:
+                v = v.alias_of
+                seen.setdefault(id(v), v)
         return list(seen.values())
 
     def is_output(self, v: Value) -> bool:

@@ -69,6 +69,10 @@ class OpRule:
     # a Cast to the dtype it has, a Reshape to the shape it has). fold_constants then hands its
     # readers the input itself, before any pattern pass looks. None: never.
     noop: Callable[[Node], bool] | None = None
+    # For an op onnx has no schema for (another domain's): its inputs' shapes (None where absent)
+    # and attributes -> its first output's shape, which onnx's shape inference cannot give
+    # (compiler/frontend.py asks, so that the values downstream of the op get shapes too).
+    output_shape: Callable | None = None
 
     @property
     def dtypes_text(self) -> str:
@@ -95,13 +99,15 @@ def _add(rule: OpRule) -> None:
 def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
              constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False,
-             schema: int | None = REVIEWED_OPSET, noop: Callable[[Node], bool] | None = None):
+             schema: int | None = REVIEWED_OPSET, noop: Callable[[Node], bool] | None = None,
+             output_shape: Callable | None = None):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
     `since` on."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
                     dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                    float16=float16, schema=schema, noop=noop))
+                    float16=float16, schema=schema, noop=noop,
+                    output_shape=output_shape))
         return fn
     return wrap
 
@@ -110,11 +116,17 @@ def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
             constant_inputs: tuple[int, ...] = (), limits: str = "-",
             float16: bool = False, schema: int | None = REVIEWED_OPSET,
-            noop: Callable[[Node], bool] | None = None) -> None:
+            noop: Callable[[Node], bool] | None = None,
+            output_shape: Callable | None = None) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                float16=float16, schema=schema, noop=noop))
+                float16=float16, schema=schema, noop=noop, output_shape=output_shape))
+
+
+def shape_of_input0(shapes: list, attrs: dict) -> tuple | None:
+    """output_shape of an op whose first output has its first input's shape."""
+    return shapes[0] if shapes else None
 
 
 def registered_ops() -> dict[str, list[int]]:

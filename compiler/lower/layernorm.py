@@ -16,6 +16,7 @@ from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
 from ..shapes import contiguous_strides, merge_dims, prod
 from ..registry import FLOATS
+from ..registry import shape_of_input0
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 LIMITS = "stash_type other than 1 (the statistics are computed in float32 only)"
@@ -179,7 +180,8 @@ def lower_layernorm(node, target):
 SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its leading dims"
 
 
-@register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS)
+@register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS,
+          output_shape=shape_of_input0)
 def lower_skip_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), bias=node.input(3), prebias=node.input(4),
@@ -188,7 +190,8 @@ def lower_skip_layernorm(node, target):
 
 
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
-          limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)")
+          limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
+          output_shape=shape_of_input0)
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), prebias=node.input(3), axis=-1,

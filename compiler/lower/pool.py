@@ -65,6 +65,13 @@ def _windowed(node, target, mode):
     if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "NOTSET":
         # Explicit end pads bound the divisor; ceil_mode windows past them are clipped.
         ends = list(node.attrs.get("pads", [0] * 2 * nd))[nd:]
+    for axis, (i, o, s, b) in enumerate(zip(x.shape[2:], out.shape[2:], strides, begins)):
+        if node.attrs.get("ceil_mode", 0) and (o - 1) * s >= i + b:
+            raise CompileError(
+                f"{node.op_type} '{node.name}': with ceil_mode=1 the last of its {o} windows along "
+                f"spatial axis {axis} starts past the input ({i}) and its begin padding ({b}); "
+                "ONNX drops such a window but onnx's shape inference counts it, so the output's "
+                "shape is in doubt. Use ceil_mode=0, or pads that keep every window's start inside.")
     indices = node.outputs[1] if len(node.outputs) > 1 else None
     if indices is not None and np.dtype(indices.dtype) != np.int64:
         raise CompileError(f"MaxPool '{node.name}': Indices '{indices.name}' must be int64.")

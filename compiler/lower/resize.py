@@ -47,8 +47,8 @@ def _transform(mode, scale, n_in, n_out, roi=(0.0, 1.0)):
         return (0.0, 0.0, 1.0, 0.0) if width == 1 else (0.0, n_in - 1, width - 1, 0.0)
     if mode == "asymmetric":
         return (0.0, 1.0, scale, 0.0)
-    if mode == "pytorch_half_pixel":
-        return (0.0, 0.0, 1.0, -0.5) if width == 1 else (0.5, 1.0, scale, -0.5)
+    if mode == "pytorch_half_pixel":  # ONNX: 0 where the output length (not scale * n_in) is 1
+        return (0.0, 0.0, 1.0, 0.0) if n_out == 1 else (0.5, 1.0, scale, -0.5)
     if mode == "half_pixel":
         return (0.5, 1.0, scale, -0.5)
     if mode == "half_pixel_symmetric":

@@ -24,11 +24,29 @@ from ..registry import declare
 
 MS = "com.microsoft"
 # dtypes: vkc.Attention's rule checks them (the masks are int32, the rest float32).
+def _attention_shape(shapes: list, attrs: dict) -> tuple | None:
+    """[B, S, V hidden]: Attention(input [B, S, in], weights [in, Q + K + V hidden])."""
+    if len(shapes) < 2 or shapes[0] is None or shapes[1] is None or len(shapes[0]) != 3:
+        return None
+    hidden = attrs.get("qkv_hidden_sizes", [shapes[1][-1] // 3] * 3)[2]
+    return (*shapes[0][:2], int(hidden))
+
+
+def _multihead_shape(shapes: list, attrs: dict) -> tuple | None:
+    """[B, S, V hidden]: MultiHeadAttention(query [B, S, QK hidden], key, value [B, S_kv, V hidden])."""
+    q, v = shapes[0], shapes[2] if len(shapes) > 2 else None
+    if q is None or v is None or len(q) != 3 or len(v) != 3:
+        return None
+    return (*q[:2], v[2])
+
+
 declare("Attention", domain=MS, handled_by="MatMul + vkc.Attention", module=__name__,
+        output_shape=_attention_shape,
         dtypes_doc="float32; mask_index int32",
         limits="past/present, attention_bias, past_sequence_length, rotary embedding; "
                "mask_index other than a [B, S] 0/1 mask")
 declare("MultiHeadAttention", domain=MS, handled_by="vkc.Attention", module=__name__,
+        output_shape=_multihead_shape,
         dtypes_doc="float32; key_padding_mask int32", constant_inputs=(3,),
         limits="packed QKV/KV and 4-D key/value layouts, past/present, attention_bias; "
                "key_padding_mask other than a [B, S_kv] 0/1 mask")

@@ -17,7 +17,7 @@ from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
 from ..noops import same_dtype
-from ..registry import REVIEWED_OPSET, declare
+from ..registry import REVIEWED_OPSET, declare, shape_of_input0
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
 ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
@@ -80,7 +80,8 @@ _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, option
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():
     declare(_op, domain="com.microsoft", handled_by=f"fused elementwise ({_doc})",
-            module=__name__, dtypes=None, dtypes_doc="float32, float16", float16=True)
+            module=__name__, dtypes=None, dtypes_doc="float32, float16", float16=True,
+            output_shape=shape_of_input0)
 
 
 def _clip_bounds(node: Node) -> tuple[float | None, float | None]:

@@ -1,0 +1,165 @@
+"""The differential oracle: compile a graph, run it on the Vulkan device (validation layer on,
+outputs poisoned with NaN), compare with onnxruntime.
+
+Verdicts: "ok"; "refused" (a CompileError: the compiler said no, in a sentence: not a bug);
+"skip" (onnxruntime cannot run the graph: no reference); "bug" (a traceback from the compiler or
+the runtime, a validation-layer message, or an output outside tolerance). A float32 compile of a
+float32 graph must agree to rel L2 < 1e-4 and every element within 1e-4*max|ref| + 1e-3*|ref|
+(tests/harness.py says why these bounds); a float16 one (a float16 graph, or --precision fp16)
+with float32's reference to rel L2 < 1e-2. NaN and Inf must sit where onnxruntime has them, with
+the same signs.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.harness import CLOSE_TOLERANCES, close_problem, rel_l2, run_bundle
+
+from .generate import Case
+
+
+@dataclass
+class Verdict:
+    kind: str            # ok | refused | skip | bug
+    signature: str = ""  # what kind of bug: "mismatch", "crash:KeyError", ... (the reducer keeps it)
+    detail: str = ""
+
+    def __str__(self):
+        return f"{self.kind} {self.signature}: {self.detail}".strip(" :")
+
+
+def feeds_for(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for vi in model.graph.input:
+        tt = vi.type.tensor_type
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        out[vi.name] = np.asarray(rng.standard_normal([d.dim_value for d in tt.shape.dim]), dtype)
+    return out
+
+
+def as_float32(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A float16 graph with every float16 tensor float32: its reference (ORT's CPU provider lacks
+    float16 kernels for many ops, and float32 is the standard anyway). A float32 graph as it is."""
+    if not any(i.type.tensor_type.elem_type == TensorProto.FLOAT16 for i in model.graph.input):
+        return model
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+
+    def retype(tp):
+        if tp.tensor_type.elem_type == TensorProto.FLOAT16:
+            tp.tensor_type.elem_type = TensorProto.FLOAT
+
+    for vi in [*m.graph.input, *m.graph.output, *m.graph.value_info]:
+        retype(vi.type)
+    for i, t in enumerate(m.graph.initializer):
+        if t.data_type == TensorProto.FLOAT16:
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(t).astype(np.float32), t.name))
+    for node in m.graph.node:
+        for a in node.attribute:
+            if a.name in ("to", "value") and a.type == onnx.AttributeProto.INT and a.i == TensorProto.FLOAT16:
+                a.i = TensorProto.FLOAT
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT16:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
+    return m
+
+
+def reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs with its graph optimizations off: they drop Cast round trips and
+    reorder arithmetic, and the reference is what the ONNX graph says."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(as_float32(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    got = sess.run(names, {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in feeds.items()})
+    return dict(zip(names, got))
+
+
+def tolerances(case: Case) -> tuple[float, tuple]:
+    """(rel L2 limit, (rtol, atol fraction)) for the case's precision."""
+    if case.precision == "fp16" or case.dtype == np.float16:
+        return 1e-2, CLOSE_TOLERANCES[np.dtype(np.float16)]
+    return 1e-4, CLOSE_TOLERANCES[np.dtype(np.float32)]
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, case: Case) -> str | None:
+    """None when `got` agrees with onnxruntime's `want`, else a sentence saying how it does not."""
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"{name}: shape {got.shape} != onnxruntime's {want.shape}"
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    odd = ~np.isfinite(g) | ~np.isfinite(w)
+    differ = odd & ~((np.isnan(g) & np.isnan(w)) | (g == w))
+    if differ.any():
+        at = tuple(int(i) for i in np.argwhere(differ)[0])
+        return (f"{name}: {int(differ.sum())} non-finite element(s) differ, first at {at}: got {g[at]}, "
+                f"want {w[at]}")
+    if odd.all():
+        return None
+    l2, (rtol, atol_frac) = tolerances(case)
+    ok = ~odd
+    if l2 > 1e-4:  # float16: the relative L2 error only (a cancellation leaves single elements few bits)
+        err = rel_l2(g[ok], w[ok])
+        return None if err <= l2 else f"{name}: rel L2 {err:.3e} > {l2:.0e} (float16 against float32)"
+    scale = float(np.abs(w[ok]).max())
+    _, problem = close_problem(name, g[ok], w[ok], rtol_l2=l2, rtol=rtol, atol=atol_frac * max(scale, 1e-30))
+    return problem
+
+
+def reference_of(case: Case) -> tuple[dict, dict] | Verdict:
+    """(feeds, onnxruntime's outputs) of a case, or the "skip" Verdict when onnxruntime fails."""
+    feeds = feeds_for(case.model, case.seed)
+    try:
+        return feeds, reference(case.model, feeds)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
+        return Verdict("skip", "reference", str(exc).splitlines()[0][:200])
+
+
+def check(case: Case, feeds_and_reference: tuple | None = None) -> Verdict:
+    """The verdict on one case; `feeds_and_reference` as reference_of returns them (computed here
+    when not given)."""
+    from compiler import compile_model
+    from compiler.errors import CompileError
+
+    model = case.model
+    given = feeds_and_reference or reference_of(case)
+    if isinstance(given, Verdict):
+        return given
+    feeds, want = given
+    try:
+        bundle = compile_model(model, target=case.target, precision=case.precision)
+    except CompileError as exc:
+        return Verdict("refused", "", str(exc).splitlines()[0])
+    except Exception as exc:  # noqa: BLE001 - any other exception is a compiler bug
+        return Verdict("bug", f"compile:{type(exc).__name__}", _last_frames(exc))
+    try:
+        got, _ = run_bundle(bundle, feeds)
+    except Exception as exc:  # noqa: BLE001 - the runtime or the validation layer
+        return Verdict("bug", f"run:{type(exc).__name__}", _last_frames(exc))
+    problems = [p for p in (compare(n, got.get(n), w, case) if n in got else f"{n}: missing"
+                            for n, w in want.items()) if p]
+    if problems:
+        return Verdict("bug", f"mismatch:{_kind(problems[0])}", "; ".join(problems))
+    return Verdict("ok")
+
+
+def _kind(problem: str) -> str:
+    """How an output disagrees: its shape, where NaN and Inf are, or its values."""
+    return "shape" if ": shape " in problem else "nonfinite" if "non-finite" in problem else \
+        "missing" if problem.endswith(": missing") else "values"
+
+
+def _last_frames(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = " <- ".join(f"{f.filename.rsplit('/', 2)[-2]}/{f.filename.rsplit('/', 1)[-1]}:{f.lineno}"
+                        for f in reversed(frames))
+    return f"{str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__} [{where}]"
