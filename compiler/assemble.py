@@ -58,12 +58,13 @@ class TensorTable:
         return b"".join(self.weight_chunks)
 
 
-def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str) -> Part:
+def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str, kept=()) -> Part:
     """The manifest, SPIR-V modules and weights of the bundle, not yet written (nor checked:
-    write_bundle, or the combined bundle's write, checks them)."""
+    write_bundle, or the combined bundle's write, checks them). `kept`: intermediates to copy out
+    as extra outputs (compile_model's keep_intermediates), which the plan kept alive."""
     table = TensorTable(plan)
     inputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.inputs]
-    outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.outputs]
+    outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in [*graph.outputs, *kept]]
 
     modules, module_index, spirv_blobs = [], {}, []
     pipelines, pipeline_index = [], {}
@@ -123,4 +124,18 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str)
         "tensors": table.entries, "inputs": inputs, "outputs": outputs,
         "modules": modules, "kernels": pipelines, "dispatches": dispatches,
     }
+    if kept:
+        manifest["intermediates"] = _intermediates(kept, kernels, table)
     return Part(manifest, spirv_blobs, table.weights())
+
+
+def _intermediates(kept, kernels, table: TensorTable) -> list[dict]:
+    """Each kept value: its tensor and the last dispatch writing its bytes, with that dispatch's
+    kernel and the ONNX nodes it computes (which say what was fused into it)."""
+    writer = {}
+    for step, k in enumerate(kernels):
+        for i in k.writes:
+            writer[id(k.bindings[i].root())] = step
+    return [{"name": v.name, "tensor": table.id_of(v), "dispatch": writer[id(v.root())],
+             "kernel": module_name(kernels[writer[id(v.root())]]),
+             "nodes": list(kernels[writer[id(v.root())]].nodes)} for v in kept]

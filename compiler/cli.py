@@ -22,6 +22,7 @@ from bundles.spirv import CAPABILITIES, Module, device_requirements
 # compiler proper reaches a device only through compiler/host.py.
 from runtime_min import VkcRuntimeError, list_devices, load
 
+from . import verify_layers
 from .check import check_model
 from .compile import compile_model
 from .targets import DEFAULT_TARGETS
@@ -496,9 +497,14 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
            input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
            target: Optional[str] = TargetOpt,
            device: Optional[str] = DeviceOpt, seed: int = typer.Option(0, help="Seed for random inputs."),
-           tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted.")):
+           tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted."),
+           layers: bool = typer.Option(False, "--layers", help="Compare every intermediate the bundle "
+                                       "computes (one profile, --target or host; one set of shapes) with "
+                                       "onnxruntime's, and name the first node outside tolerance.")):
     """Compile, run on Vulkan with random inputs and compare every output with onnxruntime (every
     shape variant of the profile the runtime picks)."""
+    if layers:
+        return _verify_layers(model, input_shape, target, device, seed, tolerance)
     import onnxruntime as ort  # lazy: an optional dependency (the test extra), only verify needs it
 
     start = time.perf_counter()
@@ -516,11 +522,30 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     worst = 0.0
     for feeds, got in runs:
-        worst = max(worst, _compare(got, dict(zip([o.name for o in session.get_outputs()],
-                                                  session.run(None, feeds)))))
+        err = _compare(got, dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds))))
+        worst = err if np.isnan(err) else max(worst, err)
     if not worst <= tolerance:
         _fail(f"outputs differ from onnxruntime: worst relative L2 error {worst:.2e} > {tolerance:.0e}.")
     console.print(f"[green]agrees with onnxruntime[/] (worst relative L2 error {worst:.2e})")
+
+
+def _verify_layers(model: Path, input_shape, target, device, seed: int, tolerance: float) -> None:
+    """verify --layers (compiler/verify_layers.py): one run of a bundle that keeps every
+    intermediate, each compared with onnxruntime's value of the same tensor."""
+    data = _compile(model, input_shape, target or "host", keep_intermediates=True)
+    vk_model = _load(data, _device_arg(device))
+    with vk_model:
+        feeds = _random_feeds(vk_model, seed)
+        got = vk_model.run(feeds)
+    proto = onnx.load(str(model))
+    want = verify_layers.reference_values(proto, feeds)
+    found = verify_layers.compare_layers(proto, read_bundle(data).manifest, got, want, tolerance)
+    console.print(f"{model.name}: every intermediate of {vk_model.target} on {vk_model.device_name} "
+                  "against onnxruntime, in graph order", highlight=False)
+    for line in verify_layers.report(proto, found, want, feeds):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if verify_layers.first_bad(found) is not None:
+        raise typer.Exit(1)
 
 
 def shapes_label_of(shapes: dict) -> str:
@@ -533,7 +558,7 @@ def _compare(got: dict, ref: dict) -> float:
     for name, value in got.items():
         err = float(np.linalg.norm((value - ref[name]).astype(np.float64)) /
                     max(np.linalg.norm(ref[name].astype(np.float64)), 1e-30))
-        worst = max(worst, err)
+        worst = err if np.isnan(err) else max(worst, err)  # NaN disagrees: it must not pass
         console.print(_summary(name, value), highlight=False)
         agree = "same top-1" if value.ndim == 2 and value.shape[0] == 1 and \
             np.argmax(value) == np.argmax(ref[name]) else ""

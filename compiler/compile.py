@@ -5,9 +5,11 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from bundles import write_bundle
+from bundles.dtypes import DTYPES
 from bundles.variants import Part, combine
 
 from .assemble import assemble_parts
@@ -34,10 +36,14 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
                   target: "str | Target | Sequence[str | Target]" = DEFAULT_TARGETS,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
-                  io: str | None = None, keep_fp32=()) -> bytes:
+                  io: str | None = None, keep_fp32=(), keep_intermediates: bool = False) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
+
+    keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
+    writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
+    the manifest's "intermediates" with the dispatch that wrote it; the fusions are unchanged.
 
     target: a profile (compiler.targets: "nvidia", "mobile", "lavapipe", "generic", or "host"), or
     several (a list, or names joined by commas); by default DEFAULT_TARGETS, which cover common
@@ -54,8 +60,10 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     shape_sets = list(variants) if variants else [input_shapes]
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
-        return compile_with_kernels(proto, input_shapes=shape_sets[0], target=targets[0], precision=precision,
-                                    io=io, keep_fp32=keep_fp32)[0]
+        part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates)
+        return write_bundle(*part)
+    if keep_intermediates:
+        raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
     parts, profiles = [], {}
     for name in targets:
         tgt = resolve_target(name)
@@ -72,13 +80,25 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
     return write_bundle(*part), kernels
 
 
-def _compile(model, input_shapes, target, precision, io, keep_fp32) -> tuple[Part, list]:
+def _compile(model, input_shapes, target, precision, io, keep_fp32,
+             keep_intermediates=False) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32)
-    plan = plan_memory(kernels, graph.inputs, graph.outputs)
+    kept = intermediates(graph, kernels) if keep_intermediates else []
+    # Kept values live to the end like outputs, so the plan gives each bytes of its own.
+    plan = plan_memory(kernels, graph.inputs, graph.outputs + kept)
     digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
-    return assemble_parts(graph, kernels, plan, tgt, digest), kernels
+    return assemble_parts(graph, kernels, plan, tgt, digest, kept), kernels
+
+
+def intermediates(graph, kernels) -> list:
+    """Every value of the graph (views included) whose bytes a dispatch writes, but for the
+    graph's outputs and constants."""
+    written = {id(k.bindings[i].root()) for k in kernels for i in k.writes}
+    outputs = {v.name for v in graph.outputs}
+    return [v for v in graph.values() if id(v.root()) in written and v.name not in outputs
+            and v.shape is not None and v.size > 0 and np.dtype(v.dtype).name in DTYPES]
 
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=()):

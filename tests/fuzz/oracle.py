@@ -152,6 +152,26 @@ def check(case: Case, feeds_and_reference: tuple | None = None) -> Verdict:
     return Verdict("ok")
 
 
+def locate(case: Case) -> str:
+    """Where a mismatch starts: the first node whose value the bundle computes outside tolerance
+    (compiler/verify_layers.py), with the kernel and fusion that computed it."""
+    from bundles import read_bundle
+    from compiler import compile_model
+    from compiler.verify_layers import compare_layers, first_bad, reference_values
+
+    feeds = feeds_for(case.model, case.seed)
+    bundle = compile_model(case.model, target=case.target, precision=case.precision, keep_intermediates=True)
+    got, _ = run_bundle(bundle, feeds)
+    want = reference_values(as_float32(case.model), {k: v.astype(np.float32) if v.dtype == np.float16 else v
+                                                     for k, v in feeds.items()})
+    layers = compare_layers(case.model, read_bundle(bundle).manifest, got, want, tolerances(case)[0])
+    bad = first_bad(layers)
+    if bad is None:
+        return "no intermediate differs (the outputs' own check failed)"
+    return (f"first node outside tolerance: {bad.op} '{bad.node}' -> {bad.tensor} ({bad.detail}); "
+            f"dispatch {bad.dispatch} ({bad.kernel}) computes {', '.join(bad.fused)}")
+
+
 def _kind(problem: str) -> str:
     """How an output disagrees: its shape, where NaN and Inf are, or its values."""
     return "shape" if ": shape " in problem else "nonfinite" if "non-finite" in problem else \

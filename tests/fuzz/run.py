@@ -17,7 +17,7 @@ import onnx
 from onnx import compose, helper
 
 from .generate import Case, generate
-from .oracle import Verdict, check, reference_of
+from .oracle import Verdict, check, locate, reference_of
 
 
 @dataclass
@@ -89,6 +89,8 @@ def run_seeds(seeds, *, batch: int = 16, reduce_bugs: bool = False, out: Path | 
         from .reduce import reduce_case
         for seed, v in summary.bugs.items():
             small = reduce_case(generate(seed), v.signature, log=log)
+            if v.signature.startswith("mismatch"):
+                log(f"  {locate(small)}")
             if out is not None:
                 out.mkdir(parents=True, exist_ok=True)
                 (out / f"seed{seed}.txt").write_text(onnx.printer.to_text(small.model))
