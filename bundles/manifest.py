@@ -32,6 +32,8 @@ SPEC_TYPES = ("int32", "uint32", "float32")
 
 # Format 1.2 (several variants): the keys each variant holds, absent from the top level then.
 VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "outputs", "kernels", "dispatches")
+# Optional, informational: the nodes a float16 compile kept float32 by itself ({"node", "why"}).
+OPTIONAL_VARIANT_KEYS = ("float32_nodes",)
 # target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
 DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
 MAX_VENDOR_ID = 2**32 - 1
@@ -402,6 +404,7 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
     """Every 1.1 rule but model and modules (checked once per file), over a flat manifest or a
     variant's flat view (which also checks target.match and covers only the modules it uses)."""
     _check_description(manifest, match=variant)
+    _check_float32_nodes(manifest)
     memory = _check_memory(manifest, weights_bytes)
     tensors = _check_tensors(manifest, memory)
     _check_io(manifest, tensors)
@@ -411,10 +414,18 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
                         used={k["module"] for k in kernels} if variant else None)
 
 
+def _check_float32_nodes(manifest: dict) -> None:
+    if "float32_nodes" not in manifest:
+        return
+    for entry, where in _entries(manifest, "float32_nodes"):
+        _str_field(entry, "node", where)
+        _str_field(entry, "why", where)
+
+
 def flat_view(manifest: dict, variant: dict) -> dict:
     """A variant as a flat (format 1.1) manifest over the shared modules: what every 1.1 rule,
     the module interface and the barrier walk read."""
-    view = {key: variant[key] for key in ("name", *VARIANT_KEYS) if key in variant}
+    view = {key: variant[key] for key in ("name", *VARIANT_KEYS, *OPTIONAL_VARIANT_KEYS) if key in variant}
     view.update(manifest_version=manifest["manifest_version"], model=manifest["model"],
                 modules=manifest["modules"])
     return view

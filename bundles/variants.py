@@ -14,7 +14,7 @@ import json
 from typing import NamedTuple
 
 from .format import MIN_WEIGHTS_ALIGNMENT, read_bundle, write_bundle
-from .manifest import DEVICE_TYPES, VARIANT_KEYS, used_modules, variant_views
+from .manifest import DEVICE_TYPES, OPTIONAL_VARIANT_KEYS, VARIANT_KEYS, used_modules, variant_views
 
 
 class Part(NamedTuple):
@@ -142,7 +142,7 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
                     t["offset"] = moved[(start, end)] + t["offset"] - start
             tensors.append(t)
         variant = {"name": names[n] if names else f"{view['target']['name']} {shapes_label(view)}"}
-        variant.update({key: view[key] for key in VARIANT_KEYS})
+        variant.update({key: view[key] for key in (*VARIANT_KEYS, *OPTIONAL_VARIANT_KEYS) if key in view})
         target = dict(view["target"])
         if target["name"] in matches:
             target["match"] = matches[target["name"]]

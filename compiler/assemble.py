@@ -126,6 +126,8 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str,
     }
     if kept:
         manifest["intermediates"] = _intermediates(kept, kernels, table)
+    if graph.float32_nodes:   # --precision fp16: what it kept float32 by itself, and why
+        manifest["float32_nodes"] = graph.float32_nodes
     return Part(manifest, spirv_blobs, table.weights())
 
 

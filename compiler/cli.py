@@ -256,6 +256,8 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                       "yes" if d["barrier"] else "", f"{d.get('flops', 0) / 1e6:.2f}",
                       ", ".join(d.get("nodes", []))[:60])
     console.print(sched)
+    for e in m.get("float32_nodes", []):
+        console.print(f"kept float32: {e['node']}: {e['why']}", highlight=False)
     mem = m["memory"]
     console.print(f"memory plan: arena {mem['arena_bytes']:,} bytes ({_mib(mem['arena_bytes'])}); "
                   f"sum of intermediates {mem['intermediates_sum_bytes']:,}; lower bound "

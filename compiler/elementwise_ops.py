@@ -19,6 +19,9 @@ repeats its text (the fusion pass bounds the growth).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
+
+from . import magnitudes as M
 
 SPECIAL = "<built by expr.Renderer>"
 KINDS = ("float", "double", "int", "uint", "bool")
@@ -40,6 +43,8 @@ class ElementwiseOp:
     variadic: tuple[str, ...] = ()   # ONNX ops folding this op over any number of inputs
     exact: bool = False              # the result is one of the operands: nothing to wrap or round
     typing: str = "same"             # how the result's type follows from the operands' (TYPINGS)
+    # How large its result may grow from its operands' magnitudes (compiler/magnitudes.py).
+    magnitude: Callable | None = None
 
     def text(self, kind: str) -> str | None:
         """The text for a compute kind (KINDS), None if it has none."""
@@ -77,12 +82,12 @@ def _predicate(name: str, onnx_op: str, text: str, *kinds: str) -> ElementwiseOp
 _OPS = [
     # Arithmetic: + - * wrap around on integers; integer division truncates toward zero.
     ElementwiseOp("add", **texts("({0} + {1})", *ALL), onnx={"Add": ()}, inputs=2,
-                  variadic=("Sum", "Mean")),
-    ElementwiseOp("sub", **texts("({0} - {1})", *ALL), onnx={"Sub": ()}, inputs=2),
-    ElementwiseOp("mul", **texts("({0} * {1})", *ALL), onnx={"Mul": ()}, inputs=2),
+                  variadic=("Sum", "Mean"), magnitude=M.sum_of),
+    ElementwiseOp("sub", **texts("({0} - {1})", *ALL), onnx={"Sub": ()}, inputs=2, magnitude=M.sum_of),
+    ElementwiseOp("mul", **texts("({0} * {1})", *ALL), onnx={"Mul": ()}, inputs=2, magnitude=M.product_of),
     ElementwiseOp("div", **texts("({0} / {1})", "double", int="{idiv}({0}, {1})",
-                                 uint="{udiv}({0}, {1})"), onnx={"Div": ()}, inputs=2),
-    ElementwiseOp("pow", **texts(SPECIAL, *ALL), onnx={"Pow": ()}, inputs=2),
+                                 uint="{udiv}({0}, {1})"), onnx={"Div": ()}, inputs=2, magnitude=M.quotient),
+    ElementwiseOp("pow", **texts(SPECIAL, *ALL), onnx={"Pow": ()}, inputs=2, magnitude=M.power),
     ElementwiseOp("max", **texts("max({0}, {1})", *ALL), variadic=("Max",), exact=True),
     ElementwiseOp("min", **texts("min({0}, {1})", *ALL), variadic=("Min",), exact=True),
     ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True),  # Clip: passes/elementwise.py
@@ -95,7 +100,7 @@ _OPS = [
     ElementwiseOp("prelu", **texts("({0} < {z} ? {1} * {0} : {0})", "double", "int", uint="{0}"),
                   onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
     # Floating point only.
-    ElementwiseOp("sqrt", **texts("sqrt({0})", "double"), onnx={"Sqrt": ()}),
+    ElementwiseOp("sqrt", **texts("sqrt({0})", "double"), onnx={"Sqrt": ()}, magnitude=M.square_root),
     ElementwiseOp("reciprocal", **texts("({one} / {0})", "double"), onnx={"Reciprocal": ()}),
     ElementwiseOp("floor", **texts("floor({0})", "double"), onnx={"Floor": ()}),
     ElementwiseOp("ceil", **texts("ceil({0})", "double"), onnx={"Ceil": ()}),
@@ -104,9 +109,10 @@ _OPS = [
                   onnx={"Softsign": ()}),
     ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
                   onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
-    ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()}),
+    ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()},
+                  magnitude=M.bounded(1.0)),
     # float64 exp and log call helpers (expr.HELPERS: GLSL has them in float only)
-    ElementwiseOp("exp", "exp({0})", double="{dexp}({0})", onnx={"Exp": ()}),
+    ElementwiseOp("exp", "exp({0})", double="{dexp}({0})", onnx={"Exp": ()}, magnitude=M.exponential),
     ElementwiseOp("log", "log({0})", double="{dlog}({0})", onnx={"Log": ()}),
     # tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)); below |x| = 0.125 that form cancels, so an odd
     # Taylor polynomial (error under 1e-9 there) takes over. GLSL's tanh is only specified
@@ -114,7 +120,7 @@ _OPS = [
     ElementwiseOp("tanh", "(abs({0}) < 0.125 ? {0} * (1.0 + {0} * {0} * (-0.33333334 + {0} * {0} * "
                           "(0.13333334 - 0.053968254 * {0} * {0}))) : "
                           "sign({0}) * (1.0 - 2.0 / (exp(2.0 * abs({0})) + 1.0)))",
-                  onnx={"Tanh": ()}),
+                  onnx={"Tanh": ()}, magnitude=M.bounded(1.0)),
     ElementwiseOp("hardswish", "({0} * clamp({0} * 0.16666667 + 0.5, 0.0, 1.0))",
                   onnx={"HardSwish": ()}),
     # log(1 + exp(x)) without overflow for large x
@@ -127,7 +133,7 @@ _OPS = [
     ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",
                   onnx={"Selu": (("alpha", 1.67326319217681884765625),
                                  ("gamma", 1.05070102214813232421875))}),
-    ElementwiseOp("erf", "{erf}({0})", onnx={"Erf": ()}),
+    ElementwiseOp("erf", "{erf}({0})", onnx={"Erf": ()}, magnitude=M.bounded(1.0)),
     # ONNX Gelu's `approximate` attribute, com.microsoft's Gelu, FastGelu and BiasGelu choose
     # between these two (passes/elementwise.py).
     ElementwiseOp("gelu", _GELU),

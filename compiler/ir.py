@@ -93,6 +93,7 @@ class Graph:
         self.outputs: list[Value] = list(outputs)
         self.opset = opset
         self.precision = None   # passes/precision.py's Precision, set by compile_model
+        self.float32_nodes: list[dict] = []   # what passes/precision.py kept float32 by itself, and why
         self.name = name
         self.producer = producer
         self.relink()

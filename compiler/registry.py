@@ -73,6 +73,9 @@ class OpRule:
     # and attributes -> its first output's shape, which onnx's shape inference cannot give
     # (compiler/frontend.py asks, so that the values downstream of the op get shapes too).
     output_shape: Callable | None = None
+    # How large the op's result may grow from its inputs' largest magnitudes (compiler/magnitudes.py;
+    # the float16 range pass asks); None: no larger than its inputs or an activation's.
+    magnitude: Callable | None = None
 
     @property
     def dtypes_text(self) -> str:
@@ -100,14 +103,14 @@ def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
              constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False,
              schema: int | None = REVIEWED_OPSET, noop: Callable[[Node], bool] | None = None,
-             output_shape: Callable | None = None):
+             output_shape: Callable | None = None, magnitude: Callable | None = None):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
     `since` on."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
                     dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
                     float16=float16, schema=schema, noop=noop,
-                    output_shape=output_shape))
+                    output_shape=output_shape, magnitude=magnitude))
         return fn
     return wrap
 
@@ -117,11 +120,12 @@ def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             constant_inputs: tuple[int, ...] = (), limits: str = "-",
             float16: bool = False, schema: int | None = REVIEWED_OPSET,
             noop: Callable[[Node], bool] | None = None,
-            output_shape: Callable | None = None) -> None:
+            output_shape: Callable | None = None, magnitude: Callable | None = None) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                float16=float16, schema=schema, noop=noop, output_shape=output_shape))
+                float16=float16, schema=schema, noop=noop, output_shape=output_shape,
+                magnitude=magnitude))
 
 
 def shape_of_input0(shapes: list, attrs: dict) -> tuple | None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
+from ..magnitudes import weighted_average
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
 from .matmul import COOPMAT_TYPES
 
@@ -209,7 +210,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
     return None
 
 
-@register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS,
+@register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2),
           dtypes_doc="float32, float16; key-padding masks int32")
 def lower_attention(node, target):
     q, k, v, mask = (node.input(i) for i in range(4))

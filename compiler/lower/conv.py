@@ -10,6 +10,7 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
+from ..magnitudes import activation
 from ..ir import Value
 from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
@@ -44,7 +45,8 @@ def _as_2d(shape):
     return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
 
 
-@register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims")
+@register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims",
+          magnitude=activation)
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..dtypes import kernel_types
 from ..errors import CompileError
+from ..magnitudes import activation
 from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register
 
@@ -28,7 +29,8 @@ def _pad3(values, fill):
     return [fill] * (3 - len(values)) + list(values)
 
 
-@register("ConvTranspose", dtypes=FLOATS, limits="4-D and higher spatial ranks")
+@register("ConvTranspose", dtypes=FLOATS, limits="4-D and higher spatial ranks",
+          magnitude=activation)
 def lower_conv_transpose(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
+from ..magnitudes import normalization
 from ..shapes import contiguous_strides, merge_dims, prod
 from ..registry import FLOATS
 from ..registry import shape_of_input0
@@ -164,7 +165,8 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                    if texel else {})]
 
 
-@register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS)
+@register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS,
+          magnitude=normalization(scale=1, bias=2))
 def lower_layernorm(node, target):
     stash = node.attrs.get("stash_type", 1)
     if stash != 1:
@@ -181,7 +183,8 @@ SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its le
 
 
 @register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS,
-          output_shape=shape_of_input0)
+          output_shape=shape_of_input0,
+          magnitude=normalization(scale=2, bias=3, skip=1))
 def lower_skip_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), bias=node.input(3), prebias=node.input(4),
@@ -191,7 +194,8 @@ def lower_skip_layernorm(node, target):
 
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
-          output_shape=shape_of_input0)
+          output_shape=shape_of_input0,
+          magnitude=normalization(scale=2, skip=1))
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), prebias=node.input(3), axis=-1,
@@ -199,7 +203,7 @@ def lower_skip_simplified_layernorm(node, target):
                              simplified=True)
 
 
-@register("vkc.LayerNorm", dtypes=FLOATS)
+@register("vkc.LayerNorm", dtypes=FLOATS, magnitude=normalization(scale=2, bias=3, skip=1))
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
     attribute `outputs` names what each output is, among Y, MEAN, INV_STD, SUM (the residual

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
+from ..magnitudes import activation
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
@@ -515,7 +516,7 @@ def _register_params(target, M, N, batches, strides, b_mode, vec4):
     return "matmul_register", params, groups, dict(local_size=(lx, 1, 1))
 
 
-@register("Gemm", dtypes=FLOATS)
+@register("Gemm", dtypes=FLOATS, magnitude=activation)
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
@@ -542,7 +543,7 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul", dtypes=FLOATS,
+@register("MatMul", dtypes=FLOATS, magnitude=activation,
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)

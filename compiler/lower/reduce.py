@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import expr as E
 from ..dtypes import kernel_types
 from ..errors import CompileError
+from ..magnitudes import reduction
 from ..shapes import contiguous_strides, merge_dims
 from ..reduce_ops import REDUCE_OPS
 from ..registry import FLOATS
@@ -85,12 +86,14 @@ def _register(op_type: str) -> None:
     # ReduceMax and ReduceMin of bool (opset 20) are any and all.
     dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ())
 
-    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT)
+    magnitude = reduction(REDUCE_OPS[op_type])
+
+    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
     @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
-              dtypes=dtypes, limits=REDUCE_LIMIT)
+              dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..dtypes import kernel_types
+from ..magnitudes import bounded
 from ..shapes import prod
 from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register
@@ -24,12 +25,12 @@ def _softmax(node, target, log: bool, coerce_2d: bool):
                    flops=5 * x.size)]
 
 
-@register("Softmax", since=1, dtypes=FLOATS)
+@register("Softmax", since=1, dtypes=FLOATS, magnitude=bounded(1.0))
 def lower_softmax_v1(node, target):
     return _softmax(node, target, log=False, coerce_2d=True)
 
 
-@register("Softmax", since=13, dtypes=FLOATS)
+@register("Softmax", since=13, dtypes=FLOATS, magnitude=bounded(1.0))
 def lower_softmax(node, target):
     return _softmax(node, target, log=False, coerce_2d=False)
 

@@ -66,7 +66,7 @@ for _op in sorted(ELEMENTWISE_OPS):
     name = (ONNX_BINARY.get(_op) or ONNX_UNARY.get(_op) or ONNX_VARIADIC.get(_op)
             or ATTRIBUTE_OPS[_op])
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
-            float16="float" in OPS[name].kinds,
+            float16="float" in OPS[name].kinds, magnitude=OPS[name].magnitude,
             dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
                         "bool, float16-64, int8-64, uint8-64, bfloat16, float8 (e4m3fn, e4m3fnuz, "
                         "e5m2, e5m2fnuz, e8m0fnu), float4e2m1, int4, uint4, int2, uint2 to any "

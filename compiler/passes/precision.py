@@ -14,8 +14,11 @@ reads, store_casts.py). Never chosen for a model silently.
 Which nodes compute in float16 the registry says (OpRule.computes("float16"): Gemm, MatMul,
 Conv, pooling, softmax, normalization, reductions, elementwise ops and data movement). Every other
 node (Resize, Pad, Concat, LRN...), and every node named in `keep_float32`, stays float32 with
-Cast nodes around it, so the fallback is always a correct float32 kernel. Graph inputs and
-outputs stay float32 at the runtime API (a Cast in, a Cast out) unless `io_float16`.
+Cast nodes around it, so the fallback is always a correct float32 kernel. So does every node
+where float16 storage would overflow or lose too much (passes/float16_range.py): the pass keeps
+those by itself and names each, with why, in `graph.float32_nodes` (the manifest's
+`float32_nodes`, `vkc inspect`). Graph inputs and outputs stay float32 at the runtime API (a Cast
+in, a Cast out) unless `io_float16`.
 
 The pass runs after fuse_layernorm (a normalization is one node by then, taking float16 as a
 whole) and before to_elementwise, so that its Casts become elementwise nodes that fuse into their
@@ -30,6 +33,7 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
 from ..registry import find_rule
+from .float16_range import describe, float16_range
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 F16_MAX = float(np.finfo(np.float16).max)
@@ -81,7 +85,11 @@ def apply_precision(graph: Graph) -> Graph:
     if precision is None or not precision.float16:
         return graph
     _check_names(graph, precision.keep_float32)
-    _Retyper(graph, precision).run()
+    retyper = _Retyper(graph, precision)
+    kept = float16_range(graph, retyper.computes_float16)
+    graph.float32_nodes = describe(kept)
+    retyper.kept = set(kept)
+    retyper.run()
     graph.relink()
     return graph
 
@@ -100,9 +108,10 @@ class _Retyper:
         self.inputs = {id(v) for v in graph.inputs}
         self.converted: dict[tuple[int, str], Value] = {}   # (value, dtype) -> its other version
         self.nodes: list[Node] = []
+        self.kept: set[int] = set()   # ids of the nodes float16_range keeps float32
 
     def computes_float16(self, node: Node) -> bool:
-        if node.name in self.p.keep_float32 or any(s in self.p.keep_float32 for s in node.sources):
+        if id(node) in self.kept or node.name in self.p.keep_float32 or any(s in self.p.keep_float32 for s in node.sources):
             return False
         if self.p.matmul_only and not is_onnx(node, *MATMUL_OPS):
             return False
