@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bundles import read_bundle
 from compiler.cli import app
-from harness import check_against_onnxruntime, compile_cached, passes_graph
+from tests.harness import check_against_onnxruntime, compile_cached, passes_graph
 
 FP16 = dict(precision="fp16", target="lavapipe", rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
 
