@@ -90,7 +90,8 @@ _OPS = [
     ElementwiseOp("pow", **texts(SPECIAL, *ALL), onnx={"Pow": ()}, inputs=2, magnitude=M.power),
     ElementwiseOp("max", **texts("max({0}, {1})", *ALL), variadic=("Max",), exact=True),
     ElementwiseOp("min", **texts("min({0}, {1})", *ALL), variadic=("Min",), exact=True),
-    ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True),  # Clip: passes/elementwise.py
+    ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True,  # Clip: passes/elementwise.py
+                  magnitude=M.clipped),
     ElementwiseOp("neg", **texts("(-{0})", "double", "int", uint="({z} - {0})"), onnx={"Neg": ()}),
     ElementwiseOp("abs", **texts("abs({0})", "double", "int", uint="{0}"), onnx={"Abs": ()}),
     ElementwiseOp("sign", **texts("sign({0})", "double", "int", uint="min({0}, {one})"),
@@ -106,7 +107,7 @@ _OPS = [
     ElementwiseOp("ceil", **texts("ceil({0})", "double"), onnx={"Ceil": ()}),
     ElementwiseOp("round", **texts("roundEven({0})", "double"), onnx={"Round": ()}),
     ElementwiseOp("softsign", **texts("({0} / ({one} + abs({0})))", "double"),
-                  onnx={"Softsign": ()}),
+                  onnx={"Softsign": ()}, magnitude=M.bounded(1.0)),
     ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
                   onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
     ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()},
@@ -127,7 +128,7 @@ _OPS = [
     ElementwiseOp("softplus", "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
                   onnx={"Softplus": ()}),
     ElementwiseOp("hardsigmoid", "clamp({1} * {0} + {2}, 0.0, 1.0)",
-                  onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))}),
+                  onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))}, magnitude=M.bounded(1.0)),
     ElementwiseOp("elu", "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
                   onnx={"Elu": (("alpha", 1.0),)}),
     ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",

@@ -85,6 +85,18 @@ def square_root(node, ins) -> float | None:
     return math.sqrt(ins[0]) if ins[0] is not None else None
 
 
+def clipped(node, ins) -> float | None:
+    """Clip: within its bounds where both are known (attributes, or constant inputs)."""
+    bounds = [node.attrs.get("min"), node.attrs.get("max")]
+    for i in (1, 2):
+        v = node.inputs[i] if i < len(node.inputs) else None
+        if v is not None and v.is_constant and v.size == 1:
+            bounds[i - 1] = float(np.asarray(v.data).reshape(()))
+    if any(b is None for b in bounds):
+        return ins[0]
+    return min(max(abs(b) for b in bounds), ins[0]) if ins[0] is not None else max(abs(b) for b in bounds)
+
+
 def bounded(limit: float):
     """An op whose result stays within +-limit whatever its inputs (Softmax, Sigmoid, Tanh, Erf)."""
     def rule(node, ins) -> float:
