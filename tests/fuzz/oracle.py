@@ -3,7 +3,8 @@ outputs poisoned with NaN), compare with onnxruntime.
 
 Verdicts: "ok"; "refused" (a CompileError: the compiler said no, in a sentence: not a bug);
 "skip" (onnxruntime cannot run the graph: no reference); "bug" (a traceback from the compiler or
-the runtime, a validation-layer message, or an output outside tolerance). A float32 compile of a
+the runtime, a module spirv-val rejects, a validation-layer message, or an output outside
+tolerance). A float32 compile of a
 float32 graph must agree to rel L2 < 1e-4 and every element within 1e-4*max|ref| + 1e-3*|ref|
 (tests/harness.py says why these bounds); a float16 one (a float16 graph, or --precision fp16)
 with float32's reference to rel L2 < 1e-2. NaN and Inf must sit where onnxruntime has them, with
@@ -11,6 +12,7 @@ the same signs.
 """
 from __future__ import annotations
 
+import hashlib
 import traceback
 from dataclasses import dataclass
 
@@ -18,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.harness import CLOSE_TOLERANCES, close_problem, rel_l2, run_bundle
+from tests.harness import CLOSE_TOLERANCES, close_problem, rel_l2, run_bundle, spirv_val
 
 from .generate import Case
 
@@ -141,6 +143,9 @@ def check(case: Case, feeds_and_reference: tuple | None = None) -> Verdict:
         return Verdict("refused", "", str(exc).splitlines()[0])
     except Exception as exc:  # noqa: BLE001 - any other exception is a compiler bug
         return Verdict("bug", f"compile:{type(exc).__name__}", _last_frames(exc))
+    complaint = _spirv_complaint(bundle)
+    if complaint:
+        return Verdict("bug", "spirv-val", complaint)
     try:
         got, _ = run_bundle(bundle, feeds)
     except Exception as exc:  # noqa: BLE001 - the runtime or the validation layer
@@ -170,6 +175,24 @@ def locate(case: Case) -> str:
         return "no intermediate differs (the outputs' own check failed)"
     return (f"first node outside tolerance: {bad.op} '{bad.node}' -> {bad.tensor} ({bad.detail}); "
             f"dispatch {bad.dispatch} ({bad.kernel}) computes {', '.join(bad.fused)}")
+
+
+_VALID_MODULES: set[str] = set()  # SPIR-V modules spirv-val passed (kernels recur across graphs)
+
+
+def _spirv_complaint(bundle: bytes) -> str:
+    """spirv-val's complaint about the first module of the bundle it rejects, or ""."""
+    from bundles import read_bundle
+
+    b = read_bundle(bundle)
+    for module, code in zip(b.manifest["modules"], b.spirv):
+        digest = hashlib.sha256(bytes(code)).hexdigest()
+        if digest not in _VALID_MODULES:
+            complaint = spirv_val(bytes(code))
+            if complaint:
+                return f"module {module['name']}: {complaint.splitlines()[0]}"
+            _VALID_MODULES.add(digest)
+    return ""
 
 
 def _kind(problem: str) -> str:
