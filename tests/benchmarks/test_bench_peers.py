@@ -13,6 +13,7 @@ from tests.benchmarks.bench_run import REPO, run_benchmark
 
 
 
+@pytest.mark.timeout(1200)  # the benchmark's own limit is 900 s
 def test_bench_sections(tmp_path):
     """MLP, one GEMM and two conv layers, vkc (two targets) vs onnxruntime: tables last, JSON figures."""
     out = tmp_path / "bench.json"

@@ -340,6 +340,7 @@ def _kept(m: dict) -> dict:
 
 # ---- the test --------------------------------------------------------------------------------
 
+@pytest.mark.timeout(600)  # its runners' limit is 300 s
 def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
     exe, c_build = c_checker
     started = time.perf_counter()

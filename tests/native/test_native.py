@@ -208,9 +208,6 @@ def vkcrun(binary, bundle, feeds, out_dir, *extra, env=None):
     return subprocess.run(args, capture_output=True, text=True, timeout=300, env={**os.environ, **(env or {})})
 
 
-RESULTS = []  # (bundle, outputs, max rel L2, identical) for the summary printed at the end
-
-
 @pytest.mark.parametrize("name,target", PARAMS)
 def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
     from tests.harness import rel_l2
@@ -228,8 +225,7 @@ def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
         assert got.dtype == want.dtype and got.shape == want.shape
         worst = max(worst, rel_l2(got, want) if want.size else 0.0)
         same &= got.tobytes() == want.tobytes()
-    RESULTS.append((f"{name}-{target}", len(ref), worst, same))
-    assert worst < 1e-6
+    assert worst < 1e-6, f"{name}-{target}: max rel L2 {worst:.3g} against runtime_min"
     assert same, f"{name}-{target}: outputs differ from runtime_min (max rel L2 {worst:.3g})"
 
 
@@ -474,6 +470,7 @@ def test_variants_unmet_requirements(build, variant_bundles, tmp_path):
         r.stderr
 
 
+@pytest.mark.timeout(600)  # a soak of up to 300 s
 def test_variants_soak_switches_shapes(build, variant_bundles):
     """Runs alternating between the two variants of one process: each built on first use, one
     arena, flat memory."""
@@ -674,6 +671,7 @@ def test_variant_rules_same_verdict_in_c(build, edit):
 
 
 @pytest.mark.parametrize("corpus_of", ["test_fuzz", "variants"])
+@pytest.mark.timeout(1200)  # the sanitizer build, then up to 600 s of fuzzing
 def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
     """test_fuzz's corpus (its three bases: flat 4 KiB, flat 16 KiB, two variants), then one of the
     four-variant bundle with target.match (4 KiB, 16 KiB)."""
@@ -711,6 +709,7 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
     assert not mismatches, mismatches[:10]
 
 
+@pytest.mark.timeout(900)  # a soak of up to 600 s
 def test_soak_flat_rss(build, bundles):
     path = bundles[("mlp", "generic")]
     r = subprocess.run([str(build / "vkc_soak"), str(path), str(SOAK_N), "--reloads", "20"], capture_output=True,
@@ -722,6 +721,7 @@ def test_soak_flat_rss(build, bundles):
     assert end - start < 4096, r.stdout  # flat: under 4 MiB for thousands of runs and 20 load/free cycles
 
 
+@pytest.mark.timeout(900)  # the sanitizer build, then whole models under it
 def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
     """The Vulkan half under ASan/UBSan too (a leak check inside the driver is out of our hands)."""
     from runtime_min import load
@@ -733,12 +733,6 @@ def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
         assert r.returncode == 0, r.stderr[-4000:]
     r = vkcrun(asan_build, variant_bundles[1], _cnn_feeds(3), tmp_path / "variants", env=env)
     assert r.returncode == 0, r.stderr[-4000:]
-
-
-def test_summary():
-    """Prints the agreement table (pytest -s shows it)."""
-    for name, n, worst, same in RESULTS:
-        print(f"{name:28s} outputs={n} max_rel_l2={worst:.3g} bit_identical={same}")
 
 
 # ---- Android -----------------------------------------------------------------------------------

@@ -170,6 +170,7 @@ print(json.dumps({"before": before, "after": after}))
 """
 
 
+@pytest.mark.timeout(600)  # up to 300 s of load/close cycles
 def test_load_close_cycles_do_not_grow(bundle, tmp_path):
     """200 load/run/close cycles in a process of their own: no Vulkan object, file descriptor,
     thread or memory growth."""
@@ -647,6 +648,7 @@ print(json.dumps({"same": same, "rss": [start[0], end[0]], "resources": [start[1
 """
 
 
+@pytest.mark.timeout(600)  # 10,000 runs, up to 300 s
 def test_soak_10000_runs(tmp_path):
     """10,000 runs of a small compiled MLP: flat RSS and device allocations, bit-identical outputs.
     In a process of its own, so the rest of the suite's memory churn cannot blur the figure."""
