@@ -17,18 +17,22 @@ from runtime_min import choose_device, load
 # a public door for it would cost runtime_min lines it keeps under its budget (docs/ARCHITECTURE.md).
 from runtime_min.device import _instance
 
-from .targets import TARGETS, Target, get_target
+from .targets import TARGETS, Target, get_target, with_cores
 from .tuning_cache import load_tuning
+
+
+NVIDIA = 0x10DE
 
 
 def host_target(device=None) -> Target:
     """The limits of the device the runtime would pick (`device`, else VKC_DEVICE, else the best
-    present), on top of the profile its vendor matches, with the tile choices `vkc tune` stored
-    for that device."""
+    present), on top of the profile its vendor matches, its workgroup counts scaled to the cores
+    the device reports (core_count), with the tile choices `vkc tune` stored for that device."""
     dev = choose_device(device)
     name = dev.name.lower()
-    base = TARGETS["nvidia"] if "nvidia" in name else TARGETS["lavapipe"] if "llvmpipe" in name \
-        else TARGETS["generic"]
+    base = TARGETS["nvidia"] if dev.vendor_id == NVIDIA or "nvidia" in name else \
+        TARGETS["lavapipe"] if "llvmpipe" in name else TARGETS["generic"]
+    base = with_cores(base, core_count(dev))
     # Its variants are for this device's vendor and type (in a bundle of several profiles).
     return replace(base, name=f"host:{dev.name}", vendor_ids=(dev.vendor_id,),
                    device_types=(device_type(dev.type_code),),
@@ -38,6 +42,34 @@ def host_target(device=None) -> Target:
                    max_texel_elements=dev.max_texel_buffer_elements,
                    cooperative_matrix=dev.cooperative_matrix, coopmat2=coopmat2_shapes(dev),
                    tuned=load_tuning(dev.name))
+
+
+def core_count(dev) -> int:
+    """The device's streaming multiprocessors (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount) or
+    compute units (AMD: VK_AMD_shader_core_properties' engines x arrays x units per array); 0
+    where it reports neither (the profile's counts then stay)."""
+    if "VK_NV_shader_sm_builtins" in dev.all_extensions:
+        p = device_properties(dev, "VkPhysicalDeviceShaderSMBuiltinsPropertiesNV",
+                              "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV")
+        return int(p.shaderSMCount)
+    if "VK_AMD_shader_core_properties" in dev.all_extensions:
+        p = device_properties(dev, "VkPhysicalDeviceShaderCorePropertiesAMD",
+                              "VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD")
+        return int(p.shaderEngineCount * p.shaderArraysPerEngineCount * p.computeUnitsPerShaderArray)
+    return 0
+
+
+def device_properties(dev, ctype: str, stype: str):
+    """One extension's properties struct of the device, through vkGetPhysicalDeviceProperties2."""
+    inst = _instance(False)
+    vk, ffi = inst.vk, inst.vk.ffi
+    ext = ffi.new(f"{ctype}*")
+    ext.sType = getattr(vk, stype)
+    props2 = ffi.new("VkPhysicalDeviceProperties2*")
+    props2.sType = vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2
+    props2.pNext = ext
+    vk.lib.vkGetPhysicalDeviceProperties2(inst.physical_devices()[dev.index], props2)
+    return ext
 
 
 # What templates/matmul_coopmat2.comp.j2 uses of VK_NV_cooperative_matrix2.
@@ -87,11 +119,9 @@ def resolve_target(name: "str | Target", device=None) -> Target:
 
 # Before a model is timed, profiled runs (one upload, the GPU kept busy) in rounds of WARM_UP_ROUND_S
 # until three rounds in a row agree within WARM_UP_STEADY, for at most WARM_UP_LIMIT_S: a GPU left
-# idle while the candidate compiled sits at its lowest clocks (an H200: 345 MHz against 1980) and
-# takes a while to clock up. On the H200 (session 14) an 8192^3 GEMM took 17.4 ms after 3 s idle
-# against 3.40 warm; the first candidate after each compile took MobileNetV2 b1's matmuls 1.010 ms
-# against 0.230; after 0.3 s of warm-up ViT-B/16 b8's first candidate still took 8.08 ms against
-# 2.5-3.9 for the next ones. Host-to-host runs do not warm it where copies dominate.
+# idle while a candidate compiled sits at its lowest clocks (an H200: 345 MHz against 1980) and
+# takes a while to clock up, which made a GEMM five times slower cold than warm; a fixed short
+# warm-up was not enough on large models. Host-to-host runs do not warm it where copies dominate.
 WARM_UP_ROUND_S = 0.1
 WARM_UP_STEADY = 0.05
 WARM_UP_LIMIT_S = 2.0

@@ -25,7 +25,8 @@ class Target:
     reg_m: int = 4
     reg_n: int = 4
     # Workgroups that keep the device busy: a matmul with fewer tiles than this gets smaller
-    # tiles (down to 32x32) so that small batch-1 layers still spread over every core.
+    # tiles (down to 32x32) so that small batch-1 layers still spread over every core. Where the
+    # device reports its cores (with_cores), MIN_WORKGROUPS_PER_CORE of them.
     min_workgroups: int = 16
     # Split-K: K steps each slice keeps at least (shallower slices cost more in the extra reduction
     # dispatch than their workgroups give back).
@@ -68,18 +69,18 @@ class Target:
     cooperative_matrix: tuple = ()
     # Cooperative-matrix workgroup tiles, largest first, as (subgroups along M, along N,
     # accumulators per subgroup along M, along N); the K step is coopmat_k, through
-    # coopmat_stages (1 or 2) shared-memory buffers. On an H200 K steps of 64 through one buffer
-    # ran a 8192^3 GEMM at 274 TFLOP/s, steps of 32 through two at 212 (session 15: staging a
-    # step, through one barrier or two, costs about what its products do).
+    # coopmat_stages (1 or 2) shared-memory buffers. One buffer of K 64 beats two of K 32: staging
+    # a step costs about what its products do (`python3 -m benchmarks.gpu.coopmat gemm 8192 sweep
+    # 3,0`, benchmarks/RESULTS.md "float16 GEMM against cuBLAS").
     coopmat_tiles: tuple = ((2, 4, 4, 2), (2, 2, 2, 4), (2, 2, 2, 2), (2, 2, 1, 2), (2, 2, 1, 1))
     coopmat_k: int = 64
     coopmat_stages: int = 1
     # The cooperative-matrix kernel's tile choice and split-K aim at this many workgroups (0:
     # min_workgroups). Where coopmat_k_steps > 0, the K step is the deepest of coopmat_k, 2x and
-    # 4x that leaves at least that many steps and fits shared memory with the tile. On an H200
-    # (fp16, host ms) 66 workgroups made ViT-B/16 b8 3.89 -> 3.43 and ResNet-50 b32 5.80 -> 5.52
-    # but BERT-base b1 0.98 -> 1.17 and ResNet-50 b1 0.78 -> 0.87 (with 12 steps: 0.97, 0.82);
-    # no setting of these or coopmat_split_steps won on every model, so nvidia keeps none.
+    # 4x that leaves at least that many steps and fits shared memory with the tile. Fewer
+    # workgroups help large batches and hurt batch 1, and no setting of these or
+    # coopmat_split_steps wins on every model, so nvidia sets none (`python3 -m
+    # benchmarks.gpu.profile_variants fp16 bert:1,resnet50:1,vit:8,resnet50:32 default,...`).
     coopmat_workgroups: int = 0
     coopmat_k_steps: int = 0
     # Split-K slices of the cooperative-matrix kernel keep at least this many K steps (0:
@@ -88,18 +89,15 @@ class Target:
     # Where even the smallest tile gives too few workgroups (but at least an eighth of
     # coopmat_workgroups) and K is too short for two split-K slices of this many coopmat_k steps,
     # the product is not split: its K step deepens (2x or 4x coopmat_k, leaving at least 3 steps)
-    # instead. 0: split as above. nvidia: 16. On an H200 (fp16, batch 1, GPU ms summed over a
-    # model's products of that shape; `vkc tune`'s per-problem times, session 14), it won at
-    # BERT-base's and GPT-2's 128x768x768 (0.141 -> 0.091; 96 workgroups, 3 slices of 4 steps of
-    # 64 against 3 steps of 256) and at 6 of ResNet-50's products (0.230 -> 0.183), and lost at 3
-    # of ResNet-50's (0.070 -> 0.076) and ViT-B/16's patch embedding (0.014 -> 0.020). MobileNetV2's
-    # lost 0.038 ms on grids of 10-20 workgroups, where split-K's slices are what fills the device:
-    # so not under an eighth.
+    # instead. 0: split as above. nvidia: 16: short products such as BERT-base's 128x768x768 at
+    # batch 1 run faster in three deep steps than in split slices of shallow ones, while grids
+    # under an eighth of the workgroups (MobileNetV2's last layers) need split-K's slices to fill
+    # the device (`vkc tune --precision fp16` prints both per problem).
     coopmat_short_k: int = 0
     # One shared buffer: two K steps in flight in registers (steps k + 1 and k + 2) where a set
     # takes at most this many loads an invocation (0: one step). nvidia: 4, the 32x32 tiles of
-    # small products (H200, fp16, GPU ms: BERT-base b1 0.962 -> 0.947, GPT-2 b1 0.959 -> 0.946,
-    # ResNet-50 b1 0.780 -> 0.774; 8, the larger tiles too, gained nothing more).
+    # small products, which it speeds up by 1-2 % at batch 1; 8 (the larger tiles too) gains
+    # nothing more (`python3 -m benchmarks.gpu.profile_variants fp16 bert:1,gpt2:1,resnet50:1 ...`).
     coopmat_deep_prefetch: int = 0
     # VK_NV_cooperative_matrix2: the workgroup-scope float16 x float16 -> float32 shapes the device
     # allows (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) as (M, N, K
@@ -108,8 +106,8 @@ class Target:
     coopmat2: tuple = ()
     # The workgroup tile of templates/matmul_coopmat2.comp.j2, (BM, BN, BK, invocations, K steps a
     # loop iteration), or () for the subgroup-scope kernel (matmul_coopmat). No profile sets it:
-    # on an H200 it wins at some problems and loses at others (benchmarks/RESULTS.md, sessions 12
-    # and 13), so `vkc tune` measures it per problem where the profile lists coopmat2 shapes.
+    # it wins large products and loses small ones (benchmarks/RESULTS.md, "float16 GEMM against
+    # cuBLAS"), so `vkc tune` measures it per problem where the profile lists coopmat2 shapes.
     coopmat2_tile: tuple = ()
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
@@ -141,7 +139,7 @@ class Target:
         return self
 
 
-# What an H200 (driver 580.159) lists, in its order (read there by benchmarks/gpu/coopmat.py):
+# What an H200 (driver 580.159) lists, in its order (`python3 -m benchmarks.gpu.coopmat check` prints it):
 # float16 with float16 or float32 accumulators, 8-bit integers with 32-bit ones, bfloat16.
 NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
     [(16, n, k, "float16", "float16", c, c) for c in ("float16", "float32")
@@ -150,8 +148,27 @@ NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
     + [(16, 16, 16, "bfloat16", "bfloat16", "float32", "float32")])
 
 # What an H200 (driver 580.159) lists for VK_NV_cooperative_matrix2 at workgroup scope, float16 x
-# float16 -> float32: (M, N, K granularity, invocations) (read by benchmarks/probes/coopmat2_probe.py).
+# float16 -> float32: (M, N, K granularity, invocations) (`python3 -m benchmarks.probes.coopmat2_probe` prints it).
 NVIDIA_H200_COOPMAT2 = ((16, 16, 16, 32), (16, 16, 16, 64), (32, 16, 16, 128), (32, 32, 16, 256))
+
+# Workgroup counts per core (an NVIDIA streaming multiprocessor, an AMD compute unit): tiles shrink
+# until a matmul has MIN_WORKGROUPS_PER_CORE workgroups a core, so that one can run while another
+# waits at a barrier (two of the nvidia profile's 256-invocation tiles fit an SM's registers); a
+# profile that splits K first aims at SPLITK_WORKGROUPS_PER_CORE.
+MIN_WORKGROUPS_PER_CORE = 2
+SPLITK_WORKGROUPS_PER_CORE = 4
+# The nvidia profile's device class: the H100 SXM5 and the H200 have 132 SMs each (NVIDIA's
+# H100 Tensor Core GPU Architecture whitepaper).
+NVIDIA_PROFILE_SMS = 132
+
+
+def with_cores(target: Target, cores: int) -> Target:
+    """The profile's workgroup counts for a device of `cores` cores (0: unknown, unchanged)."""
+    if cores <= 0:
+        return target
+    return replace(target, min_workgroups=MIN_WORKGROUPS_PER_CORE * cores,
+                   splitk_workgroups=SPLITK_WORKGROUPS_PER_CORE * cores if target.splitk_workgroups else 0)
+
 
 TARGETS = {
     "generic": Target("generic"),
@@ -162,21 +179,22 @@ TARGETS = {
     "lavapipe": Target("lavapipe", max_shared_memory=32768, max_invocations=1024, subgroup_size=8,
                        matmul="texel", cpu_lanes=8, max_texel_elements=2**27, winograd=4,
                        im2col_max_bytes=64 << 20, device_types=("cpu",)),
-    # On an H200: 128x64 tiles with 8x4 registers measured fastest (128x128 with 8x8 ties at 4096^3
-    # and loses at transformer shapes); split-K aiming at 528 workgroups before tiles shrink, its
-    # partial sums added by a second dispatch, made ViT-B/16 fp32 at batch 8 12.3 -> 10.9 ms and
-    # ResNet-50 at batch 32 12.3 -> 11.6 (the fused finish costs the kernel occupancy: 107
-    # registers against 79). im2col scratch up to 256 MiB: ResNet-50's stem at batch 32 in float32
-    # takes 236 (12.5 -> 12.1 ms). Winograd F(2x2, 3x3) for float32 3x3 stride-1 layers, host to
-    # host against im2col (ms): UNet (zoo) 0.500 -> 0.405, ResNet-18 0.600 -> 0.501, ResNet-50
-    # 1.110 -> 1.055, at batch 32 10.88 -> 10.22; F(4x4, 3x3) gave 0.367, 0.714, 1.217 and 9.67.
-    "nvidia": Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
-                     tile_n=64, tile_k=16, reg_m=8, reg_n=4, min_workgroups=264,
-                     splitk_workgroups=528, splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
+    # NVIDIA data-center GPUs of NVIDIA_PROFILE_SMS streaming multiprocessors, where its tiles
+    # were chosen (`python3 -m benchmarks.gpu.profile_variants fp32|fp16 MODELS VARIANTS` times the
+    # alternatives on whole models): 128x64 tiles with 8x4 registers (128x128 ties on large
+    # squares and loses at transformer shapes); split-K before tiles shrink, its partial sums
+    # added by a second dispatch (the fused finish costs the kernel registers and occupancy);
+    # im2col scratch up to 256 MiB (ResNet-50's stem at batch 32 in float32 takes 236);
+    # Winograd F(2x2, 3x3) for float32 3x3 stride-1 layers (F(4x4) loses on ResNets). Other
+    # NVIDIA GPUs run this variant too; `--target host` scales its workgroup counts to the
+    # device's own SMs (compiler/host.py).
+    "nvidia": with_cores(Target("nvidia", max_shared_memory=49152, max_invocations=1024, tile_m=128,
+                     tile_n=64, tile_k=16, reg_m=8, reg_n=4, splitk_workgroups=1,
+                     splitk_fused_sums=0, winograd=2, max_texel_elements=2**27,
                      im2col_max_bytes=256 << 20, subgroup_reductions=True,
                      vendor_ids=(0x10DE,), device_types=("discrete_gpu", "integrated_gpu"),
                      cooperative_matrix=NVIDIA_H200_COOPERATIVE_MATRIX, coopmat_deep_prefetch=4,
-                     coopmat_short_k=16, coopmat2=NVIDIA_H200_COOPMAT2),
+                     coopmat_short_k=16, coopmat2=NVIDIA_H200_COOPMAT2), NVIDIA_PROFILE_SMS),
 }
 
 # What `vkc compile` and compile_model build without a target: the profiles of common devices, best
