@@ -15,6 +15,10 @@ attribute constants, {z} and {one} zero and one of the compute type, and a helpe
 text the renderer builds itself (Clip's bounds are numbers, not children; Pow's text depends on
 its exponent). Texts are spliced into one statement, so an op that reads an operand twice
 repeats its text (the fusion pass bounds the growth).
+
+NaN and infinities behave as in onnxruntime: GLSL's max, min and clamp (and sign, on some
+drivers) drop a NaN operand, so the float texts propagate NaN explicitly ({fmax}, {fmin}:
+expr.HELPERS); tests/compiler/test_special_values.py checks every op against onnxruntime.
 """
 from __future__ import annotations
 
@@ -88,15 +92,19 @@ _OPS = [
     ElementwiseOp("div", **texts("({0} / {1})", "double", int="{idiv}({0}, {1})",
                                  uint="{udiv}({0}, {1})"), onnx={"Div": ()}, inputs=2, magnitude=M.quotient),
     ElementwiseOp("pow", **texts(SPECIAL, *ALL), onnx={"Pow": ()}, inputs=2, magnitude=M.power),
-    ElementwiseOp("max", **texts("max({0}, {1})", *ALL), variadic=("Max",), exact=True),
-    ElementwiseOp("min", **texts("min({0}, {1})", *ALL), variadic=("Min",), exact=True),
+    # Floats: NaN if either operand is NaN, as onnxruntime (GLSL's max and min leave NaN
+    # undefined, and drivers return the other operand).
+    ElementwiseOp("max", **texts("{fmax}({0}, {1})", "double", int="max({0}, {1})",
+                                 uint="max({0}, {1})"), variadic=("Max",), exact=True),
+    ElementwiseOp("min", **texts("{fmin}({0}, {1})", "double", int="min({0}, {1})",
+                                 uint="min({0}, {1})"), variadic=("Min",), exact=True),
     ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True,  # Clip: passes/elementwise.py
                   magnitude=M.clipped),
     ElementwiseOp("neg", **texts("(-{0})", "double", "int", uint="({z} - {0})"), onnx={"Neg": ()}),
     ElementwiseOp("abs", **texts("abs({0})", "double", "int", uint="{0}"), onnx={"Abs": ()}),
-    ElementwiseOp("sign", **texts("sign({0})", "double", "int", uint="min({0}, {one})"),
-                  onnx={"Sign": ()}, exact=True),
-    ElementwiseOp("relu", **texts("max({0}, {z})", "double", "int", uint="{0}"),
+    ElementwiseOp("sign", **texts("(isnan({0}) ? {0} : sign({0}))", "double", int="sign({0})",
+                                  uint="min({0}, {one})"), onnx={"Sign": ()}, exact=True),
+    ElementwiseOp("relu", **texts("{fmax}({0}, {z})", "double", int="max({0}, {z})", uint="{0}"),
                   onnx={"Relu": ()}, exact=True),
     ElementwiseOp("prelu", **texts("({0} < {z} ? {1} * {0} : {0})", "double", "int", uint="{0}"),
                   onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
@@ -127,7 +135,7 @@ _OPS = [
     # log(1 + exp(x)) without overflow for large x
     ElementwiseOp("softplus", "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
                   onnx={"Softplus": ()}),
-    ElementwiseOp("hardsigmoid", "clamp({1} * {0} + {2}, 0.0, 1.0)",
+    ElementwiseOp("hardsigmoid", "{fmin}({fmax}({1} * {0} + {2}, 0.0), 1.0)",
                   onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))}, magnitude=M.bounded(1.0)),
     ElementwiseOp("elu", "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
                   onnx={"Elu": (("alpha", 1.0),)}),

@@ -33,7 +33,6 @@ import numpy as np
 from .dtypes import TYPES, ScalarType, float_literal
 from .elementwise_ops import OPS, SPECIAL
 
-NAN = float_literal(float("nan"))
 FLOAT32, BOOL = TYPES["float32"], TYPES["bool"]
 
 
@@ -115,12 +114,7 @@ class Renderer:
         if text is None:
             raise Unsupported(op, ct)
         if op == "clip":
-            x = self.typed(tree[1], leaf, t)[0]
-            if tree[2] is not None:
-                x = f"max({x}, {t.literal(tree[2])})"
-            if tree[3] is not None:
-                x = f"min({x}, {t.literal(tree[3])})"
-            return x, t
+            return self._clip(tree[1], tree[2], tree[3], leaf, t), t
         if op == "pow":
             return t.wrap(self._pow(tree[1], tree[2], leaf, t)), t
         assert text is not SPECIAL, op
@@ -162,6 +156,23 @@ class Renderer:
             x = f"int({x})"  # -3.0 -> uint8 is 253 (via int): GLSL's float -> uint is undefined below 0
         return to.wrap(f"{to.glsl}({x})")
 
+    # ---- Clip: bounds are numbers ------------------------------------------------------------
+
+    def _clip(self, operand, lo, hi, leaf, t: ScalarType) -> str:
+        """Clip as ONNX defines it: a missing bound is the type's lowest or largest value (so
+        infinities clip to the largest finite magnitude, as in onnxruntime), and floats keep NaN."""
+        x = self.typed(operand, leaf, t)[0]
+        if t.kind == "float":
+            big = FLOAT_MAX[t.name]
+            lo, hi = -big if lo is None else lo, big if hi is None else hi
+            return (f"{self.helper('fmin', t)}({self.helper('fmax', t)}({x}, {t.literal(lo)}), "
+                    f"{t.literal(hi)})")
+        if lo is not None:
+            x = f"max({x}, {t.literal(lo)})"
+        if hi is not None:
+            x = f"min({x}, {t.literal(hi)})"
+        return x
+
     # ---- Pow: the exponent may have its own dtype -------------------------------------------
 
     def _pow(self, base, exponent, leaf, t: ScalarType) -> str:
@@ -169,7 +180,7 @@ class Renderer:
         if exponent[0] == "const":
             e = float(exponent[1])
             if t.glsl == "float":
-                return pow_text(x, None, e)
+                return pow_text(x, None, e, self.helper("fpow", t))
             if not e.is_integer():
                 if t.glsl == "double":
                     raise Unsupported("pow with a fractional exponent", t)
@@ -184,7 +195,8 @@ class Renderer:
         if t.glsl == "double":
             raise Unsupported("pow with a floating-point exponent tensor", t)
         if t.glsl == "float":
-            return pow_text(x, f"float({y})" if et.glsl == "double" else y, None)
+            return pow_text(x, f"float({y})" if et.glsl == "double" else y, None,
+                            self.helper("fpow", t))
         # An integer base and a float exponent: ONNX runtimes compute in floating point and
         # truncate; an integral exponent goes the exact integer way.
         i = "int64_t" if t.int64 else "int"
@@ -220,25 +232,19 @@ def _int_type(glsl: str) -> ScalarType:
     return ScalarType(glsl, glsl, "int", 64 if "64" in glsl else 32)
 
 
-def pow_text(x: str, y: str, exponent: float | None) -> str:
-    """x ** y in float as ONNX (numpy) defines it. GLSL's pow() is undefined for x < 0 and for
-    x = 0 with y <= 0, so the sign and the zero cases are handled here; small integer exponents
-    multiply."""
+def pow_text(x: str, y: str | None, exponent: float | None, fpow: str) -> str:
+    """x ** y in float as ONNX (C's pow, which onnxruntime calls) defines it: the helper `fpow`
+    (HELPERS["fpow"]) or, for small integer constant exponents, products, which give C's results
+    for every x (NaN, infinities and signed zeros included)."""
     if exponent is not None:
         e = float(np.float32(exponent))
         simple = {0.0: "1.0", 1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})",
-                  4.0: f"(({x} * {x}) * ({x} * {x}))", 0.5: f"sqrt({x})", -1.0: f"(1.0 / {x})",
-                  -2.0: f"(1.0 / ({x} * {x}))", -0.5: f"inversesqrt({x})"}
+                  4.0: f"(({x} * {x}) * ({x} * {x}))", -1.0: f"(1.0 / {x})",
+                  -2.0: f"(1.0 / ({x} * {x}))"}
         if e in simple:
             return simple[e]
-        if e.is_integer():
-            mag = f"pow(abs({x}), {float_literal(e)})"
-            return f"({x} < 0.0 ? -{mag} : {mag})" if e % 2 else mag
-        return f"({x} < 0.0 ? {NAN} : pow({x}, {float_literal(e)}))"
-    mag = f"pow(abs({x}), {y})"
-    odd = f"(floor({y}) == {y} && mod({y}, 2.0) == 1.0)"
-    return (f"({y} == 0.0 ? 1.0 : {x} == 0.0 ? ({y} < 0.0 ? {float_literal(np.inf)} : 0.0) : "
-            f"{x} > 0.0 ? {mag} : floor({y}) != {y} ? {NAN} : {odd} ? -{mag} : {mag})")
+        y = float_literal(e)
+    return f"{fpow}({x}, {y})"
 
 
 def _float32_renderer(tree) -> Renderer:
@@ -297,7 +303,41 @@ def _double(x: float) -> str:
 _LN2_HI, _LN2_LO = float.fromhex("0x1.62e42fee00000p-1"), float.fromhex("0x1.a39ef35793c76p-33")
 
 
+# The largest finite value of each float type: Clip's missing bounds.
+FLOAT_MAX = {"float32": float(np.finfo(np.float32).max), "float16": 65504.0,
+             "bfloat16": float.fromhex("0x1.fep127"), "float64": float(np.finfo(np.float64).max)}
+# 2^24: float32 values of this magnitude and above are even integers.
+_EVEN = float_literal(2.0 ** 24)
+
+
 HELPERS = {
+    # max and min of floats, NaN when either operand is NaN (onnxruntime's Max, Min, Relu, Clip).
+    # GLSL's max and min are undefined for NaN operands (drivers return the other operand); the
+    # select on isnan() is explicit, so no compiler turns it into a max instruction.
+    "fmax": """{T} {name}({T} a, {T} b) {{
+    return isnan(a) || isnan(b) ? a + b : max(a, b);
+}}""",
+    "fmin": """{T} {name}({T} a, {T} b) {{
+    return isnan(a) || isnan(b) ? a + b : min(a, b);
+}}""",
+    # x ** y as C's pow (C99 F.9.4.4), which onnxruntime calls: pow(x, 0) and pow(1, y) are 1
+    # even for NaN, pow(-1, +-inf) is 1; a negative base needs an integer exponent (the result's
+    # sign is the base's for odd ones); zeros and infinities are exact. GLSL's pow() covers only
+    # x > 0 (lavapipe's pow(NaN, 1) is 0), so it sees nothing else.
+    "fpow": """{T} {name}({T} x, {T} y) {{
+    if (y == 0.0 || x == 1.0) return 1.0;
+    if (isnan(x) || isnan(y)) return x + y;
+    const {T} ax = abs(x);
+    if (isinf(y)) return ax == 1.0 ? 1.0 : (ax < 1.0) == (y < 0.0) ? abs(y) : 0.0;
+    const bool integer = floor(y) == y;
+    const bool negative = floatBitsToInt(x) < 0;   // -0 too
+    const bool odd = integer && abs(y) < """ + _EVEN + """ && mod(y, 2.0) == 1.0;
+    const {T} sign = negative && odd ? -1.0 : 1.0;
+    if (ax == 0.0) return sign * (y < 0.0 ? uintBitsToFloat(0x7f800000u) : 0.0);
+    if (isinf(ax)) return sign * (y < 0.0 ? 0.0 : ax);
+    if (negative && !integer) return uintBitsToFloat(0x7fc00000u);
+    return sign * pow(ax, y);
+}}""",
     # Truncating division through magnitudes, defined for every operand pair: the most negative
     # value divided by -1 wraps around (as in C on two's complement), and x / 0 is 0 (as numpy
     # gives; SPIR-V leaves integer division by zero undefined).
@@ -336,6 +376,7 @@ HELPERS = {
     # in float32) of Eigen and XLA. Its own error is 6.5e-8; in float32 arithmetic the result is
     # within 4.3e-7 of erf (relative error under 2.5e-7 for |x| < 1: no cancellation near 0).
     "erf": """{T} {name}({T} x) {{
+    if (isnan(x)) return x;
     x = clamp(x, -4.0, 4.0);
     const {T} x2 = x * x;
     const {T} p = x * (""" + _horner(["-1.60960333262415e-02", "-2.95459980854025e-03",
