@@ -22,8 +22,36 @@ if "VKC_COOPMAT2_GLSLC" not in os.environ and os.access(_NEWER_GLSLC, os.X_OK):
     os.environ["VKC_COOPMAT2_GLSLC"] = _NEWER_GLSLC
 
 
+# Tests of over 10 s on the 2-core machine whose size is their point (whole models; the bundle
+# fuzzer), found with `pytest --durations=60 tests/models tests/native tests/bundles
+# tests/runtime_min tests/benchmarks`. Marked here so the suites' parametrizations stay as they are
+# written; `make test` runs them, `-m "not slow"` leaves them out.
+SLOW = {
+    "tests/bundles/test_fuzz.py::test_fuzz",
+    "tests/models/test_fp16.py::test_zoo_fp16[resnet50]",
+    "tests/models/test_fp16.py::test_zoo_fp16[resnet18]",
+    "tests/models/test_fp16.py::test_zoo_fp16[efficientnet_b0]",
+    "tests/models/test_fp16.py::test_zoo_fp16[shufflenet_v2]",
+    "tests/models/test_fp16.py::test_generic_profile_fp16[resnet18]",
+    "tests/models/test_fp16.py::test_fp16_matmul[resnet18]",
+    "tests/models/test_zoo.py::test_fold_bn_same_function[resnet50]",
+    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-lavapipe-fp16]",
+    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-lavapipe]",
+    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-generic]",
+    "tests/native/test_native.py::test_agrees_with_runtime_min[efficientnet_b0-64-generic]",
+    "tests/native/test_native.py::test_agrees_with_runtime_min[mobilenet_v3_small-64-op14-hardswish-generic]",
+}
+
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: full-size model tests (ResNet-50, SqueezeNet at 224x224)")
+    config.addinivalue_line("markers", "slow: full-size model tests (ResNet-50, SqueezeNet at 224x224) and "
+                                       "the tests of over 10 s in conftest.SLOW")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid in SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
