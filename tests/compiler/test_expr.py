@@ -62,11 +62,11 @@ def _renders(onnx_op: str, dtype: str) -> bool:
 
 def _inputs(dtype, rng):
     """a, b: operands over each dtype's interesting values (b never 0, so integer division is
-    defined); e: small non-negative exponents for Pow. NaN operands are
-    tests/compiler/test_special_values.py's subject, with onnxruntime as the reference."""
+    defined), signed zeros, infinities and NaN among the floats; e: small non-negative exponents
+    for Pow."""
     np_type = np.dtype(dtype)
     if np_type.kind == "f":
-        a = np.concatenate([rng.standard_normal(N - 6) * 3, [0.0, -0.0, 0.5, -2.5, np.inf, -np.inf]])
+        a = np.concatenate([rng.standard_normal(N - 7) * 3, [0.0, -0.0, 0.5, -2.5, np.inf, -np.inf, np.nan]])
         b = rng.standard_normal(N) * 2
         e = rng.integers(0, 4, N)
     else:
