@@ -19,7 +19,10 @@ A node that would compute in float16 stays float32 when
    saturate), or one that float16 rounds by over 1e-3 of its largest value (a tensor in float16's
    subnormal range);
 2. it reads a value that may pass LIMIT: its Cast into float16 would overflow or lose it;
-3. its own result may pass LIMIT (a sum of squares, exp of an activation, a 1e4 bias).
+3. its own result may pass LIMIT (a sum of squares, exp of an activation, a 1e4 bias);
+4. it reads a value that may hold what float16 rounds to 0: the result of a node that read a
+   constant of rule 1's second kind (F.normalize's Clip to 1e-12), through data movement: a
+   division by it would divide by 0.
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 for the nodes that read it (rule 2), up to a bounded op. Where a rule cannot see (an exponent
@@ -30,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..magnitudes import ACTIVATION, LIMIT
+from ..magnitudes import ACTIVATION, LIMIT, clipped
 from ..registry import find_rule
 
 F16_MAX = float(np.finfo(np.float16).max)
@@ -48,6 +51,8 @@ class _Range:
         self.graph = graph
         self.size: dict[int, float] = {id(v): ACTIVATION for v in graph.inputs if _is_float(v)}
         self.origin: dict[int, str] = {}        # a large value -> the node or constant it comes from
+        # values that may hold what float16 rounds to 0 (a Clip's 1e-12 floor before a division)
+        self.tiny: dict[int, str] = {}
         self.constants: dict[int, tuple[float, float]] = {}
 
     def kept(self, computes_float16) -> dict[int, tuple[Node, str]]:
@@ -62,7 +67,11 @@ class _Range:
         """Records the node's result's magnitude; returns why it must stay float32, if it must."""
         why = None
         ins = []
+        tiny = None
         for v in node.inputs:
+            if v is not None and self._tiny(v) and not why:
+                tiny = self._tiny(v)
+                why = f"reads '{v.name}', which may hold values float16 rounds to 0 (from {tiny})"
             m = self._magnitude(v)
             ins.append(m)
             if m is None or why:
@@ -74,10 +83,17 @@ class _Range:
                 elif rounding > ROUNDING:
                     why = (f"reads constant '{v.name}', which float16 rounds by {rounding:.1%} of its "
                            "largest value")
+                    tiny = f"constant '{v.name}'"
             elif m > LIMIT:
                 why = f"reads '{v.name}', which may reach {m:.3g} (from {self._origin(v)})"
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
         out = rule.magnitude(node, ins) if rule is not None and rule.magnitude is not None else None
+        # Such values pass on through data movement (no rule) and a Clip to its floor; arithmetic
+        # (a division by them, kept float32 here) ends them.
+        if tiny and (rule is None or rule.magnitude in (None, clipped)):
+            for v in node.outputs:
+                if v is not None and _is_float(v):
+                    self.tiny[id(v)] = tiny
         if out is None:
             out = max([ACTIVATION, *(m for m in ins if m is not None)])
         for v in node.outputs:
@@ -101,6 +117,9 @@ class _Range:
         if root.is_constant:
             return self._constant(root)[0]
         return self.size.get(id(v), self.size.get(id(root), ACTIVATION))
+
+    def _tiny(self, v: Value) -> str | None:
+        return self.tiny.get(id(v), self.tiny.get(id(v.root())))
 
     def _origin(self, v: Value) -> str:
         return self.origin.get(id(v), self.origin.get(id(v.root()), "a graph input"))

@@ -101,3 +101,23 @@ def test_inspect_lists_the_nodes_kept_float32_with_why(tmp_path):
     out = CliRunner().invoke(app, ["inspect", str(path)]).output
     assert "kept float32: ssq: its result may reach" in out, out
     onnx.checker.check_model(_sum_of_squares())
+
+
+def _normalize():
+    """F.normalize as torch exports it: x / expand(max(||x||, 1e-12)), over rows one of which is
+    zero (Swin v2's cosine attention on a window's zero padding)."""
+    return _model([helper.make_node("ReduceL2", ["x"], ["n"], axes=[2], keepdims=1),
+                   helper.make_node("Clip", ["n", "eps", ""], ["c"], name="clip"),
+                   helper.make_node("Expand", ["c", "shape"], ["e"]),
+                   helper.make_node("Div", ["x", "e"], ["y"], name="div")],
+                  [("x", [1, 4, 8])], [1, 4, 8],
+                  {"eps": np.array(1e-12, np.float32), "shape": np.array([1, 4, 8], np.int64)}, opset=13)
+
+
+def test_a_floor_float16_rounds_to_0_keeps_the_division_by_it_float32():
+    kept = _kept(_normalize())
+    assert "which float16 rounds by 100.0%" in kept["clip"], kept
+    assert "may hold values float16 rounds to 0 (from constant 'eps')" in kept["div"], kept
+    x = np.random.default_rng(3).standard_normal((1, 4, 8)).astype(np.float32)
+    x[0, 1] = 0
+    check_against_onnxruntime(_normalize(), feeds={"x": x}, **FP16)
