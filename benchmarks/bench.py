@@ -54,6 +54,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from benchmarks import peers as peers_mod  # noqa: E402
+from benchmarks.cli import command_line, vkc_commit  # noqa: E402
 from tests import onnx_builders as ob  # noqa: E402
 from tests.harness import random_feeds  # noqa: E402
 
@@ -184,8 +185,8 @@ def probe_peer(s: System, proto, feeds, reference, workdir: Path, budget: float,
             "feeds": str(pdir / "feeds.npz"), "status": str(status), "outputs": str(pdir / "outputs.npz"),
             "workdir": str(workdir)}
     (pdir / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.Popen([sys.executable, __file__, "--probe-child", str(pdir / "spec.json")],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=(pdir / "stderr.log").open("w"))
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench", "--probe-child", str(pdir / "spec.json")],
+                            cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=(pdir / "stderr.log").open("w"))
     t_start, result, notes = time.time(), None, {}
     try:
         while result is None:
@@ -541,18 +542,7 @@ def versions(systems: list[System]) -> dict:
     for s in systems:
         if not s.is_vkc and s.name != "ort":
             v[s.name] = s.info.get("version")
-    if os.environ.get("VKC_BENCH_COMMIT"):  # a snapshot of the tree without .git
-        v["vkc_commit"] = os.environ["VKC_BENCH_COMMIT"]
-        return v
-    try:
-        v["vkc_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                         text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        if dirty:
-            v["vkc_commit"] += " (+ uncommitted changes)"
-    except Exception:  # noqa: BLE001
-        pass
+    v["vkc_commit"] = vkc_commit()
     return v
 
 
@@ -823,7 +813,7 @@ def main(argv=None) -> int:
     vers = versions(allsys)
     if vers.get("vkc_commit") != commit_at_start:
         vers["vkc_commit"] = f"{commit_at_start} at the start, {vers.get('vkc_commit')} at the end"
-    meta = {"date": started, "command": " ".join([Path(sys.executable).name, *sys.argv]), "device": device,
+    meta = {"date": started, "command": command_line(), "device": device,
             "cpu": cpu_facts(), "peak_gflops": peak, "peak_note": peak_note, "versions": vers,
             "targets": {s.name: s.info for s in allsys if s.is_vkc},
             "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

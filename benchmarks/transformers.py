@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -36,6 +35,7 @@ import numpy as np
 import onnx
 
 from benchmarks import transformer_profile as tp
+from benchmarks.cli import command_line, vkc_commit
 
 FIXTURES = REPO / "tests" / "models" / "fixtures"
 MODELS = ["bert_tiny", "distilbert_tiny", "gpt2_tiny", "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny",
@@ -132,11 +132,7 @@ def versions(device: str | None) -> dict:
     import onnxruntime
     v = {"python": platform.python_version(), "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
          "numpy": np.__version__, "machine": platform.machine(), "cpus": os.cpu_count(), "device": device}
-    try:
-        v["vkc_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                         text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        v["vkc_commit"] = "?"
+    v["vkc_commit"] = vkc_commit()
     return v
 
 
@@ -177,7 +173,7 @@ def main() -> int:
             rows.append({"model": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"})
     device = next((r["device"] for r in rows if "device" in r), None)
     settings = {"target": args.target, "repeat": args.repeat, "warmup": args.warmup, "threads": args.threads,
-                "profile_repeat": args.profile_repeat, "command": " ".join(["python", os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
+                "profile_repeat": args.profile_repeat, "command": command_line(),
                 "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                 "wall_s": time.time() - started}
     print(f"vkc --target {args.target} vs onnxruntime CPU ({args.threads} threads); median of {args.repeat} "

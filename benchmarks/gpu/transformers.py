@@ -46,7 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-from benchmarks.cli import exit_on_help
+from benchmarks.cli import command_line, exit_on_help, vkc_commit
 
 if __name__ == "__main__":
     exit_on_help(__doc__)
@@ -485,7 +485,8 @@ def main() -> int:
         meta = {"config": c, "tiny": args.tiny, "target": args.target, "precision": args.precision, "torch": torch.__version__, "cuda": cuda,
                 "device": torch.cuda.get_device_name(0) if cuda else "cpu", "repeat": args.repeat,
                 "warmup": args.warmup, "wall_s": time.time() - started,
-                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started))}
+                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)), "vkc_commit": vkc_commit(),
+                "command": command_line()}
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         log(f"wrote {path}")
