@@ -1,0 +1,1 @@
+"""Tools beside the product (not imported by it)."""

@@ -1,0 +1,145 @@
+"""Compile one exported model in every configuration of the zoo, run it on the local Vulkan device
+and compare with onnxruntime on fresh random inputs. Prints one JSON object (the result).
+
+    PYTHONPATH=<vkc checkout> python tools/zoo/check_one.py MODEL.onnx RECIPE.json [--seed N]
+
+Configurations: precision fp32 and fp16 x target default (every profile in one bundle; the
+runtime picks the device's) and host. A model exported with a dynamic batch axis is compiled
+with two shape variants (batch 1 and 2) and run at both.
+
+Tolerances (the test suite's, tests/harness.py): fp32: rel L2 <= 1e-4 and every element
+|got - ref| <= atol + rtol*|ref| with rtol 1e-3, atol 1e-4 * max|ref|; fp16 (inputs and outputs
+float32, storage float16) against the fp32 reference: rel L2 <= 1e-2 (the per-element ratio at
+rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from recipe import make_feed  # this folder (run as a script)
+from tests.harness import close_problem  # the suite's comparison, from the vkc checkout on PYTHONPATH
+
+RTOL_L2 = {"fp32": 1e-4, "fp16": 1e-2}
+CONFIGS = [("fp32", "default"), ("fp32", "host"), ("fp16", "default"), ("fp16", "host")]
+
+
+def first_line(exc: BaseException) -> str:
+    lines = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return lines[0][:400] if lines else type(exc).__name__
+
+
+def where(exc: BaseException) -> str:
+    """file:line of the innermost frame in vkc's code (the place a crash happened)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if any(part in f.filename for part in ("/compiler/", "/runtime_min/", "/bundles/"))]
+    f = frames[-1] if frames else traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} {f.name}"
+
+
+def compare(got: dict, ref: dict, names: list[str], precision: str) -> dict:
+    worst, problems = None, []
+    for name, want in zip(names, ref):
+        if name not in got:
+            problems.append(f"{name}: missing from the bundle's outputs")
+            continue
+        g = np.asarray(got[name])
+        if g.shape != want.shape:
+            problems.append(f"{name}: shape {list(g.shape)}, onnxruntime {list(want.shape)}")
+            continue
+        if want.dtype.kind != "f":
+            if not np.array_equal(g, want):
+                problems.append(f"{name}: {int((g != want).sum())} of {want.size} elements differ")
+            continue
+        if precision == "fp32":
+            st, problem = close_problem(name, g, want, rtol_l2=RTOL_L2["fp32"])
+        else:
+            st, problem = close_problem(name, g, want, rtol_l2=RTOL_L2["fp16"], rtol=1e-2,
+                                        atol=1e-3 * max(float(np.abs(want).max()), 1e-30) if want.size else 0)
+            if problem and st["rel_l2"] <= RTOL_L2["fp16"]:
+                problem = None  # fp16 is judged on rel L2 only
+        if worst is None or st["rel_l2"] > worst["rel_l2"]:
+            worst = {"output": name, "rel_l2": st["rel_l2"], "ratio": st["ratio"]}
+        if problem:
+            problems.append(problem)
+    return {"worst": worst, "problems": problems}
+
+
+def check(onnx_path: Path, recipe: dict, seed: int, configs=CONFIGS) -> dict:
+    from compiler import compile_model
+    from compiler.errors import CompileError
+    from runtime_min import VkcRuntimeError, load
+
+    model = onnx.load(str(onnx_path))
+    specs = recipe["inputs"]
+    batches = (1, 2) if recipe.get("dynamic_batch") else (1,)
+    shapes = [{s["name"]: [b, *s["shape"][1:]] for s in specs} for b in batches]
+    sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    out_names = [o.name for o in sess.get_outputs()]
+    rng = np.random.default_rng(seed)
+    feeds = [{s["name"]: make_feed(s, b, rng) for s in specs} for b in batches]
+    refs = [sess.run(None, f) for f in feeds]
+    result = {"configs": {}, "batches": list(batches), "nodes": len(model.graph.node)}
+    for precision, target in configs:
+        key = f"{precision}/{target}"
+        row = result["configs"][key] = {}
+        start = time.perf_counter()
+        try:
+            kwargs = {"variants": shapes} if len(shapes) > 1 else {"input_shapes": shapes[0]}
+            if target == "host":
+                kwargs["target"] = "host"
+            bundle = compile_model(model, precision=precision, **kwargs)
+        except CompileError as exc:
+            ops = getattr(exc, "ops", None)  # UnsupportedOpsError: name the op types on the line
+            row.update(status="refused", reason=f"unsupported ops: {', '.join(sorted(ops))}" if ops
+                       else first_line(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a crash is a finding, recorded with its place
+            row.update(status="crash", stage="compile", reason=first_line(exc), where=where(exc))
+            continue
+        finally:
+            row["compile_s"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        try:
+            with load(bundle) as m:
+                runs = [compare(m.run(f), r, out_names, precision) for f, r in zip(feeds, refs)]
+        except VkcRuntimeError as exc:  # the runtime's own one-line refusal (a device limit)
+            row.update(status="refused", stage="run", reason=first_line(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001
+            row.update(status="crash", stage="run", reason=first_line(exc), where=where(exc))
+            continue
+        finally:
+            row["run_s"] = round(time.perf_counter() - start, 2)
+        problems = [f"batch {b}: {p}" for b, r in zip(batches, runs) for p in r["problems"]]
+        worst = max((r["worst"] for r in runs if r["worst"]), key=lambda w: w["rel_l2"], default=None)
+        row.update(status="wrong" if problems else "matched", worst=worst, problems=problems[:4])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("recipe")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--configs", nargs="*", default=[f"{p}/{t}" for p, t in CONFIGS],
+                    help="PRECISION/TARGET pairs (default: all four)")
+    args = ap.parse_args()
+    recipe = json.loads(Path(args.recipe).read_text())
+    try:
+        result = check(Path(args.model), recipe, args.seed, [tuple(c.split("/")) for c in args.configs])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime or loading failed before any config
+        result = {"error": first_line(exc), "where": where(exc)}
+    print("ZOO-RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
