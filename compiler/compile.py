@@ -28,7 +28,8 @@ def require_static_shapes(graph) -> None:
     """Kernels are specialized to shapes: every tensor needs one once the passes have run."""
     for v in graph.values():
         if v.shape is None:
-            raise CompileError(f"tensor '{v.name}' has no static shape after shape inference; "
+            by = f" (written by {v.producer.op_type} '{v.producer.name}')" if v.producer else ""
+            raise CompileError(f"tensor '{v.name}'{by} has no static shape after shape inference; "
                                "pin the model's inputs with --input-shape.")
 
 
@@ -53,11 +54,12 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     gives the single-variant (format 1.1) bundle."""
     if input_shapes and variants:
         raise ValueError("give input_shapes (one set of input shapes) or variants (several), not both")
-    targets = list(dict.fromkeys([t.strip() for t in target.split(",")] if isinstance(target, str) else
-                                 [target] if isinstance(target, Target) else target))
-    if not targets or not all(isinstance(t, Target) or (isinstance(t, str) and t.strip()) for t in targets):
-        raise ValueError(f"target {target!r} names no profile; give one or more of {', '.join(TARGETS)}, host")
-    shape_sets = list(variants) if variants else [input_shapes]
+    targets = target_list(target)
+    if variants is not None and (isinstance(variants, (str, dict)) or not isinstance(variants, Sequence)):
+        raise TypeError(f"variants must be a list of input-shape dicts (e.g. [{{'x': [1, 8]}}, "
+                        f"{{'x': [4, 8]}}]), not {type(variants).__name__} {variants!r:.60}.")
+    shape_sets = [_shape_dict(s, "a variant" if variants else "input_shapes")
+                  for s in (variants if variants else [input_shapes])]
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates)
@@ -71,6 +73,36 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         for shapes in shape_sets:
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
+
+
+def target_list(target) -> list:
+    """The profiles `target` names, each a Target or a known name."""
+    names = ([t.strip() for t in target.split(",")] if isinstance(target, str) else
+             [target] if isinstance(target, Target) else target)
+    if not isinstance(names, Sequence):
+        raise TypeError(f"target must be a profile name (several joined by commas), a Target or a list of "
+                        f"them, not {type(target).__name__}.")
+    if not names or not all(
+            isinstance(t, Target) or (isinstance(t, str) and t.strip()) for t in names):
+        raise ValueError(f"target {target!r} names no profile; give one or more of {', '.join(TARGETS)}, host")
+    unknown = [t for t in names if isinstance(t, str) and t not in TARGETS and t != "host"]
+    if unknown:
+        raise ValueError(f"unknown target {unknown[0]!r}; choose among {', '.join(TARGETS)}, host "
+                         "(several joined by commas).")
+    return list(dict.fromkeys(names))
+
+
+def _shape_dict(shapes, what: str) -> dict[str, list[int]] | None:
+    """Input shapes as {name: [int, ...]}, or a TypeError saying what was given."""
+    if shapes is None:
+        return None
+    ok = isinstance(shapes, dict) and all(
+        isinstance(k, str) and isinstance(v, (list, tuple)) and
+        all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in v) for k, v in shapes.items())
+    if not ok:
+        raise TypeError(f"{what} must be a dict of input name -> list of ints (e.g. {{'x': [1, 8]}}), "
+                        f"not {type(shapes).__name__} {shapes!r:.60}.")
+    return {k: [int(d) for d in v] for k, v in shapes.items()}
 
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",

@@ -1,15 +1,17 @@
 """ONNX -> IR: load, check the opset, pin dynamic dims, infer static shapes."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from .errors import CompileError
 from .ir import Graph, Node, Value
 from .registry import ONNX_DOMAINS, find_rule
+from .topology import ordered_nodes
 
 # Opsets 23 to 28 (onnx 1.23 knows 28) are read with the schema check of compiler/registry.py's
 # find_rule: an op whose schema changed there in more than its element types is refused by name
@@ -17,15 +19,63 @@ from .registry import ONNX_DOMAINS, find_rule
 MIN_OPSET, MAX_OPSET = 7, 28
 
 
-def load_model(source: onnx.ModelProto | str | Path | bytes) -> onnx.ModelProto:
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (onnx's span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def load_model(source: onnx.ModelProto | str | os.PathLike | bytes) -> onnx.ModelProto:
+    """The model of a proto, an .onnx path (with its external weights) or serialized bytes."""
     if isinstance(source, onnx.ModelProto):
         return source
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _parse(bytes(source), "the model bytes")
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"model must be an onnx.ModelProto, a path to an .onnx file or its bytes, "
+                        f"not {type(source).__name__}.")
+    path = Path(source)
+    if not path.exists():
+        raise CompileError(f"{path}: no such file; give the path of an .onnx model.")
+    if path.is_dir():
+        raise CompileError(f"{path} is a folder; give the path of the .onnx model in it.")
     try:
-        if isinstance(source, bytes):
-            return onnx.load_from_string(source)
-        return onnx.load(str(source))
-    except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, Exception) as exc:  # noqa: BLE001
-        raise CompileError(f"cannot read ONNX model {source!r:.200}: {exc}") from exc
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"cannot read {path}: {exc.strerror or one_line(exc)}.") from exc
+    model = _parse(data, str(path))
+    try:
+        external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except Exception as exc:  # noqa: BLE001 - onnx raises several types here
+        missing = sorted({external_data_helper.ExternalDataInfo(t).location for t in _tensors(model)
+                          if external_data_helper.uses_external_data(t)
+                          and not (path.parent / external_data_helper.ExternalDataInfo(t).location).is_file()})
+        if missing:
+            raise CompileError(f"{path} keeps its weights in {', '.join(missing)}, which is not beside it "
+                               f"in {path.parent}; copy the file(s) the exporter wrote next to the "
+                               "model.") from exc
+        raise CompileError(f"cannot read the external weights of {path}: {one_line(exc)}") from exc
+    return model
+
+
+def _parse(data: bytes, what: str) -> onnx.ModelProto:
+    try:
+        model = onnx.load_from_string(data)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and others
+        raise CompileError(f"{what} is not an ONNX model (protobuf cannot parse it as one: "
+                           f"{one_line(exc)}); give an .onnx file as exported.") from exc
+    if not model.HasField("graph"):
+        raise CompileError(f"{what} is not an ONNX model (it has no graph); give an .onnx file "
+                           "as exported.")
+    return model
+
+
+def _tensors(model: onnx.ModelProto):
+    """The initializers and Constant values of the main graph."""
+    yield from model.graph.initializer
+    for node in model.graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
 
 
 def model_opset(model: onnx.ModelProto) -> int:
@@ -37,23 +87,39 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def pin_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None) -> onnx.ModelProto:
-    """Write the user's --input-shape values into the graph inputs before shape inference."""
+    """Write the user's --input-shape values into the graph inputs before shape inference. A
+    dim the model declares as a number stays that number."""
     if not input_shapes:
         return model
     model = onnx.ModelProto.FromString(model.SerializeToString())
-    by_name = {i.name: i for i in model.graph.input}
+    weights = {t.name for t in model.graph.initializer}
+    by_name = {i.name: i for i in model.graph.input if i.name not in weights}
     for name, shape in input_shapes.items():
+        given = f"--input-shape {name}={'x'.join(map(str, shape))}"
         if name not in by_name:
-            raise CompileError(f"--input-shape names '{name}', but the model's inputs are "
-                               f"{sorted(by_name)}.")
+            what = "a weight (initializer), not an input" if name in weights else "not an input"
+            raise CompileError(f"{given}: '{name}' is {what}; the model's inputs are "
+                               f"{', '.join(sorted(by_name)) or 'none'}.")
+        if any(d < 1 for d in shape):
+            raise CompileError(f"{given}: every dim must be 1 or more.")
         dims = by_name[name].type.tensor_type.shape.dim
         if len(dims) and len(dims) != len(shape):
-            raise CompileError(f"--input-shape {name}={'x'.join(map(str, shape))} has rank "
-                               f"{len(shape)} but input '{name}' has rank {len(dims)}.")
+            raise CompileError(f"{given} has rank {len(shape)} but input '{name}' has rank "
+                               f"{len(dims)} ({_dims_text(dims)}).")
+        fixed = [i for i, d in enumerate(dims) if d.HasField("dim_value") and d.dim_value != shape[i]]
+        if fixed:
+            raise CompileError(f"{given}: the model declares input '{name}' as {_dims_text(dims)}, and "
+                               f"dim {fixed[0]} is fixed at {dims[fixed[0]].dim_value}; give "
+                               f"{_dims_text(dims)} with only its named dims set, or re-export the "
+                               "model with that dim dynamic.")
         del dims[:]
         for d in shape:
             by_name[name].type.tensor_type.shape.dim.add().dim_value = int(d)
     return model
+
+
+def _dims_text(dims) -> str:
+    return "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
 
 
 def _value_from_type(name: str, tp: onnx.TypeProto) -> Value:
@@ -70,7 +136,7 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - onnx raises several types here
-        raise CompileError(f"ONNX shape inference failed: {exc}") from exc
+        raise CompileError(f"ONNX shape inference failed: {one_line(exc)}") from exc
 
 
 def _dims(tp) -> tuple | None:
@@ -109,13 +175,55 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     return model
 
 
+def infer_types(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelProto, dict[str, onnx.TypeProto]]:
+    """(the model with onnx's inferred types, the types the model declared for its outputs and
+    value_info). The declarations are dropped before inference: shapes come from the inputs
+    through the graph, as onnxruntime computes them, never from a declaration written for other
+    input shapes (an exporter's `[1, 10]` output of a batch-N model). A declared element type that
+    differs from the computed one is refused (onnxruntime refuses the model too)."""
+    g = model.graph
+    declared = {vi.name: vi.type for vi in [*g.value_info, *g.output]}
+    bare = onnx.ModelProto.FromString(model.SerializeToString())
+    del bare.graph.value_info[:]
+    for out in bare.graph.output:
+        out.type.Clear()
+    inferred = _infer_shapes(bare)
+    writer = {out: (n, name) for n, name in zip(g.node, names) for out in n.output}
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        want = declared[vi.name].tensor_type.elem_type if vi.name in declared else 0
+        got = vi.type.tensor_type.elem_type
+        if want and got and want != got and vi.name in writer:
+            node, name = writer[vi.name]
+            where = "an output" if any(o.name == vi.name for o in g.output) else "a value_info entry"
+            raise CompileError(
+                f"the model declares '{vi.name}' ({where}) as {_type_name(want)}, but node '{name}' "
+                f"({node.op_type}) computes {_type_name(got)}; onnxruntime refuses the model too. "
+                f"Fix the declaration to {_type_name(got)} (or re-export the model).")
+    return inferred, declared
+
+
+def _type_name(elem_type: int) -> str:
+    """numpy's name of an ONNX element type (float32, int64), or ONNX's where numpy has none."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return onnx.helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.").lower()
+
+
 def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
     opset = model_opset(model)
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise CompileError(f"the model uses opset {opset}; vkc supports opsets {MIN_OPSET} to "
                            f"{MAX_OPSET}. Convert it with onnx.version_converter.")
+    order = ordered_nodes(model.graph) or range(len(model.graph.node))
+    names = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(model.graph.node)]
+    # Where onnx infers nothing (an op of another domain: no schema), the declarations fill in:
+    # the dtype always, the shape only when every input's shape was declared in full.
+    weights = {t.name for t in model.graph.initializer}
+    as_declared = all(_value_from_type(i.name, i.type).shape is not None
+                      for i in model.graph.input if i.name not in weights)
     model = pin_input_shapes(model, input_shapes)
-    model = _infer_shapes(model)
+    model, declared = infer_types(model, names)
     model = _type_other_domains(model, opset)
     g = model.graph
     values: dict[str, Value] = {}
@@ -125,6 +233,12 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
     for vi in [*g.input, *g.value_info, *g.output]:
         if vi.name not in values:
             values[vi.name] = _value_from_type(vi.name, vi.type)
+    contrib = {o for n in g.node if n.domain not in ("", "ai.onnx") for o in n.output}
+    for name, tp in declared.items():
+        v, d = values.setdefault(name, Value(name, None, None)), _value_from_type(name, tp)
+        v.dtype = v.dtype if v.dtype is not None else d.dtype
+        if v.shape is None and name in contrib and as_declared:
+            v.shape = d.shape
 
     def get(name: str) -> Value:
         if name not in values:  # an output shape inference could not type
@@ -133,16 +247,19 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
 
     # Initializers listed as graph inputs (old exporters do this) are weights, not inputs.
     inputs = [values[i.name] for i in g.input if not values[i.name].is_constant]
-    for v in inputs:
-        if v.shape is None:
-            raise CompileError(f"input '{v.name}' has a dynamic shape; pin it with "
-                               f"--input-shape {v.name}=1x3x224x224 (your real sizes).")
+    for i in g.input:
+        if i.name in values and values[i.name].shape is None and not values[i.name].is_constant:
+            dims = i.type.tensor_type.shape.dim
+            example = "x".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims) or "1x3x224x224"
+            raise CompileError(f"input '{i.name}' has a dynamic shape ({_dims_text(dims) or 'no shape given'}); "
+                               f"pin it with --input-shape {i.name}={example} (input_shapes={{'{i.name}': "
+                               f"[{example.replace('x', ', ')}]}} in Python), your real sizes.")
     nodes = []
-    for i, n in enumerate(g.node):
-        name = n.name or f"{n.op_type}_{i}"
+    for i in order:
+        n = g.node[i]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-        nodes.append(Node(n.op_type, name, [get(x) if x else None for x in n.input],
-                          [get(x) for x in n.output], attrs, n.domain, [name]))
+        nodes.append(Node(n.op_type, names[i], [get(x) if x else None for x in n.input],
+                          [get(x) for x in n.output], attrs, n.domain, [names[i]]))
     outputs = [get(o.name) for o in g.output]
     producer = f"{model.producer_name} {model.producer_version}".strip()
     return Graph(nodes, inputs, outputs, opset, g.name or "model", producer)

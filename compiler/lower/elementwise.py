@@ -11,15 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from .. import expr as E
+from ..errors import CompileError
 from ..dtypes import scalar_type
 from ..shapes import broadcast_strides, collapse_dims
 from .kernel import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
 
 
-def _indexing(operands, out):
+def _indexing(node, operands, out):
     """(dims, modes, spec, index text per operand): each operand is read at the output index
     ("same"), at 0 ("scalar") or through its own strides over the output coordinates c0, c1..."""
     strides = [broadcast_strides(v.shape, out.shape) for v in operands]
+    for v, s in zip(operands, strides):
+        if s is None:
+            raise CompileError(f"{node.op_type} '{node.name}': operand '{v.name}' of shape {list(v.shape)} "
+                               f"does not broadcast to its output's {list(out.shape)}.")
     out_strides = broadcast_strides(out.shape, out.shape)
     dims, collapsed = collapse_dims(out.shape, [out_strides, *strides])
     out_c, in_c = collapsed[0], collapsed[1:]
@@ -54,7 +59,7 @@ def lower_elementwise(node, target):
     out, operands = node.outputs[0], node.inputs
     if any(np.dtype(v.dtype) != np.float32 for v in [*operands, out]):
         return _lower_typed(node, target)
-    dims, modes, spec, index = _indexing(operands, out)
+    dims, modes, spec, index = _indexing(node, operands, out)
     tree = node.attrs["expr"]
     renderer = E.Renderer(E.FLOAT32, [E.FLOAT32] * len(operands))
     expr = _render(node, renderer, lambda t: f"LOAD{t[1]}({index[t[1]]})")
@@ -84,7 +89,7 @@ def _lower_typed(node, target):
     tree = node.attrs["expr"]
     renderer = E.Renderer(t, in_types)
     expr = _render(node, renderer, lambda leaf: f"x{leaf[1]}")
-    dims, modes, spec, index = _indexing(operands, out)
+    dims, modes, spec, index = _indexing(node, operands, out)
     local = target.elementwise_local
     params = dict(LOCAL=local, rank=len(dims), strided="strided" in modes, expr=expr,
                   int64=renderer.int64, low_precision=renderer.low_precision,

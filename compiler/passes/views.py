@@ -46,6 +46,12 @@ def make_views(graph: Graph) -> Graph:
             _inference_dropout(node)
         if out.shape is None or src.shape is None:
             raise CompileError(f"{node.op_type} '{node.name}' has no static output shape.")
+        if out.size != src.size:  # a shape hard-coded for other inputs (a Reshape to batch 1)
+            raise CompileError(
+                f"{node.op_type} '{node.name}' turns '{src.name}' of shape {list(src.shape)} ({src.size} "
+                f"elements) into {list(out.shape)} ({out.size}): its target shape is fixed in the graph, "
+                "so the model cannot run at these input shapes (onnxruntime fails there too); compile "
+                "for the shapes it was exported for, or re-export it with that dim dynamic.")
         out.alias_of = src
     graph.nodes = kept
     graph.relink()
