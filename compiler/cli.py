@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -9,10 +10,10 @@ from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
-import onnx
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from bundles import BundleError, read_bundle
 from bundles.manifest import variant_views
@@ -24,22 +25,60 @@ from runtime_min import VkcRuntimeError, list_devices, load
 
 from . import verify_layers
 from .check import check_model
-from .compile import compile_model
+from .compile import compile_model, target_list
 from .targets import DEFAULT_TARGETS
 from .errors import CompileError
+from .frontend import load_model, one_line
+from .output_file import OutputError, check_output, write_atomically
 from .package_android import PackageError, package_android
+from .passes.precision import Precision
 from .tune import tune as run_tuner
 from .tuning_cache import tuning_path
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="vkc: compile ONNX models into Vulkan compute bundles (.vkb) and run them.")
+try:
+    from typer._click import exceptions as click_errors  # typer >= 0.20 carries its own click
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_errors
+
 # Piped output (CI logs, files) gets wide tables instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 140)
+# Errors: one line on stderr, never wrapped.
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _error_line(message: str) -> None:
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), highlight=False)
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    _error_line(message)
     raise typer.Exit(1)
+
+
+class _Commands(typer.core.TyperGroup):
+    """vkc's commands, whose usage errors (a bad option value, a missing file) are one line on
+    stderr like every other error, instead of a usage box."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.NoArgsIsHelpError:  # the help was printed
+            sys.exit(2)
+        except click_errors.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (`{ctx.command_path} --help` lists the options)" if ctx is not None else ""
+            _error_line(" ".join(exc.format_message().split()) + hint)
+            sys.exit(exc.exit_code)
+        except click_errors.Abort:
+            _error_line("aborted.")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_Commands,
+                  help="vkc: compile ONNX models into Vulkan compute bundles (.vkb) and run them.")
 
 
 def _parse_shapes(specs: list[str] | None, flag: str = "--input-shape") -> dict[str, list[int]]:
@@ -63,6 +102,20 @@ def _variants(input_shape, variant) -> dict:
     if variant:
         return {"variants": [_parse_shapes([v], "--variant") for v in variant]}
     return {"input_shapes": _parse_shapes(input_shape)}
+
+
+def _output_ok(path: Path, inputs, flag: str) -> None:
+    try:
+        check_output(path, inputs, flag)
+    except OutputError as exc:
+        _fail(str(exc))
+
+
+def _write(path: Path, content, inputs, flag: str) -> None:
+    try:
+        write_atomically(path, content, inputs, flag)
+    except OutputError as exc:
+        _fail(str(exc))
 
 
 def _mib(n: int) -> str:
@@ -114,6 +167,7 @@ TargetOpt = typer.Option(None, "--target",
 RunTargetOpt = typer.Option(None, "--target", help="Run this profile of a multi-variant bundle (default: "
                             "the one the runtime picks for the device).")
 DeviceOpt = typer.Option(None, "--device", help="Device index or name substring (default: best, or VKC_DEVICE).")
+SeedOpt = typer.Option(0, min=0, help="Seed for random inputs.")
 
 
 @app.command()
@@ -133,12 +187,13 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
                                                     "node names (NAME,...) that stay float32.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
+    _output_ok(output, [model], "-o")
     if tune_first:
         tune(model, input_shape=input_shape, target="host", precision=precision, device=None, repeat=5)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep)
-    output.write_bytes(data)
+    _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
     what = (f"{len(m['dispatches'])} dispatches" if len(views) == 1 else
@@ -154,14 +209,21 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
          target: str = typer.Option("host", "--target", help="The profile whose tiles are tuned."),
          precision: str = typer.Option("fp32", "--precision", help="fp32, fp16 or fp16-matmul (on a device "
                                        "with cooperative matrices: their workgroup tiles and K step)."),
-         device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, help="Profiled runs per candidate.")):
+         device: Optional[str] = DeviceOpt, repeat: int = typer.Option(5, min=1, help="Profiled runs per candidate.")):
     """Time candidate tile sizes of every matmul/conv on the local device; keep the fastest in the
     tuning cache that `--target host` compiles read."""
+    shapes = _parse_shapes(input_shape)
+    try:  # the arguments, before any device work
+        Precision.parse(precision)
+        target_list(target)
+        proto = load_model(model)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
-        choice = run_tuner(model, target=target, device=_device_arg(device), precision=precision,
-                           input_shapes=_parse_shapes(input_shape), repeat=repeat,
+        choice = run_tuner(proto, target=target, device=_device_arg(device), precision=precision,
+                           input_shapes=shapes, repeat=repeat,
                            log=lambda line: console.print(line, highlight=False))
-    except (CompileError, ValueError) as exc:
+    except (ValueError, VkcRuntimeError) as exc:  # CompileError, a target without candidates
         _fail(str(exc))
     console.print(f"tuned {len(choice)} matmul problems; stored in {tuning_path()}")
 
@@ -173,10 +235,10 @@ def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
                                      "(as `vkc compile --target`).")):
     """Every op of a model: folded, supported, or not (and why), as `vkc compile` would decide,
     without generating code."""
-    proto = onnx.load(str(model), load_external_data=False)
     try:
+        proto = load_model(model)
         report = check_model(proto, _parse_shapes(input_shape), target)
-    except CompileError as exc:
+    except ValueError as exc:  # CompileError, an unknown target
         _fail(str(exc))
     table = Table(title=f"{model.name}: opset {report.opset}, {len(proto.graph.node)} nodes")
     for col in ("op", "since", "nodes", "supported"):
@@ -360,28 +422,27 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         input: Optional[List[str]] = typer.Option(None, "--input", help="NAME=file.npy (repeatable); "
                                                   "inputs not given are random."),
         save: Optional[Path] = typer.Option(None, "--save", help="Write each output to DIR/NAME.npy."),
-        seed: int = typer.Option(0, help="Seed for random inputs."), device: Optional[str] = DeviceOpt,
-        target: Optional[str] = RunTargetOpt):
+        seed: int = SeedOpt, device: Optional[str] = DeviceOpt, target: Optional[str] = RunTargetOpt):
     """Run a bundle once and summarize its outputs."""
+    given = {}
+    for spec in input or []:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            _fail(f"--input '{spec}' is not NAME=file.npy.")
+        if name in given:
+            _fail(f"--input names '{name}' twice ({given[name]} and {path}); give each input once.")
+        given[name] = Path(path)
+    if save is not None:
+        _save_folder_ok(save)
     model = _load(bundle, _device_arg(device), target)
     with model:
-        given = {}  # every name checked before any file is read
-        for spec in input or []:
-            name, sep, path = spec.partition("=")
-            if not sep:
-                _fail(f"--input '{spec}' is not NAME=file.npy.")
+        for name, path in given.items():  # every name checked before any file is read
             if name not in {i.name for i in model.inputs}:
-                _fail(f"--input '{spec}': the model has no input '{name}'; its inputs are: "
+                _fail(f"--input {name}={path}: the model has no input '{name}'; its inputs are: "
                       f"{', '.join(f'{i.name} ({i})' for i in model.inputs)}.")
-            given[name] = Path(path)
         feeds = _random_feeds(model, seed)
         for name, path in given.items():
-            try:
-                feeds[name] = np.load(path, allow_pickle=False)
-            except FileNotFoundError:
-                _fail(f"--input {name}={path}: no such file.")
-            except (OSError, ValueError) as exc:
-                _fail(f"--input {name}={path}: not a .npy file numpy can read ({exc}).")
+            feeds[name] = _read_npy(f"--input {name}={path}", path)
         try:
             outputs = model.run(feeds)
         except ValueError as exc:
@@ -390,8 +451,37 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         for name, value in outputs.items():
             console.print(_summary(name, value), highlight=False)
             if save:
-                save.mkdir(parents=True, exist_ok=True)
-                np.save(save / f"{name.replace('/', '_')}.npy", value)
+                _write(save / f"{name.replace('/', '_')}.npy", lambda f, v=value: np.save(f, v),
+                       [bundle, *given.values()], "--save")
+
+
+def _save_folder_ok(folder: Path) -> None:
+    """--save DIR: an existing folder, or one made now (before the run)."""
+    if folder.exists() and not folder.is_dir():
+        _fail(f"--save {folder} is a file; --save takes a folder, where each output goes as NAME.npy.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--save {folder}: cannot create the folder ({exc.strerror or exc}); choose one you can write to.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        _fail(f"--save {folder}: the folder is not writable; choose one you can write to.")
+
+
+def _read_npy(what: str, path: Path) -> np.ndarray:
+    """One array from a .npy file, or a one-line error saying why not."""
+    try:
+        value = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        _fail(f"{what}: no such file.")
+    except IsADirectoryError:
+        _fail(f"{what}: is a folder; give a .npy file.")
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty or cut-off file
+        reason = " ".join(str(exc).split()) or "the file is empty or cut off"
+        _fail(f"{what}: not a .npy file numpy can read ({reason}); write it with numpy.save.")
+    if not isinstance(value, np.ndarray):  # an .npz archive
+        value.close()
+        _fail(f"{what}: an .npz archive of several arrays; save the one input with numpy.save.")
+    return value
 
 
 def _profile_table(records, title: str) -> Table:
@@ -451,13 +541,14 @@ def _profile_chart(path: Path, records, manifest: dict, title: str) -> None:
                    f"{mem['intermediates_sum_bytes'] / 2**20:.2f} MiB", fontsize=9)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _write(path, lambda f: fig.savefig(f, format="png", dpi=110), [], "--chart")
     plt.close(fig)
 
 
 @app.command()
 def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
-          repeat: int = typer.Option(20, help="Timed runs."), warmup: int = typer.Option(3, help="Untimed runs first."),
+          repeat: int = typer.Option(20, min=1, help="Timed runs."),
+          warmup: int = typer.Option(3, min=0, help="Untimed runs first."),
           device: Optional[str] = DeviceOpt, target: Optional[str] = RunTargetOpt,
           profile: bool = typer.Option(False, "--profile", help="Also time every dispatch on the GPU (timestamp "
                                        "queries) and print them, slowest first."),
@@ -470,6 +561,7 @@ def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         except ImportError:
             _fail("--chart needs matplotlib, which is not installed: `pip install matplotlib`, "
                   "or drop --chart to print the table only.")
+        _output_ok(chart, [bundle], "--chart")
     model = _load(bundle, _device_arg(device), target)
     records = None
     with model:
@@ -498,8 +590,8 @@ def bench(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
 def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
            input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
            target: Optional[str] = TargetOpt,
-           device: Optional[str] = DeviceOpt, seed: int = typer.Option(0, help="Seed for random inputs."),
-           tolerance: float = typer.Option(1e-4, help="Largest relative L2 error accepted."),
+           device: Optional[str] = DeviceOpt, seed: int = SeedOpt,
+           tolerance: float = typer.Option(1e-4, min=0.0, help="Largest relative L2 error accepted."),
            layers: bool = typer.Option(False, "--layers", help="Compare every intermediate the bundle "
                                        "computes (one profile, --target or host; one set of shapes) with "
                                        "onnxruntime's, and name the first node outside tolerance.")):
@@ -507,7 +599,10 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
     shape variant of the profile the runtime picks)."""
     if layers:
         return _verify_layers(model, input_shape, target, device, seed, tolerance)
-    import onnxruntime as ort  # lazy: an optional dependency (the test extra), only verify needs it
+    try:
+        import onnxruntime as ort  # lazy: an optional dependency (the test extra), only verify needs it
+    except ImportError:
+        _fail("verify compares with onnxruntime, which is not installed: `pip install onnxruntime`.")
 
     start = time.perf_counter()
     data = _compile(model, input_shape, target, variant)
@@ -521,10 +616,14 @@ def verify(model: Path = typer.Argument(..., exists=True, dir_okay=False),
             runs.append((feeds, vk_model.run(feeds)))
             console.print(f"ran {vk_model.target} {shapes_label_of(shapes)} on {vk_model.device_name} in "
                           f"{(time.perf_counter() - start) * 1e3:.1f} ms", highlight=False)
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        refs = [dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds))) for feeds, _ in runs]
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own error types
+        _fail(f"onnxruntime cannot run {model}, so there is nothing to compare with: {one_line(exc)}")
     worst = 0.0
-    for feeds, got in runs:
-        err = _compare(got, dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds))))
+    for (_, got), ref in zip(runs, refs):
+        err = _compare(got, ref)
         worst = err if np.isnan(err) else max(worst, err)
     if not worst <= tolerance:
         _fail(f"outputs differ from onnxruntime: worst relative L2 error {worst:.2e} > {tolerance:.0e}.")
@@ -539,7 +638,7 @@ def _verify_layers(model: Path, input_shape, target, device, seed: int, toleranc
     with vk_model:
         feeds = _random_feeds(vk_model, seed)
         got = vk_model.run(feeds)
-    proto = onnx.load(str(model))
+    proto = load_model(model)
     want = verify_layers.reference_values(proto, feeds)
     found = verify_layers.compare_layers(proto, read_bundle(data).manifest, got, want, tolerance)
     console.print(f"{model.name}: every intermediate of {vk_model.target} on {vk_model.device_name} "

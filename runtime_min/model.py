@@ -624,10 +624,11 @@ class Model:
                 if all(type(a) is np.ndarray and a.dtype == spec.dtype and a.shape == spec.shape
                        for a, spec in zip(arrays, v.inputs)):
                     return arrays, v
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, IndexError):  # IndexError: an array's [name]
             pass
         if not hasattr(feeds, "keys"):
-            raise TypeError(f"feeds must be a dict of input name -> array, not {type(feeds).__name__}")
+            raise TypeError(f"feeds must be a dict of input name -> array, e.g. {{{v.inputs[0].name!r}: x}} "
+                            f"(inputs: {', '.join(i.name for i in v.inputs)}), not {type(feeds).__name__}")
         arrays, known = [], {i.name for i in v.inputs}
         listing = ", ".join(f"{i.name} ({i})" for i in v.inputs)
         problems = [f"unknown input {name!r}; the model's inputs are: {listing}" for name in feeds if name not in known]
@@ -663,6 +664,8 @@ class Model:
     def _check_outputs(self, outputs, v: _Variant) -> dict:
         if outputs is None:
             return _NO_OUTPUTS
+        if not hasattr(outputs, "items"):
+            raise TypeError(f"outputs must be a dict of output name -> array to write, not {type(outputs).__name__}")
         specs, problems = {o.name: o for o in v.outputs}, []
         for name, a in outputs.items():
             spec = specs.get(name)
@@ -712,6 +715,8 @@ class Model:
         with no copy (the run after uses the other I/O set; any array is copied in as usual).
         shapes (input name -> shape) picks the shape variant, else the one run last. A run still in
         flight on that memory is waited for first (its handle keeps its outputs)."""
+        if shapes is not None and not hasattr(shapes, "get"):
+            raise TypeError(f"shapes must be a dict of input name -> shape, not {type(shapes).__name__}")
         key = self._current.shapes if shapes is None else tuple(tuple(shapes.get(i.name, ())) for i in self.inputs)
         if (v := self._by_shapes.get(key)) is None:
             raise ValueError(no_variant_message([w.view for w in self._variants], list(key)))

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The format 1.2 types (bfloat16, float8, int4, ...) have no .npy descr of their own (numpy saves
  * ml_dtypes arrays as raw void): NULL, never matched. */
@@ -79,6 +80,7 @@ int npy_write(const char *path, vkc_dtype dtype, uint32_t rank, const int64_t *s
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
     size_t total;
     FILE *f;
+    char tmp[4096];
     for (uint32_t i = 0; i < rank && n < 400; i++) n += snprintf(dict + n, sizeof dict - (size_t)n, "%lld, ", (long long)shape[i]);
     if (rank) n -= rank == 1 ? 1 : 2;  /* numpy writes (3,) and (2, 3) */
     n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
@@ -87,8 +89,11 @@ int npy_write(const char *path, vkc_dtype dtype, uint32_t rank, const int64_t *s
     dict[n++] = '\n';
     pre[8] = (unsigned char)(n & 0xFF);
     pre[9] = (unsigned char)(n >> 8);
-    if (!(f = fopen(path, "wb"))) return 1;
+    /* through a temporary file renamed over the path: a reader never sees half a file */
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) return 1;
+    if (!(f = fopen(tmp, "wb"))) return 1;
     if (fwrite(pre, 1, 10, f) != 10 || fwrite(dict, 1, (size_t)n, f) != (size_t)n ||
-        (nbytes && fwrite(data, 1, nbytes, f) != nbytes)) { fclose(f); return 1; }
-    return fclose(f) != 0;
+        (nbytes && fwrite(data, 1, nbytes, f) != nbytes)) { fclose(f); remove(tmp); return 1; }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) { remove(tmp); return 1; }
+    return 0;
 }

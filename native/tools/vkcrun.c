@@ -24,6 +24,9 @@
 #include "npy.h"
 #include "vkc.h"
 
+#define USAGE "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] " \
+              "[--device D] [--target T] [--build-all]"
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -33,6 +36,17 @@ static double now(void) {
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* A count of runs: digits only, 1 to 1e6. */
+static int parse_runs(const char *text, int *out) {
+    char *end;
+    long v;
+    if (!*text || *text == '-' || *text == '+') return -1;
+    v = strtol(text, &end, 10);
+    if (*end || v < 1 || v > 1000000) return -1;
+    *out = (int)v;
+    return 0;
 }
 
 static double median(double *v, int n) {
@@ -60,26 +74,43 @@ int main(int argc, char **argv) {
     memset(arrays, 0, sizeof arrays);
     memset(outs, 0, sizeof outs);
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--input") == 0 && i + 1 < argc && n_in < 256) {
+        int takes_value = strcmp(argv[i], "--input") == 0 || strcmp(argv[i], "--output-dir") == 0 ||
+                          strcmp(argv[i], "--bench") == 0 || strcmp(argv[i], "--device") == 0 ||
+                          strcmp(argv[i], "--target") == 0;
+        if (takes_value && i + 1 >= argc) { fprintf(stderr, "vkcrun: %s needs a value (%s)\n", argv[i], USAGE); return 1; }
+        if (strcmp(argv[i], "--input") == 0) {
             char *eq = strchr(argv[++i], '=');
-            if (!eq) { fprintf(stderr, "vkcrun: --input takes NAME=FILE.npy\n"); return 1; }
+            if (!eq || eq == argv[i] || !eq[1]) { fprintf(stderr, "vkcrun: --input takes NAME=FILE.npy, not '%s'\n", argv[i]); return 1; }
+            if (n_in == 256) { fprintf(stderr, "vkcrun: more than 256 --input options\n"); return 1; }
             *eq = '\0';
+            for (int k = 0; k < n_in; k++)
+                if (strcmp(in_names[k], argv[i]) == 0) { fprintf(stderr, "vkcrun: --input %s is given twice; give each input once\n", argv[i]); return 1; }
             in_names[n_in] = argv[i];
             in_files[n_in++] = eq + 1;
-        } else if (strcmp(argv[i], "--output-dir") == 0 && i + 1 < argc) out_dir = argv[++i];
-        else if (strcmp(argv[i], "--bench") == 0 && i + 1 < argc) bench = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = argv[++i];
-        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) target = argv[++i];
+        } else if (strcmp(argv[i], "--output-dir") == 0) out_dir = argv[++i];
+        else if (strcmp(argv[i], "--bench") == 0) {
+            if (parse_runs(argv[++i], &bench)) {
+                fprintf(stderr, "vkcrun: --bench takes a number of runs from 1 to 1000000, not '%s'\n", argv[i]);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--device") == 0) device = argv[++i];
+        else if (strcmp(argv[i], "--target") == 0) target = argv[++i];
         else if (strcmp(argv[i], "--build-all") == 0) build_all = 1;
         else if (strcmp(argv[i], "--in-place") == 0) in_place = 1;
         else if (argv[i][0] != '-' && !model_path) model_path = argv[i];
-        else {
-            fprintf(stderr, "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] "
-                            "[--device D] [--target T] [--build-all]\n");
+        else if (argv[i][0] != '-') { fprintf(stderr, "vkcrun: one model only, not %s and %s (%s)\n", model_path, argv[i], USAGE); return 1; }
+        else { fprintf(stderr, "vkcrun: unknown option %s (%s)\n", argv[i], USAGE); return 1; }
+    }
+    if (!model_path) { fprintf(stderr, "vkcrun: no model given (%s)\n", USAGE); return 1; }
+    if (in_place && !bench) { fprintf(stderr, "vkcrun: --in-place applies to --bench N runs; add --bench N\n"); return 1; }
+    if (out_dir) {
+        struct stat ds;
+        if (stat(out_dir, &ds) != 0 || !S_ISDIR(ds.st_mode)) {
+            fprintf(stderr, "vkcrun: --output-dir %s is not an existing folder; create it first\n", out_dir);
             return 1;
         }
+        if (access(out_dir, W_OK | X_OK) != 0) { fprintf(stderr, "vkcrun: --output-dir %s is not writable\n", out_dir); return 1; }
     }
-    if (!model_path) { fprintf(stderr, "vkcrun: no model given\n"); return 1; }
     fd = open(model_path, O_RDONLY);
     if (fd < 0 || fstat(fd, &st) != 0) { fprintf(stderr, "vkcrun: cannot open %s\n", model_path); return 1; }
     data = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
