@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from compiler import CompileError, compile_model
 from compiler.cli import app
-from onnx_builders import make_model
+from tests.onnx_builders import make_model
 
 ROOT = Path(__file__).resolve().parents[2]
 F32 = TensorProto.FLOAT
@@ -149,6 +149,7 @@ CLI = [
     ("verify {cycle}", ["cycle"]),
     ("verify {not_onnx}", ["not an ONNX model"]),
     ("verify {relu} --target foo", ["unknown target 'foo'"]),
+    ("verify {wrong_dtype} --layers", ["declares 'y'", "int64"]),
     ("package {bundle} --android {no_folder}", ["not a directory"]),
     ("package {bundle} --android {App} --page-size 123", ["page size 123"]),
     ("package {relu} --android {App}", ["not a .vkb bundle"]),

@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import CompileError, compile_model
-from harness import assert_close
-from onnx_builders import make_model
+from tests.harness import assert_close
+from tests.onnx_builders import make_model
 
 F32 = TensorProto.FLOAT
 

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from compiler import CompileError, compile_model
-from onnx_builders import make_model
+from tests.onnx_builders import make_model
 
 F32 = TensorProto.FLOAT
 
