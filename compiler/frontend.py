@@ -87,8 +87,9 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def pin_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None) -> onnx.ModelProto:
-    """Write the user's --input-shape values into the graph inputs before shape inference. A
-    dim the model declares as a number stays that number."""
+    """Write the user's --input-shape values into the graph inputs before shape inference. They
+    may change a dim the model fixes (a batch-1 export run at batch 4): every shape is inferred
+    from the inputs, and a node that cannot follow (a Reshape to a hard-coded batch) is refused."""
     if not input_shapes:
         return model
     model = onnx.ModelProto.FromString(model.SerializeToString())
@@ -106,12 +107,6 @@ def pin_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] 
         if len(dims) and len(dims) != len(shape):
             raise CompileError(f"{given} has rank {len(shape)} but input '{name}' has rank "
                                f"{len(dims)} ({_dims_text(dims)}).")
-        fixed = [i for i, d in enumerate(dims) if d.HasField("dim_value") and d.dim_value != shape[i]]
-        if fixed:
-            raise CompileError(f"{given}: the model declares input '{name}' as {_dims_text(dims)}, and "
-                               f"dim {fixed[0]} is fixed at {dims[fixed[0]].dim_value}; give "
-                               f"{_dims_text(dims)} with only its named dims set, or re-export the "
-                               "model with that dim dynamic.")
         del dims[:]
         for d in shape:
             by_name[name].type.tensor_type.shape.dim.add().dim_value = int(d)
@@ -218,10 +213,12 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
     order = ordered_nodes(model.graph) or range(len(model.graph.node))
     names = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(model.graph.node)]
     # Where onnx infers nothing (an op of another domain: no schema), the declarations fill in:
-    # the dtype always, the shape only when every input's shape was declared in full.
+    # the dtype always, the shape only when every input has the static shape the model declares.
     weights = {t.name for t in model.graph.initializer}
-    as_declared = all(_value_from_type(i.name, i.type).shape is not None
-                      for i in model.graph.input if i.name not in weights)
+    declared_inputs = {i.name: _value_from_type(i.name, i.type).shape for i in model.graph.input
+                       if i.name not in weights}
+    as_declared = all(shape is not None and tuple((input_shapes or {}).get(name, shape)) == shape
+                      for name, shape in declared_inputs.items())
     model = pin_input_shapes(model, input_shapes)
     model, declared = infer_types(model, names)
     model = _type_other_domains(model, opset)

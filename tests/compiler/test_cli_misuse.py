@@ -103,7 +103,7 @@ CLI = [
     ("check {missing}", ["does not exist"]),
     ("check {relu} --target foo", ["unknown target 'foo'"]),
     ("check {external}", ["external.bin", "copy"]),
-    ("check {relu} --input-shape x=4x3", ["fixed at 2"]),
+    ("check {relu} --input-shape x=0x3", ["1 or more"]),
     ("check {relu} --input-shape x=2", ["rank 1", "rank 2"]),
     ("check {relu} --input-shape y=2x3", ["'y' is not an input", "x"]),
     ("check {relu} --input-shape x=2xa", ["NAME=DIMx"]),
