@@ -255,8 +255,10 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
     for i in order:
         n = g.node[i]
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+        # An absent optional output ('') is a value of its own in every slot, not one shared.
         nodes.append(Node(n.op_type, names[i], [get(x) if x else None for x in n.input],
-                          [get(x) for x in n.output], attrs, n.domain, [names[i]]))
+                          [get(x) if x else Value("", None, None) for x in n.output], attrs,
+                          n.domain, [names[i]]))
     outputs = [get(o.name) for o in g.output]
     producer = f"{model.producer_name} {model.producer_version}".strip()
     return Graph(nodes, inputs, outputs, opset, g.name or "model", producer)

@@ -4,6 +4,7 @@
   ``bundles``, ``runtime_min`` and the helpers (``tests.harness``, ``tests.onnx_builders``) import
   without installing anything.
 - ``check`` is the fixture form of ``harness.check_against_onnxruntime``.
+- ``VKC_VERIFY=1`` unless set: the IR verifier checks the graph after every compiler pass.
 - Marker ``slow``: the full-size model tests (deselect with ``-m "not slow"``).
 """
 
@@ -41,6 +42,9 @@ SLOW = {
     "tests/native/test_native.py::test_agrees_with_runtime_min[efficientnet_b0-64-generic]",
     "tests/native/test_native.py::test_agrees_with_runtime_min[mobilenet_v3_small-64-op14-hardswish-generic]",
 }
+
+# The IR verifier runs after every compiler pass (compiler/verify.py).
+os.environ.setdefault("VKC_VERIFY", "1")
 
 
 def pytest_configure(config):

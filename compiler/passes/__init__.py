@@ -1,4 +1,5 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
+from .. import verify
 from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
 from .einsum import rewrite_einsum
@@ -34,6 +35,15 @@ PIPELINE = [expand_contrib_attention, rewrite_einsum, sink_row_selection, make_v
 
 
 def run_passes(graph):
+    """Every pass of PIPELINE; with VKC_VERIFY=1 the IR verifier checks the graph before the
+    first and after each (compiler/verify.py), naming the pass that broke it."""
+    check = verify.enabled()
+    if check:
+        verify.verify(graph, after="the frontend and fold_constants")
+    dead_nodes = False
     for p in PIPELINE:
         graph = p(graph)
+        if check:
+            dead_nodes = dead_nodes or p.__name__ == verify.DEAD_NODES_GONE_AFTER
+            verify.verify(graph, after=p.__name__, dead_nodes=dead_nodes)
     return graph

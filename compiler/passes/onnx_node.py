@@ -14,11 +14,18 @@ def _value_info(v: Value) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(v.name, elem, list(v.shape) if v.shape is not None else None)
 
 
-def one_node_model(node: Node, opset: int, constants_as_initializers: bool) -> onnx.ModelProto:
+def one_node_model(node: Node, opset: int, constants_as_initializers: bool,
+                   max_initializer_size: int | None = None) -> onnx.ModelProto:
+    """`node` as a model of its own; its constant inputs (those of at most
+    `max_initializer_size` elements, where given) as initializers, or as graph inputs."""
     inputs = [v for v in node.inputs if v is not None]
-    inits = [numpy_helper.from_array(v.data, v.name) for v in inputs
-             if constants_as_initializers and v.is_constant]
-    graph_inputs = [_value_info(v) for v in inputs if not (constants_as_initializers and v.is_constant)]
+
+    def initializer(v):
+        return constants_as_initializers and v.is_constant and (
+            max_initializer_size is None or v.size <= max_initializer_size)
+
+    inits = [numpy_helper.from_array(v.data, v.name) for v in inputs if initializer(v)]
+    graph_inputs = [_value_info(v) for v in inputs if not initializer(v)]
     proto = helper.make_node(node.op_type, [v.name if v else "" for v in node.inputs],
                              [v.name for v in node.outputs], name=node.name, domain=node.domain,
                              **node.attrs)
@@ -55,9 +62,12 @@ def evaluate(node: Node, opset: int) -> list[np.ndarray]:
     return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]
 
 
-def infer_output_types(node: Node, opset: int) -> list[tuple[np.dtype | None, tuple | None]]:
-    """Static output dtypes and shapes of one node, with constant inputs visible to inference."""
-    model = one_node_model(node, opset, constants_as_initializers=True)
+def infer_output_types(node: Node, opset: int, max_initializer_size: int | None = None
+                       ) -> list[tuple[np.dtype | None, tuple | None]]:
+    """Static output dtypes and shapes of one node, with constant inputs (those of at most
+    `max_initializer_size` elements, where given: shapes and axes) visible to inference."""
+    model = one_node_model(node, opset, constants_as_initializers=True,
+                           max_initializer_size=max_initializer_size)
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     by_name = {vi.name: vi.type.tensor_type for vi in inferred.graph.output}
     result = []
