@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_builders import GraphBuilder
+from tests.onnx_builders import GraphBuilder
 
 from compiler import passes
 from compiler.frontend import to_ir
