@@ -102,16 +102,11 @@ class Graph:
         """Recompute producer/consumer links from the node list (passes call this after edits).
         A value no node in the list produces (a graph input, a constant, the output of a node
         folded or removed) has no producer."""
-        for v in [*self.inputs, *self.outputs]:
+        for v in self.values():
             v.producer, v.consumers = None, []
-        for node in self.nodes:
-            for v in node.inputs:
-                if v is not None:
-                    v.producer, v.consumers = None, []
         for node in self.nodes:
             for v in node.outputs:
                 v.producer = node
-                v.consumers = []
         for node in self.nodes:
             for v in node.inputs:
                 if v is not None:

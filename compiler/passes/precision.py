@@ -147,6 +147,9 @@ class _Retyper:
                         v.dtype = F16
             self.nodes.append(node)
         g.nodes = self.nodes
+        for v in g.values():  # views no node reads (the middle of a chain) hold their root's bytes too
+            if v.alias_of is not None and not v.root().is_constant:
+                v.dtype = v.root().dtype
         self._outputs()
 
     def version(self, v: Value, dtype) -> Value:
