@@ -7,7 +7,8 @@ the runtime, a module spirv-val rejects, a validation-layer message, or an outpu
 tolerance). A float32 compile of a
 float32 graph must agree to rel L2 < 1e-4 and every element within 1e-4*max|ref| + 1e-3*|ref|
 (tests/harness.py says why these bounds); a float16 one (a float16 graph, or --precision fp16)
-with float32's reference to rel L2 < 1e-2. NaN and Inf must sit where onnxruntime has them, with
+with float32's reference to rel L2 < 1e-2 (a float16 graph's reference rounds each float16 result,
+as the graph says: as_float32). NaN and Inf must sit where onnxruntime has them, with
 the same signs.
 """
 from __future__ import annotations
@@ -46,10 +47,14 @@ def feeds_for(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
 
 
 def as_float32(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A float16 graph with every float16 tensor float32: its reference (ORT's CPU provider lacks
-    float16 kernels for many ops, and float32 is the standard anyway). A float32 graph as it is."""
+    """A float16 graph computed in float32, each float16 result rounded to float16 as the graph
+    says (a Cast to float16 and back after its node): its reference, as ORT's CPU provider lacks
+    float16 kernels for many ops. A float32 graph as it is."""
     if not any(i.type.tensor_type.elem_type == TensorProto.FLOAT16 for i in model.graph.input):
         return model
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    halves = {vi.name for vi in [*inferred.value_info, *inferred.output]
+              if vi.type.tensor_type.elem_type == TensorProto.FLOAT16}
     m = onnx.ModelProto()
     m.CopyFrom(model)
 
@@ -69,6 +74,18 @@ def as_float32(model: onnx.ModelProto) -> onnx.ModelProto:
                 a.i = TensorProto.FLOAT
             if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == TensorProto.FLOAT16:
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
+    nodes = []
+    for original in m.graph.node:
+        node = onnx.NodeProto()
+        node.CopyFrom(original)
+        nodes.append(node)
+        for k, o in enumerate(node.output):
+            if o in halves and node.op_type != "Constant":
+                node.output[k] = f"{o}/computed"
+                nodes += [helper.make_node("Cast", [f"{o}/computed"], [f"{o}/rounded"], to=TensorProto.FLOAT16),
+                          helper.make_node("Cast", [f"{o}/rounded"], [o], to=TensorProto.FLOAT)]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
     return m
 
 

@@ -60,13 +60,13 @@ def join(cases: list[Case], references: dict) -> tuple[Case, tuple]:
 
 
 def run_seeds(seeds, *, batch: int = 16, reduce_bugs: bool = False, out: Path | None = None,
-              log=print) -> Summary:
+              max_ops: int | None = None, log=print) -> Summary:
     start = time.perf_counter()
     summary = Summary()
     groups: dict[tuple, list[Case]] = defaultdict(list)
     references = {}
     for s in seeds:
-        c = generate(s)
+        c = generate(s, max_ops)
         summary.seeds += 1
         references[s] = reference_of(c)
         if isinstance(references[s], Verdict):
@@ -88,7 +88,7 @@ def run_seeds(seeds, *, batch: int = 16, reduce_bugs: bool = False, out: Path | 
     if reduce_bugs and summary.bugs:
         from .reduce import reduce_case
         for seed, v in summary.bugs.items():
-            small = reduce_case(generate(seed), v.signature, log=log)
+            small = reduce_case(generate(seed, max_ops), v.signature, log=log)
             if v.signature.startswith("mismatch"):
                 log(f"  {locate(small)}")
             if out is not None:
