@@ -27,13 +27,9 @@ RTOL_L2 = {"fp32": 1e-4, "fp16": 1e-2}
 # fp16 where its forms differ from the fp32 run's (windows, tiny default-init activations, random
 # weights, audio, batch variants); the rest run fp32 only, to keep the suite's time.
 FP16 = {"swin_default", "mobilenet_v3_default", "bert_random", "whisper_encoder_default", "mlp_static_out"}
-STATIC_OUTPUT = ("a bundle compiled with batch variants from a graph whose declared output is [1, 10] "
-                 "returns [1, 10] for a batch-4 input (issue 30)")
 # (fixture, precision) -> the open bug it hits. strict: the test fails once the bug is fixed, so
 # the mark goes with the fix.
 KNOWN = {
-    ("mlp_static_out", "fp32"): STATIC_OUTPUT,
-    ("mlp_static_out", "fp16"): STATIC_OUTPUT,
     ("mobilenet_v3_default", "fp16"): "fp16 flushes activations below float16's range (default-init "
                                       "logits ~1e-8) to zero or loses them: rel L2 1.5e-2 (issue 30, item 4)",
 }
