@@ -1,5 +1,5 @@
 """The ONNX reductions, each named once: op type -> the reduction templates/reduce.comp.j2 computes.
-lower/reduce.py lowers them; passes (sink_row_selection.py) need only to know which ops they are."""
+lower/reduce.py lowers them and declares what passes know of them."""
 from __future__ import annotations
 
 REDUCE_OPS = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",

@@ -76,6 +76,24 @@ class OpRule:
     # How large the op's result may grow from its inputs' largest magnitudes (compiler/magnitudes.py;
     # the float16 range pass asks); None: no larger than its inputs or an activation's.
     magnitude: Callable | None = None
+    # What passes know of the op (declared here so that no pass lists op names):
+    # row_wise: (graph, node, rows of its output) -> per input the rows of it to take (None: the
+    # input stays), or None where the selection cannot move above the node (compiler/rows.py,
+    # passes/sink_row_selection.py).
+    row_wise: Callable | None = None
+    # reshapes: the output is the input's bytes in another shape (a view, passes/views.py).
+    reshapes: bool = False
+    # store_cast_absorbing: the kernel can store its first output in float16 where only a Cast
+    # to float16 reads it (passes/store_casts.py).
+    store_cast_absorbing: bool = False
+    # product: a matrix product whose kernel takes a fused epilogue, and how that kernel sees its
+    # output: "matmul" (batch, m, n) or "conv" (image, channel, pixel) (epilogue_operands.py).
+    product: str | None = None
+    # evaluate: node, *input arrays -> output arrays, where fold_constants must not use onnx's
+    # reference evaluator (passes/onnx_node.py).
+    evaluate: Callable | None = None
+    # output_types: node -> None, typing the outputs of an op ONNX shape inference does not know.
+    output_types: Callable | None = None
 
     @property
     def dtypes_text(self) -> str:
@@ -102,15 +120,13 @@ def _add(rule: OpRule) -> None:
 def register(op_type: str, since: int = 1, *, domain: str = "",
              dtypes: tuple[str, ...] | None = FLOAT32, dtypes_doc: str = "",
              constant_inputs: tuple[int, ...] = (), limits: str = "-", float16: bool = False,
-             schema: int | None = REVIEWED_OPSET, noop: Callable[[Node], bool] | None = None,
-             output_shape: Callable | None = None, magnitude: Callable | None = None):
+             schema: int | None = REVIEWED_OPSET, **facts):
     """Decorator: `fn(node, target) -> [Kernel]` lowers `op_type` (of `domain`) from opset
-    `since` on."""
+    `since` on. `facts`: what passes know of the op (OpRule's noop, row_wise, ...)."""
     def wrap(fn):
         _add(OpRule(op_key(op_type, domain), since, fn, fn.__module__, dtypes=dtypes,
                     dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                    float16=float16, schema=schema, noop=noop,
-                    output_shape=output_shape, magnitude=magnitude))
+                    float16=float16, schema=schema, **facts))
         return fn
     return wrap
 
@@ -118,14 +134,11 @@ def register(op_type: str, since: int = 1, *, domain: str = "",
 def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
             dtypes: tuple[str, ...] | None = None, dtypes_doc: str = "",
             constant_inputs: tuple[int, ...] = (), limits: str = "-",
-            float16: bool = False, schema: int | None = REVIEWED_OPSET,
-            noop: Callable[[Node], bool] | None = None,
-            output_shape: Callable | None = None, magnitude: Callable | None = None) -> None:
+            float16: bool = False, schema: int | None = REVIEWED_OPSET, **facts) -> None:
     """An op a pass removes before lowering (it never reaches a lowering rule)."""
     _add(OpRule(op_key(op_type, domain), 1, None, module, handled_by=handled_by, dtypes=dtypes,
                 dtypes_doc=dtypes_doc, constant_inputs=constant_inputs, limits=limits,
-                float16=float16, schema=schema, noop=noop, output_shape=output_shape,
-                magnitude=magnitude))
+                float16=float16, schema=schema, **facts))
 
 
 def shape_of_input0(shapes: list, attrs: dict) -> tuple | None:
@@ -181,6 +194,19 @@ def _types_only_since(op_type: str, reviewed: int, since: int) -> bool:
     base = _signature(onnx.defs.get_schema(op_type, max_inclusive_version=reviewed))
     return all(_signature(onnx.defs.get_schema(op_type, max_inclusive_version=v)) == base
                for v in range(reviewed + 1, since + 1))
+
+
+def fact(node: Node, name: str, opset: int | None = None):
+    """What the declaration of `node`'s op says of `name` (an OpRule field): the rule for
+    `opset`, or where none is given, any of the op's rules that says it; None for ops nothing
+    declares."""
+    if opset is not None:
+        rule = find_rule(node.op_type, node.domain, opset)
+        return getattr(rule, name) if rule is not None else None
+    for rule in _RULES.get(op_key(node.op_type, node.domain), {}).values():
+        if getattr(rule, name):
+            return getattr(rule, name)
+    return None
 
 
 def is_supported(op_type: str, domain: str, opset: int) -> bool:

@@ -211,7 +211,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
 
 
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2),
-          dtypes_doc="float32, float16; key-padding masks int32")
+          dtypes_doc="float32, float16; key-padding masks int32", store_cast_absorbing=True)
 def lower_attention(node, target):
     q, k, v, mask = (node.input(i) for i in range(4))
     out = node.outputs[0]

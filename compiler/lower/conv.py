@@ -46,7 +46,7 @@ def _as_2d(shape):
 
 
 @register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims",
-          magnitude=activation)
+          magnitude=activation, product="conv")
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

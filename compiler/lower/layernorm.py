@@ -18,6 +18,7 @@ from ..magnitudes import normalization
 from ..shapes import contiguous_strides, merge_dims, prod
 from ..registry import FLOATS
 from ..registry import shape_of_input0
+from ..rows import Rows
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 LIMITS = "stash_type other than 1 (the statistics are computed in float32 only)"
@@ -165,8 +166,26 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                    if texel else {})]
 
 
+def _rows(graph, node, rows: Rows):
+    """Rows before the normalized axes are rows of X (Scale and B span the normalized dims)."""
+    rank = len(node.inputs[0].shape)
+    first = node.attrs.get("axis", -1) % rank
+    short = all(len(v.shape) <= rank - first for v in node.inputs[1:] if v is not None)
+    return [rows] if rows.axis < first and short else None
+
+
+def _skip_output_types(node) -> None:
+    """The outputs of a com.microsoft Skip*LayerNormalization (ONNX shape inference leaves them
+    untyped): output and sum are the input's, mean and inv_std_var one per row."""
+    x = node.inputs[0]
+    for i, out in enumerate(node.outputs):
+        if out.shape is None:  # unnamed (absent) outputs too: every value needs a shape
+            out.dtype = x.dtype
+            out.shape = tuple(x.shape) if i in (0, 3) else tuple(x.shape[:-1]) + (1,)
+
+
 @register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS,
-          magnitude=normalization(scale=1, bias=2))
+          magnitude=normalization(scale=1, bias=2), row_wise=_rows, store_cast_absorbing=True)
 def lower_layernorm(node, target):
     stash = node.attrs.get("stash_type", 1)
     if stash != 1:
@@ -184,7 +203,8 @@ SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its le
 
 @register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS,
           output_shape=shape_of_input0,
-          magnitude=normalization(scale=2, bias=3, skip=1))
+          magnitude=normalization(scale=2, bias=3, skip=1),
+          store_cast_absorbing=True, output_types=_skip_output_types)
 def lower_skip_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), bias=node.input(3), prebias=node.input(4),
@@ -195,7 +215,8 @@ def lower_skip_layernorm(node, target):
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
           output_shape=shape_of_input0,
-          magnitude=normalization(scale=2, skip=1))
+          magnitude=normalization(scale=2, skip=1),
+          store_cast_absorbing=True, output_types=_skip_output_types)
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), prebias=node.input(3), axis=-1,
@@ -203,7 +224,8 @@ def lower_skip_simplified_layernorm(node, target):
                              simplified=True)
 
 
-@register("vkc.LayerNorm", dtypes=FLOATS, magnitude=normalization(scale=2, bias=3, skip=1))
+@register("vkc.LayerNorm", dtypes=FLOATS, magnitude=normalization(scale=2, bias=3, skip=1),
+          store_cast_absorbing=True)
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
     attribute `outputs` names what each output is, among Y, MEAN, INV_STD, SUM (the residual

@@ -12,6 +12,7 @@ from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
 from .store_expression import build_epilogue
 from ..registry import FLOATS
+from ..rows import Rows, aligned
 from .kernel import Kernel, grid_1d, register, texel_reads
 
 
@@ -516,7 +517,27 @@ def _register_params(target, M, N, batches, strides, b_mode, vec4):
     return "matmul_register", params, groups, dict(local_size=(lx, 1, 1))
 
 
-@register("Gemm", dtypes=FLOATS, magnitude=activation)
+def _gemm_rows(graph, node, rows: Rows):
+    """Rows of Y are rows of A (and of a per-row bias)."""
+    if node.attrs.get("transA", 0) or rows.axis != 0:
+        return None
+    c = node.input(2)
+    per_row = c is not None and len(c.shape) == 2 and c.shape[0] == node.outputs[0].shape[0]
+    return [rows, None, rows if per_row else None]
+
+
+def _matmul_rows(graph, node, rows: Rows):
+    """Rows of the product are rows of A, or a batch axis of both."""
+    a, b = node.inputs
+    y = node.outputs[0]
+    if len(a.shape) < 2 or len(b.shape) < 2 or rows.axis == len(y.shape) - 1:
+        return None
+    if rows.axis == len(y.shape) - 2:   # A's rows
+        return [Rows(len(a.shape) - 2, rows.start, rows.stop), None]
+    return [aligned(a, y, rows), aligned(b, y, rows)]   # a batch axis
+
+
+@register("Gemm", dtypes=FLOATS, magnitude=activation, row_wise=_gemm_rows, product="matmul")
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
@@ -543,7 +564,7 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul", dtypes=FLOATS, magnitude=activation,
+@register("MatMul", dtypes=FLOATS, magnitude=activation, row_wise=_matmul_rows, product="matmul",
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)

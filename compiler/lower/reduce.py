@@ -9,6 +9,7 @@ from ..magnitudes import reduction
 from ..shapes import contiguous_strides, merge_dims
 from ..reduce_ops import REDUCE_OPS
 from ..registry import FLOATS
+from ..rows import Rows, constant_ints
 from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from .strided_copy import strided_copy
 
@@ -82,18 +83,37 @@ def reduce_kernel(node, target, x, out, axes: set, op: str) -> list:
                    shared_memory_bytes=local * types["ACC"].bits // 8 if lanes > 1 else 0)]
 
 
+def _rows(graph, node, rows: Rows):
+    """A reduction that keeps the selected axis (the ReduceMean/Sub/Pow/Sqrt/Div chain of older
+    LayerNorm exports, op by op)."""
+    rank = len(node.inputs[0].shape)
+    axes = node.attrs.get("axes")
+    if axes is None and node.input(1) is not None:
+        axes = constant_ints(node.input(1))
+        if axes is None:
+            return None
+    if not axes:
+        reduced = set() if node.attrs.get("noop_with_empty_axes", 0) else set(range(rank))
+    else:
+        reduced = {a % rank for a in axes}
+    kept = [i for i in range(rank) if node.attrs.get("keepdims", 1) or i not in reduced]
+    axis = kept[rows.axis]
+    return None if axis in reduced else [Rows(axis, rows.start, rows.stop)]
+
+
 def _register(op_type: str) -> None:
     # ReduceMax and ReduceMin of bool (opset 20) are any and all.
     dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ())
 
     magnitude = reduction(REDUCE_OPS[op_type])
 
-    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude)
+    @register(op_type, since=1, dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude,
+              row_wise=_rows)
     def lower_attr_axes(node, target):
         return _reduce(node, target, axes_as_input=False)
 
     @register(op_type, since=AXES_INPUT_SINCE.get(op_type, 18), constant_inputs=(1,),
-              dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude)
+              dtypes=dtypes, limits=REDUCE_LIMIT, magnitude=magnitude, row_wise=_rows)
     def lower_input_axes(node, target):
         return _reduce(node, target, axes_as_input=True)
 

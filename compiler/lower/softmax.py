@@ -5,6 +5,7 @@ from ..dtypes import kernel_types
 from ..magnitudes import bounded
 from ..shapes import prod
 from ..registry import FLOATS
+from ..rows import Rows
 from .kernel import Kernel, grid_1d, register
 
 
@@ -25,21 +26,30 @@ def _softmax(node, target, log: bool, coerce_2d: bool):
                    flops=5 * x.size)]
 
 
-@register("Softmax", since=1, dtypes=FLOATS, magnitude=bounded(1.0))
+def _rows_v1(graph, node, rows: Rows):
+    """Before opset 13 the op normalizes over all dims from `axis` on."""
+    return [rows] if rows.axis < node.attrs.get("axis", 1) % len(node.inputs[0].shape) else None
+
+
+def _rows(graph, node, rows: Rows):
+    return [rows] if rows.axis != node.attrs.get("axis", -1) % len(node.inputs[0].shape) else None
+
+
+@register("Softmax", since=1, dtypes=FLOATS, magnitude=bounded(1.0), row_wise=_rows_v1)
 def lower_softmax_v1(node, target):
     return _softmax(node, target, log=False, coerce_2d=True)
 
 
-@register("Softmax", since=13, dtypes=FLOATS, magnitude=bounded(1.0))
+@register("Softmax", since=13, dtypes=FLOATS, magnitude=bounded(1.0), row_wise=_rows)
 def lower_softmax(node, target):
     return _softmax(node, target, log=False, coerce_2d=False)
 
 
-@register("LogSoftmax", since=1, dtypes=FLOATS)
+@register("LogSoftmax", since=1, dtypes=FLOATS, row_wise=_rows_v1)
 def lower_log_softmax_v1(node, target):
     return _softmax(node, target, log=True, coerce_2d=True)
 
 
-@register("LogSoftmax", since=13, dtypes=FLOATS)
+@register("LogSoftmax", since=13, dtypes=FLOATS, row_wise=_rows)
 def lower_log_softmax(node, target):
     return _softmax(node, target, log=True, coerce_2d=False)

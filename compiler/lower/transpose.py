@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..noops import identity_perm, same_shape
+from ..rows import Rows
 from ..shapes import broadcast_strides, contiguous_strides
 from .kernel import register
 from .strided_copy import COPIES, strided_copy
@@ -16,7 +17,14 @@ def lower_copy(node, target):
     return strided_copy(node, target, x, out, contiguous_strides(x.shape))
 
 
-@register("Transpose", dtypes=None, float16=True, dtypes_doc=COPIES, noop=identity_perm)
+def _transpose_rows(graph, node, rows: Rows):
+    rank = len(node.inputs[0].shape)
+    perm = list(node.attrs.get("perm", range(rank - 1, -1, -1)))
+    return [Rows(perm[rows.axis], rows.start, rows.stop)]
+
+
+@register("Transpose", dtypes=None, float16=True, dtypes_doc=COPIES, noop=identity_perm,
+          row_wise=_transpose_rows)
 def lower_transpose(node, target):
     x, out = node.inputs[0], node.outputs[0]
     rank = len(x.shape)

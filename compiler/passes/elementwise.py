@@ -18,6 +18,7 @@ from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
 from ..noops import same_dtype
 from ..registry import REVIEWED_OPSET, declare, shape_of_input0
+from ..rows import broadcasting_rows, unary_rows
 
 # ONNX ops whose attributes choose their tree (_attribute_tree), and com.microsoft's GELUs.
 ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
@@ -75,7 +76,8 @@ for _op in sorted(ELEMENTWISE_OPS):
             limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"),
             # Cast-24's round_mode (float8e8m0) is implemented, and Cast-25's int2 / uint2
             schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET,
-            noop=same_dtype if _op in ("Cast", "CastLike") else None)
+            noop=same_dtype if _op in ("Cast", "CastLike") else None,
+            row_wise=unary_rows if _op in ONNX_UNARY or _op in ATTRIBUTE_OPS else broadcasting_rows)
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
                    "BiasGelu": "erf form of x + bias"}
 for _op, _doc in _MICROSOFT_DOCS.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 from ..registry import FLOAT32, declare
 
 declare("BatchNormalization", handled_by="folded into Conv/Gemm, else fused elementwise",
@@ -29,7 +29,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
         x = bn.inputs[0]
         prod = x.producer
         scale, shift = _scale_shift(bn)
-        if (prod is not None and prod.op_type in ("Conv", "Gemm") and graph.used_only_by(x, bn)
+        if (is_onnx(prod, "Conv", "Gemm") and graph.used_only_by(x, bn)
                 and prod.inputs[1].is_constant
                 and all(v is None or v.is_constant for v in prod.inputs[2:])):
             _fold_into(prod, scale, shift)

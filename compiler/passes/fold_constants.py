@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 from ..registry import declare, find_rule
 from .onnx_node import evaluate, infer_output_types
 
@@ -43,7 +43,7 @@ def fold_constants(graph: Graph) -> Graph:
         if _forward_noop(graph, node, forwarded):
             continue
         present = [v for v in node.inputs if v is not None]
-        if node.op_type in ("Shape", "Size") and present[0].shape is not None:
+        if is_onnx(node, "Shape", "Size") and present[0].shape is not None:
             data = np.array(present[0].shape, dtype=np.int64)
             start, end = node.attrs.get("start", 0), node.attrs.get("end", None)
             out = np.array(np.prod(data) if node.op_type == "Size" else data[start:end], dtype=np.int64)

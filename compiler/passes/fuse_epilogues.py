@@ -10,8 +10,8 @@ import numpy as np
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
+from ..registry import fact
 
-ANCHOR_KIND = {"Conv": "conv", "Gemm": "matmul", "MatMul": "matmul"}
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
 # computes the expression in float32 and rounds once, at the store.
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
@@ -20,7 +20,7 @@ EPILOGUE_DTYPES = (F32, F16)
 
 def fuse_epilogues(graph: Graph) -> Graph:
     for anchor in list(graph.nodes):
-        kind = ANCHOR_KIND.get(anchor.op_type)
+        kind = fact(anchor, "product")  # the anchors: matrix products and convolutions
         dtype = np.dtype(anchor.outputs[0].dtype)
         if kind is None or dtype not in EPILOGUE_DTYPES:
             continue
@@ -65,7 +65,7 @@ def _widens(anchor: Node, ew: Node, read: Value) -> bool:
     own bias and the operands of an epilogue fused before (a float16 bias and residual under
     --precision fp16), is read in the kernel's T: the float16 ones must be constants (they become
     float32). A Conv never widens (its depthwise and Winograd kernels take one type)."""
-    return (anchor.op_type in ("MatMul", "Gemm") and np.dtype(read.dtype) == F16
+    return (fact(anchor, "product") == "matmul" and np.dtype(read.dtype) == F16
             and all(v.is_constant for v in anchor.inputs[2:]
                     if v is not None and np.dtype(v.dtype) != F32)
             and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs] if v is not read))

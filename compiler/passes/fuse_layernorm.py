@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx
+from ..registry import fact
 
 
 def fuse_layernorm(graph: Graph) -> Graph:
@@ -36,11 +37,12 @@ def fuse_layernorm(graph: Graph) -> Graph:
         if node in graph.nodes and is_onnx(node, "ReduceMean"):  # the variance
             _fuse_chain(graph, node)
     for node in list(graph.nodes):
-        if node.op_type in ("vkc.LayerNorm", "LayerNormalization") and node.domain == "":
+        if is_onnx(node, "vkc.LayerNorm", "LayerNormalization"):
             _fold_residual(graph, node)
     for node in graph.nodes:  # com.microsoft ops have no ONNX shape inference
-        if node.op_type in ("SkipLayerNormalization", "SkipSimplifiedLayerNormalization"):
-            _type_skip_outputs(node)
+        output_types = fact(node, "output_types")
+        if output_types is not None:
+            output_types(node)
     return graph
 
 
@@ -164,15 +166,9 @@ def _fuse_chain(graph: Graph, var_node: Node) -> None:
         return
 
     axis = rank - len(axes)
-    y, affine = norm.outputs[0], {}
-    for op in ("Mul", "Add"):  # the scale, then the bias, where the chain goes on with them
-        step = _single_consumer(y, op)
-        if step is not None and _internal(graph, y, chain + [step]):
-            affine[op] = _affine_operand(_other(step, y), x, axis)
-            if affine[op] is not None:
-                chain.append(step)
-                y = step.outputs[0]
-    scale, bias = affine.get("Mul"), affine.get("Add")
+    # The scale, then the bias, where the chain goes on with them.
+    scale, y = _affine_step(graph, chain, norm.outputs[0], "Mul", x, axis)
+    bias, y = _affine_step(graph, chain, y, "Add", x, axis)
     if tuple(y.shape) != tuple(x.shape):
         return
     first = chain[0]
@@ -188,6 +184,19 @@ def _fuse_chain(graph: Graph, var_node: Node) -> None:
     for n in chain[1:]:
         graph.nodes.remove(n)
     graph.relink()
+
+
+def _affine_step(graph: Graph, chain: list[Node], y: Value, op: str, x: Value, axis: int):
+    """(operand, result) of an `op` by a constant affine operand that alone reads y, the node
+    appended to the chain; (None, y) where there is none."""
+    step = _single_consumer(y, op)
+    if step is None or not _internal(graph, y, chain + [step]):
+        return None, y
+    operand = _affine_operand(_other(step, y), x, axis)
+    if operand is None:
+        return None, y
+    chain.append(step)
+    return operand, step.outputs[0]
 
 
 def _fold_residual(graph: Graph, ln: Node) -> None:
@@ -232,14 +241,3 @@ def _repeats_over_leading_dims(b: Value, s: Value) -> bool:
     while len(shape) > 1 and shape[0] == 1:
         shape.pop(0)
     return list(s.shape[len(s.shape) - len(shape):]) == shape
-
-
-def _type_skip_outputs(node: Node) -> None:
-    """Give the outputs of a com.microsoft Skip*LayerNormalization their dtype and shape (ONNX
-    shape inference leaves them untyped): output and sum are the input's, mean and inv_std_var
-    one per row."""
-    x = node.inputs[0]
-    for i, out in enumerate(node.outputs):
-        if out.shape is None:  # unnamed (absent) outputs too: every value needs a shape
-            out.dtype = x.dtype
-            out.shape = tuple(x.shape) if i in (0, 3) else tuple(x.shape[:-1]) + (1,)

@@ -7,6 +7,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..ir import Node, Value
+from ..registry import fact
 
 
 def _value_info(v: Value) -> onnx.ValueInfoProto:
@@ -38,25 +39,12 @@ def one_node_model(node: Node, opset: int, constants_as_initializers: bool,
     return helper.make_model(graph, opset_imports=opsets)
 
 
-def _gather_elements(node: Node, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:
-    axis = node.attrs.get("axis", 0) % data.ndim
-    length = data.shape[axis]
-    if indices.size and not (-length <= indices.min() and indices.max() < length):
-        raise ValueError(f"an index lies outside axis {axis} of length {length}")
-    return [np.take_along_axis(data, np.where(indices < 0, indices + length, indices), axis)]
-
-
-# Ops onnx.reference computes wrongly, done here in numpy instead. GatherElements: onnx 1.23's
-# goes through np.choose, which takes at most 64 choices (numpy's NPY_MAXARGS), and its fallback
-# reads only column 0 of the indices, so an axis longer than 64 (BERT's 512 token-type ids
-# gathered by position ids) fails or comes out wrong.
-NUMPY_EVALUATORS = {"GatherElements": _gather_elements}
-
-
 def evaluate(node: Node, opset: int) -> list[np.ndarray]:
-    """Compute a node whose inputs are all constants with onnx.reference."""
-    if node.op_type in NUMPY_EVALUATORS and node.domain in ("", "ai.onnx"):
-        return NUMPY_EVALUATORS[node.op_type](node, *[v.data for v in node.inputs])
+    """Compute a node whose inputs are all constants with onnx.reference, or where onnx.reference
+    computes the op wrongly, as its declaration says (registry `evaluate`)."""
+    own = fact(node, "evaluate", opset)
+    if own is not None:
+        return own(node, *[v.data for v in node.inputs])
     model = one_node_model(node, opset, constants_as_initializers=False)
     feeds = {v.name: v.data for v in node.inputs if v is not None}
     return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]

@@ -31,16 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value, is_onnx
-from ..registry import find_rule
+from ..ir import Graph, Node, Value
+from ..registry import fact, find_rule
 from .float16_range import describe, float16_range
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 F16_MAX = float(np.finfo(np.float16).max)
 
 
-# The matrix products `--precision fp16-matmul` computes in float16.
-MATMUL_OPS = frozenset({"MatMul", "Gemm", "Conv"})
 PRECISIONS = ("fp32", "fp16", "fp16-matmul")
 
 
@@ -50,7 +48,7 @@ class Precision:
     float16: bool = False
     io_float16: bool = False                 # graph inputs and outputs float16 at the runtime API
     keep_float32: frozenset[str] = frozenset()   # node names (ONNX names) that stay float32
-    matmul_only: bool = False                # only MATMUL_OPS compute in float16
+    matmul_only: bool = False                # only matrix products (registry `product`) compute in float16
 
     @classmethod
     def parse(cls, precision: str = "fp32", io: str | None = None,
@@ -113,7 +111,7 @@ class _Retyper:
     def computes_float16(self, node: Node) -> bool:
         if id(node) in self.kept or node.name in self.p.keep_float32 or any(s in self.p.keep_float32 for s in node.sources):
             return False
-        if self.p.matmul_only and not is_onnx(node, *MATMUL_OPS):
+        if self.p.matmul_only and fact(node, "product") is None:
             return False
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
         return rule is not None and rule.computes("float16")

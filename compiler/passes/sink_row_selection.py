@@ -23,37 +23,19 @@ A selection that stops midway through a pattern leaves it unfused, computing the
 features after an old-style LayerNorm chain stops at its centred value, read by the variance too.
 
 Runs on ONNX nodes with constant shapes folded (after rewrite_einsum) and before make_views and
-the pattern fusions, which then match the same chains on fewer rows.
+the pattern fusions, which then match the same chains on fewer rows. How a selection moves
+above each op its declaration says (registry `row_wise`, compiler/rows.py).
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..elementwise_ops import ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
-from ..reduce_ops import REDUCE_OPS
 from ..ir import Graph, Node, Value, is_onnx
-from ..shapes import prod
-from .elementwise import ATTRIBUTE_OPS
+from ..registry import fact
+from ..rows import Rows, constant_ints as _ints
 from .outputs import remove_dead_nodes
-
-# Elementwise ops: those of one data operand (attributes or bounds as further inputs: Clip's
-# min and max, CastLike's dtype source) and those broadcasting all their inputs together.
-UNARY = set(ONNX_UNARY) | set(ATTRIBUTE_OPS) | {"Identity"}
-BROADCASTING = (set(ONNX_BINARY) | set(ONNX_VARIADIC)) - UNARY
-RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
-REDUCES = set(REDUCE_OPS)
-
-
-@dataclass(frozen=True)
-class Rows:
-    """Rows [start, stop) of `axis`; keep=False: one row, the axis dropped (a scalar Gather)."""
-    axis: int
-    start: int
-    stop: int
-    keep: bool = True
 
 
 def sink_row_selection(graph: Graph) -> Graph:
@@ -71,10 +53,6 @@ def sink_row_selection(graph: Graph) -> Graph:
             work += moved
             changed = True
     return remove_dead_nodes(graph) if changed else graph
-
-
-def _ints(v: Value | None) -> list[int] | None:
-    return None if v is None or not v.is_constant else [int(i) for i in v.data.reshape(-1)]
 
 
 def row_selection(graph: Graph, node: Node) -> tuple[Value, Rows] | None:
@@ -147,7 +125,7 @@ def _sink(graph: Graph, node: Node, x: Value, rows: Rows, names) -> list[Node] |
                    for o in producer.outputs[1:])
             or any(v.alias_of is x for v in graph.values())):
         return None
-    rule = RULES.get(producer.op_type)
+    rule = fact(producer, "row_wise", graph.opset)
     picks = rule(graph, producer, rows) if rule is not None else None
     if picks is None:
         return None
@@ -165,7 +143,7 @@ def _sink(graph: Graph, node: Node, x: Value, rows: Rows, names) -> list[Node] |
         selected, by = done[id(v), pick]
         inputs.append(selected)
         selections += [by] if by is not None and by not in selections else []
-    if producer.op_type in RESHAPES:
+    if fact(producer, "reshapes", graph.opset):
         rebuilt = Node("Reshape", producer.name, [inputs[0], _shape(result, names)], [result],
                        sources=producer.sources)
     else:
@@ -203,100 +181,3 @@ def _select(graph: Graph, v: Value, rows: Rows, sources, names) -> tuple[Value, 
     ints = [Value(f"{name}/{what}", np.dtype(np.int64), (1,), data=np.array([i], np.int64))
             for what, i in (("starts", rows.start), ("ends", rows.stop), ("axes", rows.axis))]
     return out, Node("Slice", name, [v, *ints], [out], sources=sources)
-
-
-# Rules: producer, rows of its output -> per input, the rows of it to take (None: the input
-# stays), or None where the selection cannot move above the producer.
-
-def _aligned(v: Value, out: Value, rows: Rows) -> Rows | None:
-    """The rows of an operand broadcast to `out`'s shape; None where it does not span the axis."""
-    axis = rows.axis - (len(out.shape) - len(v.shape))
-    if axis < 0 or v.shape[axis] == 1:
-        return None
-    return Rows(axis, rows.start, rows.stop)
-
-
-def _elementwise(graph: Graph, node: Node, rows: Rows):
-    y = node.outputs[0]
-    operands = node.inputs[:1] if node.op_type in UNARY else node.inputs
-    return [None if v is None else _aligned(v, y, rows) for v in operands]
-
-
-def _layernorm(graph: Graph, node: Node, rows: Rows):
-    rank = len(node.inputs[0].shape)
-    first = node.attrs.get("axis", -1) % rank
-    # Scale and B span the normalized dims alone.
-    short = all(len(v.shape) <= rank - first for v in node.inputs[1:] if v is not None)
-    return [rows] if rows.axis < first and short else None
-
-
-def _softmax(graph: Graph, node: Node, rows: Rows):
-    rank = len(node.inputs[0].shape)
-    if graph.opset >= 13:
-        return [rows] if rows.axis != node.attrs.get("axis", -1) % rank else None
-    # Before opset 13 the op normalizes over all dims from `axis` on.
-    return [rows] if rows.axis < node.attrs.get("axis", 1) % rank else None
-
-
-def _reduce(graph: Graph, node: Node, rows: Rows):
-    rank = len(node.inputs[0].shape)
-    axes = node.attrs.get("axes")
-    if axes is None and node.input(1) is not None:
-        axes = _ints(node.input(1))
-        if axes is None:
-            return None
-    if not axes:
-        reduced = set() if node.attrs.get("noop_with_empty_axes", 0) else set(range(rank))
-    else:
-        reduced = {a % rank for a in axes}
-    kept = [i for i in range(rank) if node.attrs.get("keepdims", 1) or i not in reduced]
-    axis = kept[rows.axis]
-    return None if axis in reduced else [Rows(axis, rows.start, rows.stop)]
-
-
-def _matmul(graph: Graph, node: Node, rows: Rows):
-    a, b = node.inputs
-    y = node.outputs[0]
-    if len(a.shape) < 2 or len(b.shape) < 2 or rows.axis == len(y.shape) - 1:
-        return None
-    if rows.axis == len(y.shape) - 2:   # A's rows
-        return [Rows(len(a.shape) - 2, rows.start, rows.stop), None]
-    return [_aligned(a, y, rows), _aligned(b, y, rows)]   # a batch axis
-
-
-def _gemm(graph: Graph, node: Node, rows: Rows):
-    if node.attrs.get("transA", 0) or rows.axis != 0:
-        return None
-    c = node.input(2)
-    per_row = c is not None and len(c.shape) == 2 and c.shape[0] == node.outputs[0].shape[0]
-    return [rows, None, rows if per_row else None]
-
-
-def _transpose(graph: Graph, node: Node, rows: Rows):
-    rank = len(node.inputs[0].shape)
-    perm = list(node.attrs.get("perm", range(rank - 1, -1, -1)))
-    return [Rows(perm[rows.axis], rows.start, rows.stop)]
-
-
-def _reshape(graph: Graph, node: Node, rows: Rows):
-    """The selected rows are, in every block of the dims before them, one contiguous run of the
-    elements after them: a run of one input axis j whose dims before it hold as many elements.
-    That is the same axis, the leading factor of a merged one (out [S, B, E] from in [S*B, E]:
-    rows [i, i+1) of S are [i*B, (i+1)*B) of S*B) or a merge whose rows cover whole inner blocks."""
-    x, y = node.inputs[0], node.outputs[0]
-    if 0 in x.shape or 0 in y.shape:
-        return None
-    before, after = prod(y.shape[:rows.axis]), prod(y.shape[rows.axis + 1:])
-    axis = next((j for j, n in enumerate(x.shape) if prod(x.shape[:j]) == before and n > 1), None)
-    if axis is None:
-        return None
-    inner = prod(x.shape[axis + 1:])
-    if (rows.start * after) % inner or (rows.stop * after) % inner:
-        return None
-    return [Rows(axis, rows.start * after // inner, rows.stop * after // inner)]
-
-
-RULES = {**{op: _elementwise for op in UNARY | BROADCASTING}, "LayerNormalization": _layernorm,
-         "Softmax": _softmax, "LogSoftmax": _softmax, **{op: _reduce for op in REDUCES},
-         "MatMul": _matmul, "Gemm": _gemm, "Transpose": _transpose,
-         **{op: _reshape for op in RESHAPES}}

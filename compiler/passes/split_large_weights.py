@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, is_onnx
 
 MAX_BINDING_BYTES = 1 << 27
 
 
 def split_large_weights(graph: Graph) -> Graph:
     for node in list(graph.nodes):
-        if node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
+        if not is_onnx(node, "Gemm", "MatMul") or len(node.inputs) < 2:
             continue
         b = node.inputs[1]
         if b is None or not b.is_constant or b.nbytes <= MAX_BINDING_BYTES or len(b.shape) != 2:

@@ -17,24 +17,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Value, written_in_shape
+from ..registry import fact
 from .precision import to_float16_weights
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
-# The nodes lower/layernorm.py and lower/attention.py lower (the result is their first output).
-PRODUCERS = ("LayerNormalization", "vkc.LayerNorm", "SkipLayerNormalization",
-             "SkipSimplifiedLayerNormalization", "vkc.Attention")
-PRODUCTS = ("MatMul", "Gemm")
 
 
 def absorb_store_casts(graph: Graph) -> Graph:
     for node in list(graph.nodes):
         if _second_float16_output(graph, node):
             continue
-        y = node.outputs[0] if node.op_type in PRODUCERS or _widened_product(node) else None
+        y = node.outputs[0] if fact(node, "store_cast_absorbing") or _widened_product(node) else None
         found = graph.sole_reader(y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
             continue
-        if node.op_type in PRODUCTS:
+        if _matmul(node):
             node.inputs[2:] = [_float16_constant(v) for v in node.inputs[2:]]
         cast, read = found
         out = cast.outputs[0]
@@ -68,10 +65,15 @@ def _second_float16_output(graph: Graph, node) -> bool:
     return True
 
 
+def _matmul(node) -> bool:
+    """A MatMul or Gemm (a product whose kernel reads float16 operands and may store float32)."""
+    return fact(node, "product") == "matmul"
+
+
 def _widened_product(node) -> bool:
     """A MatMul or Gemm of float16 operands storing float32 whose other inputs (a Gemm's bias, its
     epilogue's operands) are all constants or float16."""
-    return (node.op_type in PRODUCTS and all(v.dtype == F16 for v in node.inputs[:2])
+    return (_matmul(node) and all(v.dtype == F16 for v in node.inputs[:2])
             and all(v is None or v.is_constant or v.dtype == F16 for v in node.inputs[2:]))
 
 

@@ -9,13 +9,15 @@ from ..errors import CompileError
 from ..ir import Graph, Node, is_onnx
 from ..noops import always, same_dtype, same_shape
 from ..registry import FLOAT32, declare
+from ..rows import reshape_rows, unary_rows
 
 VIEW_OPS = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 for _op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"):
     declare(_op, handled_by="view (no kernel)", module=__name__,
             constant_inputs=(1,) if _op in ("Reshape", "Squeeze", "Unsqueeze") else (),
             limits="shape or axes computed at run time",
-            noop=always if _op == "Identity" else same_shape)
+            noop=always if _op == "Identity" else same_shape,
+            row_wise=unary_rows if _op == "Identity" else reshape_rows, reshapes=_op != "Identity")
 
 
 def _same_dtype_cast(node: Node) -> bool:
