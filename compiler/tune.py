@@ -32,23 +32,22 @@ CANDIDATES = {
 # workgroup tiles alone (the kernel otherwise takes the largest that gives min_workgroups), the
 # other K steps, split-K slices of at least 16 steps (short products unsplit), the largest tile
 # kept and K split where slices keep 8 steps (deep products), and the other depth of prefetch.
-# On an H200 each of these won on some products and lost on others (targets.py), which is what
+# Each of these wins on some products and loses on others (targets.py), which is what
 # per-problem tuning is for.
 COOPMAT_K = (16, 32, 64, 128, 256)
-# A 128x256 tile (2x4 subgroups of 4x4 accumulators) in K steps of 32 with two in flight: on an
-# H200 the fastest KHR kernel at 8192^3 (291 TFLOP/s against 274 for the profile's 128x128 tile,
-# session 14), which gives too few workgroups for most of a model's products to take by default.
+# A 128x256 tile (2x4 subgroups of 4x4 accumulators) in K steps of 32 with two in flight: the
+# fastest KHR kernel on large squares (benchmarks/RESULTS.md, "float16 GEMM against cuBLAS"), with
+# too few workgroups for most of a model's products to take by default.
 WIDE_TILE = dict(coopmat_tiles=((2, 4, 4, 4),), coopmat_k=32, coopmat_deep_prefetch=8)
 # A 128x128 tile of 2x2 subgroups of 4x4 accumulators, K steps of 32, two in flight: 128
 # invocations at 255 registers, so two workgroups share an SM and one's barriers overlap the
-# other's products; on an H200 298 TFLOP/s at 8192^3 (session 15).
+# other's products (`python3 -m benchmarks.gpu.coopmat gemm 8192 sweep 17`).
 PAIRED_TILE = dict(coopmat_tiles=((2, 2, 4, 4),), coopmat_k=32, coopmat_deep_prefetch=8)
 # VK_NV_cooperative_matrix2 workgroup tiles (BM, BN, BK, invocations, K steps a loop iteration),
-# where the profile lists its shapes and VKC_COOPMAT2_GLSLC names a compiler for it: on an H200
-# each of these was the fastest at some product of BERT, ViT or ResNet-50 (benchmarks/RESULTS.md,
-# sessions 12-14), 128x256 on large ones, 32x64 on BERT's 128x768x768; the 128x256 tile with one
-# K step a loop iteration (293 TFLOP/s at 8192^3) and with eight (324: its loads overlap; 1576x2304x768
-# ties). Sessions 12 and 13 saw up to 5x between runs of one tile: idle GPU clocks (warm_up).
+# where the profile lists its shapes and VKC_COOPMAT2_GLSLC names a compiler for it: each is the
+# fastest at some product of BERT, ViT or ResNet-50, 128x256 on large ones, 32x64 on BERT's
+# 128x768x768; eight K steps a loop iteration let the driver overlap their loads
+# (`python3 -m benchmarks.gpu.coopmat gemm 8192,1576x2304x768 coopmat2`).
 COOPMAT2_TILES = ((128, 256, 32, 256, 1), (128, 256, 32, 256, 8), (128, 128, 32, 256, 1),
                   (64, 128, 32, 128, 8), (64, 64, 32, 128, 8), (32, 64, 32, 128, 8))
 

@@ -354,7 +354,7 @@ _devices: dict = {}                # (index, validation, robust, extensions, fea
 
 def _instance(validation: bool) -> Instance:
     # One instance per validation setting, kept until the process exits: NVIDIA's driver refuses a
-    # 31st vkCreateInstance in one process (VK_ERROR_INCOMPATIBLE_DRIVER, H200, 2026), which an
+    # 31st vkCreateInstance in one process (VK_ERROR_INCOMPATIBLE_DRIVER), which an
     # instance per load reached in processes that load bundle after bundle (vkc tune).
     with _lock:
         if validation not in _instances:

@@ -43,10 +43,10 @@ NUMPY_DTYPES = {name: d.numpy for name, d in DTYPES.items()}
 # ml_dtypes only: their staging bytes are kept packed as the bundle holds them (flat uint8).
 PACKED = {name for name, d in DTYPES.items() if d.numpy is None}
 STAGING_ALIGN = 256
-# Poll a run's fence up to this long before blocking on it: on the H200 a blocking vkWaitForFences
-# woke ~50 us after the GPU finished (MobileNetV2 batch 1: wall - GPU 107 -> 62 us), at the price
-# of a busy host core while the GPU works. Longer runs poll up to twice the last wait, at most
-# MAX_SPIN_S (ViT-B/16 batch 1, 3 ms on the GPU, woke ~0.2 ms late after 2 ms of polling). Not on
+# Poll a run's fence up to this long before blocking on it: a blocking vkWaitForFences can wake
+# tens of microseconds after the GPU finished (`python3 -m benchmarks.gpu.host_overhead` shows
+# wall - GPU), at the price of a busy host core while the GPU works. Longer runs poll up to twice
+# the last wait, at most MAX_SPIN_S (a run longer than the poll woke late again). Not on
 # CPU devices, where polling would take a core from the driver's own threads. VKC_WAIT_SPIN_US
 # overrides (0: always block).
 DEFAULT_SPIN_S, MAX_SPIN_S = 2e-3, 20e-3
@@ -211,8 +211,8 @@ class Model:
         checks every range it binds, but not what a kernel does with it: with robust access, a kernel
         whose indices run past its buffers (a corrupt or hostile bundle: wrong shapes in the
         specialization, swapped bindings) reads zeros and drops writes instead of touching other
-        memory. Its cost was within noise on lavapipe (which bounds-checks storage buffers anyway)
-        and nil on an H200 (MobileNetV2: 0.688 against 0.687 ms of GPU time); robust=False skips it.
+        memory. Its cost is within noise on lavapipe (which bounds-checks storage buffers anyway)
+        and on NVIDIA (`VKC_ROBUST=0` against 1 in `vkc bench`); robust=False skips it.
     timeout_s: how long a run may take before the device is declared hung (an error, never a hang).
     timing: timestamps around each run's copies and dispatches, read back as gpu_time (off by default,
         or VKC_TIMING=1). On lavapipe each timestamp waits for the work before it: 50 us more per run.
@@ -287,8 +287,8 @@ class Model:
         # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
         # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in
         # is device to device. Else (or VKC_IO_MEMORY=host) system memory, which the copy-in reads.
-        # (On the H200 system memory was neither reliably faster at batch 1, 448 vs 467 and 493 vs 474
-        # us a run in two runs, nor at batch 32, 5082 vs 3956: one rule for every size.)
+        # System memory is not reliably faster at any batch size on NVIDIA (`VKC_IO_MEMORY=host
+        # python3 -m benchmarks.gpu.host_overhead`): one rule for every size.
         in_prefer = ((local | coherent,) if os.environ.get("VKC_IO_MEMORY") != "host" else ()) + (coherent, cached)
         # Outputs in host-cached memory: the host reads it at memory speed (uncached memory is slow to read).
         out_prefer = (cached | coherent, cached, coherent)

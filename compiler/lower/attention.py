@@ -53,15 +53,10 @@ F16 = np.dtype(np.float16)
 # target's min_workgroups, else 1 (a batch-1 model then has the most workgroups there are). Keys
 # per block: as many as fit shared memory, at least one per lane; each block costs four barriers
 # (two with shuffles, and a subgroup barrier for P: SUBGROUP_P).
-# Measured on an H200 (benchmarks/gpu/attention_tiles.py; us per dispatch at BERT batch 1, 8
-# and ViT batch 1, 8: 12 heads, head size 64, 128 / 197 tokens; until session 9 the script fed K
-# transposed, [B, H, D, S], read an element at a time): 128 invocations (8 x 16) took
-# 33.7 / 68.5 / 70.0 / 183.3, 256 (16 x 16, these choices) 17.9 / 58.1 / 42.9 / 101.3; 8 lanes
-# a row instead of 16 were 1.5-1.8x slower. With o in registers, P read as vec4s, shuffles and
-# vector reads (session 8): 16.3 / 51.2 / 37.7 / 88.1 (float16: 15.0 / 50.0 / 37.5 / 87.1); 3
-# rows a lane instead: 23.7 / 61.6 / 29.9 / 111.2. ViT's 197 rows shared evenly by 4 query blocks
-# of 52 (13 row groups, 208 invocations; 2 workgroups a core become 3 at 92 registers): 90.5 us
-# at batch 8 against 88.1 (session 9), not kept.
+# 256 invocations (16 row groups of 16 lanes) run BERT's and ViT's attention about twice as fast
+# as 128; 8 lanes a row are 1.5-1.8x slower than 16; 3 rows a lane lose to 4; ViT's 197 rows shared
+# evenly by 4 query blocks of 52 gain nothing. `python3 -m benchmarks.gpu.attention_tiles` times
+# these variants (us per dispatch at BERT-base and ViT-B/16 shapes, batch 1 and 8).
 THREADS = 256
 ROW_GROUPS = 16
 LANES = (16, 8, 4)
@@ -75,29 +70,24 @@ MAX_LANE_FLOATS = 96
 # subgroups are narrower.
 SHUFFLE_ROWS = True
 # Where the row groups exchange by shuffles, P is handed from the score lanes to the P·V lanes of
-# the same row group with a subgroup barrier instead of the workgroup's. H200, float32, us per
-# dispatch, BERT b1 / b8 / ViT b1 / b8 (two runs alike): 11.8 / 34.5 / 27.8 / 69.3 with the
-# workgroup barrier, 11.6 / 33.9 / 27.2 / 66.4 with the subgroup's.
+# the same row group with a subgroup barrier instead of the workgroup's (2-4 % faster;
+# `python3 -m benchmarks.gpu.attention_tiles`).
 SUBGROUP_P = True
 # Where K and V are read as vec4s, the next key block is fetched into registers while this one is
-# computed (its loads' latency hidden behind the block's work). H200, us per dispatch, BERT b1 /
-# b8 / ViT b1 / b8, K as the models give it ([B, H, S, D]): 12.7 / 39.8 / 30.9 / 79.0 without,
-# 11.8 / 34.5 / 27.9 / 69.5 with (float16 BERT b1 11.4 -> 10.7, ViT b8 77.2 -> 67.6).
+# computed (its loads' latency hidden behind the block's work): 7-14 % faster at BERT's and ViT's
+# shapes (`python3 -m benchmarks.gpu.attention_tiles`).
 PREFETCH_KV = True
 # Not built: skipping the rows and key columns of a ragged last block (ViT's 197 = 3 x 64 + 5).
-# Tried in session 11 with the block's loops guarded per product, then with a guarded copy of
-# them for ragged blocks only: the H200 ran ViT b8 in 84.4 and 78.8 us against 69.1 for whole
-# blocks (BERT and ViT b1 1-4 % slower), so the kernel's time is not in the skipped products.
+# Guarding the block's loops, per product or in a copy for ragged blocks only, made the kernel
+# slower: its time is not in the products a skip would save.
 
 # --- Cooperative matrix (float16 on tensor cores) ---
 # Subgroups per workgroup (16 query rows each), largest first: the first that still gives a
 # COOPMAT_WORKGROUP_SHARE-th of the target's min_workgroups workgroups, else the last. Keys per
 # block: the first that fits shared memory. Q, K and V rows fetched 16 bytes at a time; head
 # sizes up to COOPMAT_MAX_HEAD (a lane keeps DV / (subgroup / 16) output floats).
-# H200, us per dispatch, BERT b1 / b8 / ViT b1 / b8 (12 heads of 64; 128 / 197 tokens), 1, 2, 4
-# subgroups: 11.4 / 44.5 / 23.2 / 94.8, 11.4 / 29.2 / 14.0 / 55.3, 13.3 / 26.9 / 14.4 / 37.6
-# (K and V shared by more rows beat more workgroups down to about 66 of them); the tiled kernel
-# took 10.7 / 34.1 / 28.1 / 67.7.
+# K and V shared by more rows beat more workgroups down to about a quarter of min_workgroups
+# (`python3 -m benchmarks.gpu.attention_tiles --precision fp16` times 1, 2 and 4 subgroups).
 COOPMAT_SUBGROUPS = (4, 2, 1)
 COOPMAT_WORKGROUP_SHARE = 4
 COOPMAT_BLOCK_KEYS = (64, 32)

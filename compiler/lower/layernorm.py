@@ -51,9 +51,8 @@ def _broadcast_terms(node, v, norm_shape, what):
 # Most row elements an invocation keeps in registers: the row is then read from memory once
 # (0: every pass re-reads it, as the texel path on lavapipe does). FEW_LANES: where the target
 # adds within subgroups, a row would take as few invocations as keep it within that (one
-# subgroup for D up to 1024). H200, BERT-base fp16 batch 1, GPU ms: rows re-read 0.987, in
-# registers on about D/4 invocations 0.970, on one subgroup 1.006; ViT-B/16 fp32 batch 8: 9.82,
-# 9.76, 9.76.
+# subgroup for D up to 1024): off, as it gains nothing on BERT-base or ViT-B/16
+# (`python3 -m benchmarks.gpu.profile_variants fp16 bert:1 default,ln-few,ln-reread`).
 ROW_REGISTERS = 32
 FEW_LANES = False
 

@@ -42,8 +42,9 @@ def _invocations(target, tile_m: int, tile_n: int) -> int:
 def _fit_short_side(target, M: int, N: int, tile_m: int, tile_n: int) -> tuple[int, int]:
     """Rows that fill half the tile or less (a convolution's 16 or 32 output channels against
     nvidia's 128 rows: 12 or 25 % of every tile busy) take a tile halved along M, and twice as
-    long along N where N has the work and the profile's invocations a tile allow. On an H200,
-    UNet's 16- and 32-channel layers: 0.62 -> 0.43 ms of GPU time. A short N keeps the profile's
+    long along N where N has the work and the profile's invocations a tile allow (UNet's 16- and
+    32-channel layers take a third less GPU time: `python3 -m benchmarks.gpu.models nvidia
+    unet_small 1`). A short N keeps the profile's
     tile: no model measured needs the same along N (squeeze-excite's 1-pixel convolutions take
     a few microseconds either way)."""
     most = _invocations(target, tile_m, tile_n)
@@ -236,10 +237,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
 def _fuse_split_k(target, template: str, params: dict, split: int) -> bool:
     """Whether the last slice of each tile adds the partial sums up itself (always on the
     cooperative-matrix kernel, which keeps no separate pass for its padded partial tiles), or a
-    separate dispatch adds them up over the whole device (target.splitk_fused_sums). On an H200 the
-    fused finish with ~350 sums per invocation (fp32 BERT's 64x64 tiles in 11 slices) and more made
-    ResNet-18/50 at batch 1 23-32 % slower than the separate pass; the float16 BERT tiles (32x32,
-    3 slices: 24) gained."""
+    separate dispatch adds them up over the whole device (target.splitk_fused_sums). A fused finish
+    of hundreds of sums per invocation costs the kernel more than the separate pass (ResNets at
+    batch 1 a quarter slower); one of a few dozen gains."""
     if template == "matmul_coopmat":
         return True
     if template == "matmul_tiled":
@@ -310,8 +310,8 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
     float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
     min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
-    it least (larger tiles load less per product: an im2col convolution on 32x32 tiles ran at a
-    third of the rate of 64x64 ones on an H200); else the smallest, and split-K adds workgroups.
+    it least (larger tiles load less per product: an im2col convolution on 32x32 tiles runs at a
+    third of the rate of 64x64 ones); else the smallest, and split-K adds workgroups.
     None where no tile fits the device (today's kernels then)."""
     shape = coopmat_shape(target, a, b, c)
     if shape is None:
@@ -423,8 +423,8 @@ def _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches):
 
 def _coopmat_splits(params: dict) -> bool:
     """Whether the cooperative-matrix kernel may split K: only where both operands are fetched 16
-    bytes at a time. On an H200 its slices summed to wrong results with 8- and 2-byte B fetches (a
-    convolution's 7x7 pixels, an N of 20), for a reason not found yet; those matmuls run unsplit."""
+    bytes at a time: with 8- and 2-byte B fetches (a convolution's 7x7 pixels, an N of 20) its
+    slices summed to wrong results on NVIDIA, for a reason not found yet; those matmuls run unsplit."""
     return params["A_VEC"] == params["B_VEC"] == 8
 
 
@@ -497,8 +497,8 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_siz
 
 
 # K steps the register kernel unrolls on GPU profiles (a few rows' matmul streams its weights:
-# with one step's loads in flight at a time, ViT-B/16's 8-row last-layer matmuls took 38 us
-# each on an H200). CPU profiles keep the plain loop.
+# with one step's loads in flight at a time, its latency bounds them). CPU profiles keep the
+# plain loop.
 REGISTER_UNROLL_K = 8
 
 
