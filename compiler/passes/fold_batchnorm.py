@@ -42,8 +42,9 @@ def fold_batchnorm(graph: Graph) -> Graph:
     return graph
 
 
-def _constant(name: str, data: np.ndarray) -> Value:
-    data = np.ascontiguousarray(data.astype(np.float32))
+def _constant(name: str, data: np.ndarray, like: Value) -> Value:
+    """A folded constant in the dtype of the value it joins (a float16 Conv keeps float16 weights)."""
+    data = np.ascontiguousarray(data.astype(like.dtype))
     return Value(name, data.dtype, tuple(data.shape), data=data)
 
 
@@ -59,8 +60,9 @@ def _fold_into(prod: Node, scale: np.ndarray, shift: np.ndarray) -> None:
         c = beta * bias if bias is not None else 0.0
         bias = np.asarray(c * scale + shift)
         prod.attrs["beta"] = 1.0
-    prod.inputs = [prod.inputs[0], _constant(prod.inputs[1].name + "_bnfold", w),
-                   _constant(prod.name + "_bias_bnfold", np.asarray(bias))]
+    weights = prod.inputs[1]
+    prod.inputs = [prod.inputs[0], _constant(weights.name + "_bnfold", w, weights),
+                   _constant(prod.name + "_bias_bnfold", np.asarray(bias), weights)]
 
 
 def _to_affine(bn: Node, scale: np.ndarray, shift: np.ndarray) -> None:
@@ -68,6 +70,7 @@ def _to_affine(bn: Node, scale: np.ndarray, shift: np.ndarray) -> None:
     shape = (-1,) + (1,) * (rank - 2)
     bn.op_type = "vkc.Elementwise"
     bn.attrs = {"expr": ("add", ("mul", ("in", 0), ("in", 1)), ("in", 2))}
-    bn.inputs = [bn.inputs[0], _constant(bn.name + "_scale", scale.reshape(shape)),
-                 _constant(bn.name + "_shift", shift.reshape(shape))]
+    x = bn.inputs[0]
+    bn.inputs = [x, _constant(bn.name + "_scale", scale.reshape(shape), x),
+                 _constant(bn.name + "_shift", shift.reshape(shape), x)]
     bn.outputs = bn.outputs[:1]
