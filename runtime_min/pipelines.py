@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 import struct
 import threading
+import time
+import warnings
 import zlib
 from pathlib import Path
 
 import numpy as np
 
 from bundles.cache import cache_dir as configured_cache_dir
-from bundles.manifest import texel_formats
+from bundles.manifest import BundleError, texel_formats
+from bundles.spirv_val import target_env, validator
 
 from .device import Device, new
 from .errors import Cleanup, step
@@ -95,6 +98,34 @@ def write_cache(path, data: bytes) -> bool:
             except OSError:
                 pass
         return False
+
+
+_warned_unvalidated = False
+
+
+def validate_modules(modules: list[dict], spirv: list, cache_dir=None, trusted=False) -> str:
+    """Run SPIRV-Tools' validator over every module of the bundle, before the driver sees any (an
+    invalid module can crash it). Raises BundleError naming the first invalid module; returns what
+    was done, for Model.load_info. Accepted modules are remembered by hash (bundles/spirv_val.py)."""
+    if trusted:
+        return "skipped (trusted=True)"
+    val = validator()
+    if not val.available:
+        global _warned_unvalidated
+        if not _warned_unvalidated:
+            _warned_unvalidated = True
+            warnings.warn(f"vkc: SPIR-V modules run unvalidated: {val.problem}; an invalid module in a corrupt "
+                          "or hostile bundle can crash the driver", RuntimeWarning, stacklevel=4)
+        return f"off ({val.problem})"
+    t0 = time.perf_counter()
+    folder = cache_dir if cache_dir is not None else configured_cache_dir()
+    for i in range(len(spirv)):
+        complaint = val.validate(spirv[i], folder=folder)
+        if complaint:
+            env = target_env(spirv[i])
+            raise BundleError("spirv validation", f"module {i} ({modules[i]['name']!r}) is not valid SPIR-V for {env}: "
+                                                  f"{complaint[:600]}; the bundle is corrupt: compile it again")
+    return f"ok ({len(spirv)} modules, {(time.perf_counter() - t0) * 1e3:.1f} ms)"
 
 
 class Pipelines:

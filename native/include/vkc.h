@@ -95,6 +95,12 @@ typedef struct vkc_load_options {
      * NULL: the rule. It must exist in the bundle and the device must meet its requirements. */
     const char *target;
     int build_all;         /* 1: build every variant's pipelines at load; 0: each on its first run */
+    /* 1: the app built this bundle itself: skip SPIR-V validation. 0 (default): every module passes
+     * SPIRV-Tools' validator before the driver sees it (an invalid module can crash a driver);
+     * a refused module fails the check "spirv validation", naming the module and the validator's
+     * message. The library (libSPIRV-Tools-shared.so, or $VKC_SPIRV_TOOLS) is dlopened; without
+     * it modules run unvalidated and one line on stderr says so (vkc_spirv_validated tells). */
+    int trusted;
 } vkc_load_options;
 
 typedef struct vkc_context vkc_context;
@@ -125,9 +131,15 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
                     vkc_model **out, vkc_error *err);
 void vkc_free(vkc_model *model);
 
-/* Every check vkc_load applies to the bytes (container, manifest, module interfaces, barriers),
- * and nothing else: no Vulkan. For tools and fuzzing. */
+/* Every check vkc_load applies to the bytes (container, manifest, module interfaces, barriers, SPIR-V
+ * validation), and nothing else: no Vulkan. For tools and fuzzing. */
 vkc_status vkc_check(const void *data, size_t size, vkc_error *err);
+
+/* 1 when every module of the model passed SPIRV-Tools' validator at load; 0 when it was loaded
+ * trusted or no validator library was found. */
+int vkc_spirv_validated(const vkc_model *model);
+/* The validator library's version, or NULL when none can be loaded (modules then run unvalidated). */
+const char *vkc_spirv_validator(void);
 
 uint32_t vkc_input_count(const vkc_model *model);
 uint32_t vkc_output_count(const vkc_model *model);

@@ -149,8 +149,15 @@ vkc_status vkc_spirv_interface(manifest *m, const uint8_t *const *modules, const
  * prefixes the detail ("variants[2]." or ""). Fails with check "barriers". */
 vkc_status vkc_check_barriers(const manifest *m, const variant *v, const char *where, vkc_error *err);
 
-/* The container + every manifest check; on success *m is filled and the bundle's pointers too. */
+/* The container + every manifest check, then (validate=1) SPIRV-Tools' validator on every module
+ * (spirv_val.c; *validated says whether it ran); on success *m is filled and the bundle's pointers too. */
 struct vkb_bundle;
-vkc_status vkc_check_all(const void *data, size_t size, struct vkb_bundle *b, manifest *m, vkc_error *err);
+vkc_status vkc_check_all(const void *data, size_t size, int validate, struct vkb_bundle *b, manifest *m, int *validated,
+                         vkc_error *err);
+
+/* Check "spirv validation": every module through SPIRV-Tools' validator (dlopened; without it,
+ * *validated = 0 and a line on stderr, once). */
+vkc_status vkc_spirv_validate(const manifest *m, const uint8_t *const *modules, const size_t *sizes, int *validated,
+                              vkc_error *err);
 
 #endif

@@ -70,7 +70,8 @@ static vkc_status ok(vkc_error *err) {
 
 /* ---- checks without Vulkan ------------------------------------------------------------------ */
 
-vkc_status vkc_check_all(const void *data, size_t size, vkb_bundle *b, manifest *m, vkc_error *err) {
+vkc_status vkc_check_all(const void *data, size_t size, int validate, vkb_bundle *b, manifest *m, int *validated,
+                         vkc_error *err) {
     char msg[512];
     vkb_status vs;
     const uint8_t **mods;
@@ -91,6 +92,9 @@ vkc_status vkc_check_all(const void *data, size_t size, vkb_bundle *b, manifest 
     }
     for (uint32_t i = 0; i < b->module_count; i++) vkb_module(b, i, &mods[i], &sizes[i]);
     s = vkc_manifest_check(b->manifest, b->manifest_size, mods, sizes, b->module_count, b->weights_size, m, err);
+    *validated = 0;
+    if (s == VKC_OK && validate && (s = vkc_spirv_validate(m, mods, sizes, validated, err)) != VKC_OK)
+        vkc_manifest_free(m);
     free(mods);
     free(sizes);
     return s == VKC_OK ? ok(err) : s;
@@ -99,7 +103,8 @@ vkc_status vkc_check_all(const void *data, size_t size, vkb_bundle *b, manifest 
 vkc_status vkc_check(const void *data, size_t size, vkc_error *err) {
     vkb_bundle b;
     manifest m;
-    vkc_status s = vkc_check_all(data, size, &b, &m, err);
+    int validated;
+    vkc_status s = vkc_check_all(data, size, 1, &b, &m, &validated, err);
     if (s == VKC_OK) vkc_manifest_free(&m);
     return s;
 }
@@ -222,6 +227,7 @@ struct vkc_model {
     uint64_t busy_ns;   /* how long the last wait took: longer runs poll up to twice that */
     int lost;
     int lock_made, counted;             /* for vkc_free after a failed load */
+    int spirv_validated;                /* every module passed SPIRV-Tools' validator at load */
     pthread_mutex_t lock;
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 };
@@ -1500,7 +1506,10 @@ vkc_status vkc_load(vkc_context *ctx, const void *data, size_t size, const vkc_l
     *out = NULL;
     if (!(md = calloc(1, sizeof *md))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
     /* every check before any Vulkan object */
-    if ((s = vkc_check_all(data, size, &b, &md->m, err)) != VKC_OK) { free(md); return s; }
+    if ((s = vkc_check_all(data, size, !(opts && opts->trusted), &b, &md->m, &md->spirv_validated, err)) != VKC_OK) {
+        free(md);
+        return s;
+    }
     md->ctx = ctx;
     robust = !opts || opts->robust < 0 ? env_on("VKC_ROBUST", 1) : opts->robust;
     md->timeout_ns = (uint64_t)((opts && opts->timeout_s > 0 ? opts->timeout_s : 300.0) * 1e9);
@@ -1576,6 +1585,7 @@ static const vstate *current(const vkc_model *md) { return &md->set[md->selected
 uint32_t vkc_input_count(const vkc_model *md) { return md ? current(md)->v->n_inputs : 0; }
 uint32_t vkc_output_count(const vkc_model *md) { return md ? current(md)->v->n_outputs : 0; }
 const char *vkc_device_name(const vkc_model *md) { return md ? md->device_name : ""; }
+int vkc_spirv_validated(const vkc_model *md) { return md ? md->spirv_validated : 0; }
 const char *vkc_profile(const vkc_model *md) { return md ? md->set[0].v->target : ""; }
 uint32_t vkc_variant_count(const vkc_model *md) { return md ? md->n_set : 0; }
 const char *vkc_variant_name(const vkc_model *md, uint32_t i) { return md && i < md->n_set ? md->set[i].v->name : NULL; }

@@ -6,7 +6,8 @@ and reported, not fatal to pytest). Used by test_fuzz.py; not a test module.
 JOBS.json: {"jobs": [{"id": 7, "path": "7.vkb", "identical": true, "reference": "base0.vkb"}, ...]}
 (each job's outputs are compared with those of the base bundle it is a mutation of).
 Prints one JSON line per job, after a {"start": id} line, so the parent can name the job in flight:
-  {"id", "status": "ran" | "refused" | "error", "identical": bool | null, "messages": [...], "detail"}
+  {"id", "status": "ran" | "refused" | "invalid" | "error", "identical": bool | null, "messages": [...],
+   "detail"}; "invalid": the loader refused the bundle (BundleError), `detail` its message.
 """
 import faulthandler
 import json
@@ -17,6 +18,7 @@ import numpy as np
 
 
 import runtime_min  # noqa: E402
+from bundles import BundleError  # noqa: E402
 from runtime_min import VkcRuntimeError, load  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
@@ -59,6 +61,8 @@ def main():
             result["identical"] = len(outputs) == len(reference) and all(
                 a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
                 for a, b in zip(outputs, reference))
+        except BundleError as e:
+            result["status"], result["detail"] = "invalid", str(e)[:400]
         except VkcRuntimeError as e:
             # The device check: a valid bundle asking for more than this device has (before any
             # pipeline exists). Anything else from the runtime is an error.

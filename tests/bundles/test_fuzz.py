@@ -56,6 +56,7 @@ from bundles.manifest import variant_views
 
 SEED = int(os.environ.get("VKC_FUZZ_SEED", "1"))
 N = int(os.environ.get("VKC_FUZZ_N", "10000"))
+SPIRV_N = int(os.environ.get("VKC_FUZZ_SPIRV_N", "150"))   # SPIR-V word edits (test_spirv_edits_refused)
 RUN_CAP = int(os.environ.get("VKC_FUZZ_RUNS", "400"))
 RUNNERS = int(os.environ.get("VKC_FUZZ_RUNNERS", "2"))      # device runs in this many child processes
 HERE = Path(__file__).resolve().parent
@@ -278,6 +279,47 @@ def assemble(sections) -> bytes:
     return head + struct.pack("<IQ", checksum, pos) + table + b"".join(pieces)
 
 
+# ---- SPIR-V word edits, re-sealed: code the reader cannot vouch for -----------------------------
+# Each edit makes the module invalid by construction, so both loaders must refuse every one: the
+# reader (framing, interface) or the runtime's SPIR-V validation, before a driver sees it.
+OP_TYPE_FIRST, OP_TYPE_LAST = 19, 38   # OpTypeVoid .. OpTypePipe: result id in word 1, no result type
+UNASSIGNED_OPCODES = (0x7FFF, 0xA000, 0xBEEF, 0xFFFF)
+
+
+def _instructions(words) -> list[tuple[int, int, int]]:
+    """(word index, word count, opcode) of each instruction after the 5-word header."""
+    out, i = [], 5
+    while i < len(words) and words[i] >> 16:
+        out.append((i, words[i] >> 16, words[i] & 0xFFFF))
+        i += words[i] >> 16
+    return out
+
+
+def spirv_edit(rng: random.Random, base: Base) -> tuple[str, bytes]:
+    """One module's words edited (an opcode made unassigned, a type's result id made a duplicate,
+    the id bound made too small, an instruction's word count broken), every checksum recomputed."""
+    k = rng.randrange(len(base.modules))
+    words = list(struct.unpack(f"<{len(base.modules[k]) // 4}I", base.modules[k]))
+    insts = _instructions(words)
+    op = rng.choice(["opcode", "duplicate-id", "bound", "word-count"])
+    if op == "opcode":
+        at = rng.choice(insts)[0]
+        words[at] = (words[at] & 0xFFFF0000) | rng.choice(UNASSIGNED_OPCODES)
+    elif op == "duplicate-id":
+        types = [i for i, n, code in insts if OP_TYPE_FIRST <= code <= OP_TYPE_LAST and n >= 2]
+        first, second = sorted(rng.sample(types, 2))
+        words[second + 1] = words[first + 1]
+    elif op == "bound":
+        words[3] = rng.choice([1, 2, max(words[3] // 2, 1), words[3] - 1])
+    else:
+        at, count, code = rng.choice(insts)
+        words[at] = (rng.choice([0, 1]) if count > 1 else 0) << 16 | code
+    modules = list(base.modules)
+    modules[k] = struct.pack(f"<{len(words)}I", *words)
+    sections = [(1, 8, json.dumps(base.manifest).encode())] + [(2, 16, mod) for mod in modules]
+    return f"spirv:{op}", assemble(sections + [(3, base.weights_alignment, base.weights)])
+
+
 BASE_WEIGHTS = {1: (1,), 2: (0.8, 0.2), 3: (0.65, 0.15, 0.2)}
 
 
@@ -443,6 +485,43 @@ def test_fuzz(bases, c_checker, tmp_path, fuzz_report):
     assert counts["rejected"] + counts["accepted"] == N
     assert ran_correctly > 0 and counts["rejected"] > N // 2
     assert any(j["identical"] for j in jobs) and any(not j["identical"] for j in jobs)
+
+
+def test_spirv_edits_refused(bases, tmp_path, fuzz_report):
+    """SPIR-V word edits re-sealed (spirv_edit): the reader refuses some (framing, interface); every
+    other one reaches runtime_min's load, in a child process, which must refuse it by SPIR-V
+    validation, naming the module, before any driver sees it (lavapipe segfaulted on these)."""
+    rng = random.Random(SEED)
+    by_reader, jobs, seen = {}, [], set()
+    jobs_dir = tmp_path / "spirv"
+    jobs_dir.mkdir()
+    (jobs_dir / "base0.vkb").write_bytes(bases[0].data)
+    for i in range(SPIRV_N):
+        family, data = spirv_edit(rng, bases[0])
+        try:
+            read_bundle(data).close()
+        except BundleError as e:
+            by_reader[e.check] = by_reader.get(e.check, 0) + 1
+            continue
+        if data not in seen:
+            seen.add(data)
+            path = jobs_dir / f"{i}.vkb"
+            path.write_bytes(data)
+            jobs.append({"id": i, "family": family, "path": str(path), "identical": False,
+                         "reference": str(jobs_dir / "base0.vkb")})
+    specs = []
+    for k in range(RUNNERS):
+        specs.append(jobs_dir / f"jobs{k}.json")
+        specs[-1].write_text(json.dumps({"jobs": jobs[k::RUNNERS]}))
+    results, in_flight = run_jobs(specs, timeout=300)
+    assert in_flight is None, f"a runner crashed or hung on mutation(s) {in_flight}"
+    wrong = [r for r in results if r["status"] != "invalid" or not r["detail"].startswith(
+        "bundle check 'spirv validation' failed: module ") or "\n" in r["detail"] or r["messages"]]
+    fuzz_report.append(f"SPIR-V word edits (seed {SEED}): {SPIRV_N}, refused by the reader {by_reader}; "
+                       f"{len(jobs)} distinct others refused by runtime_min's SPIR-V validation: "
+                       f"{sum(r['status'] == 'invalid' for r in results)}")
+    assert len(results) == len(jobs) and jobs, (len(results), len(jobs))
+    assert not wrong, json.dumps(wrong[:5])[:3000]
 
 
 def by_id(jobs, i):

