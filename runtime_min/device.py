@@ -643,6 +643,10 @@ class Device:
             if hung and _instances.get(self.key[1]) is self.instance:
                 del _instances[self.key[1]]  # a CPU driver may share its threads per instance: start afresh
 
+    def retain(self):
+        with _lock:
+            self.refs += 1
+
     def release(self):
         with _lock:
             self.refs -= 1

@@ -1,6 +1,8 @@
 """Buffers: memory-type choice, device-local buffers (arena, weights), mapped host-visible staging."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .device import Device, new
@@ -32,7 +34,7 @@ class Buffer:
     flush(invalidate=1) before it reads (the whole mapping: it spans the allocation, so no atom rounding)."""
 
     def __init__(self, dev: Device, size: int, usage: int, what: str, cleanup, host: bool = False,
-                 prefer: tuple = (), map_if_visible: bool = False):
+                 prefer: tuple = (), map_if_visible: bool = False, lent: bool = False):
         vk, ffi = dev.vk, dev.ffi
         self.size = size = max(int(size), 4)  # a zero-sized buffer is invalid
         info = new(ffi, "VkBufferCreateInfo", sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size,
@@ -40,7 +42,7 @@ class Buffer:
         with step(f"creating the {what} buffer ({size} bytes)"):
             self.handle = vk.vkCreateBuffer(dev.handle, info, None)
         self.memory, self.allocated = None, 0
-        cleanup.push(self._destroy, vk, dev.handle)
+        cleanup.push(self._lend_out if lent else self._destroy, vk, dev)
         with step(f"allocating {size} bytes for the {what} buffer"):
             req = vk.vkGetBufferMemoryRequirements(dev.handle, self.handle)
             if host:  # by default coherent and cached (reading back is fast), else what there is
@@ -63,7 +65,7 @@ class Buffer:
         if host or (map_if_visible and self.coherent and self.flags & vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT):
             with step(f"mapping the {what} buffer"):
                 mapped = vk.vkMapMemory(dev.handle, self.memory, 0, req.size, 0)  # an ffi.buffer of the allocation
-            cleanup.push(self._unmap, vk, dev.handle)
+            lent or cleanup.push(self._unmap, vk, dev)
             self.bytes = np.frombuffer(mapped, dtype=np.uint8, count=size)
             self._range = new(ffi, "VkMappedMemoryRange", sType=vk.VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
                               memory=self.memory, offset=0, size=(1 << 64) - 1)  # VK_WHOLE_SIZE (the package has -1)
@@ -73,13 +75,30 @@ class Buffer:
         if not self.coherent and self._sync[invalidate](self._sync[2], 1, self._range):
             raise VkcRuntimeError("Flushing or invalidating mapped memory failed (out of host memory).")
 
-    def _destroy(self, vk, device):
-        vk.vkDestroyBuffer(device, self.handle, None)  # before its memory, which the layer prefers
+    def _destroy(self, vk, dev):
+        vk.vkDestroyBuffer(dev.handle, self.handle, None)  # before its memory, which the layer prefers
         if self.memory is not None:
-            vk.vkFreeMemory(device, self.memory, None)
+            vk.vkFreeMemory(dev.handle, self.memory, None)
             count("allocations", -1)
             count("allocated_bytes", -self.allocated)
 
-    def _unmap(self, vk, device):
+    def _unmap(self, vk, dev):
         self.bytes = None  # drop the view first: nothing may touch the mapping after this
-        vk.vkUnmapMemory(device, self.memory)
+        vk.vkUnmapMemory(dev.handle, self.memory)
+
+    def _lend_out(self, vk, dev):
+        """Destroy a `lent` buffer, whose mapped memory arrays handed to the caller may view
+        (Model.input_arrays): not before the last such array is gone, so none ever points at
+        unmapped memory. The device stays alive (one more reference) until then."""
+        if self.bytes is None:  # never mapped
+            return self._destroy(vk, dev)
+        dev.retain()
+        mapping, self.bytes = self.bytes.base, None
+        weakref.finalize(mapping, _free_lent, self, vk, dev).atexit = False  # at exit: the process's memory
+
+
+def _free_lent(buffer: Buffer, vk, dev: Device):
+    if not dev.hung:  # a hung device may still use it: leave it
+        buffer._unmap(vk, dev)
+        buffer._destroy(vk, dev)
+    dev.release()

@@ -116,8 +116,9 @@ class RunHandle:
 
 class _Slot:
     """One I/O set: mapped input and output buffers (sized for the largest variant), its fence,
-    timestamps, and the run using it (and that run's variant) until that run is waited for."""
-    pending = variant = None
+    timestamps, the run using it (and that run's variant) until that run is waited for, and the
+    thread its input arrays were handed to (input_arrays) until a run is submitted."""
+    pending = variant = lent_to = None
 
 
 class _Variant:
@@ -308,7 +309,8 @@ class Model:
             slot = _Slot()
             slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
             slot.stamps_ptr = ffi.from_buffer(slot.stamps)
-            slot.inb = Buffer(dev, in_size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer)
+            slot.inb = Buffer(dev, in_size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer,
+                              lent=True)  # input_arrays() hands out views of it
             slot.outb = Buffer(dev, out_size, vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, f"outputs {k}", c, True, out_prefer)
             self._slots.append(slot)
         with step("creating the command pool"):
@@ -709,6 +711,7 @@ class Model:
         outs = self._check_outputs(outputs, v)
         with self._lock:
             slot = self._next_slot(v)
+            self._check_lender(slot, "run_async()")
             in_views, _, _, submit = v.runs[slot.index]
             for view, a in zip(in_views, arrays):
                 if a is not view:  # input_arrays() gave it: already in place
@@ -716,23 +719,44 @@ class Model:
             slot.inb.flush()
             self._submit(submit[0], slot.fence, self._what)
             slot.pending = handle = RunHandle(self, slot, outs)
-            slot.variant = v
+            slot.variant, slot.lent_to = v, None
+            self._lend(slot, writeable=False)  # the run reads them now
             self._next ^= 1
         return handle
+
+    def _lend(self, slot, writeable: bool):
+        """Make the input arrays of `slot` (every prepared variant's) writeable or read-only."""
+        for w in self._variants:
+            for view in (w.runs[slot.index][0] if w.runs else ()):
+                view.flags.writeable = writeable
+
+    @staticmethod
+    def _check_lender(slot, what: str):
+        lender = slot.lent_to
+        if lender is not None and lender != threading.get_ident():
+            raise VkcRuntimeError(f"{what}: another thread holds this model's next input arrays (input_arrays()) "
+                                  "and has not run them yet. In-place inputs are for one thread at a time: give "
+                                  "each thread its own model, or pass ordinary arrays (they are copied).")
 
     def input_arrays(self, shapes: dict | None = None) -> dict:
         """The memory the next run reads its inputs from, as writable arrays by input name (packed
         dtypes as their bytes). Fill them and pass them as that run's feeds: it reads them in place,
         with no copy (the run after uses the other I/O set; any array is copied in as usual).
         shapes (input name -> shape) picks the shape variant, else the one run last. A run still in
-        flight on that memory is waited for first (its handle keeps its outputs)."""
+        flight on that memory is waited for first (its handle keeps its outputs).
+        Rules (README, "Python API"): these arrays are read-only while a run reads them (from
+        run_async until that run is waited for); they stay valid after close() (the memory is freed
+        when the last of them is gone); they belong to the calling thread until its run: another
+        thread's input_arrays() or run_async() on that memory raises VkcRuntimeError."""
         if shapes is not None and not hasattr(shapes, "get"):
             raise TypeError(f"shapes must be a dict of input name -> shape, not {type(shapes).__name__}")
         key = self._current.shapes if shapes is None else tuple(tuple(shapes.get(i.name, ())) for i in self.inputs)
         if (v := self._by_shapes.get(key)) is None:
             raise ValueError(no_variant_message([w.view for w in self._variants], list(key)))
         with self._lock:
-            slot, self._current = self._next_slot(v), v
+            slot = self._next_slot(v)
+            self._check_lender(slot, "input_arrays()")
+            self._current, slot.lent_to = v, threading.get_ident()
             return {spec.name: view for spec, view in zip(v.inputs, v.runs[slot.index][0])}
 
     def _next_slot(self, v: _Variant) -> _Slot:
@@ -753,6 +777,7 @@ class Model:
         except BaseException as e:
             handle._error = e
             raise
+        self._lend(slot, writeable=True)
         slot.outb.flush(invalidate=1)
         if self._stamp_pool is not None:
             self._dev.vk.lib.vkGetQueryPoolResults(self._dev.handle, self._stamp_pool, 4 * slot.index, 4, 32,
