@@ -157,8 +157,16 @@ vkc_status vkc_run(vkc_model *model, const void *const *inputs, void *const *out
 /* In place I/O, for the selected variant: the host-visible memory the next run copies input i from,
  * and the memory a run leaves output i in. An app that writes input i there (a decoded camera
  * frame, say) and passes that same pointer as inputs[i] saves vkc_run its copy; output i can be
- * read there after the run instead of being copied out. Valid until the next vkc_select_variant,
- * vkc_run_variant or vkc_run_shapes of another variant, or vkc_free; not while a run is going. */
+ * read there after the run instead of being copied out.
+ * Rules (the runtime cannot enforce them on raw pointers):
+ * - Lifetime: valid until the next vkc_select_variant, vkc_run_variant or vkc_run_shapes of another
+ *   variant, or vkc_free; after vkc_free the memory is unmapped and freed: never touch it again.
+ * - Never write it, or read outputs there, while a run of the model is in flight: vkc_run reads
+ *   the inputs there and writes the outputs there.
+ * - It is one memory for every run of the model: any vkc_run copies its own inputs into it. A
+ *   thread using it in place holds a lock of the app's across writing, vkc_run and reading, and
+ *   every other thread that runs the model takes that lock too (or each thread loads its own
+ *   model). Runs themselves are serialized by the model's lock; the in-place memory is not. */
 void *vkc_input_data(vkc_model *model, uint32_t index);       /* NULL: no such input */
 const void *vkc_output_data(const vkc_model *model, uint32_t index);
 

@@ -778,6 +778,23 @@ def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
+def test_in_place_rules_under_asan(asan_build, bundles, tmp_path):
+    """tests/native/in_place_threads.c under ASan/UBSan: in-place I/O from two threads and a run with
+    the app's own buffers from a third, under the app's lock as vkc.h requires: every output is its
+    input's; a trusted load skips SPIR-V validation, a default one validates."""
+    exe = tmp_path / "in_place_threads"
+    cc = os.environ.get("CC", "cc")
+    r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g",
+                        "-fsanitize=address,undefined", f"-I{NATIVE / 'include'}",
+                        str(ROOT / "tests" / "native" / "in_place_threads.c"), str(asan_build / "libvkc.a"),
+                        "-ldl", "-lpthread", "-lm", "-o", str(exe)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
+    r = subprocess.run([str(exe), str(bundles[("mlp", "generic")])], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-4000:]
+
+
 # ---- Android -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
