@@ -62,7 +62,9 @@ def cstrings(ffi, names):
 
 
 # The `vulkan` package defines VK_API_VERSION_1_0 only, and no VK_MAKE_API_VERSION.
-API_1_1, API_1_2, API_1_3 = (1 << 22) | (1 << 12), (1 << 22) | (2 << 12), (1 << 22) | (3 << 12)
+API_1_1 = (1 << 22) | (1 << 12)
+API_1_2 = (1 << 22) | (2 << 12)
+API_1_3 = (1 << 22) | (3 << 12)
 
 
 def version_tuple(v: int) -> tuple:
@@ -385,7 +387,9 @@ def spirv_needs(info: DeviceInfo, modules) -> tuple[list, set, set]:
     """(what the device lacks for these SPIR-V modules, the device extensions and the features they
     need enabled). `modules` are (name, bundles.spirv.Module) pairs; the reader already matched them
     to the manifest."""
-    out, exts, feats = [], set(), set()
+    out = []
+    exts = set()
+    feats = set()
     for name, module in modules or ():
         for need, why in module.feature_needs(bare=True):
             if need == "unknown":
@@ -418,7 +422,9 @@ def needed_features(manifest: dict, info: DeviceInfo, needs) -> set:
 
 def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) -> list[str]:
     """What the device lacks to run the bundle, as short phrases; empty when it can run it."""
-    req, mem, out = manifest.get("requirements", {}), manifest["memory"], []
+    req = manifest.get("requirements", {})
+    mem = manifest["memory"]
+    out = []
     if robust and "robustBufferAccess" not in info.all_features:
         out.append("feature robustBufferAccess (asked for by robust=True; pass robust=False for a trusted bundle)")
     want = tuple(req.get("vulkan_api", (1, 0, 0)))
@@ -548,9 +554,15 @@ class Device:
 
     def __init__(self, inst: Instance, pdev, info: DeviceInfo, exts: list, robust: bool, key,
                  features=frozenset()):
-        self.instance, self.physical, self.info, self.key = inst, pdev, info, key
+        self.instance = inst
+        self.physical = pdev
+        self.info = info
+        self.key = key
         self.vk, self.ffi = inst.vk, inst.vk.ffi
-        self.cleanup, self.refs, self.lost, self.hung = Cleanup(), 0, None, False  # lost: why nothing runs any more
+        self.cleanup = Cleanup()
+        self.refs = 0
+        self.lost = None  # why nothing runs any more
+        self.hung = False
         self.queue_lock = threading.Lock()
         self.features = frozenset()
         try:

@@ -99,7 +99,11 @@ class RunHandle:
     __slots__ = ("_error", "_model", "_outputs", "_result", "_slot")
 
     def __init__(self, model, slot, outputs):
-        self._model, self._slot, self._outputs, self._result, self._error = model, slot, outputs, None, None
+        self._model = model
+        self._slot = slot
+        self._outputs = outputs
+        self._result = None
+        self._error = None
 
     def wait(self) -> dict:
         if self._result is None:
@@ -232,8 +236,13 @@ class Model:
                  robust=None, timeout_s=None, timing=None, target=None, build_all=False, trusted=False):
         start = time.perf_counter()
         self.timing = _env_flag("VKC_TIMING", timing, False)
-        self._closed, self._dev, self._lock = True, None, threading.Lock()
-        self._slots, self._next, self._stamp_pool, self._last = [], 0, None, None
+        self._closed = True
+        self._dev = None
+        self._lock = threading.Lock()
+        self._slots = []
+        self._next = 0  # the I/O set the next run uses
+        self._stamp_pool = None
+        self._last = None  # the I/O set waited for last (gpu_time)
         self.timeout_s = Model.timeout_s if timeout_s is None else float(timeout_s)
         bundle = read_bundle(source)  # a path is memory-mapped: weights go from the page cache to the device
         try:
@@ -294,8 +303,9 @@ class Model:
         # out their own), packed: (start, end, packed offset) per range of the WEIGHTS section.
         self._moves = packed_weights(m, [v.index for v in self._variants])
         self._weights = Buffer(dev, sum(e - s for s, e, _ in self._moves), usage, "weights", c, map_if_visible=True)
-        local, coherent, cached = (vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                   vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        coherent = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        cached = vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
         # Inputs in device-local host-visible memory where a heap large enough has it (lavapipe: all
         # memory; NVIDIA with resizable BAR): the host writes them across the bus once and the copy-in
         # is device to device. Else (or VKC_IO_MEMORY=host) system memory, which the copy-in reads.
@@ -307,7 +317,9 @@ class Model:
         in_size, out_size = (max(getattr(v, at)[-1] for v in self._variants) for at in ("in_at", "out_at"))
         for k in range(2):
             slot = _Slot()
-            slot.index, slot.stamps, (slot.fence, slot.fences) = k, np.zeros(4, np.uint64), self._fence_pair()
+            slot.index = k
+            slot.stamps = np.zeros(4, np.uint64)
+            slot.fence, slot.fences = self._fence_pair()
             slot.stamps_ptr = ffi.from_buffer(slot.stamps)
             slot.inb = Buffer(dev, in_size, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, f"inputs {k}", c, True, in_prefer,
                               lent=True)  # input_arrays() hands out views of it
@@ -447,7 +459,9 @@ class Model:
     def _check_ranges(self, v: _Variant):
         """Every range recorded below lies inside its buffer and within the device's limits (the bundle
         reader checked the manifest; this checks it against what was allocated on this device)."""
-        info, problems, m = self._dev.info, [], v.view
+        info = self._dev.info
+        problems = []
+        m = v.view
         for i, x in enumerate(m["dispatches"]):
             texels = v.texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
@@ -495,12 +509,16 @@ class Model:
         infos = ffi.new("VkDescriptorBufferInfo[]", max(total, 1))
         views = ffi.new("VkBufferView[]", max(n_texel, 1))
         writes = ffi.new("VkWriteDescriptorSet[]", max(total, 1))
-        made, n, nv = {}, 0, 0
+        made = {}  # (tensor, format) -> its texel view
+        n = 0  # writes so far
+        nv = 0  # texel views so far
         for i, x in enumerate(dispatches):
             texels = v.texels[x["kernel"]]
             for b, t in enumerate(x["bindings"]):
                 wr = writes[n]
-                wr.sType, wr.dstSet, wr.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[i], b
+                wr.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+                wr.dstSet = sets[i]
+                wr.dstBinding = b
                 wr.descriptorCount = 1
                 buf, off, rng = self._binding(m["tensors"][t])
                 if b in texels:
@@ -511,7 +529,9 @@ class Model:
                     wr.descriptorType, wr.pTexelBufferView = vk.VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, views + nv
                     nv += 1
                 else:
-                    infos[n].buffer, infos[n].offset, infos[n].range = buf.handle, off, rng
+                    infos[n].buffer = buf.handle
+                    infos[n].offset = off
+                    infos[n].range = rng
                     wr.descriptorType, wr.pBufferInfo = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, infos + n
                 n += 1
         if n:
@@ -783,7 +803,9 @@ class Model:
             self._dev.vk.lib.vkGetQueryPoolResults(self._dev.handle, self._stamp_pool, 4 * slot.index, 4, 32,
                                                    slot.stamps_ptr, 8, 1)  # VK_QUERY_RESULT_64_BIT
             self._last = slot
-        result, outs, v = {}, handle._outputs, slot.variant
+        result = {}
+        outs = handle._outputs
+        v = slot.variant
         for spec, view, tensor in zip(v.outputs, v.runs[slot.index][1], v.outs):
             result[spec.name] = _read_output(view, tensor, outs.get(spec.name))
         handle._result = result

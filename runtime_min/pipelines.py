@@ -136,11 +136,16 @@ class Pipelines:
 
     def __init__(self, dev: Device, modules: list[dict], spirv: list, cleanup: Cleanup, cache_path, used):
         vk, ffi = dev.vk, dev.ffi
-        self._dev, self._modules, self._cleanup, self._cache_path = dev, modules, cleanup, cache_path
+        self._dev = dev
+        self._modules = modules
+        self._cleanup = cleanup
+        self._cache_path = cache_path
         # A fresh uint32 copy of each module `used` (by some variant that may run): aligned as Vulkan
         # requires, and independent of the bundle's buffer (closed after load).
         self._code = {i: np.frombuffer(spirv[i], dtype="<u4").copy() for i in sorted(used)}
-        self.set_layouts, self.layouts, self._built = {}, {}, {}
+        self.set_layouts = {}  # module -> descriptor set layout
+        self.layouts = {}  # module -> pipeline layout
+        self._built = {}  # (module, specialization) -> pipeline
         self._saved, self.cache_status = read_cache(cache_path, dev.info)
         init_data = ffi.new("char[]", self._saved) if self._saved else ffi.NULL
         cache_info = new(ffi, "VkPipelineCacheCreateInfo", sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
@@ -151,7 +156,9 @@ class Pipelines:
 
     def build(self, kernels: list[dict]) -> tuple[list, list]:
         """(pipelines, pipeline layouts), one each per kernel, building what is not built yet."""
-        dev, temp, shaders = self._dev, Cleanup(), {}
+        dev = self._dev
+        temp = Cleanup()
+        shaders = {}
         try:
             for k, kernel in enumerate(kernels):
                 m, key = kernel["module"], _key(kernel)
@@ -209,7 +216,9 @@ class Pipelines:
         data = ffi.new("char[]", specialization_data(spec) or b"\0")
         entries = ffi.new("VkSpecializationMapEntry[]", max(len(spec), 1))
         for i, e in enumerate(spec):
-            entries[i].constantID, entries[i].offset, entries[i].size = e["id"], 4 * i, 4
+            entries[i].constantID = e["id"]
+            entries[i].offset = 4 * i
+            entries[i].size = 4
         spec_info = new(ffi, "VkSpecializationInfo", mapEntryCount=len(spec), pMapEntries=entries,
                         dataSize=4 * len(spec), pData=data)
         stage = new(ffi, "VkPipelineShaderStageCreateInfo",
