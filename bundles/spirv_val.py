@@ -12,7 +12,9 @@ found, `Validator.available` is False and callers run modules unvalidated, sayin
 
 Verdicts are cached by the module's SHA-256 (with the library's version): in memory, and an
 accepted module as an empty file under `<cache dir>/spirv-valid/` (bundles/cache.py), so a warm
-load of a known module costs one hash and, the first time in a process, one stat."""
+load of a known module costs one hash and, the first time in a process, one stat. (Whoever can
+write the cache folder can mark a module valid, as they can replace the pipeline cache: keep it
+private to the user, as ~/.cache is.)"""
 from __future__ import annotations
 
 import ctypes
