@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "bundles"))
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    import test_fuzz
     from compiler import compile_model
+    from tests.bundles import test_fuzz
     path = tmp_path_factory.mktemp("lifetime") / "tiny.vkb"
     path.write_bytes(bytes(compile_model(test_fuzz.tiny_model(), target="generic")))
     return path
