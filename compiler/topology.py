@@ -2,6 +2,8 @@
 cycle. Nodes listed out of order but acyclic are put in order, as onnxruntime does."""
 from __future__ import annotations
 
+from graphlib import CycleError, TopologicalSorter
+
 import onnx
 
 from .errors import CompileError
@@ -61,26 +63,10 @@ def ordered_nodes(graph: onnx.GraphProto) -> list[int] | None:
         needs.append(deps)
     if all(d < i for i, deps in enumerate(needs) for d in deps):
         return None
-    order, state = [], [0] * len(needs)  # 0 unvisited, 1 on the current path, 2 placed
-    for start in range(len(needs)):
-        stack = [(start, iter(sorted(needs[start])))]
-        if state[start]:
-            continue
-        state[start] = 1
-        while stack:
-            i, pending = stack[-1]
-            d = next(pending, None)
-            if d is None:
-                stack.pop()
-                state[i] = 2
-                order.append(i)
-            elif state[d] == 1:
-                cycle = [j for j, _ in stack[[j for j, _ in stack].index(d):]]
-                names = " -> ".join(f"'{_node_name(graph.node[j], j)}'" for j in [*cycle, d])
-                raise CompileError(f"the graph has a cycle ({names}): a node reads, through others, "
-                                   "its own output. ONNX graphs are acyclic (onnx.checker and "
-                                   "onnxruntime refuse this model too); re-export the model.")
-            elif state[d] == 0:
-                state[d] = 1
-                stack.append((d, iter(sorted(needs[d]))))
-    return order
+    try:
+        return list(TopologicalSorter(dict(enumerate(needs))).static_order())
+    except CycleError as e:
+        names = " -> ".join(f"'{_node_name(graph.node[j], j)}'" for j in reversed(e.args[1]))
+        raise CompileError(f"the graph has a cycle ({names}): a node reads, through others, "
+                           "its own output. ONNX graphs are acyclic (onnx.checker and "
+                           "onnxruntime refuse this model too); re-export the model.") from None
