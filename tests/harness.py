@@ -48,11 +48,9 @@ import numpy as np
 import onnx
 
 from benchmarks.light_models import rel_l2  # noqa: F401 (the tests import it from here)
+from bundles.spirv_val import TARGET_ENVS
 
 TINY = 1e-30
-# SPIR-V version (the header's minor number) -> the oldest Vulkan environment that accepts it
-SPIRV_TARGET_ENVS = {0: "vulkan1.0", 1: "vulkan1.1", 2: "vulkan1.1", 3: "vulkan1.1",
-                     4: "vulkan1.1spv1.4", 5: "vulkan1.2", 6: "vulkan1.3"}
 
 _ONNX_TO_NP = {
     onnx.TensorProto.FLOAT: np.float32,
@@ -244,7 +242,7 @@ def compile_cached(model: onnx.ModelProto, *, input_shapes=None, target: str = "
 
 def spirv_target_env(module: bytes) -> str:
     """The Vulkan environment a module was compiled for, from its header's SPIR-V version."""
-    return SPIRV_TARGET_ENVS[module[5]]  # version word 0x00MMmm00, little-endian: byte 5 is the minor
+    return TARGET_ENVS[module[5]]  # unlike the loaders' lookup, an unknown SPIR-V version fails here
 
 
 def spirv_val(module: bytes, target_env: str | None = None) -> str | None:
