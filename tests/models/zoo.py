@@ -50,6 +50,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from benchmarks.light_models import bn_params, small_normal
+
 IR_VERSION = 8
 MIN_OPSET, MAX_OPSET = 13, 17
 DEFAULT_OPSET = 13
@@ -70,17 +72,10 @@ def _he_normal(rng: np.random.Generator, shape: Sequence[int], fan_in: int, gain
     return (rng.standard_normal(tuple(shape)) * np.sqrt(gain / max(fan_in, 1))).astype(np.float32)
 
 
-def _small_normal(rng: np.random.Generator, shape: Sequence[int], scale: float = 0.1) -> np.ndarray:
-    return (rng.standard_normal(tuple(shape)) * scale).astype(np.float32)
-
-
 def _bn_params(rng: np.random.Generator, c: int, gamma_scale: float = 1.0) -> dict[str, np.ndarray]:
-    return {
-        "weight": (gamma_scale * (1.0 + 0.2 * rng.standard_normal(c))).astype(np.float32),
-        "bias": (0.1 * rng.standard_normal(c)).astype(np.float32),
-        "running_mean": (0.1 * rng.standard_normal(c)).astype(np.float32),
-        "running_var": rng.uniform(0.5, 1.5, c).astype(np.float32),
-    }
+    """bn_params under the names torch's BatchNorm2d gives its parameters."""
+    p = bn_params(rng, c, gamma_scale)
+    return {"weight": p["scale"], "bias": p["bias"], "running_mean": p["mean"], "running_var": p["var"]}
 
 
 def _make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> int:
@@ -178,7 +173,7 @@ class _Export:
         w = _he_normal(self.rng, (c_out, c_in // groups, k, k), fan_in=(c_in // groups) * k * k)
         ins = [x, self.param(prefix + "weight", w)]
         if bias:
-            ins.append(self.param(prefix + "bias", _small_normal(self.rng, (c_out,))))
+            ins.append(self.param(prefix + "bias", small_normal(self.rng, (c_out,))))
         return self.node("Conv", ins, dilations=[1, 1], group=groups, kernel_shape=[k, k],
                          pads=[pad, pad, pad, pad], strides=[stride, stride])
 
@@ -258,7 +253,7 @@ class _Export:
 
     def linear(self, x: str, n_in: int, n_out: int, *, last: bool = False) -> str:
         w = _he_normal(self.rng, (n_out, n_in), fan_in=n_in)
-        b = _small_normal(self.rng, (n_out,))
+        b = small_normal(self.rng, (n_out,))
         wn, bn = self.param("weight", w), self.param("bias", b)
         if last:
             self.last_linear = (wn, bn)
@@ -714,7 +709,7 @@ def unet_small(num_classes: int = 2, resolution: int = 224, *, batch: int = 1, o
             with g.scope("up1.up"):
                 w = _he_normal(g.rng, (4 * b, 2 * b, 2, 2), fan_in=4 * b)
                 u = g.node("ConvTranspose", [x3, g.param("weight", w),
-                                             g.param("bias", _small_normal(g.rng, (2 * b,)))],
+                                             g.param("bias", small_normal(g.rng, (2 * b,)))],
                            dilations=[1, 1], group=1, kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[2, 2])
             u = g.node("Concat", [x2, u], axis=1)
             y = double_conv(g, u, 4 * b, 2 * b, "up1")
@@ -728,7 +723,7 @@ def unet_small(num_classes: int = 2, resolution: int = 224, *, batch: int = 1, o
         with g.scope("outc", "outc.conv"):
             w = _he_normal(g.rng, (num_classes, b, 1, 1), fan_in=b)
             wn = g.param("weight", w)
-            bn = g.param("bias", _small_normal(g.rng, (num_classes,)))
+            bn = g.param("bias", small_normal(g.rng, (num_classes,)))
             g.last_linear = (wn, bn)
             y = g.node("Conv", [y, wn, bn], dilations=[1, 1], group=1, kernel_shape=[1, 1],
                        pads=[0, 0, 0, 0], strides=[1, 1])
