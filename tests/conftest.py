@@ -52,8 +52,9 @@ os.environ.setdefault("VKC_VERIFY", "1")
 if "VKC_SPIRV_TOOLS" not in os.environ:
     from bundles.spirv_val import library_path
 
-    if library_path():
-        os.environ["VKC_SPIRV_TOOLS"] = library_path()
+    _validator = library_path()
+    if _validator:
+        os.environ["VKC_SPIRV_TOOLS"] = _validator
 
 
 def pytest_configure(config):
