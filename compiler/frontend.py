@@ -143,9 +143,15 @@ def _dims(tp) -> tuple | None:
     return tuple(d.dim_value for d in tt.shape.dim)
 
 
+def _unknown_to_onnx(node: onnx.NodeProto) -> bool:
+    """An op onnx has no schema for: another domain's (com.microsoft's), or one onnxruntime
+    declares in the ONNX domain (SimplifiedLayerNormalization)."""
+    return node.domain not in ONNX_DOMAINS or not onnx.defs.has(node.op_type)
+
+
 def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
-    """onnx infers no types for other domains' ops (com.microsoft's), nor for anything downstream
-    of them: give each such op's first output the shape its declaration computes (output_shape in
+    """onnx infers no types for ops it has no schema for (com.microsoft's), nor for anything
+    downstream of them: give each such op's first output the shape its declaration computes (output_shape in
     compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
@@ -154,7 +160,7 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
                       for t in g.initializer})
         added = []
         for n in g.node:
-            rule = find_rule(n.op_type, n.domain, opset) if n.domain not in ONNX_DOMAINS else None
+            rule = find_rule(n.op_type, n.domain, opset) if _unknown_to_onnx(n) else None
             if rule is None or rule.output_shape is None or not n.input or not n.output or \
                     _dims(known.get(n.output[0])) is not None or _dims(known.get(n.input[0])) is None:
                 continue
@@ -230,7 +236,7 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
     for vi in [*g.input, *g.value_info, *g.output]:
         if vi.name not in values:
             values[vi.name] = _value_from_type(vi.name, vi.type)
-    contrib = {o for n in g.node if n.domain not in ("", "ai.onnx") for o in n.output}
+    contrib = {o for n in g.node if _unknown_to_onnx(n) for o in n.output}
     for name, tp in declared.items():
         v, d = values.setdefault(name, Value(name, None, None)), _value_from_type(name, tp)
         v.dtype = v.dtype if v.dtype is not None else d.dtype

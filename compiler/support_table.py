@@ -32,6 +32,8 @@ def _opsets(op: str) -> str:
     that have their own lowering rule."""
     if "." in op:  # another domain's op (com.microsoft's contrib ops): ONNX opsets do not apply
         return f"`{op.rsplit('.', 1)[0]}` domain"
+    if not onnx.defs.has(op):  # onnxruntime's op in the ONNX domain (SimplifiedLayerNormalization)
+        return "onnxruntime's (ONNX domain)"
     first_schema = MAX_OPSET
     for v in range(1, MAX_OPSET + 1):
         try:

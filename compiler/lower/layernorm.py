@@ -186,13 +186,52 @@ def _skip_output_types(node) -> None:
 @register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS,
           magnitude=normalization(scale=1, bias=2), row_wise=_rows, store_cast_absorbing=True)
 def lower_layernorm(node, target):
-    stash = node.attrs.get("stash_type", 1)
-    if stash != 1:
-        raise CompileError(f"LayerNormalization '{node.name}': stash_type {stash} is not "
-                           "supported; vkc computes the statistics in float32 (stash_type 1) only.")
+    _stash_type(node)
     return layernorm_kernels(node, target, x=node.inputs[0], scale=node.input(1),
                              bias=node.input(2), axis=node.attrs.get("axis", -1),
                              epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs)
+
+
+def _stash_type(node) -> None:
+    stash = node.attrs.get("stash_type", 1)
+    if stash != 1:
+        raise CompileError(f"{node.op_type} '{node.name}': stash_type {stash} is not supported; "
+                           "vkc computes the statistics in float32 (stash_type 1) only.")
+
+
+@register("RMSNormalization", since=23, schema=23, dtypes=FLOATS, limits=LIMITS,
+          magnitude=normalization(scale=1), row_wise=_rows, store_cast_absorbing=True)
+def lower_rms_normalization(node, target):
+    _stash_type(node)
+    return layernorm_kernels(node, target, x=node.inputs[0], scale=node.inputs[1],
+                             axis=node.attrs.get("axis", -1),
+                             epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs,
+                             simplified=True)
+
+
+def _simplified_output_types(node) -> None:
+    """SimplifiedLayerNormalization has no ONNX schema (onnxruntime declares it in the ONNX
+    domain): Y is X's, inv_std_var one per row, 1 over the normalized dims."""
+    x = node.inputs[0]
+    axis = node.attrs.get("axis", -1) % len(x.shape)
+    for i, out in enumerate(node.outputs):
+        if out.shape is None:
+            out.dtype = x.dtype
+            out.shape = tuple(x.shape) if i == 0 else tuple(x.shape[:axis]) + (1,) * (len(x.shape) - axis)
+
+
+# onnxruntime's RMS normalization before ONNX had one (what onnxruntime-genai's model builder
+# writes): declared by onnxruntime in the ONNX domain, outputs Y and optionally inv_std_var.
+@register("SimplifiedLayerNormalization", dtypes=FLOATS, limits=LIMITS, schema=None,
+          output_shape=shape_of_input0, output_types=_simplified_output_types,
+          magnitude=normalization(scale=1), row_wise=_rows, store_cast_absorbing=True)
+def lower_simplified_layernorm(node, target):
+    _stash_type(node)
+    outputs = list(node.outputs) + [None]
+    return layernorm_kernels(node, target, x=node.inputs[0], scale=node.inputs[1],
+                             axis=node.attrs.get("axis", -1),
+                             epsilon=node.attrs.get("epsilon", 1e-5),
+                             outputs=[outputs[0], None, outputs[1]], simplified=True)
 
 
 # com.microsoft's fused transformer normalizations (what onnxruntime's transformer optimizer

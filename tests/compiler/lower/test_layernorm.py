@@ -177,3 +177,60 @@ def test_skip_layernorm_refuses_a_skip_it_cannot_index():
     model = skip_layernorm_model([2, 8, 64], skip_shape=[2, 1, 64])
     with pytest.raises(CompileError, match="residual input 'skip' of shape \\[2, 1, 64\\]"):
         compile_model(model)
+
+
+# RMS normalization: ONNX's RMSNormalization (opset 23) and onnxruntime's SimplifiedLayerNormalization
+# (which onnxruntime declares in the ONNX domain, so onnx.checker does not know it).
+def rms_model(x_shape, axis=-1, *, op="RMSNormalization", scale_shape=None, outputs=("y",),
+              **attrs):
+    norm = list(x_shape[axis:])
+    shapes = {"x": x_shape, "scale": norm if scale_shape is None else scale_shape}
+    rows = list(x_shape[:axis % len(x_shape)]) + [1] * len(norm)
+    node = onnx.helper.make_node(op, list(shapes), list(outputs), axis=axis, **attrs)
+    graph = onnx.helper.make_graph(
+        [node], op, [tensor_info(n, s) for n, s in shapes.items()],
+        [tensor_info(o, x_shape if o == "y" else rows) for o in outputs])
+    return onnx.helper.make_model(graph, ir_version=10,
+                                  opset_imports=[onnx.helper.make_opsetid("", 23)])
+
+
+RMS_CASES = [
+    pytest.param([2, 7, 256], -1, {}, id="d256"),
+    pytest.param([2, 3, 5, 7], 1, {}, id="4d-axis1"),
+    pytest.param([4, 6, 10], 1, {"scale_shape": [10]}, id="scale-broadcast"),
+    pytest.param([2, 4096], -1, {"epsilon": 1e-6}, id="long-row-epsilon"),
+]
+
+
+@pytest.mark.parametrize("op", ["RMSNormalization", "SimplifiedLayerNormalization"])
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_shape,axis,kw", RMS_CASES)
+def test_rms_normalization(x_shape, axis, kw, target, op):
+    check_against_onnxruntime(rms_model(x_shape, axis, op=op, **kw), target=target,
+                              full_check=True if op == "RMSNormalization" else None)
+
+
+def test_simplified_layernorm_inv_std_output():
+    model = rms_model([2, 3, 64], op="SimplifiedLayerNormalization", outputs=("y", "inv_std"))
+    result = check_against_onnxruntime(model, full_check=None)
+    assert result["outputs"]["inv_std"].shape == (2, 3, 1)
+
+
+# float16 storage, float32 statistics; the reference is onnxruntime's float32 result (every
+# element within 1e-2 absolute and relative: a float16 ulp of the sum output near 4 is 4e-3).
+@pytest.mark.parametrize("model", [
+    pytest.param(rms_model([2, 7, 256]), id="rms"),
+    pytest.param(rms_model([2, 7, 256], op="SimplifiedLayerNormalization"), id="simplified"),
+    pytest.param(skip_layernorm_model([2, 8, 256], simplified=True, bias=True,
+                                      outputs=("y", "", "", "sum")), id="skip-simplified-sum")])
+def test_rms_normalization_fp16(model):
+    kernels = compile_with_kernels(model, precision="fp16")[1]
+    assert [k.params["T"].name for k in kernels if k.template == "layernorm"] == ["float16"]
+    check_against_onnxruntime(model, precision="fp16", rtol_l2=1e-2, rtol=1e-2,
+                              atol=1e-2, full_check=None)
+
+
+@pytest.mark.parametrize("op", ["RMSNormalization", "SimplifiedLayerNormalization"])
+def test_rms_normalization_stash_type_is_refused(op):
+    with pytest.raises(CompileError, match=f"{op} .*stash_type 0"):
+        compile_model(rms_model([2, 8], op=op, stash_type=0))

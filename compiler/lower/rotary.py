@@ -1,0 +1,152 @@
+"""Rotary position embedding: ONNX RotaryEmbedding (opset 23) and com.microsoft's RotaryEmbedding
+(what onnxruntime-genai's model builder writes), on templates/rotary.comp.j2.
+
+Both rotate, in every head of X, the first rotary_embedding_dim elements (all of the head by
+default) by per-position angles: the pair (x1, x2) becomes (x1 cos - x2 sin, x1 sin + x2 cos),
+pairs being neighbours (interleaved) or the two halves of the rotated part. X is [B, S, hidden]
+(num_heads heads of hidden / num_heads) or [B, num_heads, S, head]. The cos and sin tables are
+[max_position, rotary_dim / 2], indexed by position_ids read at run time from their int64 buffer
+(the kernel is not specialized on positions: one bundle serves every decoding step), or, in
+ONNX's op without position_ids, already gathered per token ([B, S, rotary_dim / 2]).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import kernel_types
+from ..errors import CompileError
+from ..registry import FLOATS, shape_of_input0
+from .kernel import Kernel, grid_1d, register, unsupported_dtype
+
+DTYPES = "float32, float16; position_ids int64"
+LIMITS = "position_ids other than int64; positions outside the tables are clamped (onnxruntime fails)"
+
+
+def _magnitude(node, ins):
+    """A rotation keeps |x1| + |x2| as a bound: |x1 cos - x2 sin| <= |x1| + |x2| for |cos|, |sin|
+    <= 1 (the tables' own bound multiplies where they hold larger values)."""
+    x = ins[0] if ins and ins[0] is not None else None
+    tables = [m for m in ins[1:] if m is not None]
+    if x is None:
+        return None
+    return 2 * x * max([1.0, *tables])
+
+
+def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
+                   rotary_dim: int, num_heads: int, contrib: bool = False):
+    """The kernel of both ops. position_ids: None (cos, sin per token: [B or 1, S, half]),
+    [B, S] positions, or for the contrib op (`contrib`) also a one-element start position
+    (token s of the sequence is at start + s); the contrib op also takes a 3-D input without
+    num_heads, its head size then being the tables' rotary dim."""
+    y = node.outputs[0]
+    where = f"{node.op_type} '{node.name}'"
+    for v in (x, cos, sin):  # position_ids aside, the op computes on floats (dtypes=None)
+        if np.dtype(v.dtype).name not in FLOATS:
+            raise unsupported_dtype(node, v, "a rotary embedding")
+    if len(x.shape) == 4:
+        b, heads, s, head = x.shape
+        if num_heads and num_heads != heads:
+            raise CompileError(f"{where}: num_heads {num_heads} differs from the {heads} heads "
+                               f"of the 4-D input '{x.name}' {list(x.shape)}.")
+        s_div = head                    # [B, N, S, H]: the position is dim 2
+    elif len(x.shape) == 3:
+        b, s, hidden = x.shape
+        if not num_heads:
+            if contrib and not rotary_dim and cos.shape[-1] * 2 <= hidden:
+                num_heads = hidden // (cos.shape[-1] * 2)  # onnxruntime's inference for 3-D input
+            else:
+                raise CompileError(f"{where}: a 3-D input '{x.name}' needs the num_heads "
+                                   "attribute (to split its hidden dim into heads).")
+        if hidden % num_heads:
+            raise CompileError(f"{where}: hidden size {hidden} of '{x.name}' is not a multiple "
+                               f"of num_heads {num_heads}.")
+        heads, head = num_heads, hidden // num_heads
+        s_div = hidden                  # [B, S, N * H]: the position is dim 1
+    else:
+        raise CompileError(f"{where}: input '{x.name}' is {len(x.shape)}-D; the op takes "
+                           "[batch, sequence, hidden] or [batch, heads, sequence, head].")
+    rot = rotary_dim or head
+    if rot > head or rot % 2:
+        raise CompileError(f"{where}: rotary_embedding_dim {rot} must be even and at most the "
+                           f"head size {head}.")
+    half = rot // 2
+    for t in (cos, sin):
+        if t.shape[-1] != half:
+            raise CompileError(f"{where}: the last dim of '{t.name}' {list(t.shape)} must be "
+                               f"rotary_embedding_dim / 2 = {half}.")
+    if cos.shape != sin.shape:
+        raise CompileError(f"{where}: cos_cache {list(cos.shape)} and sin_cache "
+                           f"{list(sin.shape)} differ in shape.")
+    if position_ids is None:
+        if len(cos.shape) != 3 or cos.shape[1] != s or cos.shape[0] not in (1, b):
+            raise CompileError(f"{where}: without position_ids, cos_cache and sin_cache must be "
+                               f"[batch, sequence, rotary_dim / 2] = [{b}, {s}, {half}]; "
+                               f"'{cos.name}' is {list(cos.shape)}.")
+        positions = 0
+        table_rows = cos.shape[0] * s
+    else:
+        if np.dtype(position_ids.dtype) != np.int64:
+            raise CompileError(f"{where}: position_ids '{position_ids.name}' are "
+                               f"{np.dtype(position_ids.dtype).name}; the op takes int64.")
+        if len(cos.shape) != 2:
+            raise CompileError(f"{where}: with position_ids, cos_cache and sin_cache must be "
+                               f"[max_position, rotary_dim / 2]; '{cos.name}' is "
+                               f"{list(cos.shape)}.")
+        ids = list(position_ids.shape)
+        if contrib and position_ids.size == 1:
+            positions = 2
+        elif ids == [b, s]:
+            positions = 1
+        else:
+            raise CompileError(f"{where}: position_ids '{position_ids.name}' {ids} must be "
+                               f"[batch, sequence] = [{b}, {s}]"
+                               + (" or one start position [1]." if contrib else "."))
+        table_rows = cos.shape[0]
+    spec = [("TOTAL", "int32", x.size), ("HEAD", "int32", head), ("S", "int32", s),
+            ("S_DIV", "int32", s_div), ("B_DIV", "int32", x.size // b), ("HALF", "int32", half),
+            ("TABLE_ROWS", "int32", table_rows)]
+    local = target.elementwise_local
+    # position_ids is int64: read as two int words (the low one holds any valid position).
+    params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions,
+                  partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b,
+                  **kernel_types(x), TC=kernel_types(cos)["T"])
+    bindings = [x, cos, sin] + ([position_ids] if positions else []) + [y]
+    return [Kernel("rotary", params, spec, bindings, writes=[len(bindings) - 1],
+                   groups=grid_1d(x.size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=3 * x.size)]
+
+
+@register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
+          dtypes_doc=DTYPES, magnitude=_magnitude)
+def lower_rotary_embedding(node, target):
+    return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
+                          position_ids=node.input(3),
+                          interleaved=node.attrs.get("interleaved", 0),
+                          rotary_dim=node.attrs.get("rotary_embedding_dim", 0),
+                          num_heads=node.attrs.get("num_heads", 0))
+
+
+def _contrib_attrs(node) -> None:
+    where = f"com.microsoft RotaryEmbedding '{node.name}'"
+    if node.attrs.get("is_packed_batching", 0):
+        raise CompileError(f"{where}: is_packed_batching 1 is not supported; export the model "
+                           "with padded batches (is_packed_batching 0).")
+    scale = node.attrs.get("scale", 1.0)
+    if scale != 1.0:
+        raise CompileError(f"{where}: scale {scale} is not supported (onnxruntime's CPU kernel "
+                           "ignores it); export the model with scale 1.")
+
+
+@register("RotaryEmbedding", domain="com.microsoft", dtypes=None, float16=True,
+          dtypes_doc=DTYPES,
+          limits=LIMITS + "; is_packed_batching 1; scale other than 1",
+          output_shape=shape_of_input0, magnitude=_magnitude)
+def lower_contrib_rotary_embedding(node, target):
+    """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
+    one start position for the whole batch."""
+    _contrib_attrs(node)
+    return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[2], sin=node.inputs[3],
+                          position_ids=node.inputs[1], contrib=True,
+                          interleaved=node.attrs.get("interleaved", 0),
+                          rotary_dim=node.attrs.get("rotary_embedding_dim", 0),
+                          num_heads=node.attrs.get("num_heads", 0))
