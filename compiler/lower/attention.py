@@ -18,6 +18,16 @@ layouts:
             is not positive, mask_filter is added; onnxruntime's raw key-padding masks)
   causal    key k is seen by query q only when k <= q + SK - SQ (bottom-right aligned, as
             onnxruntime's unidirectional attention with past keys)
+  kv_group  query heads per K/V head (grouped-query attention; 1 by default): query head h
+            reads K/V head h // kv_group
+  causal_align  "bottom_right" (the default, above) or "top_left": k <= q
+  key_limit only the first key_limit keys are seen (ONNX Attention's masks shorter than the keys)
+  softcap   > 0: each score s becomes softcap * tanh(s / softcap) before the mask
+  keep_to_inf   a keep mask hides its keys entirely (score -inf) instead of adding mask_filter
+  empty_rows_zero   a row that sees no key gives 0 (ONNX Attention), not NaN (the unfused softmax)
+An optional fifth input, int32 [B], is each batch's key count (a KV cache's filled rows, ONNX
+Attention's nonpad_kv_seqlen), read at run time: keys at and past it are not attended and not
+read, and SK in the causal rule is that count.
 
 The kernels: a workgroup per (batch * head, block of query rows), every row's running max, sum
 and output row kept through an online softmax over blocks of keys (flash attention), no score
@@ -203,7 +213,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2),
           dtypes_doc="float32, float16; key-padding masks int32", store_cast_absorbing=True)
 def lower_attention(node, target):
-    q, k, v, mask = (node.input(i) for i in range(4))
+    q, k, v, mask, lengths = (node.input(i) for i in range(5))
     out = node.outputs[0]
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
@@ -225,6 +235,13 @@ def lower_attention(node, target):
                            f"{np.dtype(mask.dtype).name}; a {mask_kind} mask must be "
                            f"{np.dtype(want).name}.")
 
+    if lengths is not None and (np.dtype(lengths.dtype) != np.int32 or tuple(lengths.shape) != (b,)):
+        raise CompileError(f"Attention '{node.name}': key counts '{lengths.name}' must be int32 [{b}] "
+                           f"(a vkc bug: the pass that wrote this node casts them).")
+    kv_group = int(a.get("kv_group", 1))
+    if kv_group < 1 or h % kv_group:
+        raise CompileError(f"Attention '{node.name}': {h} query heads do not share {kv_group}-wise "
+                           "K/V heads (a vkc bug).")
     if b * h > 65535:
         raise CompileError(f"Attention '{node.name}': {b} x {h} batches x heads exceed the "
                            "65535 workgroups of one grid dimension.")
@@ -236,8 +253,16 @@ def lower_attention(node, target):
         prefix = name.upper()
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
-    inputs = [q, k, v] + ([mask] if mask is not None else [])
-    common = dict(mask_kind=mask_kind, causal=bool(a.get("causal", False)),
+    inputs = [q, k, v] + ([mask] if mask is not None else []) + ([lengths] if lengths is not None else [])
+    keys = int(a.get("key_limit", sk))
+    if not 0 <= keys <= sk:
+        raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
+    softcap = float(a.get("softcap", 0.0))
+    common = dict(mask_kind=mask_kind, causal=bool(a.get("causal", False)), lengths=lengths is not None,
+                  KV_GROUP=kv_group, KEYS=keys, causal_top_left=a.get("causal_align") == "top_left",
+                  SOFTCAP=float_literal(softcap) if softcap > 0 else None,
+                  keep_to_inf=bool(a.get("keep_to_inf", False)),
+                  empty_rows_zero=bool(a.get("empty_rows_zero", False)),
                   NEG_INF=float_literal(-np.inf), NAN=float_literal(np.nan))
     flops = 2 * b * h * sq * sk * (d + dv)
     # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask

@@ -2,6 +2,7 @@
 from .. import verify
 from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
+from .onnx_attention import expand_onnx_attention
 from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
 from .fuse_attention import fuse_attention
@@ -28,7 +29,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [expand_contrib_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [expand_contrib_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, materialize_outputs, place_concat_inputs]

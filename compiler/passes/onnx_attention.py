@@ -1,0 +1,182 @@
+"""ONNX's own Attention (opset 23, and 24's nonpad_kv_seqlen) becomes vkc.Attention.
+
+Q, K and V are read where they lie: 4-D [B, heads, S, head size] or 3-D [B, S, heads * head
+size] (q_num_heads / kv_num_heads), as strides. Grouped-query attention (fewer K/V heads than
+query heads) is the kernel's kv_group. The two cache forms:
+- past_key / past_value (an internal cache): present = Concat(past, new) on the sequence axis, a
+  Concat node here (the concat pass writes the new rows in place), and attention over present;
+- nonpad_kv_seqlen (an external, static cache, written by TensorScatter): attention over the
+  first nonpad_kv_seqlen[b] keys of K and V, read at run time, so one compiled graph serves every
+  length up to the cache's size.
+is_causal is aligned as the ONNX reference aligns it: a query row i sees keys up to i + past
+length (internal cache), i + nonpad_kv_seqlen[b] - q length (external cache), or i (no cache).
+A row that sees no key gives 0, as the reference's.
+
+attn_mask: a float mask is added to the scores; a bool mask hides the keys where it is false.
+Both broadcast to [B, heads, q length, keys] by strides; a mask shorter than the keys hides
+the keys past it. softcap is applied to the scores before the mask.
+
+Refused, naming the node: opset 25's sliding windows and the qk_matmul_output output.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import CompileError
+from ..ir import Graph, Node, Value
+from ..registry import declare
+
+
+def _output_shape(shapes: list, attrs: dict) -> tuple | None:
+    """Y: Q's shape with V's head size."""
+    q, v = shapes[0], shapes[2] if len(shapes) > 2 else None
+    if q is None or v is None:
+        return None
+    if len(q) == 4:
+        return (*q[:3], v[3])
+    return (*q[:2], v[2] // attrs["kv_num_heads"] * attrs["q_num_heads"]) \
+        if "kv_num_heads" in attrs and "q_num_heads" in attrs else None
+
+
+declare("Attention", handled_by="vkc.Attention", module=__name__, schema=25, float16=True,
+        output_shape=_output_shape,
+        dtypes_doc="float32, float16; attn_mask bool or Q's type; nonpad_kv_seqlen int64",
+        limits="sliding windows (left/right_window_size); the qk_matmul_output output")
+
+
+def expand_onnx_attention(graph: Graph) -> Graph:
+    nodes = []
+    for node in graph.nodes:
+        if node.op_type == "Attention" and node.domain in ("", "ai.onnx"):
+            nodes += _attention(graph, node)
+        else:
+            nodes.append(node)
+    graph.nodes = nodes
+    graph.relink()
+    return graph
+
+
+def _given(node: Node, i: int) -> Value | None:
+    v = node.input(i)
+    return v if v is not None and v.name else None
+
+
+def _layout(shape, heads: int) -> tuple[int, int, tuple]:
+    """(heads, head size, strides over (batch, head, row, column)) of a contiguous operand."""
+    if len(shape) == 4:
+        _, h, s, d = shape
+        return h, d, (h * s * d, s * d, d, 1)
+    _, s, hidden = shape
+    if heads <= 0 or hidden % heads:
+        raise ValueError(f"hidden size {hidden} does not split into {heads} heads")
+    d = hidden // heads
+    return heads, d, (s * hidden, d, hidden, 1)
+
+
+def _mask_strides(node: Node, mask: Value, dims: tuple) -> tuple:
+    """Strides of a mask broadcast (right-aligned) to [B, heads, q length, keys] (its key axis
+    may be shorter: the keys past it are hidden)."""
+    shape = tuple(mask.shape)
+    if len(shape) < 1 or len(shape) > 4 or shape[-1] > dims[3]:
+        raise CompileError(f"Attention '{node.name}': attn_mask '{mask.name}' is {list(shape)}; vkc "
+                           f"takes a mask broadcasting to [batch, heads, q length, keys] = {list(dims)}.")
+    dims = (*dims[:3], shape[-1])
+    full = (1,) * (4 - len(shape)) + shape
+    strides, step = [0] * 4, 1
+    for axis in range(3, -1, -1):
+        if full[axis] != 1:
+            if full[axis] != dims[axis]:
+                raise CompileError(f"Attention '{node.name}': attn_mask '{mask.name}' {list(shape)} "
+                                   f"does not broadcast to {list(dims)}.")
+            strides[axis] = step
+        step *= full[axis]
+    return tuple(strides)
+
+
+def _heads_first(node: Node, t: Value, heads: int, size: int, nodes: list) -> Value:
+    """[B, S, heads * size] as [B, heads, S, size]: a Reshape and a Transpose appended to nodes."""
+    b, s, _ = t.shape
+    shape = Value(f"{t.name}/heads_shape", np.dtype(np.int64), (4,),
+                  data=np.array([b, s, heads, size], np.int64))
+    split = Value(f"{t.name}/heads", t.dtype, (b, s, heads, size))
+    out = Value(f"{t.name}/heads_first", t.dtype, (b, heads, s, size))
+    nodes += [Node("Reshape", f"{node.name}/{t.name}/heads", [t, shape], [split], sources=node.sources),
+              Node("Transpose", f"{node.name}/{t.name}/heads_first", [split], [out], {"perm": [0, 2, 1, 3]},
+                   sources=node.sources)]
+    return out
+
+
+def _attention(graph: Graph, node: Node) -> list[Node]:
+    a = node.attrs
+    name = node.name
+    if int(a.get("left_window_size", -1)) >= 0 or int(a.get("right_window_size", -1)) >= 0:
+        raise CompileError(f"Attention '{name}': sliding-window attention (left_window_size, right_window_size) "
+                           "is not supported by vkc; give the window as attn_mask.")
+    if len(node.outputs) > 3 and (node.outputs[3].consumers or graph.is_output(node.outputs[3])):
+        raise CompileError(f"Attention '{name}': the qk_matmul_output output is not supported by vkc; "
+                           "export without it.")
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    mask, past_k, past_v, lengths = (_given(node, i) for i in (3, 4, 5, 6))
+    b = q.shape[0]
+    try:
+        hq, d, q_strides = _layout(q.shape, int(a.get("q_num_heads", 0)))
+        hk, dk, k_strides = _layout(k.shape, int(a.get("kv_num_heads", 0)))
+        hv, dv, v_strides = _layout(v.shape, int(a.get("kv_num_heads", 0)))
+    except ValueError as e:
+        raise CompileError(f"Attention '{name}': {e}; set q_num_heads and kv_num_heads to the model's.") from None
+    if dk != d or hk != hv or hq % hk:
+        raise CompileError(f"Attention '{name}': Q {list(q.shape)}, K {list(k.shape)} and V {list(v.shape)} "
+                           "do not agree (head sizes, or query heads a multiple of K/V heads).")
+    sq = q.shape[2] if len(q.shape) == 4 else q.shape[1]
+    nodes = []
+    if past_k is not None or past_v is not None:
+        if past_k is None or past_v is None:
+            raise CompileError(f"Attention '{name}': past_key and past_value go together.")
+        if len(k.shape) == 3:  # the cache is 4-D: [B, S, heads * size] -> [B, heads, S, size] first
+            k, v = (_heads_first(node, t, hk, size, nodes) for t, size in ((k, dk), (v, dv)))
+        presents = []
+        for i, (past, new) in enumerate(((past_k, k), (past_v, v))):
+            out = node.outputs[1 + i] if len(node.outputs) > 1 + i and node.outputs[1 + i].name else \
+                Value(f"{name}/present_{'kv'[i]}", new.dtype, None)
+            out.dtype = new.dtype
+            out.shape = (*new.shape[:2], past.shape[2] + new.shape[2], new.shape[3])
+            nodes.append(Node("Concat", f"{name}/present_{'kv'[i]}", [past, new], [out], {"axis": 2},
+                              sources=node.sources))
+            presents.append(out)
+        k, v = presents
+        _, _, k_strides = _layout(k.shape, hk)
+        _, _, v_strides = _layout(v.shape, hk)
+    sk = k.shape[2] if len(k.shape) == 4 else k.shape[1]
+    causal = bool(a.get("is_causal", 0))
+    dims = (b, hq, sq, sk)
+    mask_kind, mask_in, layouts = "none", None, {
+        "q": (0, q_strides), "k": (0, k_strides), "v": (0, v_strides),
+        "out": (0, (hq * sq * dv, sq * dv, dv, 1) if len(q.shape) == 4 else (sq * hq * dv, dv, hq * dv, 1))}
+    if mask is not None:
+        layouts["mask"] = (0, _mask_strides(node, mask, dims))
+        if np.dtype(mask.dtype) == np.bool_:
+            mask_in = Value(f"{name}/keep", np.dtype(np.int32), mask.shape)
+            nodes.append(Node("Cast", f"{name}/keep", [mask], [mask_in], {"to": 6}, sources=node.sources))
+            mask_kind = "keep"
+        elif np.dtype(mask.dtype) == np.dtype(q.dtype):
+            mask_in, mask_kind = mask, "add"
+        else:
+            raise CompileError(f"Attention '{name}': attn_mask '{mask.name}' is {np.dtype(mask.dtype).name}; "
+                               f"vkc takes a bool mask or one of Q's type ({np.dtype(q.dtype).name}).")
+    counts = None
+    if lengths is not None:
+        counts = Value(f"{name}/key_counts", np.dtype(np.int32), (b,))
+        nodes.append(Node("Cast", f"{name}/key_counts", [lengths], [counts], {"to": 6}, sources=node.sources))
+    y = node.outputs[0]
+    y.dtype = q.dtype
+    y.shape = (b, hq, sq, dv) if len(q.shape) == 4 else (b, sq, hq * dv)
+    scale = a.get("scale")
+    attrs = dict(dims=[b, hq, sq, sk, d, dv], scale=float(scale) if scale else 1.0 / math.sqrt(d),
+                 causal=causal, mask_kind=mask_kind, mask_filter=0.0, layouts=layouts,
+                 kv_group=hq // hk, key_limit=mask.shape[-1] if mask is not None else sk,
+                 causal_align="bottom_right" if past_k is not None or lengths is not None else "top_left",
+                 softcap=float(a.get("softcap", 0.0)), keep_to_inf=True, empty_rows_zero=True)
+    nodes.append(Node("vkc.Attention", name, [q, k, v, mask_in, counts], [y], attrs, sources=node.sources))
+    return nodes
