@@ -1,4 +1,4 @@
-"""The `vkc` command line: compile, check, inspect, run, bench, verify, devices, package."""
+"""The `vkc` command line: compile, check, inspect, run, bench, verify, devices, package, serve."""
 from __future__ import annotations
 
 import json
@@ -684,6 +684,30 @@ def devices():
                       str(d.subgroup_size), _mib(d.max_storage_buffer_range), ", ".join(d.features),
                       ", ".join(d.extensions))
     console.print(table)
+
+
+@app.command()
+def serve(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="The .vkb bundle."),
+          replicas: int = typer.Option(1, "--replicas", min=1, help="Replicas, each loading the bundle once: "
+                                       "one GPU each where Ray has GPUs, else one CPU each (lavapipe)."),
+          max_batch: Optional[int] = typer.Option(None, "--max-batch", min=1, help="Rows per run at most "
+                                                  "(default: the bundle's largest batch size)."),
+          address: Optional[str] = typer.Option(None, "--address", help="A running Ray cluster (ray://HEAD:10001 "
+                                                "or auto); default: a local Ray instance."),
+          host: str = typer.Option("127.0.0.1", "--host", help="Where Serve's HTTP proxy listens."),
+          port: int = typer.Option(8000, "--port"),
+          batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", help="How long a batch waits for more requests.")):
+    """Serve a bundle over HTTP and Ray handles behind Ray Serve, batching requests into its shape
+    variants (needs `pip install 'vkc[serve]'`; docs/SERVING.md)."""
+    try:  # Ray is an optional dependency: import the serving package only for this command
+        from serving.app import ServingError, serve_forever
+    except ImportError as exc:
+        _fail(f"vkc serve needs Ray Serve ({exc}); install it with `pip install 'vkc[serve]'`.")
+    try:
+        serve_forever(bundle, replicas=replicas, max_batch=max_batch, address=address, host=host, port=port,
+                      batch_wait_ms=batch_wait_ms, say=lambda line: console.print(line, highlight=False))
+    except ServingError as exc:
+        _fail(str(exc))
 
 
 def _device_arg(device: str | None):
