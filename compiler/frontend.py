@@ -167,7 +167,7 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
             shape = rule.output_shape([_dims(known.get(x)) for x in n.input], attrs)
             if shape is not None:
-                elem = known[n.input[0]].tensor_type.elem_type
+                elem = known[n.input[rule.output_dtype_from]].tensor_type.elem_type
                 added.append(onnx.helper.make_tensor_value_info(n.output[0], elem, list(shape)))
         if not added:
             return model

@@ -73,6 +73,8 @@ class OpRule:
     # and attributes -> its first output's shape, which onnx's shape inference cannot give
     # (compiler/frontend.py asks, so that the values downstream of the op get shapes too).
     output_shape: Callable | None = None
+    # The input whose element type that first output has (GatherBlockQuantized's is its scales').
+    output_dtype_from: int = 0
     # How large the op's result may grow from its inputs' largest magnitudes (compiler/magnitudes.py;
     # the float16 range pass asks); None: no larger than its inputs or an activation's.
     magnitude: Callable | None = None
@@ -92,6 +94,9 @@ class OpRule:
     # evaluate: node, *input arrays -> output arrays, where fold_constants must not use onnx's
     # reference evaluator (passes/onnx_node.py).
     evaluate: Callable | None = None
+    # unfolded: (graph, node) -> whether fold_constants leaves a node of constant inputs for a
+    # pass to take (a block-quantized weight that its product dequantizes in registers).
+    unfolded: Callable | None = None
     # output_types: node -> None, typing the outputs of an op ONNX shape inference does not know.
     output_types: Callable | None = None
 

@@ -111,23 +111,28 @@ def random_feeds(model: onnx.ModelProto, seed: int = 0,
     return feeds
 
 
-def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                    optimized: bool = True) -> dict[str, np.ndarray]:
+    """optimized=False: with onnxruntime's graph optimizations off, so each node runs as ONNX
+    defines it (its DequantizeLinear + MatMul fusion computes MatMulNBits at lower precision)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     outs = sess.run(names, {k: np.ascontiguousarray(v) for k, v in feeds.items()})
     return dict(zip(names, outs))
 
 
-def _reference(model: onnx.ModelProto, feeds, fallback) -> dict[str, np.ndarray]:
+def _reference(model: onnx.ModelProto, feeds, fallback, optimized: bool = True) -> dict[str, np.ndarray]:
     if fallback is None:
-        return run_onnxruntime(model, feeds)
+        return run_onnxruntime(model, feeds, optimized)
     want = {k: np.asarray(v) for k, v in fallback(feeds).items()}
     try:
-        ref = run_onnxruntime(model, feeds)
+        ref = run_onnxruntime(model, feeds, optimized)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types
         if "NOT_IMPLEMENTED" not in str(exc):
             raise
@@ -369,6 +374,7 @@ def check_against_onnxruntime(
     exact: bool = False,
     fallback=None,
     precision: str = "fp32",
+    optimized: bool = True,
 ) -> dict:
     """Compile ``model`` with vkc, run it on the Vulkan device and compare with onnxruntime.
 
@@ -379,6 +385,7 @@ def check_against_onnxruntime(
     precision: compile_model's (fp16: float16 storage, float32 inputs and outputs).
     full_check: onnx.checker's; None skips the checker (an op onnxruntime declares in the ONNX
     domain that onnx has no schema for, such as SimplifiedLayerNormalization).
+    optimized: False runs onnxruntime with its graph optimizations off (run_onnxruntime).
     fallback: feeds -> {output name: array}, the reference where onnxruntime's CPU provider has
     no kernel for the op and dtype (it lacks many integer ones); where it has one, the fallback
     must agree with it exactly, so a wrong fallback cannot pass unnoticed.
@@ -393,7 +400,7 @@ def check_against_onnxruntime(
     for name, arr in feeds.items():
         if np.issubdtype(arr.dtype, np.floating):
             assert np.all(np.isfinite(arr)), f"test bug: feed {name!r} is not finite"
-    ref = _reference(model, feeds, fallback)
+    ref = _reference(model, feeds, fallback, optimized)
 
     bundle = compile_cached(model, input_shapes=input_shapes, target=target, precision=precision)
     spirv_validate(bundle)

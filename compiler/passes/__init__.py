@@ -13,13 +13,15 @@ from .fuse_layernorm import fuse_layernorm
 from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
+from .quantized_matmul import pack_quantized_matmuls
 from .row_transposes import move_row_transposes
 from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
 from .store_casts import absorb_store_casts
 from .views import make_views
 
-# Contrib attention and Einsum become MatMuls first, so the fusions see one form. The pattern
+# Block-quantized MatMul weights become MatMulNBits first, before any pass reads MatMuls.
+# Contrib attention and Einsum become MatMuls next, so the fusions see one form. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
 # move_row_transposes and merge_projections hand attention Transposes it reads as strides and one
@@ -29,7 +31,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [expand_contrib_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [pack_quantized_matmuls, expand_contrib_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, materialize_outputs, place_concat_inputs]

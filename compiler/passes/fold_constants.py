@@ -6,7 +6,8 @@ itself and disappears, so an Identity of an initializer (what the TorchScript ex
 for tied or equal weights) leaves one shared constant and every pattern after sees through it;
 one whose output is a graph output stays (a view, passes/views.py). A node whose inputs are all
 constants (or that only reads static shapes) is evaluated with onnx's reference evaluator and
-disappears (one the evaluator fails on stays, for a kernel to compute); a node whose output shape
+disappears (one the evaluator fails on stays, for a kernel to compute; one its op's declaration
+keeps for a pass stays too: registry `unfolded`); a node whose output shape
 shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
 now-constant inputs visible.
 """
@@ -50,7 +51,7 @@ def fold_constants(graph: Graph) -> Graph:
             _set_constant(node.outputs[0], out)
             continue
         if node.op_type not in NONDETERMINISTIC and node.domain in ("", "ai.onnx") \
-                and all(v.is_constant for v in present):
+                and all(v.is_constant for v in present) and not _unfolded(graph, node):
             try:
                 results = evaluate(node, graph.opset)
             except Exception:  # noqa: BLE001, S110 - the evaluator raises many types
@@ -94,6 +95,12 @@ def _forward_noop(graph: Graph, node: Node, forwarded: dict[int, Value]) -> bool
         return False
     forwarded[id(node.outputs[0])] = node.inputs[0]
     return not graph.is_output(node.outputs[0])
+
+
+def _unfolded(graph: Graph, node: Node) -> bool:
+    """Whether the op's declaration keeps this node for a pass (registry `unfolded`)."""
+    rule = find_rule(node.op_type, node.domain, graph.opset)
+    return rule is not None and rule.unfolded is not None and rule.unfolded(graph, node)
 
 
 def _set_constant(v, data: np.ndarray) -> None:

@@ -31,7 +31,7 @@ def _frozen(case) -> onnx.ModelProto:
     inits = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     values = dict(zip(names, case.data_sets[0][0]))
-    return freeze_inputs(model, {n: np.asarray(values[n]) for n in static})
+    return freeze_inputs(model, {n: cases._normalize(values[n]) for n in static})  # TensorProto too
 
 
 @pytest.mark.parametrize("name", SAMPLE)

@@ -530,6 +530,11 @@ NOT_CHECKED = {
     "SimplifiedLayerNormalization": "not checked: SkipSimplifiedLayerNormalization's kernel",
     "RotaryEmbedding": "not checked: two products and a sum per element, opset 23",
     "com.microsoft.RotaryEmbedding": "not checked: as RotaryEmbedding",
+    # Weights are integers: a special value can come only from A (a product's, as MatMul) or
+    # from a scale (a constant).
+    "com.microsoft.MatMulNBits": "not checked: a product of A with integer weights",
+    "com.microsoft.GatherBlockQuantized": "not checked: integers times constant scales",
+    "DequantizeLinear": "not checked: folded at compile time, or packed into MatMulNBits",
 }
 
 

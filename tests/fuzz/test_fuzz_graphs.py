@@ -10,8 +10,15 @@ from .run import run_seeds
 
 SEEDS = int(os.environ.get("VKC_FUZZ_GRAPHS", "240"))
 START = int(os.environ.get("VKC_FUZZ_START", "0"))
-# Deprecated before every opset the generator draws (18, 20, 21): onnx has no schema for it there.
-NOT_FUZZED = ["Upsample"]
+NOT_FUZZED = sorted([
+    "Upsample",  # deprecated before every opset the generator draws (18, 20, 21)
+    "RMSNormalization", "RotaryEmbedding",  # since opset 23, past those
+    "SimplifiedLayerNormalization",  # onnxruntime's, no ONNX schema: onnx.checker refuses it
+    # LLM weight quantization: no builder yet (tests/compiler/lower/test_matmul_nbits.py and
+    # test_gather_block_quantized.py hold their cases)
+    "DequantizeLinear", "com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized",
+    "com.microsoft.RotaryEmbedding",  # no builder yet (tests/compiler/lower/test_rotary.py)
+])
 
 
 def test_random_graphs_agree_with_onnxruntime():

@@ -1,0 +1,89 @@
+"""com.microsoft GatherBlockQuantized: rows of a block-quantized table (an LLM's token
+embedding, as onnxruntime-genai's model builder writes it) gathered and dequantized, on
+templates/gather_block_quantized.comp.j2. The table stays packed in the bundle.
+
+data is [V, K] of uint8 holding 4- or 8-bit values (two 4-bit values a byte, the first in the
+low bits; [V, K * bits / 8] bytes), or int4 / uint4; scales [V, K / block_size]; zero points
+like data (uint8 packed, int4, uint4) or absent: 2^(bits - 1) for uint8 data, 0 for int4 and
+uint4 (as onnxruntime dequantizes). Y[i..., k] = (q[v, k] - zero_point) * scale, v = indices[i...].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import kernel_types
+from ..errors import CompileError
+from ..registry import FLOATS
+from .kernel import Kernel, buffer_view, grid_1d, register, unsupported_dtype
+
+MS = "com.microsoft"
+LIMITS = "data of rank other than 2; gather_axis other than 0; quantize_axis other than the last"
+
+
+def _output_shape(shapes: list, attrs: dict) -> tuple | None:
+    """indices' shape + [K]. K is data's last dim (int4, uint4) or that unpacked (uint8 bytes);
+    the dtype is not known here, so K is the one whose block count the scales have (None where
+    both have it)."""
+    data, idx, scales = (shapes + [None] * 3)[:3]
+    if data is None or idx is None or scales is None:
+        return None
+    block, bits = attrs.get("block_size", 128), attrs.get("bits", 4)
+    fits = {k for k in (data[-1], data[-1] * 8 // bits) if -(-k // block) == scales[-1]}
+    return (*idx, fits.pop()) if len(fits) == 1 else None
+
+
+def _row_length(node, data) -> int:
+    """K: the elements of a row of data."""
+    bits = node.attrs.get("bits", 4)
+    return data.shape[-1] * 8 // bits if np.dtype(data.dtype) == np.uint8 else data.shape[-1]
+
+
+@register("GatherBlockQuantized", domain=MS, dtypes=None, float16=True,
+          constant_inputs=(0, 2, 3), limits=LIMITS, output_shape=_output_shape,
+          output_dtype_from=2,
+          dtypes_doc="float32, float16 scales; data uint8 (4 or 8 bits), int4, uint4; "
+                     "indices int32, int64")
+def lower_gather_block_quantized(node, target):
+    data, idx, scales = node.inputs[:3]
+    zp, y = node.input(3), node.outputs[0]
+    where = f"GatherBlockQuantized '{node.name}'"
+    bits = node.attrs.get("bits", 4)
+    block = node.attrs.get("block_size", 128)
+    dtype = np.dtype(data.dtype).name
+    if np.dtype(scales.dtype).name not in FLOATS:
+        raise unsupported_dtype(node, scales, "a dequantization")
+    if np.dtype(idx.dtype) not in (np.int32, np.int64):
+        raise CompileError(f"{where}: indices '{idx.name}' are {np.dtype(idx.dtype).name}; the op "
+                           "takes int32 and int64.")
+    if len(data.shape) != 2:
+        raise CompileError(f"{where}: data '{data.name}' is {len(data.shape)}-D; vkc takes a 2-D "
+                           "table [rows, K] (an embedding).")
+    if node.attrs.get("gather_axis", 0) % 2 != 0 or node.attrs.get("quantize_axis", 1) % 2 != 1:
+        raise CompileError(f"{where}: vkc gathers rows (gather_axis 0) of a table quantized "
+                           "along its rows (quantize_axis 1 or -1) only.")
+    if (dtype, bits) not in (("uint8", 4), ("uint8", 8), ("int4", 4), ("uint4", 4)):
+        raise CompileError(f"{where}: {dtype} data with bits {bits} is not supported (uint8 "
+                           "with 4 or 8 bits, int4 or uint4 with 4).")
+    rows, k = data.shape[0], _row_length(node, data)
+    blocks = -(-k // block)
+    if scales.size != rows * blocks:
+        raise CompileError(f"{where}: scales '{scales.name}' {list(scales.shape)} must be "
+                           f"[{rows}, {blocks}] (K = {k}, block_size {block}).")
+    if zp is not None and np.dtype(zp.dtype).name != dtype:
+        raise CompileError(f"{where}: zero_points '{zp.name}' are {np.dtype(zp.dtype).name}, "
+                           f"data {dtype}; they must have one type.")
+    # Zero points a row: uint8 packs whole bytes per row, int4 / uint4 rows pack continuously.
+    zp_row = -(-blocks * bits // 8) * 8 // bits if dtype == "uint8" else blocks
+    spec = [("TOTAL", "int32", y.size), ("K", "int32", k), ("ROWS", "int32", rows),
+            ("BLOCK", "int32", block), ("BLOCKS", "int32", blocks), ("ZP_ROW", "int32", zp_row)]
+    local = target.elementwise_local
+    params = dict(LOCAL=local, BITS=bits, signed=dtype == "int4", has_zp=zp is not None,
+                  default_zp=2 ** (bits - 1) if dtype == "uint8" else 0,
+                  idx_words=np.dtype(idx.dtype).itemsize // 4, **kernel_types(scales),
+                  # Y's type: float16 under float32 scales in a --precision fp16 bundle
+                  TY=kernel_types(y)["T"])
+    bindings = [buffer_view(data), idx, scales] + ([buffer_view(zp)] if zp is not None else [])
+    bindings.append(y)
+    return [Kernel("gather_block_quantized", params, spec, bindings, writes=[len(bindings) - 1],
+                   groups=grid_1d(y.size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=2 * y.size)]

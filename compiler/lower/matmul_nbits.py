@@ -1,0 +1,118 @@
+"""com.microsoft MatMulNBits: Y = A · Wᵀ for a block-quantized weight W [N, K] that stays packed
+in the bundle (2, 4 or 8 bits a weight) and is dequantized in registers by
+templates/matmul_nbits.comp.j2: W[n, k] = (q[n, k] - zero_point[n, b]) * scale[n, b] for the
+block b = k / block_size. ONNX DequantizeLinear with block_size feeding a MatMul becomes this op
+too (passes/quantized_matmul.py), so one kernel serves both.
+
+Layout (onnxruntime's): B is uint8 [N, n_blocks, block_size * bits / 8], each weight row n
+contiguous along K, the first weight of a byte in its lowest bits; scales [N, n_blocks]; zero
+points either uint8 packed like B ([N, ceil(n_blocks * bits / 8)]) or of the scales' type
+([N, n_blocks]), 2^(bits - 1) where absent. Weight rows are whole 32-bit words (block_size >= 16),
+so the kernel reads words and extracts 32 / bits weights from each.
+
+Decoding generates one row of A a token (M small): the kernel is a GEMV over rows of W, a
+workgroup reducing ROWS rows of W for up to M_TILE rows of A at once, so each weight word is read
+once per M_TILE tokens; longer prompts repeat that (no tiled GEMM yet).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import kernel_types
+from ..errors import CompileError
+from ..registry import FLOATS
+from ..shapes import prod
+from .kernel import Kernel, buffer_view, register, unsupported_dtype
+
+MS = "com.microsoft"
+# Rows of W a workgroup computes, and rows of A (tokens) at most.
+ROWS = 4
+M_TILE = 4
+LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
+          "(maxStorageBufferRange); prompts run as repeated GEMV (no tiled GEMM)")
+MAX_BINDING_BYTES = 1 << 27
+
+
+def _output_shape(shapes: list, attrs: dict) -> tuple | None:
+    """[..., N] of A [..., K]."""
+    return (*shapes[0][:-1], int(attrs["N"])) if shapes and shapes[0] and "N" in attrs else None
+
+
+def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: int, bits: int,
+                  block_size: int):
+    """The kernel: `b` uint8 holding N rows of n_blocks * block_size weights of `bits` bits,
+    `scales` N * n_blocks floats, `zero_points` None, uint8 packed or floats."""
+    y = node.outputs[0]
+    where = f"{node.op_type} '{node.name}'"
+    for v in (a, scales, *([bias] if bias is not None else [])):
+        if np.dtype(v.dtype).name not in FLOATS:
+            raise unsupported_dtype(node, v, "a quantized matrix product")
+    if bits not in (2, 4, 8):
+        raise CompileError(f"{where}: bits {bits} is not supported; vkc's kernel takes 2, 4 "
+                           "or 8-bit weights.")
+    if block_size < 16 or block_size & (block_size - 1):
+        raise CompileError(f"{where}: block_size {block_size} must be a power of two, at least "
+                           "16 (as onnxruntime requires).")
+    if a.shape[-1] != k:
+        raise CompileError(f"{where}: A '{a.name}' {list(a.shape)} does not end in K = {k}.")
+    blocks = -(-k // block_size)
+    row_bytes = blocks * block_size * bits // 8
+    if b.size * np.dtype(b.dtype).itemsize != n * row_bytes or np.dtype(b.dtype) != np.uint8:
+        raise CompileError(f"{where}: B '{b.name}' ({np.dtype(b.dtype).name} {list(b.shape)}) "
+                           f"is not uint8 [N, n_blocks, blob] = [{n}, {blocks}, "
+                           f"{block_size * bits // 8}].")
+    if b.nbytes > MAX_BINDING_BYTES:
+        raise CompileError(f"{where}: the packed weight '{b.name}' is {b.nbytes >> 20} MiB, over "
+                           "the 128 MiB every Vulkan device can bind; split the product "
+                           "along N when exporting.")
+    if scales.size != n * blocks:
+        raise CompileError(f"{where}: scales '{scales.name}' {list(scales.shape)} must hold "
+                           f"N * n_blocks = {n * blocks} values.")
+    zp_kind = None
+    if zero_points is not None:
+        zp_bytes = -(-blocks * bits // 8)
+        if np.dtype(zero_points.dtype) == np.uint8 and zero_points.size == n * zp_bytes:
+            zp_kind = "packed"
+        elif np.dtype(zero_points.dtype).name in FLOATS and zero_points.size == n * blocks:
+            zp_kind = "float"
+        else:
+            raise CompileError(f"{where}: zero_points '{zero_points.name}' "
+                               f"({np.dtype(zero_points.dtype).name} {list(zero_points.shape)}) "
+                               f"are neither uint8 [N * {zp_bytes}] nor [N * n_blocks] floats.")
+    if bias is not None and bias.size != n:
+        raise CompileError(f"{where}: bias '{bias.name}' {list(bias.shape)} must be [N] = [{n}].")
+    m = prod(a.shape[:-1])
+    m_tile = min(m, M_TILE)
+    spec = [("M", "int32", m), ("N", "int32", n), ("K", "int32", k), ("BLOCKS", "int32", blocks),
+            ("ROW_WORDS", "int32", row_bytes // 4),
+            ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8))]
+    local = 64 if target.max_invocations >= 64 else target.max_invocations
+    params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits,
+                  WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
+                  zero_points=zp_kind, has_bias=bias is not None, **kernel_types(a),
+                  TS=kernel_types(scales)["T"],
+                  TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None)
+    bindings = [a, buffer_view(b), scales]
+    bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
+    bindings += [bias] if bias is not None else []
+    bindings += [y]
+    groups = (-(-n // ROWS), -(-m // m_tile), 1)
+    if groups[0] > 65535:
+        raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
+    return [Kernel("matmul_nbits", params, spec, bindings, writes=[len(bindings) - 1],
+                   groups=groups, local_size=(local, 1, 1), nodes=node.sources,
+                   flops=2 * m * n * k,
+                   shared_memory_bytes=4 * local * ROWS * m_tile)]
+
+
+@register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),
+          dtypes_doc="float32, float16; B and uint8 zero points packed 2, 4 or 8 bits",
+          limits=LIMITS, output_shape=_output_shape)
+def lower_matmul_nbits(node, target):
+    if node.input(4) is not None:
+        raise CompileError(f"MatMulNBits '{node.name}': g_idx (act-order quantization) is not "
+                           "supported; quantize without act-order (desc_act off).")
+    return nbits_kernels(node, target, a=node.inputs[0], b=node.inputs[1], scales=node.inputs[2],
+                         zero_points=node.input(3), bias=node.input(5), k=node.attrs["K"],
+                         n=node.attrs["N"], bits=node.attrs.get("bits", 4),
+                         block_size=node.attrs["block_size"])
