@@ -28,6 +28,8 @@ MS = "com.microsoft"
 # Rows of W a workgroup computes, and rows of A (tokens) at most.
 ROWS = 4
 M_TILE = 4
+# B read 16 bytes (4 words) at a time by each invocation where rows allow; off: a word at a time.
+VECTOR_LOADS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts run as repeated GEMV (no tiled GEMM)")
 MAX_BINDING_BYTES = 1 << 27
@@ -87,7 +89,10 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
             ("ROW_WORDS", "int32", row_bytes // 4),
             ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8))]
     local = 64 if target.max_invocations >= 64 else target.max_invocations
-    params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits,
+    # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
+    vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
+    params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
+                  SUBGROUP_SUM=target.subgroup_reductions,
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
                   zero_points=zp_kind, has_bias=bias is not None, **kernel_types(a),
                   TS=kernel_types(scales)["T"],

@@ -3,6 +3,8 @@
 the rows a workgroup takes, decode (one token) and prompt shapes; float32 and float16. The
 packed weight stays packed in the bundle."""
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 import pytest
@@ -11,6 +13,8 @@ from bundles import read_bundle
 from compiler import compile_model
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
+from compiler.lower import matmul_nbits
+from compiler.targets import TARGETS
 from tests.harness import check_against_onnxruntime, compile_cached
 from tests.onnx_builders import init, tensor_info
 
@@ -68,6 +72,21 @@ CASES = [
 @pytest.mark.parametrize("a_shape,n,kw", CASES)
 def test_matmul_nbits(a_shape, n, kw, target):
     check_against_onnxruntime(nbits_model(a_shape, n, **kw), target=target)
+
+
+SUBGROUP_SUMS = replace(TARGETS["generic"], name="generic-subgroup-sums", subgroup_reductions=True)
+
+
+@pytest.mark.parametrize("vector_loads", [True, False])
+@pytest.mark.parametrize("a_shape,n,kw", [CASES[0], CASES[1], CASES[5]])
+def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, monkeypatch):
+    """Subgroup sums (the nvidia profile's reduction), and B read a word at a time."""
+    monkeypatch.setattr(matmul_nbits, "VECTOR_LOADS", vector_loads)
+    target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}")  # own cache key
+    model = nbits_model(a_shape, n, **kw)
+    [kernel] = compile_with_kernels(model, target=target)[1]
+    assert kernel.params["VEC"] == (4 if vector_loads else 1) and kernel.params["SUBGROUP_SUM"]
+    check_against_onnxruntime(model, target=target)
 
 
 def test_weights_stay_packed():
