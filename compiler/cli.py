@@ -696,7 +696,8 @@ def serve(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="
                                                 "or auto); default: a local Ray instance."),
           host: str = typer.Option("127.0.0.1", "--host", help="Where Serve's HTTP proxy listens."),
           port: int = typer.Option(8000, "--port"),
-          batch_wait_ms: float = typer.Option(2.0, "--batch-wait-ms", help="How long a batch waits for more requests.")):
+          batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", help="How long a batch waits for more requests "
+                                              "(0: it takes those that queued while the run before it ran).")):
     """Serve a bundle over HTTP and Ray handles behind Ray Serve, batching requests into its shape
     variants (needs `pip install 'vkc[serve]'`; docs/SERVING.md)."""
     try:  # Ray is an optional dependency: import the serving package only for this command

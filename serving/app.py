@@ -42,12 +42,14 @@ def _vkc_engine(bundle: str, timing: bool):
     return VkcEngine(bundle, replica_device(), timing=timing)
 
 
-def application(bundle, *, replicas: int = 1, max_batch: int | None = None, batch_wait_ms: float = 2.0,
+def application(bundle, *, replicas: int = 1, max_batch: int | None = None, batch_wait_ms: float = 0.0,
                 gpus: bool | None = None, cpus_per_replica: float = 1.0, timing: bool = True,
-                make_engine=None, max_ongoing_requests: int = 64, name: str = "BundleServer"):
+                make_engine=None, max_ongoing_requests: int = 64, access_log: bool = False,
+                name: str = "BundleServer"):
     """The bound Serve application. `make_engine` (a picklable callable) replaces the vkc engine
     (benchmarks/serving puts onnxruntime behind the same deployment); `gpus` None asks Ray whether
-    the cluster has any."""
+    the cluster has any. Serve's access log (a line per request) is off unless `access_log`: it
+    costs the replica time per request (docs/SERVING.md)."""
     if gpus is None:
         gpus = ray.cluster_resources().get("GPU", 0) > 0
     options = {"num_gpus": 1, "num_cpus": cpus_per_replica} if gpus else {"num_cpus": cpus_per_replica}
@@ -55,7 +57,7 @@ def application(bundle, *, replicas: int = 1, max_batch: int | None = None, batc
     make_engine = make_engine or functools.partial(_vkc_engine, str(Path(bundle).resolve()), timing)
     deployment = serve.deployment(BundleServer, name=name).options(
         num_replicas=replicas, ray_actor_options=options, max_ongoing_requests=max_ongoing_requests,
-        health_check_period_s=2.0, health_check_timeout_s=30.0,
+        health_check_period_s=2.0, health_check_timeout_s=30.0, logging_config={"enable_access_log": access_log},
         graceful_shutdown_wait_loop_s=0.2, graceful_shutdown_timeout_s=30.0)
     return deployment.bind(make_engine, max_batch, batch_wait_ms / 1e3)
 
@@ -72,9 +74,10 @@ def connect(address: str | None = None, *, num_cpus=None, object_store_memory: i
                  logging_level="WARNING")
 
 
-def start(app, *, host: str = "127.0.0.1", port: int = 8000, route_prefix: str = "/"):
-    """Run the application behind Serve's HTTP proxy at host:port; returns its handle."""
-    serve.start(http_options={"host": host, "port": port})
+def start(app, *, host: str = "127.0.0.1", port: int = 8000, route_prefix: str = "/", access_log: bool = False):
+    """Run the application behind Serve's HTTP proxy at host:port; returns its handle. The proxy's
+    access log is off unless `access_log` (when this call starts Serve)."""
+    serve.start(http_options={"host": host, "port": port}, logging_config={"enable_access_log": access_log})
     return serve.run(app, name=APP, route_prefix=route_prefix)
 
 

@@ -5,8 +5,9 @@ dynamically into the bundle's shape variants, served over HTTP and through Pytho
   GET .../health -> the replica's device, inputs and batch sizes. Bad requests answer 4xx with
   {"error": one line}; every answer names its replica in the `x-vkc-replica` header.
 - Python: `handle.infer.remote({"x": array})` -> {output: array}; a bad request raises RequestError.
-- Batching: `@serve.batch` gathers requests for up to `batch_wait_s` or `max_batch` rows (counted by
-  rows, not requests); serving/batching.py packs them into the smallest variants that hold them.
+- Batching: `@serve.batch` gathers up to `max_batch` rows (counted by rows, not requests): those
+  that queued while the run before ran, plus what arrives within `batch_wait_s` (default 0);
+  serving/batching.py packs them into the smallest variants that hold them.
 - Runs happen on one runner thread per replica, so the event loop keeps taking requests while the
   device works, and runtime_min's input memory is only ever touched by the thread it was lent to.
 - Health: Serve calls check_health(); a replica whose device was lost reports unhealthy and Serve
@@ -45,7 +46,7 @@ class BundleServer:
     """A Serve deployment's class: build it with `serving.app.application` (which also sets its
     resources), not by hand."""
 
-    def __init__(self, make_engine, max_batch: int | None = None, batch_wait_s: float = 0.002):
+    def __init__(self, make_engine, max_batch: int | None = None, batch_wait_s: float = 0.0):
         self.engine = make_engine()
         self.layout = self.engine.layout
         self.max_batch = min(max_batch or self.layout.max_batch, self.layout.max_batch)
@@ -53,6 +54,7 @@ class BundleServer:
         self._batched.set_batch_wait_timeout_s(batch_wait_s)
         self._runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vkc-runner")
         self.replica = serve.get_replica_context().replica_id.unique_id
+        self.served = {"requests": 0, "batches": 0, "runs": 0, "rows_run": 0}  # since the replica started
         self._metrics = {
             "request": metrics.Histogram("vkc_request_ms", "Time from a request's arrival at the replica to "
                                          "its outputs, ms.", boundaries=MS_BOUNDARIES, tag_keys=("kind",)),
@@ -101,12 +103,16 @@ class BundleServer:
 
     # ---- batching ---------------------------------------------------------------------------
 
-    @serve.batch(max_batch_size=DEFAULT_BATCH, batch_wait_timeout_s=0.002, batch_size_fn=_rows)
+    @serve.batch(max_batch_size=DEFAULT_BATCH, batch_wait_timeout_s=0.0, batch_size_fn=_rows)
     async def _batched(self, requests: list[Request]) -> list[dict]:
         start = time.perf_counter()
         results, runs = await asyncio.get_running_loop().run_in_executor(self._runner, self._run, requests)
         self._metrics["run"].observe((time.perf_counter() - start) * 1e3)
         self._metrics["requests"].observe(len(requests))
+        self.served["requests"] += len(requests)
+        self.served["batches"] += 1
+        self.served["runs"] += len(runs)
+        self.served["rows_run"] += sum(rows for rows, _ in runs)
         for rows, device_s in runs:
             self._metrics["rows"].observe(rows)
             if device_s is not None:
@@ -125,9 +131,10 @@ class BundleServer:
     # ---- the replica's life -----------------------------------------------------------------
 
     def info(self) -> dict:
-        """The replica: its id, process, device, inputs and batch sizes (GET .../health)."""
+        """The replica: its id, process, device, inputs, batch sizes and what it served (GET .../health)."""
         return {"status": "ok", "replica": self.replica, "pid": os.getpid(), "device": self.engine.device,
-                "max_batch": self.max_batch, "inputs": self.layout.expected(), "outputs": list(self.layout.outputs)}
+                "max_batch": self.max_batch, "inputs": self.layout.expected(), "outputs": list(self.layout.outputs),
+                "served": dict(self.served)}
 
     def check_health(self) -> None:
         if self.engine.failure:

@@ -123,5 +123,5 @@ async def drive(url: str, bodies: list, content_type: str = "application/json", 
     return report
 
 
-def run(url: str, bodies: list, **kw) -> Report:
-    return asyncio.run(drive(url, bodies, **kw))
+def run(url: str, bodies: list, content_type: str = "application/json", **kw) -> Report:
+    return asyncio.run(drive(url, bodies, content_type, **kw))
