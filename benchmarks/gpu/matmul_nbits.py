@@ -3,9 +3,12 @@
 LLM projection shapes, against the same product with float16 weights (a MatMul compiled with
 --precision fp16), on the nvidia profile. GPU time is Model.profile's median over 50 runs; the
 bandwidth is the bytes the weights take (packed bytes + scales + zero points, or float16) over
-that time. Variants: the kernel's 16-byte loads of B on and off.
+that time. Variants: the kernel's module constants (rows of W and of A a workgroup computes,
+its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v] (v: 16-byte loads); the first is
+the default.
 
-    python3 -m benchmarks.gpu.matmul_nbits            # decode (M = 1) and M = 16
+    python3 -m benchmarks.gpu.matmul_nbits                       # decode (M = 1) and M = 16
+    python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x64v,2x4x128  # variants
 """
 import json
 import sys
@@ -54,16 +57,24 @@ def gpu_seconds(model: onnx.ModelProto, m: int, k: int) -> float:
         return sum(p.seconds for p in run.profile(feeds, repeat=50))
 
 
+def set_variant(name: str) -> None:
+    rows, m_tile, local = (int(x) for x in name.rstrip("v").split("x"))
+    matmul_nbits.ROWS, matmul_nbits.M_TILE, matmul_nbits.LOCAL = rows, m_tile, local
+    matmul_nbits.VECTOR_LOADS = name.endswith("v")
+
+
 def main(argv) -> None:
+    default = f"{matmul_nbits.ROWS}x{matmul_nbits.M_TILE}x{matmul_nbits.LOCAL}" + \
+        ("v" if matmul_nbits.VECTOR_LOADS else "")
+    variants = argv[0].split(",") if argv else [default]
     for m in (1, 16):
         for k, n in SHAPES:
             packed = n * k // 2 + n * (k // 32) * 2 + n * (k // 64)
             row = {"M": m, "K": k, "N": n}
-            for vec in (True, False):
-                matmul_nbits.VECTOR_LOADS = vec
+            for variant in variants:
+                set_variant(variant)
                 s = gpu_seconds(nbits_model(m, k, n), m, k)
-                row[f"nbits{'_vec4' if vec else '_word'}_us"] = round(s * 1e6, 1)
-                row[f"nbits{'_vec4' if vec else '_word'}_GBps"] = round(packed / s / 1e9)
+                row[f"{variant}_us"], row[f"{variant}_GBps"] = round(s * 1e6, 1), round(packed / s / 1e9)
             s = gpu_seconds(dense_model(m, k, n), m, k)
             row["fp16_us"], row["fp16_GBps"] = round(s * 1e6, 1), round(2 * k * n / s / 1e9)
             print(json.dumps(row), flush=True)

@@ -25,9 +25,10 @@ from ..shapes import prod
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
 
 MS = "com.microsoft"
-# Rows of W a workgroup computes, and rows of A (tokens) at most.
+# Rows of W a workgroup computes, rows of A (tokens) at most, and its invocations.
 ROWS = 4
 M_TILE = 4
+LOCAL = 64
 # B read 16 bytes (4 words) at a time by each invocation where rows allow; off: a word at a time.
 VECTOR_LOADS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
@@ -88,7 +89,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     spec = [("M", "int32", m), ("N", "int32", n), ("K", "int32", k), ("BLOCKS", "int32", blocks),
             ("ROW_WORDS", "int32", row_bytes // 4),
             ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8))]
-    local = 64 if target.max_invocations >= 64 else target.max_invocations
+    local = min(LOCAL, target.max_invocations)
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
