@@ -18,8 +18,9 @@ from .hazards import check_barriers
 from .manifest import BundleError, _is_int, in_variant, validate_manifest, variant_views
 
 MAGIC = b"VKCBNDL\0"
-VERSION = (1, 2)                        # the newest this code writes; it reads any file with major <= 1
+VERSION = (1, 2)                        # a bundle of several variants; it reads any file with major <= 1
 FLAT_VERSION = (1, 1)                   # a bundle of one variant is written as format 1.1, unchanged
+STATE_VERSION = (1, 3)                  # a bundle holding state (FORMAT.md, "State")
 HEADER = struct.Struct("<8sHHIIIQ")     # magic, major, minor, flags, section_count, checksum, file_size
 ENTRY = struct.Struct("<IIQQII")        # kind, alignment, offset, size, checksum, reserved
 CHECKSUMMED_HEADER = 20                 # the header checksum covers bytes 0..20, then the table
@@ -144,7 +145,8 @@ def write_bundle(manifest: dict, spirv_modules: list[bytes], weights: bytes, *,
     sections += [(SectionKind.SPIRV, SPIRV_ALIGNMENT, m) for m in modules]
     # Always written, even when empty, so section_count >= 2 and readers find one place for weights.
     sections.append((SectionKind.WEIGHTS, weights_alignment, weights))
-    return _assemble(sections, VERSION if "variants" in manifest else FLAT_VERSION)
+    stateful = any("state" in v for v in variant_views(manifest))
+    return _assemble(sections, STATE_VERSION if stateful else VERSION if "variants" in manifest else FLAT_VERSION)
 
 
 def _check_schedules(manifest: dict, parsed: list) -> None:

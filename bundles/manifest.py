@@ -32,8 +32,9 @@ SPEC_TYPES = ("int32", "uint32", "float32")
 
 # Format 1.2 (several variants): the keys each variant holds, absent from the top level then.
 VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "outputs", "kernels", "dispatches")
-# Optional, informational: the nodes a float16 compile kept float32 by itself ({"node", "why"}).
-OPTIONAL_VARIANT_KEYS = ("float32_nodes",)
+# Optional: the nodes a float16 compile kept float32 by itself ({"node", "why"}, informational),
+# and the state the bundle holds between runs (format 1.3: {"name", "tensor", "output"}).
+OPTIONAL_VARIANT_KEYS = ("float32_nodes", "state")
 # target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
 DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
 MAX_VENDOR_ID = 2**32 - 1
@@ -216,6 +217,8 @@ def _check_memory(manifest: dict, weights_bytes: int) -> dict:
         _fail(f"{path}.weights_bytes", declared, f"but the WEIGHTS section is {weights_bytes} bytes")
     _int_field(memory, "intermediates_sum_bytes", path, 0, MAX_BYTES)
     _int_field(memory, "lower_bound_bytes", path, 0, MAX_BYTES)
+    if "state_bytes" in memory:  # format 1.3: the state buffer
+        _int_field(memory, "state_bytes", path, 0, MAX_BYTES)
     return memory
 
 
@@ -233,7 +236,8 @@ def _element_count(shape: list, where: str) -> int:
 
 
 def _check_tensors(manifest: dict, memory: dict) -> list[dict]:
-    sizes = {"arena": memory["arena_bytes"], "weights": memory["weights_bytes"]}
+    sizes = {"arena": memory["arena_bytes"], "weights": memory["weights_bytes"],
+             "state": memory.get("state_bytes", 0)}
     alignment = memory["alignment"]
     tensors = _entries(manifest, "tensors")
     for t, path in tensors:
@@ -248,7 +252,7 @@ def _check_tensors(manifest: dict, memory: dict) -> list[dict]:
             _fail(f"{path}.nbytes", nbytes, f"but shape {list(shape)} of {dtype} is {expected} bytes")
         mem = _str_field(t, "memory", path)
         if mem not in sizes:
-            _fail(f"{path}.memory", mem, "must be 'arena' or 'weights'")
+            _fail(f"{path}.memory", mem, "must be 'arena', 'weights' or 'state'")
         offset = _int_field(t, "offset", path, 0, MAX_BYTES)
         if offset % alignment:
             _fail(f"{path}.offset", offset, f"is not a multiple of memory.alignment = {alignment}")
@@ -270,6 +274,32 @@ def _check_io(manifest: dict, tensors: list[dict]) -> None:
             tid = _index(_field(io, "tensor", path), f"{path}.tensor", len(tensors), "tensors")
             if tensors[tid]["memory"] != "arena":
                 _fail(f"{path}.tensor", tid, f"is a {tensors[tid]['memory']} tensor; {key} must be in the arena")
+
+
+def _check_state(manifest: dict, tensors: list[dict]) -> None:
+    """state (format 1.3): each entry a state tensor held between runs, named apart from the
+    inputs, fed by an output of that name that the API does not list either."""
+    if "state" not in manifest:
+        return
+    names = {io["name"] for key in ("inputs", "outputs") for io in manifest[key]}
+    seen, held = set(), set()
+    for entry, path in _entries(manifest, "state"):
+        name = _str_field(entry, "name", path, nonempty=True)
+        _str_field(entry, "output", path, nonempty=True)
+        if name in seen or name in names:
+            _fail(f"{path}.name", name, "is used twice among the inputs, outputs and state")
+        seen.add(name)
+        tid = _index(_field(entry, "tensor", path), f"{path}.tensor", len(tensors), "tensors")
+        if tensors[tid]["memory"] != "state":
+            _fail(f"{path}.tensor", tid, f"is a {tensors[tid]['memory']} tensor; state must be in the state buffer")
+        held.add(tid)
+    for i, t in enumerate(tensors):  # the state buffer holds the state and views of it only
+        if t["memory"] == "state" and not any(_within(t, tensors[h]) for h in held):
+            _fail(f"tensors[{i}].memory", "state", "but the tensor lies in no state entry's bytes")
+
+
+def _within(t: dict, outer: dict) -> bool:
+    return outer["offset"] <= t["offset"] and t["offset"] + t["nbytes"] <= outer["offset"] + outer["nbytes"]
 
 
 def _check_modules(manifest: dict, module_count: int) -> list[dict]:
@@ -408,6 +438,7 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
     memory = _check_memory(manifest, weights_bytes)
     tensors = _check_tensors(manifest, memory)
     _check_io(manifest, tensors)
+    _check_state(manifest, tensors)
     kernels = _check_kernels(manifest, modules)
     _check_dispatches(manifest, kernels, modules, tensors)
     _check_requirements(manifest, modules, tensors,
@@ -462,7 +493,7 @@ def _validate_variants(manifest: dict, module_count: int, weights_bytes: int) ->
     variants, where = _list(manifest, "variants")
     if not variants:
         _fail(where, variants, "must have at least one variant")
-    first = None
+    first = first_state = None
     for i, variant in enumerate(variants):
         if not isinstance(variant, dict):
             _fail(f"{where}[{i}]", variant, "must be an object")
@@ -473,6 +504,13 @@ def _validate_variants(manifest: dict, module_count: int, weights_bytes: int) ->
             _check_flat(view, modules, weights_bytes, variant=True)
         except BundleError as e:
             raise in_variant(f"{where}[{i}]", e) from None
+        # One state buffer serves every variant: the same state, at the same bytes.
+        state = (view.get("state", []), [view["tensors"][x["tensor"]] for x in view.get("state", [])],
+                 view["memory"].get("state_bytes", 0))
+        if first is not None and state != first_state:
+            raise BundleError("manifest", f"{where}[{i}].state differs from {where}[0].state; every variant "
+                                          "holds the same state (names, tensors, offsets and state_bytes)")
+        first_state = state
         # Same inputs and outputs everywhere (shapes may differ): run() takes one set of names.
         io = {key: [(x["name"], view["tensors"][x["tensor"]]["dtype"]) for x in view[key]]
               for key in ("inputs", "outputs")}

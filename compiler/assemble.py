@@ -38,7 +38,7 @@ class TensorTable:
         if root.is_constant:
             memory, offset = "weights", self._place_weight(root)
         else:
-            memory, offset = "arena", self.plan.offset_of(v)
+            memory, offset = self.plan.memory_of(v), self.plan.offset_of(v)
         self.entries.append({"name": v.name, "dtype": np.dtype(v.dtype).name,
                              "shape": [int(d) for d in v.shape], "memory": memory,
                              "offset": offset, "nbytes": int(v.nbytes)})
@@ -63,8 +63,10 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str,
     write_bundle, or the combined bundle's write, checks them). `kept`: intermediates to copy out
     as extra outputs (compile_model's keep_intermediates), which the plan kept alive."""
     table = TensorTable(plan)
-    inputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.inputs]
-    outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in [*graph.outputs, *kept]]
+    held = {id(v) for pair in graph.state for v in pair}  # state leaves the API (compiler/state.py)
+    inputs = [{"name": v.name, "tensor": table.id_of(v)} for v in graph.inputs if id(v) not in held]
+    outputs = [{"name": v.name, "tensor": table.id_of(v)} for v in [*graph.outputs, *kept] if id(v) not in held]
+    state = [{"name": i.name, "tensor": table.id_of(i), "output": o.name} for i, o in graph.state]
 
     modules, module_index, spirv_blobs = [], {}, []
     pipelines, pipeline_index = [], {}
@@ -124,6 +126,9 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str,
         "tensors": table.entries, "inputs": inputs, "outputs": outputs,
         "modules": modules, "kernels": pipelines, "dispatches": dispatches,
     }
+    if state:
+        manifest["memory"]["state_bytes"] = plan.state_bytes
+        manifest["state"] = state
     if kept:
         manifest["intermediates"] = _intermediates(kept, kernels, table)
     if graph.float32_nodes:   # --precision fp16: what it kept float32 by itself, and why

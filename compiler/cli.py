@@ -184,7 +184,10 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             io: Optional[str] = typer.Option(None, "--io", help="fp16: inputs and outputs float16 at "
                                              "the runtime API too (default: float32)."),
             keep_fp32: Optional[str] = typer.Option(None, "--keep-fp32", help="With --precision fp16(-matmul): "
-                                                    "node names (NAME,...) that stay float32.")):
+                                                    "node names (NAME,...) that stay float32."),
+            state: str = typer.Option("auto", "--state", help="Inputs kept on the device between runs, each "
+                                      "fed by an output (a KV cache): auto (the caches TensorScatter writes in "
+                                      "place), none, or INPUT=OUTPUT,...")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     _output_ok(output, [model], "-o")
@@ -192,7 +195,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         tune(model, input_shape=input_shape, target="host", precision=precision, device=None, repeat=5)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
-    data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep)
+    data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
@@ -453,6 +456,39 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             if save:
                 _write(save / f"{name.replace('/', '_')}.npy", lambda f, v=value: np.save(f, v),
                        [bundle, *given.values()], "--save")
+
+
+@app.command()
+def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
+             prompt_ids: str = typer.Option(..., "--prompt-ids", help="The prompt's token ids: ID,ID,..."),
+             max_new_tokens: int = typer.Option(32, "--max-new-tokens", min=0),
+             temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0: greedy."),
+             top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k likeliest (0: all)."),
+             top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
+             eos: Optional[int] = typer.Option(None, "--eos", help="Stop after this token id."),
+             seed: int = SeedOpt, device: Optional[str] = DeviceOpt, target: Optional[str] = RunTargetOpt):
+    """Generate tokens with a decoder bundle whose KV cache is its state; print them and tokens/s."""
+    try:
+        prompt = [int(t) for t in prompt_ids.split(",") if t.strip()]
+    except ValueError:
+        _fail(f"--prompt-ids {prompt_ids!r} is not a list of integers (ID,ID,...).")
+    model = _load(bundle, _device_arg(device), target)
+    with model:
+        start, tokens, first = time.perf_counter(), [], None
+        try:
+            for token in model.generate(prompt, max_new_tokens, eos_token_id=eos, temperature=temperature,
+                                        top_k=top_k, top_p=top_p or 1.0, seed=seed):
+                first = first or time.perf_counter()
+                tokens.append(token)
+        except ValueError as exc:
+            _fail(str(exc))
+        end = time.perf_counter()
+    console.print(" ".join(map(str, tokens)), highlight=False)
+    if tokens:
+        decode = f", decode {(len(tokens) - 1) / (end - first):.1f} tokens/s" if len(tokens) > 1 else ""
+        console.print(f"prefill {len(prompt)} tokens in {1e3 * (first - start):.1f} ms "
+                      f"({len(prompt) / (first - start):.1f} tokens/s){decode} on {model.device_name}",
+                      highlight=False)
 
 
 def _save_folder_ok(folder: Path) -> None:

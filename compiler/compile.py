@@ -21,6 +21,7 @@ from .memory import plan_memory
 from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
 from .passes.precision import Precision
+from .state import find_state, state_updates
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
 
@@ -37,10 +38,14 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   input_shapes: dict[str, list[int]] | None = None,
                   target: "str | Target | Sequence[str | Target]" = DEFAULT_TARGETS,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
-                  io: str | None = None, keep_fp32=(), keep_intermediates: bool = False) -> bytes:
+                  io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
+                  state="auto") -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
+
+    state: graph inputs the bundle keeps on the device between runs, each fed by an output
+    (compiler/state.py): "auto" (TensorScatter's in-place caches), "none", or input=output pairs.
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
@@ -62,7 +67,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   for s in (variants if variants else [input_shapes])]
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
-        part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates)
+        part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -71,7 +76,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
-            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32)[0])
+            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -106,20 +111,20 @@ def _shape_dict(shapes, what: str) -> dict[str, list[int]] | None:
 
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
-                         io=None, keep_fp32=()) -> tuple[bytes, list]:
+                         io=None, keep_fp32=(), state="auto") -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
-    part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32)
+    part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32, state=state)
     return write_bundle(*part), kernels
 
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
-             keep_intermediates=False) -> tuple[Part, list]:
+             keep_intermediates=False, state="auto") -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
-                                             precision=precision, io=io, keep_fp32=keep_fp32)
+                                             precision=precision, io=io, keep_fp32=keep_fp32, state=state)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
-    plan = plan_memory(kernels, graph.inputs, graph.outputs + kept)
+    plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
     digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
     return assemble_parts(graph, kernels, plan, tgt, digest, kept), kernels
 
@@ -133,13 +138,15 @@ def intermediates(graph, kernels) -> list:
             and v.shape is not None and v.size > 0 and np.dtype(v.dtype).name in DTYPES]
 
 
-def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=()):
+def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
+                state="auto"):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
     graph.precision = options
+    graph.state = find_state(graph, state)
     # Every unsupported op is reported at once, before any code generation. Ops computed only
     # from constants and shapes were folded away above, so they need no kernel.
     missing = unsupported_ops(graph)
@@ -148,4 +155,4 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)
-    return proto, graph, tgt, lower_graph(graph, tgt)
+    return proto, graph, tgt, lower_graph(graph, tgt) + state_updates(graph, tgt)

@@ -94,6 +94,9 @@ class Graph:
         self.opset = opset
         self.precision = None   # passes/precision.py's Precision, set by compile_model
         self.float32_nodes: list[dict] = []   # what passes/precision.py kept float32 by itself, and why
+        # (input, output) pairs held on the device between runs (compiler/state.py): the output's
+        # value becomes the input's at the next run
+        self.state: list[tuple[Value, Value]] = []
         self.name = name
         self.producer = producer
         self.relink()

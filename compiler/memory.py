@@ -6,11 +6,12 @@ ends included, so no dispatch writes over its own inputs. Views are planned with
 Concat input written in place is a slice of the Concat's output, which therefore lives from the
 first write into any of its slices. Lifetimes are all known at compile time, so placement is
 offline: largest tensor first, each at the lowest offset that no tensor alive at the same time
-occupies (TFLite's greedy-by-size).
+occupies (TFLite's greedy-by-size). A bundle state's bytes (compiler/state.py) live across runs:
+they are not in the arena but in the state buffer, one after another.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .ir import Value
 
@@ -27,13 +28,25 @@ class MemoryPlan:
     arena_bytes: int
     intermediates_sum_bytes: int
     lower_bound_bytes: int
+    state_offsets: dict[int, int] = field(default_factory=dict)   # id(root Value) -> state offset
+    state_bytes: int = 0
+
+    def memory_of(self, v: Value) -> str:
+        """"state" or "arena": where a non-constant Value's bytes are."""
+        return "state" if id(v.root()) in self.state_offsets else "arena"
 
     def offset_of(self, v: Value) -> int:
-        """Arena offset of a non-constant Value: its root's, plus where it starts in the root."""
-        return self.offsets[id(v.root())] + v.root_offset()
+        """Offset of a non-constant Value in its buffer: its root's, plus where it starts in the root."""
+        root = id(v.root())
+        return self.state_offsets.get(root, self.offsets.get(root, 0)) + v.root_offset()
 
 
-def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value]) -> MemoryPlan:
+def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value], state=()) -> MemoryPlan:
+    """`state`: the Values held between runs (their roots get state bytes, not arena bytes)."""
+    state_offsets, state_bytes = {}, 0
+    for v in state:
+        state_offsets[id(v.root())] = state_bytes
+        state_bytes += align(max(v.root().nbytes, 4))
     end = len(kernels)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -41,7 +54,7 @@ def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value]) 
 
     def touch(v: Value, step: int, writing: bool) -> None:
         r = v.root()
-        if r.is_constant:
+        if r.is_constant or id(r) in state_offsets:
             return
         roots[id(r)] = r
         if writing:
@@ -76,4 +89,4 @@ def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value]) 
     arena = max((offsets[r] + sizes[r] for r in offsets), default=0)
     lower = max((sum(sizes[r] for r in roots if first.get(r, -1) <= s <= last[r])
                  for s in range(-1, end + 1)), default=0)
-    return MemoryPlan(offsets, arena, sum(sizes.values()), lower)
+    return MemoryPlan(offsets, arena, sum(sizes.values()), lower, state_offsets, state_bytes)

@@ -149,8 +149,8 @@ def _not_supported(exc: CompileError) -> bool:
 
 
 def _compile(model: onnx.ModelProto, target: str) -> bytes:
-    try:
-        return compile_model(model, target=target)
+    try:  # the backend API runs a model as a function of its inputs: no state kept between runs
+        return compile_model(model, target=target, state="none")
     except CompileError as exc:
         if _not_supported(exc):
             raise BackendIsNotSupposedToImplementIt(str(exc)) from exc

@@ -263,6 +263,10 @@ class Model:
             #: the profile that runs (target.name), and the inputs and outputs of its first variant
             self.target = first.view["target"]["name"]
             self.inputs, self.outputs = first.inputs, first.outputs
+            #: the tensors the model keeps on the device between runs (format 1.3), read_state() and write_state()
+            self.state = [TensorInfo(e["name"], tuple(first.view["tensors"][e["tensor"]]["shape"]),
+                                     _io_dtype(first.view["tensors"][e["tensor"]]["dtype"]))
+                          for e in first.view.get("state", [])]
             spin = os.environ.get("VKC_WAIT_SPIN_US")
             self._spin_s, self._busy_s = (float(spin) * 1e-6 if spin else
                                           0.0 if self._dev.info.type == "CPU" else DEFAULT_SPIN_S), 0.0
@@ -299,6 +303,10 @@ class Model:
         # One arena for the whole shape set: switching shapes reallocates nothing.
         arena_bytes = max(v["memory"]["arena_bytes"] for v in views)
         self._arena = Buffer(dev, arena_bytes, usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "arena", c)
+        # The state (format 1.3): one buffer every variant shares, zeros at load, kept across runs.
+        state_bytes = views[0]["memory"].get("state_bytes", 0)
+        self._state = Buffer(dev, state_bytes, usage | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "state", c) \
+            if state_bytes else None
         # Only the weights this shape set uses go to the device (the bundle's other profiles may lay
         # out their own), packed: (start, end, packed offset) per range of the WEIGHTS section.
         self._moves = packed_weights(m, [v.index for v in self._variants])
@@ -431,6 +439,8 @@ class Model:
             self._weights.bytes[:nbytes] = src
         self._one_shot("arena poisoning", lambda cmd: vk.vkCmdFillBuffer(cmd, arena.handle, 0, arena.size // 4 * 4,
                                                                           NAN_BITS))
+        if self._state is not None:
+            self._one_shot("state reset", self._zero_state)
         if direct or not nbytes:
             return
         temp = Cleanup()
@@ -449,7 +459,7 @@ class Model:
 
     def _binding(self, t):
         """(buffer, offset, range) of a tensor bound as a storage buffer."""
-        buf = self._arena if t["memory"] == "arena" else self._weights
+        buf = {"arena": self._arena, "weights": self._weights, "state": self._state}[t["memory"]]
         # Exactly the range the reader's barrier check used (an empty tensor: 4 harmless bytes at 0,
         # as a zero range is invalid); weights where the packing put them.
         start, end = bound_range(t)
@@ -809,6 +819,83 @@ class Model:
         for spec, view, tensor in zip(v.outputs, v.runs[slot.index][1], v.outs):
             result[spec.name] = _read_output(view, tensor, outs.get(spec.name))
         handle._result = result
+
+    # ---- state (format 1.3) ---------------------------------------------------------------------
+
+    def generate(self, input_ids, max_new_tokens: int, *, eos_token_id=None, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, seed=None, **names):
+        """Token ids after the prompt `input_ids`, streamed as they come, for a decoder whose KV cache
+        is this model's state (runtime_min.generate: the inputs it takes, the prompt in chunks of
+        the variants' lengths). Greedy by default; temperature > 0 samples (top_k, top_p, seed)."""
+        from .generate import Sampler, generate
+        return generate(self, input_ids, max_new_tokens, eos_token_id=eos_token_id,
+                        sampler=Sampler(temperature, top_k, top_p, seed), **names)
+
+    def _zero_state(self, cmd):
+        self._dev.vk.vkCmdFillBuffer(cmd, self._state.handle, 0, self._state.size // 4 * 4, 0)
+
+    def _state_tensor(self, name) -> dict:
+        v = self._current.view
+        for entry in v.get("state", []):
+            if entry["name"] == name:
+                return v["tensors"][entry["tensor"]]
+        held = ", ".join(repr(e["name"]) for e in v.get("state", [])) or "none"
+        raise ValueError(f"{name!r} is not a state of this model; its state: {held}")
+
+    def _finish_runs(self):
+        """Wait for every run in flight (the lock is held): state access sees their writes."""
+        self._usable()
+        for slot in self._slots:
+            if slot.pending is not None:
+                self._complete(slot)
+
+    def reset_state(self):
+        """Every state tensor back to zeros, as at load (a new sequence for a KV cache)."""
+        with self._lock:
+            self._finish_runs()
+            if self._state is not None:
+                self._one_shot("state reset", self._zero_state)
+
+    def read_state(self, name: str) -> np.ndarray:
+        """A copy of state tensor `name` as the last run left it."""
+        t = self._state_tensor(name)
+        return self._state_copy(t, None)
+
+    def write_state(self, name: str, value) -> None:
+        """Set state tensor `name` (an array of its exact dtype and shape) for the next run."""
+        t = self._state_tensor(name)
+        a = np.asarray(value)
+        if a.dtype.name != t["dtype"] or tuple(a.shape) != tuple(t["shape"]):
+            raise ValueError(f"state {name!r}: expected {t['dtype']}[{', '.join(map(str, t['shape']))}], "
+                             f"got {_describe(a)}")
+        self._state_copy(t, a)
+
+    def _state_copy(self, t: dict, value):
+        """Copy state tensor `t` out (value None: returned) or `value` in, through a staging buffer."""
+        vk, n = self._dev.vk, max(t["nbytes"], 4)
+        with self._lock:
+            self._finish_runs()
+            temp = Cleanup()
+            try:
+                staging = Buffer(self._dev, n, vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                 "state staging", temp, host=True)
+                if value is not None:
+                    staging.bytes[:t["nbytes"]] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+                    staging.flush()
+                src, dst, region = (self._state, staging, (t["offset"], 0, n)) if value is None else \
+                    (staging, self._state, (0, t["offset"], n))
+
+                def record(cmd):
+                    vk.vkCmdCopyBuffer(cmd, src.handle, dst.handle, 1, self._dev.ffi.new("VkBufferCopy[1]", [region]))
+                    self._barrier(cmd, vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  vk.VK_PIPELINE_STAGE_HOST_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                  vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT)
+                self._one_shot("state copy", record)
+                if value is None:
+                    staging.flush(invalidate=1)
+                    return staging.bytes[:t["nbytes"]].copy().view(NUMPY_DTYPES[t["dtype"]]).reshape(t["shape"])
+            finally:
+                temp.release()
 
     @property
     def gpu_time(self) -> GpuTime | None:

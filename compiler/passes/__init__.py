@@ -10,6 +10,7 @@ from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_layernorm import fuse_layernorm
+from .in_place_scatter import scatter_in_place
 from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
@@ -34,7 +35,7 @@ from .views import make_views
 PIPELINE = [pack_quantized_matmuls, expand_contrib_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            fuse_epilogues, absorb_store_casts, materialize_outputs, place_concat_inputs]
+            fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

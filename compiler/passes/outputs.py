@@ -1,5 +1,6 @@
 """Every graph output gets arena bytes of its own: an output that is a graph input, a constant,
-or a view of either is materialized by an identity copy."""
+or a view of either is materialized by an identity copy (but a state's output written in place
+into its input's bytes, compiler/state.py: those bytes are the state's)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,9 +10,10 @@ from ..ir import Graph, Node, Value
 
 def materialize_outputs(graph: Graph) -> Graph:
     inputs = {id(v) for v in graph.inputs}
+    in_place = {id(o) for i, o in graph.state if o.root() is i}
     for i, out in enumerate(graph.outputs):
         root = out.root()
-        if not (root.is_constant or id(root) in inputs):
+        if id(out) in in_place or not (root.is_constant or id(root) in inputs):
             continue
         fresh = Value(out.name, out.dtype, out.shape)
         # float32 copies are elementwise kernels (and fuse like them); other dtypes (a Shape
@@ -23,6 +25,7 @@ def materialize_outputs(graph: Graph) -> Graph:
         graph.nodes.append(Node(op, f"{out.name}/vkc_copy", [out], [fresh], attrs,
                                 sources=[f"copy to output {out.name}"]))
         graph.outputs[i] = fresh
+        graph.state = [(si, fresh if so is out else so) for si, so in graph.state]
     graph.relink()
     return graph
 

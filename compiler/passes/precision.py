@@ -118,10 +118,12 @@ class _Retyper:
 
     def run(self) -> None:
         g = self.graph
-        if self.p.io_float16:
-            for v in g.inputs:
-                if v.dtype == F32:
-                    v.dtype = F16
+        # A bundle state (compiler/state.py) is no API tensor: it is kept as the model computes it,
+        # float16 under --precision fp16 (a float16 KV cache).
+        state = {id(i) for i, _ in g.state} if not self.p.matmul_only else set()
+        for v in g.inputs:
+            if v.dtype == F32 and (self.p.io_float16 or id(v) in state):
+                v.dtype = F16
         for node in g.nodes:
             rule = find_rule(node.op_type, node.domain, g.opset)
             fixed = set(rule.constant_inputs) if rule else set()
@@ -171,9 +173,10 @@ class _Retyper:
     def _outputs(self) -> None:
         """Outputs keep their names and take the runtime API's dtype: a Cast where the graph
         computed them in the other one."""
-        want = F16 if self.p.io_float16 else F32
         g = self.graph
+        state = {id(o): i.dtype for i, o in g.state}  # a state's output takes its input's dtype
         for i, out in enumerate(g.outputs):
+            want = state.get(id(out), F16 if self.p.io_float16 else F32)
             if out.alias_of is not None and not out.root().is_constant:
                 out.dtype = out.root().dtype
             if out.dtype not in (F32, F16) or out.dtype == want:

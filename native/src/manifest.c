@@ -377,7 +377,10 @@ static vkc_status check_tensors(ctx *c, const jnode *root, variant *m) {
         snprintf(where, sizeof where, "%s.memory", path);
         if (strcmp(mem->s, "arena") == 0) mt->memory = MEM_ARENA;
         else if (strcmp(mem->s, "weights") == 0) mt->memory = MEM_WEIGHTS;
-        else return fail(c, where, mem, "must be 'arena' or 'weights'");
+        else if (strcmp(mem->s, "state") == 0)   /* format 1.3 (FORMAT.md, "State") */
+            return fail(c, where, mem, "is a state tensor: the bundle keeps state between runs (format 1.3), "
+                        "which libvkc does not run yet; run it with runtime_min");
+        else return fail(c, where, mem, "must be 'arena', 'weights' or 'state'");
         TRY(int_field(c, t, "offset", path, 0, MAX_BYTES, &off));
         snprintf(where, sizeof where, "%s.offset", path);
         if ((uint64_t)off % m->alignment)

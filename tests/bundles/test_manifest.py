@@ -71,7 +71,7 @@ CASES = [
     ("tensors.0.shape", [True, 64], "tensors[0].shape[0] = True must be an integer"),
     ("tensors.0.shape", [2**30] * 4, "tensors[0].shape = [1073741824, 1073741824, 1073741824, 1073741824] has more"),
     ("tensors.0.nbytes", 255, "tensors[0].nbytes = 255 but shape [1, 64] of float32 is 256 bytes"),
-    ("tensors.0.memory", "host", "tensors[0].memory = 'host' must be 'arena' or 'weights'"),
+    ("tensors.0.memory", "host", "tensors[0].memory = 'host' must be 'arena', 'weights' or 'state'"),
     ("tensors.3.offset", 128, "tensors[3].offset = 128 is not a multiple of memory.alignment = 256"),
     ("tensors.3.offset", -256, "tensors[3].offset = -256 must be in 0..="),
     ("tensors.4.offset", 1024, "tensors[4].offset = 1024 + nbytes 40 = 1064 runs past the end of arena (1024 bytes)"),

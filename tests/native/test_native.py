@@ -302,6 +302,16 @@ def test_refusals_name_the_check(build, bundles, tmp_path):
     assert r.returncode == 2 and "bundle check 'barriers' failed" in r.stderr, r.stderr
 
 
+def test_bundle_with_state_is_refused_by_name(build, tmp_path):
+    """libvkc does not run bundles that keep state between runs (format 1.3) yet: it says so."""
+    from compiler.compile import compile_model
+    from tests.compiler.test_state import cache_model
+    path = tmp_path / "state.vkb"
+    path.write_bytes(compile_model(cache_model(), input_shapes={"x": [1, 1, 4]}, target="lavapipe"))
+    r = vkcrun(build, path, {"x": np.zeros((1, 1, 4), np.float32), "pos": np.zeros(1, np.int64)}, tmp_path)
+    assert r.returncode == 2 and "libvkc does not run yet" in r.stderr, r.stderr
+
+
 # ---- variants (format 1.2) ---------------------------------------------------------------------
 
 VARIANT_BATCHES = (1, 3)

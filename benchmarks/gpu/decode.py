@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""On the GPU machine: decoding with the KV cache as bundle state, batch 1, host to host, against
+PyTorch + transformers `generate` (eager, dynamic cache) on the same model shape, in one run.
+
+    source benchmarks/gpu/setup.sh
+    python3 -m benchmarks.gpu.decode                                # Llama-3.2-1B shape, fp16
+    python3 -m benchmarks.gpu.decode --layers 2 --vocab 1024        # a quick check of the script
+
+The model is tests/llm_models.tiny_llama at the given widths (default Llama-3.2-1B's: hidden 2048,
+16 layers, 32 heads, 8 KV heads, FFN 8192, vocab 128256, tied embeddings), random weights, ONNX's
+in-place cache form (TensorScatter + Attention with nonpad_kv_seqlen), written with external data
+and compiled by vkc here with variants input_ids=1xPREFILL and 1x1 (`--precision`, default fp16).
+Figures:
+  decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
+      time per run, for each --contexts C: attention reads C + 1 cache rows;
+  prefill tokens/s: one run of PREFILL tokens at position 0;
+  generate: Model.generate over --new-tokens greedy tokens from a PREFILL-token prompt (wall time,
+      prefill included), as a user sees it;
+  memory bound: the bytes of the weights read once per token (embedding rows excluded, the LM head
+      included) over the card's bandwidth (--bandwidth, GB/s).
+torch: LlamaForCausalLM of the same config in the same dtype on CUDA, `generate(do_sample=False,
+min/max_new_tokens=N)` from the same prompt length, eager with the default dynamic cache: decode
+tokens/s = N / (time(N + 1 tokens) - time(1 token)). Absent transformers, the row says so.
+JSON to --json (default $OUT/decode.json when $OUT is set).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.cli import exit_on_help
+
+if __name__ == "__main__":
+    exit_on_help(__doc__)
+
+import numpy as np
+import onnx
+
+from compiler.compile import compile_model
+from runtime_min import load
+from tests.llm_models import tiny_llama
+
+
+def _median_run(model, feeds, repeat: int) -> float:
+    for _ in range(3):
+        model.run(feeds)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model.run(feeds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def vkc_figures(args, path: Path) -> dict:
+    t0 = time.perf_counter()
+    bundle = compile_model(str(path), variants=[{"input_ids": [1, args.prefill]}, {"input_ids": [1, 1]}],
+                           target=args.target, precision=args.precision)
+    compiled = time.perf_counter() - t0
+    out = {"compile_s": compiled, "bundle_bytes": len(bundle)}
+    with load(bundle) as model:
+        out["device"] = model.device_name
+        prompt = np.random.default_rng(0).integers(0, args.vocab, (1, args.prefill))
+        t = _median_run(model, {"input_ids": prompt, "position": np.array([0])}, max(3, args.repeat // 10))
+        out["prefill_tokens_per_s"] = args.prefill / t
+        token = np.array([[1]], np.int64)
+        for c in args.contexts:
+            t = _median_run(model, {"input_ids": token, "position": np.array([c])}, args.repeat)
+            out[f"decode_ms_at_{c}"] = 1e3 * t
+            out[f"decode_tokens_per_s_at_{c}"] = 1 / t
+        t0 = time.perf_counter()
+        tokens = list(model.generate(prompt[0], args.new_tokens))
+        out["generate_tokens_per_s"] = len(tokens) / (time.perf_counter() - t0)
+    return out
+
+
+def torch_figures(args) -> dict:
+    try:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        return {"error": f"not available here ({e})"}
+    dtype = torch.float16 if args.precision == "fp16" else torch.float32
+    config = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=args.ffn,
+                         num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                         num_key_value_heads=args.kv_heads, max_position_embeddings=args.context,
+                         tie_word_embeddings=True)
+    model = LlamaForCausalLM(config).to("cuda", dtype).eval()
+    prompt = torch.randint(0, args.vocab, (1, args.prefill), device="cuda")
+
+    def timed(n: int) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            model.generate(prompt, do_sample=False, min_new_tokens=n, max_new_tokens=n, pad_token_id=0)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    timed(4)
+    one, many = min(timed(1) for _ in range(3)), min(timed(args.new_tokens + 1) for _ in range(3))
+    return {"decode_tokens_per_s": args.new_tokens / (many - one), "generate_tokens_per_s": (args.new_tokens + 1) / many,
+            "torch": torch.__version__}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--ffn", type=int, default=8192)
+    p.add_argument("--vocab", type=int, default=128256)
+    p.add_argument("--context", type=int, default=2304)
+    p.add_argument("--prefill", type=int, default=512)
+    p.add_argument("--contexts", type=int, nargs="+", default=[128, 2048])
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--precision", default="fp16")
+    p.add_argument("--target", default="host")
+    p.add_argument("--bandwidth", type=float, default=3350.0, help="GB/s of the card (H100 SXM: 3350)")
+    p.add_argument("--skip-torch", action="store_true")
+    p.add_argument("--json", default=os.path.join(os.environ["OUT"], "decode.json") if os.environ.get("OUT") else None)
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    model = tiny_llama(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
+                       kv_heads=args.kv_heads, ffn=args.ffn, context=args.context, tied=True)
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "llama.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="llama.data")
+    print(f"model built in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    head = args.hidden // args.heads
+    per_layer = args.hidden * (2 * args.hidden + 2 * args.kv_heads * head) + 3 * args.hidden * args.ffn
+    weights = args.layers * per_layer + args.vocab * args.hidden
+    itemsize = 2 if args.precision == "fp16" else 4
+    result = {"config": {k: v for k, v in vars(args).items() if k != "json"},
+              "weights_read_per_token_bytes": weights * itemsize,
+              "memory_bound_tokens_per_s": args.bandwidth * 1e9 / (weights * itemsize)}
+    result["vkc"] = vkc_figures(args, path)
+    print(json.dumps(result["vkc"]), file=sys.stderr, flush=True)
+    result["torch"] = {"skipped": True} if args.skip_torch else torch_figures(args)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""TensorScatter (opset 24): a cache with each batch's update rows written at its write index
+along one axis, the index read at run time. Where the cache is written in place
+(passes/in_place_scatter.py: its output a view of its input, as a bundle state's is) one kernel
+writes the update's rows and nothing else moves; otherwise the cache is copied first."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import element_bits
+from ..errors import CompileError
+from ..registry import shape_of_input0
+from ..shapes import contiguous_strides, prod
+from .kernel import Kernel, grid_1d, register
+from .strided_copy import COPIES, strided_copy
+
+MODES = ("linear", "circular")
+
+
+@register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
+          dtypes_doc=COPIES + "; write_indices int64",
+          limits="rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)")
+def lower_tensor_scatter(node, target):
+    cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    indices = node.input(2)
+    indices = indices if indices is not None and indices.name else None
+    mode = node.attrs.get("mode", "linear")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in MODES:
+        raise CompileError(f"TensorScatter '{node.name}': mode {mode!r} is not linear or circular.")
+    rank = len(cache.shape)
+    axis = node.attrs.get("axis", -2) % rank
+    if axis == 0 or len(update.shape) != rank or \
+            any(u != c for i, (u, c) in enumerate(zip(update.shape, cache.shape)) if i != axis):
+        raise CompileError(f"TensorScatter '{node.name}': update {list(update.shape)} does not fit cache "
+                           f"{list(cache.shape)} along axis {axis} (the batch axis 0 cannot be it).")
+    if np.dtype(update.dtype) != np.dtype(cache.dtype):
+        raise CompileError(f"TensorScatter '{node.name}': update is {np.dtype(update.dtype).name}, the cache "
+                           f"{np.dtype(cache.dtype).name}; they must agree.")
+    inner_bits = prod(cache.shape[axis + 1:]) * element_bits(cache.dtype)
+    if inner_bits % 32:
+        raise CompileError(f"TensorScatter '{node.name}': rows of {inner_bits} bits after axis {axis}; vkc "
+                           "writes whole 32-bit words.")
+    kernels = [] if out.root() is cache.root() else \
+        strided_copy(node, target, cache, out, contiguous_strides(cache.shape))
+    total = update.nbytes // 4
+    if total == 0:
+        return kernels
+    spec = [("TOTAL", "int32", total), ("INNER", "int32", inner_bits // 32),
+            ("S", "int32", update.shape[axis]), ("M", "int32", cache.shape[axis]),
+            ("PER_BATCH", "int32", prod(cache.shape[1:axis]))]
+    local = target.elementwise_local
+    params = dict(LOCAL=local, circular=mode == "circular", indices=indices is not None,
+                  idx_words=np.dtype(indices.dtype).itemsize // 4 if indices is not None else 1)
+    bindings = [update] + ([indices] if indices is not None else []) + [out]
+    return kernels + [Kernel("tensor_scatter", params, spec, bindings, writes=[len(bindings) - 1],
+                             groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources)]

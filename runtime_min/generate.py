@@ -1,0 +1,78 @@
+"""Token generation with a decoder bundle that keeps its KV cache as state (FORMAT.md, "State").
+
+The bundle's contract: inputs `input_ids` (int64 [1, S]) and `position` (int64 [1], the cache
+rows already filled), output `logits` ([1, S, vocab]); shape variants give the S it runs (a
+decode variant of S = 1, and prefill chunk lengths). The prompt goes in chunks of the longest
+variant that fits what is left, then one token a run. Names can be given for other bundles.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+
+class Sampler:
+    """Picks the next token from a row of logits: greedy (temperature 0), or a draw at
+    `temperature` from the top_k most likely tokens (0: all) within top_p of the probability."""
+
+    def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed=None):
+        if temperature < 0 or top_k < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"temperature {temperature} must be >= 0, top_k {top_k} >= 0 and top_p {top_p} "
+                             "in (0, 1].")
+        self.temperature, self.top_k, self.top_p = float(temperature), int(top_k), float(top_p)
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, logits: np.ndarray) -> int:
+        logits = np.asarray(logits, np.float64)
+        if self.temperature == 0:
+            return int(np.argmax(logits))
+        order = np.argsort(-logits, kind="stable")
+        if self.top_k:
+            order = order[:self.top_k]
+        z = (logits[order] - logits[order[0]]) / self.temperature
+        p = np.exp(z) / np.exp(z).sum()
+        keep = min(int(np.searchsorted(np.cumsum(p), self.top_p)) + 1, len(p))  # the fewest whose mass reaches top_p
+        p = p[:keep] / p[:keep].sum()
+        return int(order[self.rng.choice(keep, p=p)])
+
+
+def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sampler: Sampler | None = None,
+             ids: str = "input_ids", position: str = "position", logits: str = "logits",
+             max_context: int | None = None) -> Iterator[int]:
+    """Yield up to max_new_tokens token ids after the prompt `input_ids` (a sequence of ints),
+    stopping after eos_token_id. The model's state is reset first: each call is a new sequence.
+    max_context: the cache rows (by default the state's second-last axis, [batch, heads, rows,
+    size]); a sequence that would pass it is refused before anything runs."""
+    prompt = [int(t) for t in np.asarray(input_ids, np.int64).reshape(-1)]
+    if not prompt:
+        raise ValueError("input_ids is empty; give at least one prompt token.")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}.")
+    names = {i.name for i in model.inputs}
+    if {ids, position} - names or logits not in {o.name for o in model.outputs} or not model.state:
+        raise ValueError(f"generate needs a bundle with state, inputs {ids!r} and {position!r} and output "
+                         f"{logits!r}; this one has inputs {sorted(names)}, outputs "
+                         f"{[o.name for o in model.outputs]} and {len(model.state)} state tensor(s).")
+    lengths = sorted({s[ids][1] for s in model.shapes}, reverse=True)
+    if 1 not in lengths:
+        raise ValueError(f"generate needs a decode variant of {ids}=1x1; this bundle has {ids} lengths {lengths} "
+                         f"(compile with --variant {ids}=1x1 as well).")
+    context = max_context or min(s.shape[-2] for s in model.state)
+    if len(prompt) + max_new_tokens > context:
+        raise ValueError(f"{len(prompt)} prompt tokens + {max_new_tokens} new ones exceed the {context} rows "
+                         "of the model's cache; compile it for a longer context or ask for fewer tokens.")
+    pick = sampler or Sampler()
+    model.reset_state()
+    filled, out = 0, None
+    while filled < len(prompt):
+        n = next(n for n in lengths if n <= len(prompt) - filled)
+        out = model.run({ids: np.array([prompt[filled:filled + n]], np.int64), position: np.array([filled], np.int64)})
+        filled += n
+    for step in range(max_new_tokens):
+        token = pick(out[logits][0, -1])
+        yield token
+        if token == eos_token_id or step == max_new_tokens - 1:
+            return
+        out = model.run({ids: np.array([[token]], np.int64), position: np.array([filled], np.int64)})
+        filled += 1

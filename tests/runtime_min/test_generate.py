@@ -1,0 +1,128 @@
+"""Model.generate on a tiny Llama-shaped decoder in ONNX's in-place cache form (tests/llm_models.py):
+greedy tokens identical to onnxruntime's own loop over the same file, logits within tolerance at
+every step, prompts split over the prefill variants, sampling, and what is refused."""
+
+import numpy as np
+import pytest
+
+from tests.harness import assert_close
+from tests.llm_models import onnxruntime_greedy, tiny_llama
+
+from compiler.compile import compile_model
+from runtime_min import load
+from runtime_min.generate import Sampler
+
+PROMPT = [3, 17, 42, 5, 9, 11, 2]
+STEPS = 33
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return tiny_llama(layers=2, context=64)
+
+
+@pytest.fixture(scope="module")
+def bundle(llama):
+    # prefill chunks of 4, and the decode step
+    return compile_model(llama, variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}], target="lavapipe")
+
+
+def test_greedy_tokens_equal_onnxruntime(llama, bundle):
+    with load(bundle) as model:
+        tokens = list(model.generate(PROMPT, STEPS))
+        assert tokens == onnxruntime_greedy(llama, PROMPT, STEPS)
+        assert list(model.generate(PROMPT, STEPS)) == tokens  # a new sequence each call
+
+
+def test_logits_every_step(llama):
+    """Prefill of the whole prompt at once, then decode steps: logits against onnxruntime's."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(llama.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    caches = {i.name: np.zeros((1, 2, 64, 8), np.float32) for i in sess.get_inputs() if i.name.startswith("past_")}
+    bundle = compile_model(llama, variants=[{"input_ids": [1, len(PROMPT)]}, {"input_ids": [1, 1]}],
+                           target="lavapipe")
+    feed, position = np.array([PROMPT], np.int64), 0
+    with load(bundle) as model:
+        for _ in range(6):
+            run = {"input_ids": feed, "position": np.array([position], np.int64)}
+            ref = dict(zip(names, sess.run(None, {**run, **caches})))
+            got = model.run(run)["logits"]
+            assert_close("logits", got, ref["logits"], rtol_l2=1e-4, rtol=1e-3, atol=1e-4)
+            caches = {n: ref[n.replace("past_", "present_")] for n in caches}
+            position += feed.shape[1]
+            feed = np.array([[int(np.argmax(ref["logits"][0, -1]))]], np.int64)
+        np.testing.assert_allclose(model.read_state("past_key.1")[:, :, :position],
+                                   caches["past_key.1"][:, :, :position], rtol=1e-4, atol=1e-5)
+
+
+def test_float16_cache_logits(llama):
+    """--precision fp16: a float16 cache; logits within 1e-2 (rel L2) of onnxruntime's float32."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(llama.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    caches = {i.name: np.zeros((1, 2, 64, 8), np.float32) for i in sess.get_inputs() if i.name.startswith("past_")}
+    bundle = compile_model(llama, variants=[{"input_ids": [1, len(PROMPT)]}, {"input_ids": [1, 1]}],
+                           target="lavapipe", precision="fp16")
+    feed, position = np.array([PROMPT], np.int64), 0
+    with load(bundle) as model:
+        assert model.read_state("past_key.0").dtype == np.float16
+        for _ in range(8):
+            run = {"input_ids": feed, "position": np.array([position], np.int64)}
+            ref = dict(zip(names, sess.run(None, {**run, **caches})))
+            assert_close("logits", model.run(run)["logits"], ref["logits"], rtol_l2=1e-2, rtol=1e9, atol=1e9)
+            caches = {n: ref[n.replace("past_", "present_")] for n in caches}
+            position += feed.shape[1]
+            feed = np.array([[int(np.argmax(ref["logits"][0, -1]))]], np.int64)
+
+
+def test_sampling_is_reproducible_and_within_top_k(bundle):
+    with load(bundle) as model:
+        a = list(model.generate(PROMPT, 12, temperature=0.8, top_k=5, seed=7))
+        b = list(model.generate(PROMPT, 12, temperature=0.8, top_k=5, seed=7))
+    assert a == b and len(a) == 12
+
+
+def test_sampler_rules():
+    logits = np.array([0.0, 3.0, 1.0, 2.0])
+    assert Sampler()(logits) == 1
+    assert {Sampler(1.0, top_k=2, seed=s)(logits) for s in range(50)} == {1, 3}
+    assert {Sampler(1.0, top_p=0.01, seed=s)(logits) for s in range(20)} == {1}
+
+
+def test_eos_stops(bundle, llama):
+    first = onnxruntime_greedy(llama, PROMPT, 3)
+    with load(bundle) as model:
+        assert list(model.generate(PROMPT, 10, eos_token_id=first[1])) == first[:2]
+
+
+@pytest.mark.parametrize("kw, phrase", [
+    (dict(max_new_tokens=60), "exceed the 64 rows"),
+    (dict(input_ids=[]), "empty"),
+    (dict(max_new_tokens=-1), ">= 0"),
+])
+def test_refused(bundle, kw, phrase):
+    args = {"input_ids": PROMPT, "max_new_tokens": 4, **kw}
+    with load(bundle) as model, pytest.raises(ValueError, match=phrase):
+        list(model.generate(args.pop("input_ids"), args.pop("max_new_tokens")))
+
+
+def test_needs_a_decode_variant(llama):
+    bundle = compile_model(llama, input_shapes={"input_ids": [1, 4]}, target="lavapipe")
+    with load(bundle) as model, pytest.raises(ValueError, match="decode variant"):
+        list(model.generate(PROMPT, 2))
+
+
+def test_cli_generate(bundle, llama, tmp_path):
+    from typer.testing import CliRunner
+    from compiler.cli import app
+    path = tmp_path / "llama.vkb"
+    path.write_bytes(bundle)
+    r = CliRunner().invoke(app, ["generate", str(path), "--prompt-ids", ",".join(map(str, PROMPT)),
+                                 "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].split() == [str(t) for t in onnxruntime_greedy(llama, PROMPT, 8)]
+    assert "prefill 7 tokens" in lines[1] and "decode" in lines[1] and "tokens/s" in lines[1]
+    r = CliRunner().invoke(app, ["generate", str(path), "--prompt-ids", "1,x"])
+    assert r.exit_code != 0 and "not a list of integers" in r.output
