@@ -35,6 +35,7 @@ from bundles.variants import input_shapes, no_variant_message, packed_weights, s
 
 from .device import acquire, new
 from .errors import Cleanup, DeviceLostError, VkcRuntimeError, step
+from .generate import Sampler, generate as generate_tokens
 from .memory import Buffer
 from .pipelines import Pipelines, cache_file, validate_modules
 
@@ -827,8 +828,7 @@ class Model:
         """Token ids after the prompt `input_ids`, streamed as they come, for a decoder whose KV cache
         is this model's state (runtime_min.generate: the inputs it takes, the prompt in chunks of
         the variants' lengths). Greedy by default; temperature > 0 samples (top_k, top_p, seed)."""
-        from .generate import Sampler, generate
-        return generate(self, input_ids, max_new_tokens, eos_token_id=eos_token_id,
+        return generate_tokens(self, input_ids, max_new_tokens, eos_token_id=eos_token_id,
                         sampler=Sampler(temperature, top_k, top_p, seed), **names)
 
     def _zero_state(self, cmd):
