@@ -513,7 +513,7 @@ FAMILY_OPS = {*reduce_ops(), "Softmax", "LogSoftmax", "CumSum", "LayerNormalizat
 # compute only on shapes and constants at compile time.
 NO_ARITHMETIC = {"Concat", "Constant", "Dropout", "Expand", "Flatten", "Gather", "GatherElements",
                  "Identity", "Pad", "Range", "Reshape", "Shape", "Size", "Slice", "Split", "Squeeze",
-                 "Tile", "Transpose", "Trilu", "Unsqueeze"}
+                 "TensorScatter", "Tile", "Transpose", "Trilu", "Unsqueeze"}
 # Ops that compute but whose special values this table does not check yet.
 NOT_CHECKED = {
     # onnxruntime's linear and cubic Resize give NaN wherever an infinity is among the taps of
