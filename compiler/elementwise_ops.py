@@ -105,7 +105,7 @@ _OPS = [
     ElementwiseOp("sign", **texts("(isnan({0}) ? {0} : sign({0}))", "double", int="sign({0})",
                                   uint="min({0}, {one})"), onnx={"Sign": ()}, exact=True),
     ElementwiseOp("relu", **texts("{fmax}({0}, {z})", "double", int="max({0}, {z})", uint="{0}"),
-                  onnx={"Relu": ()}, exact=True),
+                  onnx={"Relu": ()}, exact=True, magnitude=M.rectified),
     ElementwiseOp("prelu", **texts("({0} < {z} ? {1} * {0} : {0})", "double", "int", uint="{0}"),
                   onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
     # Floating point only.
@@ -119,7 +119,7 @@ _OPS = [
     ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
                   onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
     ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()},
-                  magnitude=M.bounded(1.0)),
+                  magnitude=M.bounded(1.0, at_zero=0.5)),
     # float64 exp and log call helpers (expr.HELPERS: GLSL has them in float only)
     ElementwiseOp("exp", "exp({0})", double="{dexp}({0})", onnx={"Exp": ()}, magnitude=M.exponential),
     ElementwiseOp("log", "log({0})", double="{dlog}({0})", onnx={"Log": ()}),
@@ -131,12 +131,13 @@ _OPS = [
                           "sign({0}) * (1.0 - 2.0 / (exp(2.0 * abs({0})) + 1.0)))",
                   onnx={"Tanh": ()}, magnitude=M.bounded(1.0)),
     ElementwiseOp("hardswish", "({0} * clamp({0} * 0.16666667 + 0.5, 0.0, 1.0))",
-                  onnx={"HardSwish": ()}),
+                  onnx={"HardSwish": ()}, magnitude=M.rectified),
     # log(1 + exp(x)) without overflow for large x
     ElementwiseOp("softplus", "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
                   onnx={"Softplus": ()}),
     ElementwiseOp("hardsigmoid", "{fmin}({fmax}({1} * {0} + {2}, 0.0), 1.0)",
-                  onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))}, magnitude=M.bounded(1.0)),
+                  onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))},
+                  magnitude=M.bounded(1.0, at_zero=0.5)),
     ElementwiseOp("elu", "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
                   onnx={"Elu": (("alpha", 1.0),)}),
     ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",

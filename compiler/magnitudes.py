@@ -1,12 +1,13 @@
-"""How large an op's result may grow from its inputs: what the float16 range pass
-(passes/float16_range.py) asks of an op, declared with the op (`magnitude=` in its `register` or
-`declare`). Each rule takes the node and the largest |value| each input may hold (None: not a
-float tensor, or absent) and returns the largest |value| its result may hold, or None where it
-cannot say (the pass then takes an activation's magnitude, or its inputs' if larger).
+"""How large an op's result may grow, and how small it typically is, from its inputs: what the
+float16 range pass (passes/float16_range.py) asks of an op, declared with the op (`magnitude=` in
+its `register` or `declare`). Each rule takes the node and a Magnitude per input (None: not a
+float tensor, or absent) and returns its result's Magnitude, or None where it cannot say (the
+pass then takes an activation's bound and its computed inputs' typical size).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,9 +17,26 @@ ACTIVATION = 256.0
 # Past 2^13 float16's spacing is 8: an activation-sized term added to such a value keeps under two
 # significant digits; past 65504 float16 overflows.
 LIMIT = 8192.0
+# The largest |value| of a tensor, in units of its root mean square: a normal sample of a million
+# values stays within 5 of them; 16 leaves room for heavier tails.
+CREST = 16.0
 
 
-def _known(ins) -> list[float]:
+@dataclass(frozen=True)
+class Magnitude:
+    top: float   # the largest |value| it may hold: a bound, or ACTIVATION's assumption
+    rms: float   # its typical |value|: the root mean square, estimated from the weights
+    # the part of rms that is one sign: 0 for values symmetric about 0 (a product's result with
+    # weights of both signs), rms for nonnegative ones (a Relu's)
+    mean: float = 0.0
+
+    @property
+    def spread(self) -> float:
+        """The root mean square of its part symmetric about 0."""
+        return math.sqrt(max(self.rms ** 2 - self.mean ** 2, 0.0))
+
+
+def _known(ins) -> list[Magnitude]:
     return [m for m in ins if m is not None]
 
 
@@ -31,106 +49,221 @@ def _grown(value) -> float:
     return x if math.isfinite(x) else math.inf
 
 
-def activation(node, ins) -> float:
-    """A product (MatMul, Gemm, Conv): its result is an activation (training keeps it one),
-    unless it reads a value past LIMIT (a float32 mask, a large constant), which it carries on."""
-    return max(max(_known(ins), default=0.0), ACTIVATION) if any(m > LIMIT for m in _known(ins)) \
-        else ACTIVATION
+def _rms(data) -> float:
+    a = np.asarray(data, np.float64)
+    a = a[np.isfinite(a)]
+    return float(np.sqrt(np.mean(a * a))) if a.size else 0.0
+
+
+def conv_taps(node) -> float:
+    """A convolution's weight [C_out, C_in/group, *kernel]: each output sums C_in/group * kernel
+    products, less those that land on the zero padding (most of a 5x5 kernel on a 2x2 map)."""
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    strides = node.attrs.get("strides") or [1] * nd
+    dilations = node.attrs.get("dilations") or [1] * nd
+    pads = node.attrs.get("pads") or [0] * (2 * nd)
+    auto = node.attrs.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    inside = 1.0
+    for i, k in enumerate(kernel):
+        n, out, s, d = x.shape[2 + i], y.shape[2 + i], strides[i], dilations[i]
+        begin = pads[i]
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+            begin = total // 2 if auto == "SAME_UPPER" else total - total // 2
+        elif auto == "VALID":
+            begin = 0
+        hits = sum(0 <= o * s - begin + j * d < n for o in range(out) for j in range(k))
+        inside *= hits / max(out * k, 1)
+    return w.shape[1] * math.prod(kernel) * inside
+
+
+def transposed_conv_taps(node) -> int:
+    """A transposed convolution's weight [C_in, C_out/group, *kernel]: each output sums
+    C_in/group channels over the kernel taps its stride lands on."""
+    w = node.inputs[1]
+    taps = math.prod(w.shape[2:]) / math.prod(node.attrs.get("strides") or [1])
+    return max(int(w.shape[0] // node.attrs.get("group", 1) * max(taps, 1.0)), 1)
+
+
+def shared_axis(node) -> int:
+    """A matrix product's contracted axis: A's last (its first where Gemm's transA)."""
+    a = node.inputs[0]
+    return a.shape[-2] if node.attrs.get("transA", 0) and len(a.shape) > 1 else a.shape[-1]
+
+
+def weighted_sum(taps):
+    """A product (MatMul, Gemm, Conv): each result sums `taps(node)` products of its two operands,
+    so its typical size is theirs times sqrt(taps) (independent terms; a weight's typical size is
+    its root mean square), plus the bias's. Its bound is an activation's (training keeps it one),
+    or CREST times that typical size where the weights grow it past that (library-default init
+    of a deep model), or a value past LIMIT that it reads (a float32 mask, a large constant)."""
+    def rule(node, ins) -> Magnitude:
+        known = _known(ins)
+        a, b = (ins + [None, None])[:2]
+        rms = a.rms * b.rms * math.sqrt(taps(node)) if a is not None and b is not None else ACTIVATION
+        bias = ins[2] if len(ins) > 2 else None
+        if bias is not None:
+            rms = math.hypot(rms, bias.rms)
+        top = max(ACTIVATION, CREST * rms)
+        if any(m.top > LIMIT for m in known):
+            top = max(top, *(m.top for m in known))
+        return Magnitude(_grown(lambda: top), rms)
+    return rule
+
+
+def _rectify(x: Magnitude, top: float) -> Magnitude:
+    """max(x, 0): the half of x's symmetric part below 0 becomes 0; its nonnegative part stays."""
+    rms = math.sqrt(x.mean ** 2 + x.spread ** 2 / 2)
+    return Magnitude(top, rms, rms)
+
+
+def rectified(node, ins) -> Magnitude | None:
+    """Relu, HardSwish: the negative half of their input's symmetric part becomes 0 (or near it)."""
+    x = ins[0] if ins else None
+    return _rectify(x, x.top) if x is not None else None
 
 
 def weighted_average(index: int):
     """Attention: each result is a softmax-weighted average of the rows of input `index` (V)."""
-    def rule(node, ins) -> float | None:
+    def rule(node, ins) -> Magnitude | None:
         return ins[index] if index < len(ins) else None
     return rule
 
 
-def sum_of(node, ins) -> float:
-    """Add, Sub, Sum: the terms' magnitudes add."""
-    return sum(_known(ins))
+def sum_of(node, ins) -> Magnitude:
+    """Add, Sub, Sum: the terms' bounds add; typically their one-signed parts add and their
+    symmetric parts add as independent terms do."""
+    known = _known(ins)
+    mean = sum(m.mean for m in known)
+    return Magnitude(sum(m.top for m in known), math.sqrt(mean ** 2 + sum(m.spread ** 2 for m in known)),
+                     mean)
 
 
-def product_of(node, ins) -> float:
+def product_of(node, ins) -> Magnitude:
     """Mul: the factors' magnitudes multiply (a square of an activation: its magnitude squared)."""
-    return math.prod(_known(ins))
+    known = _known(ins)
+    rms = math.prod(m.rms for m in known)
+    return Magnitude(_grown(lambda: math.prod(m.top for m in known)), rms,
+                     rms * math.prod(m.mean / m.rms if m.rms else 0.0 for m in known))
 
 
-def quotient(node, ins) -> float | None:
-    """Div: by a constant, the numerator over the constant's smallest |value|; by a tensor
-    computed at run time (a normalization's deviation, a softmax's sum), unknown."""
+def quotient(node, ins) -> Magnitude | None:
+    """Div: by a constant, the numerator over the constant's smallest |value| (typically, over
+    its typical size); by a tensor computed at run time (a normalization's deviation, a softmax's
+    sum), unknown."""
     d = node.inputs[1] if len(node.inputs) > 1 else None
     if d is None or not d.is_constant or ins[0] is None:
         return None
-    smallest = float(np.min(np.abs(d.data))) if d.size else 1.0
-    return math.inf if smallest == 0 else ins[0] / smallest
+    data = np.abs(np.asarray(d.data, np.float64))
+    smallest = float(np.min(data)) if d.size else 1.0
+    if smallest == 0:
+        return Magnitude(math.inf, math.inf)
+    k = _rms(1.0 / data)
+    return Magnitude(ins[0].top / smallest, ins[0].rms * k, ins[0].mean * k)
 
 
-def power(node, ins) -> float:
+def power(node, ins) -> Magnitude:
     """Pow: a constant exponent p takes |x| to |x|^p (p > 1 grows it: squares, cubes); an exponent
     computed at run time may take it anywhere."""
     p = node.inputs[1] if len(node.inputs) > 1 else None
     if p is None or not p.is_constant or ins[0] is None:
-        return math.inf
+        return Magnitude(math.inf, ins[0].rms if ins[0] is not None else ACTIVATION)
     top = float(np.max(p.data)) if p.size else 1.0
     base = ins[0]
-    return _grown(lambda: base ** top) if base >= 1 and top > 0 else max(base, 1.0)
+    bound = _grown(lambda: base.top ** top) if base.top >= 1 and top > 0 else max(base.top, 1.0)
+    return Magnitude(bound, _grown(lambda: base.rms ** top) if top > 0 else max(base.rms, 1.0))
 
 
-def exponential(node, ins) -> float:
-    """Exp: e^x, past float16's range from x = 11.1 on."""
-    return _grown(lambda: math.exp(ins[0])) if ins[0] is not None else math.inf
+def exponential(node, ins) -> Magnitude:
+    """Exp: e^x, past float16's range from x = 11.1 on; about 1 where x is small."""
+    if ins[0] is None:
+        return Magnitude(math.inf, 1.0, 1.0)
+    rms = _grown(lambda: math.exp(ins[0].rms))
+    return Magnitude(_grown(lambda: math.exp(ins[0].top)), rms, rms)
 
 
-def square_root(node, ins) -> float | None:
-    return math.sqrt(ins[0]) if ins[0] is not None else None
+def square_root(node, ins) -> Magnitude | None:
+    if ins[0] is None:
+        return None
+    return Magnitude(math.sqrt(ins[0].top), math.sqrt(ins[0].rms), math.sqrt(ins[0].rms))
 
 
-def clipped(node, ins) -> float | None:
+def clipped(node, ins) -> Magnitude | None:
     """Clip: within its bounds where both are known (attributes, or constant inputs)."""
     bounds = [node.attrs.get("min"), node.attrs.get("max")]
     for i in (1, 2):
         v = node.inputs[i] if i < len(node.inputs) else None
         if v is not None and v.is_constant and v.size == 1:
             bounds[i - 1] = float(np.asarray(v.data).reshape(()))
+    x = ins[0]
     if any(b is None for b in bounds):
-        return ins[0]
-    return min(max(abs(b) for b in bounds), ins[0]) if ins[0] is not None else max(abs(b) for b in bounds)
+        return x
+    edge = max(abs(b) for b in bounds)
+    if x is None:
+        return Magnitude(edge, edge)
+    y = _rectify(x, x.top) if bounds[0] == 0 else x   # a floor at 0: Relu6
+    return Magnitude(min(edge, y.top), min(edge, y.rms), min(edge, y.mean))
 
 
-def bounded(limit: float):
-    """An op whose result stays within +-limit whatever its inputs (Softmax, Sigmoid, Tanh, Erf)."""
-    def rule(node, ins) -> float:
-        return limit
+def bounded(limit: float, at_zero: float = 0.0):
+    """An op whose result stays within +-limit whatever its inputs (Softmax, Sigmoid, Tanh, Erf).
+    Typically: an odd one (tanh(x) ~ x near 0) no larger than its input; one that is at_zero at
+    0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that value."""
+    def rule(node, ins) -> Magnitude:
+        x = ins[0] if ins else None
+        if at_zero:
+            return Magnitude(limit, at_zero, at_zero)
+        if x is None:
+            return Magnitude(limit, limit)
+        return Magnitude(limit, min(limit, x.rms), min(limit, x.mean))
     return rule
 
 
 def reduction(kind: str):
-    """A reduction of `kind` (reduce_ops.REDUCE_OPS) over N elements: a sum grows N times, a sum
-    of squares N times the square; means, maxima and minima stay within their input's range."""
-    def rule(node, ins) -> float | None:
+    """A reduction of `kind` (reduce_ops.REDUCE_OPS) over N elements: a sum grows N times (its
+    one-signed part N times, its symmetric part sqrt(N) times), a sum of squares N times the square;
+    means, maxima and minima stay within their input's range."""
+    def rule(node, ins) -> Magnitude | None:
         x, y = node.inputs[0], node.outputs[0]
         if ins[0] is None:
             return None
         n = max(x.size // max(y.size, 1), 1)
-        m = ins[0]
-        grows = {"sum": lambda: m * n, "l1": lambda: m * n, "sumsquare": lambda: m * m * n,
-                 "l2": lambda: m * math.sqrt(n), "prod": lambda: m ** n if m > 1 else m,
-                 "logsumexp": lambda: m + math.log(n),
-                 "logsum": lambda: math.log(m * n) if m * n > 1 else m}
-        return _grown(grows.get(kind, lambda: m))
+
+        def grown(m, independent):
+            grows = {"sum": lambda: m * (math.sqrt(n) if independent else n),
+                     "l1": lambda: m * (math.sqrt(n) if independent else n),
+                     "sumsquare": lambda: m * m * n, "l2": lambda: m * math.sqrt(n),
+                     "prod": lambda: m ** n if m > 1 else m, "logsumexp": lambda: m + math.log(n),
+                     "logsum": lambda: math.log(m * n) if m * n > 1 else m}
+            return _grown(grows.get(kind, lambda: m))
+        x = ins[0]
+        if kind in ("sum", "l1"):
+            mean = grown(x.mean, False) if kind == "sum" else grown(x.rms, False)
+            return Magnitude(grown(x.top, False), math.hypot(mean, grown(x.spread, True)), mean)
+        rms = grown(x.rms, True)
+        return Magnitude(grown(x.top, False), rms, rms if kind != "prod" else 0.0)
     return rule
 
 
 def normalization(scale: int, bias: int | None = None, skip: int | None = None):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the
-    scale's largest |value|, plus the bias's; the residual sum x + skip it may also write adds."""
-    def rule(node, ins) -> float:
+    scale's largest |value|, plus the bias's; typically the scale's and bias's size (the row has
+    unit root mean square). The residual sum x + skip it may also write adds."""
+    def rule(node, ins) -> Magnitude:
         x = node.inputs[0]
         axis = node.attrs.get("axis", -1) % max(len(x.shape), 1)
         n = math.prod(x.shape[axis:])
 
-        def at(i):
-            return ins[i] if i is not None and i < len(ins) and ins[i] is not None else 0.0
-        y = math.sqrt(n) * (at(scale) or 1.0) + at(bias)
-        return max(y, at(0) + at(skip)) if skip is not None else y
+        def at(i, field):
+            m = ins[i] if i is not None and i < len(ins) else None
+            return getattr(m, field) if m is not None else 0.0
+        y = Magnitude(math.sqrt(n) * (at(scale, "top") or 1.0) + at(bias, "top"),
+                      math.hypot(at(scale, "rms") or 1.0, at(bias, "rms")))
+        if skip is None:
+            return y
+        return Magnitude(max(y.top, at(0, "top") + at(skip, "top")),
+                         max(y.rms, math.hypot(at(0, "rms"), at(skip, "rms"))))
     return rule

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
-from ..magnitudes import activation
+from ..magnitudes import conv_taps, weighted_sum
 from ..ir import Value
 from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
@@ -46,7 +46,7 @@ def _as_2d(shape):
 
 
 @register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims",
-          magnitude=activation, product="conv")
+          magnitude=weighted_sum(conv_taps), product="conv")
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..dtypes import kernel_types
 from ..errors import CompileError
-from ..magnitudes import activation
+from ..magnitudes import transposed_conv_taps, weighted_sum
 from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register
 
@@ -30,7 +30,7 @@ def _pad3(values, fill):
 
 
 @register("ConvTranspose", dtypes=FLOATS, limits="4-D and higher spatial ranks",
-          magnitude=activation)
+          magnitude=weighted_sum(transposed_conv_taps))
 def lower_conv_transpose(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

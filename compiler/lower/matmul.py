@@ -6,7 +6,7 @@ import numpy as np
 
 from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
-from ..magnitudes import activation
+from ..magnitudes import shared_axis, weighted_sum
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
@@ -537,7 +537,7 @@ def _matmul_rows(graph, node, rows: Rows):
     return [aligned(a, y, rows), aligned(b, y, rows)]   # a batch axis
 
 
-@register("Gemm", dtypes=FLOATS, magnitude=activation, row_wise=_gemm_rows, product="matmul")
+@register("Gemm", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_gemm_rows, product="matmul")
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
@@ -564,7 +564,7 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-@register("MatMul", dtypes=FLOATS, magnitude=activation, row_wise=_matmul_rows, product="matmul",
+@register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)

@@ -2,14 +2,19 @@
 `--keep-fp32` would, where float16 storage would overflow or lose too much. Decided from what
 the compiler knows statically: constants' values, op kinds, axis lengths.
 
-Every float value gets the largest |value| it may hold:
-- a constant: its largest finite |value|;
-- a graph input: ACTIVATION;
-- a node's result: what its op declares (`magnitude=` with the op, compiler/magnitudes.py: sums
-  add, products multiply, Exp exponentiates, reductions grow with their axis length, Softmax,
-  Sigmoid, Tanh, Erf and normalizations are bounded); an op that declares nothing (products,
-  convolutions, pooling, data movement) gives ACTIVATION, or its largest input if larger: a
-  large value passes through it.
+Every float value gets a Magnitude (compiler/magnitudes.py): the largest |value| it may hold, and
+its typical size (root mean square, and how much of it is one-signed):
+- a constant: its largest finite |value|, its root mean square and mean;
+- a graph input: ACTIVATION, typical size 1 (normalized images, embeddings);
+- a node's result: what its op declares (`magnitude=` with the op: sums add, products multiply,
+  Exp exponentiates, reductions grow with their axis length, Softmax, Sigmoid, Tanh, Erf and
+  normalizations are bounded, Relu halves a symmetric input's mean square); a product (MatMul,
+  Gemm, Conv) typically scales its input by its weights: each output sums `taps` products, so
+  its size is input size x weight rms x sqrt(taps), the iid estimate (exact in expectation for
+  weights drawn at random, as library-default init draws them; trained weights hold activations
+  near 1, far from both ends of float16's range); its bound is ACTIVATION, or CREST times its
+  typical size where the weights grow it past that. An op that declares nothing (pooling, data
+  movement) passes its largest input on.
 
 ACTIVATION (256) is an assumption, not a fact: trained models keep their activations within a few
 hundred; a square of one or a product of two is already past float16's 65504.
@@ -19,26 +24,35 @@ A node that would compute in float16 stays float32 when
    saturate), or one that float16 rounds by over 1e-3 of its largest value (a tensor in float16's
    subnormal range);
 2. it reads a value that may pass LIMIT: its Cast into float16 would overflow or lose it;
-3. its own result may pass LIMIT (a sum of squares, exp of an activation, a 1e4 bias);
+3. its own result may pass LIMIT (a sum of squares, exp of an activation, a 1e4 bias, the
+   residual stream of a deep network whose default-init blocks each add to it);
 4. it reads a value that may hold what float16 rounds to 0: the result of a node that read a
    constant of rule 1's second kind (F.normalize's Clip to 1e-12), through data movement: a
-   division by it would divide by 0.
+   division by it would divide by 0;
+5. it reads, or computes, a value whose typical size is below SMALL, float16's smallest normal
+   number (2^-14): float16 keeps few digits of it, or flushes it to 0 (library-default init of
+   a network of depthwise convolutions shrinks every block's activations, to 1e-14 at the
+   logits of EfficientNet).
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
-for the nodes that read it (rule 2), up to a bounded op. Where a rule cannot see (an exponent
-computed at run time), the value counts as unbounded: float32, never a silent overflow.
+(or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
+see (an exponent computed at run time), the value counts as unbounded: float32, never a silent
+overflow.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..magnitudes import ACTIVATION, LIMIT, clipped
+from ..magnitudes import ACTIVATION, LIMIT, Magnitude, clipped
 from ..registry import find_rule
 
 F16_MAX = float(np.finfo(np.float16).max)
 ROUNDING = 1e-3   # the largest rounding of a constant, relative to its largest value
 FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
+# A graph input: an activation's bound, and unit typical size (normalized images, embeddings).
+INPUT = Magnitude(ACTIVATION, 1.0)
+SMALL = 2.0 ** -14   # float16's smallest normal value
 
 
 def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]:
@@ -49,11 +63,12 @@ def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]
 class _Range:
     def __init__(self, graph: Graph):
         self.graph = graph
-        self.size: dict[int, float] = {id(v): ACTIVATION for v in graph.inputs if _is_float(v)}
+        self.size: dict[int, Magnitude] = {id(v): INPUT for v in graph.inputs if _is_float(v)}
         self.origin: dict[int, str] = {}        # a large value -> the node or constant it comes from
+        self.small: dict[int, str] = {}         # a value below float16's normal range -> the same
         # values that may hold what float16 rounds to 0 (a Clip's 1e-12 floor before a division)
         self.tiny: dict[int, str] = {}
-        self.constants: dict[int, tuple[float, float]] = {}
+        self.constants: dict[int, tuple[Magnitude, float]] = {}
 
     def kept(self, computes_float16) -> dict[int, tuple[Node, str]]:
         found = {}
@@ -77,15 +92,18 @@ class _Range:
             if m is None or why:
                 continue
             if v.root().is_constant:
-                top, rounding = self._constant(v.root())
+                top, rounding = self._constant(v.root())[0].top, self._constant(v.root())[1]
                 if top > F16_MAX:
                     why = f"reads constant '{v.name}' holding {top:.3g}, past float16's range (65504)"
                 elif rounding > ROUNDING:
                     why = (f"reads constant '{v.name}', which float16 rounds by {rounding:.1%} of its "
                            "largest value")
                     tiny = f"constant '{v.name}'"
-            elif m > LIMIT:
-                why = f"reads '{v.name}', which may reach {m:.3g} (from {self._origin(v)})"
+            elif m.top > LIMIT:
+                why = f"reads '{v.name}', which may reach {m.top:.3g} (from {self._origin(v, self.origin)})"
+            elif m.rms < SMALL:
+                why = (f"reads '{v.name}', whose values are about {m.rms:.2g} (from "
+                       f"{self._origin(v, self.small)}), below float16's normal range (6.1e-05)")
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
         out = rule.magnitude(node, ins) if rule is not None and rule.magnitude is not None else None
         # Such values pass on through data movement (no rule) and a Clip to its floor; arithmetic
@@ -95,48 +113,61 @@ class _Range:
                 if v is not None and _is_float(v):
                     self.tiny[id(v)] = tiny
         if out is None:
-            out = max([ACTIVATION, *(m for m in ins if m is not None)])
+            computed = [m for v, m in zip(node.inputs, ins) if m is not None and not v.root().is_constant]
+            typical = max(computed or [m for m in ins if m is not None], key=lambda m: m.rms, default=INPUT)
+            out = Magnitude(max([ACTIVATION, *(m.top for m in ins if m is not None)]), typical.rms,
+                            typical.mean)
         for v in node.outputs:
             if v is not None and _is_float(v):
                 self.size[id(v)] = out
-        if out > LIMIT:
-            large = [v for v in node.inputs if v is not None and (self._magnitude(v) or 0) > LIMIT]
-            origin = self._origin(large[0]) if large and not large[0].root().is_constant \
-                else f"{node.op_type} '{node.name}'"
-            for v in node.outputs:
-                if v is not None:
-                    self.origin[id(v)] = origin
-            why = why or (f"its result may reach {out:.3g} from inputs up to "
-                          f"{max((m for m in ins if m is not None), default=0):.3g}")
+        if out.top > LIMIT:
+            self._mark(node, ins, self.origin, lambda m: m.top > LIMIT)
+            why = why or (f"its result may reach {out.top:.3g} from inputs up to "
+                          f"{max((m.top for m in ins if m is not None), default=0):.3g}")
+        elif out.rms < SMALL:
+            self._mark(node, ins, self.small, lambda m: m.rms < SMALL)
+            why = why or (f"its result's values are about {out.rms:.2g}, below float16's normal "
+                          "range (6.1e-05)")
         return why
 
-    def _magnitude(self, v: Value | None) -> float | None:
+    def _mark(self, node: Node, ins, origins: dict, past) -> None:
+        """Records where a value out of float16's range comes from: the first node that made one."""
+        out_of = [v for v, m in zip(node.inputs, ins) if m is not None and past(m) and not v.root().is_constant]
+        origin = self._origin(out_of[0], origins) if out_of else f"{node.op_type} '{node.name}'"
+        for v in node.outputs:
+            if v is not None:
+                origins[id(v)] = origin
+
+    def _magnitude(self, v: Value | None) -> Magnitude | None:
         if v is None or not _is_float(v):
             return None
         root = v.root()
         if root.is_constant:
             return self._constant(root)[0]
-        return self.size.get(id(v), self.size.get(id(root), ACTIVATION))
+        return self.size.get(id(v), self.size.get(id(root), INPUT))
 
     def _tiny(self, v: Value) -> str | None:
         return self.tiny.get(id(v), self.tiny.get(id(v.root())))
 
-    def _origin(self, v: Value) -> str:
-        return self.origin.get(id(v), self.origin.get(id(v.root()), "a graph input"))
+    def _origin(self, v: Value, origins: dict) -> str:
+        return origins.get(id(v), origins.get(id(v.root()), "a graph input"))
 
-    def _constant(self, c: Value) -> tuple[float, float]:
-        """(largest finite |value|, float16's largest rounding relative to it)."""
+    def _constant(self, c: Value) -> tuple[Magnitude, float]:
+        """(its magnitude, float16's largest rounding relative to its largest finite |value|)."""
         key = id(c)
         if key not in self.constants:
             data = np.asarray(c.data, np.float32)
             finite = np.abs(data[np.isfinite(data)])
             top = float(finite.max()) if finite.size else 0.0
+            values = data[np.isfinite(data)].astype(np.float64)
+            rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
+            mean = min(abs(float(np.mean(values))), rms) if values.size else 0.0
             if 0 < top <= F16_MAX:
                 rounded = finite.astype(np.float16).astype(np.float32)
                 rounding = float(np.max(np.abs(rounded - finite))) / top
             else:
                 rounding = 0.0
-            self.constants[key] = (top, rounding)
+            self.constants[key] = (Magnitude(top, rms, mean), rounding)
         return self.constants[key]
 
 

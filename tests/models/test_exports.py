@@ -29,10 +29,7 @@ RTOL_L2 = {"fp32": 1e-4, "fp16": 1e-2}
 FP16 = {"swin_default", "mobilenet_v3_default", "bert_random", "whisper_encoder_default", "mlp_static_out"}
 # (fixture, precision) -> the open bug it hits. strict: the test fails once the bug is fixed, so
 # the mark goes with the fix.
-KNOWN = {
-    ("mobilenet_v3_default", "fp16"): "fp16 flushes activations below float16's range (default-init "
-                                      "logits ~1e-8) to zero or loses them: rel L2 1.5e-2 (issue 30, item 4)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def cases() -> list:

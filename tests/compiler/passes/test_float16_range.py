@@ -121,3 +121,60 @@ def test_a_floor_float16_rounds_to_0_keeps_the_division_by_it_float32():
     x = np.random.default_rng(3).standard_normal((1, 4, 8)).astype(np.float32)
     x[0, 1] = 0
     check_against_onnxruntime(_normalize(), feeds={"x": x}, **FP16)
+
+
+def _conv_stack(gain: float, layers: int = 6, channels: int = 32, depthwise: bool = False):
+    """Convolutions followed by Relu, their weights drawn as library-default init draws them
+    (normal, std gain * sqrt(2 / fan_in), so each layer scales its input's size by about gain),
+    then a Linear head: a network whose activations shrink (gain < 1, depthwise convolutions
+    under kaiming fan_out) or grow (gain > 1) by the product of the gains."""
+    rng = np.random.default_rng(4)
+    nodes, inits, x = [], {}, "x"
+    for i in range(layers):
+        shape = (channels, 1, 3, 3) if depthwise else (channels, channels, 1, 1)
+        fan_in = int(np.prod(shape[1:]))
+        inits[f"w{i}"] = (gain * np.sqrt(2 / fan_in) * rng.standard_normal(shape)).astype(np.float32)
+        nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1] if depthwise
+                                   else [0, 0, 0, 0], group=channels if depthwise else 1),
+                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
+        x = f"r{i}"
+    inits["wh"] = (0.01 * rng.standard_normal((10, channels))).astype(np.float32)
+    inits["shape"] = np.array([1, -1], np.int64)
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["pooled"]),
+              helper.make_node("Reshape", ["pooled", "shape"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "wh"], ["y"], name="head", transB=1)]
+    return _model(nodes, [("x", [1, channels, 8, 8])], [1, 10], inits)
+
+
+def test_activations_below_float16s_normal_range_stay_float32():
+    """Each layer takes its input's size down 16 times: by the fourth, typical values are about
+    2e-5, below float16's smallest normal (6.1e-5); from there on the nodes stay float32, the
+    first ones compute float16."""
+    model = _conv_stack(gain=1 / 16)
+    kept = _kept(model)
+    assert "conv0" not in kept and "relu2" not in kept, kept
+    assert "below float16's normal range" in kept["conv3"] and "head" in kept, kept
+    check_against_onnxruntime(model, **FP16)
+
+
+def test_depthwise_convolutions_of_default_init_shrink_below_float16_and_stay_float32():
+    """Kaiming fan_out draws a depthwise 3x3 kernel of 32 channels with std sqrt(2 / (32 * 9)):
+    each layer scales its input by about 0.18 (MobileNet's and EfficientNet's blocks)."""
+    model = _conv_stack(gain=1 / np.sqrt(32), layers=10, depthwise=True)
+    kept = _kept(model)
+    assert "head" in kept and "conv0" not in kept, kept
+    check_against_onnxruntime(model, **FP16)
+
+
+def test_activations_weights_grow_past_float16s_range_stay_float32():
+    """Each layer takes its input's size up 6 times (Inception's default init: std 0.1 over a
+    fan-in of hundreds): about 1e4 by the fifth layer, past LIMIT."""
+    model = _conv_stack(gain=6.0)
+    kept = _kept(model)
+    assert "conv0" not in kept and "may reach" in kept["conv5"], kept
+    check_against_onnxruntime(model, **FP16)
+
+
+def test_activations_of_unit_size_keep_float16():
+    """He init (each Conv and Relu keep the size): every node computes float16."""
+    assert _kept(_conv_stack(gain=1.0, layers=12)) == {}
