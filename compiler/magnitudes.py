@@ -33,7 +33,9 @@ class Magnitude:
     @property
     def spread(self) -> float:
         """The root mean square of its part symmetric about 0."""
-        return math.sqrt(max(self.rms ** 2 - self.mean ** 2, 0.0))
+        if not self.rms or math.isinf(self.rms):
+            return self.rms
+        return self.rms * math.sqrt(max(1.0 - (self.mean / self.rms) ** 2, 0.0))
 
 
 def _known(ins) -> list[Magnitude]:
@@ -116,7 +118,7 @@ def weighted_sum(taps):
 
 def _rectify(x: Magnitude, top: float) -> Magnitude:
     """max(x, 0): the half of x's symmetric part below 0 becomes 0; its nonnegative part stays."""
-    rms = math.sqrt(x.mean ** 2 + x.spread ** 2 / 2)
+    rms = math.hypot(x.mean, x.spread / math.sqrt(2.0))
     return Magnitude(top, rms, rms)
 
 
@@ -138,8 +140,7 @@ def sum_of(node, ins) -> Magnitude:
     symmetric parts add as independent terms do."""
     known = _known(ins)
     mean = sum(m.mean for m in known)
-    return Magnitude(sum(m.top for m in known), math.sqrt(mean ** 2 + sum(m.spread ** 2 for m in known)),
-                     mean)
+    return Magnitude(sum(m.top for m in known), math.hypot(mean, *(m.spread for m in known)), mean)
 
 
 def product_of(node, ins) -> Magnitude:
@@ -153,10 +154,12 @@ def product_of(node, ins) -> Magnitude:
 def quotient(node, ins) -> Magnitude | None:
     """Div: by a constant, the numerator over the constant's smallest |value| (typically, over
     its typical size); by a tensor computed at run time (a normalization's deviation, a softmax's
-    sum), unknown."""
+    sum), an activation's bound (or its inputs'), typically 1."""
     d = node.inputs[1] if len(node.inputs) > 1 else None
-    if d is None or not d.is_constant or ins[0] is None:
+    if ins[0] is None:
         return None
+    if d is None or not d.is_constant:   # a normalization: typically 1 (or 1/N, a softmax's)
+        return Magnitude(max(ACTIVATION, *(m.top for m in _known(ins))), 1.0)
     data = np.abs(np.asarray(d.data, np.float64))
     smallest = float(np.min(data)) if d.size else 1.0
     if smallest == 0:
@@ -251,19 +254,23 @@ def reduction(kind: str):
 def normalization(scale: int, bias: int | None = None, skip: int | None = None):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the
     scale's largest |value|, plus the bias's; typically the scale's and bias's size (the row has
-    unit root mean square). The residual sum x + skip it may also write adds."""
-    def rule(node, ins) -> Magnitude:
+    unit root mean square). The residual sum x + skip it may also write (the output its
+    `outputs` attribute names SUM, or the fourth) adds its terms. One Magnitude per output."""
+    def rule(node, ins) -> list[Magnitude]:
         x = node.inputs[0]
         axis = node.attrs.get("axis", -1) % max(len(x.shape), 1)
         n = math.prod(x.shape[axis:])
 
-        def at(i, field):
-            m = ins[i] if i is not None and i < len(ins) else None
-            return getattr(m, field) if m is not None else 0.0
-        y = Magnitude(math.sqrt(n) * (at(scale, "top") or 1.0) + at(bias, "top"),
-                      math.hypot(at(scale, "rms") or 1.0, at(bias, "rms")))
-        if skip is None:
-            return y
-        return Magnitude(max(y.top, at(0, "top") + at(skip, "top")),
-                         max(y.rms, math.hypot(at(0, "rms"), at(skip, "rms"))))
+        def at(i):
+            return ins[i] if i is not None and i < len(ins) and ins[i] is not None else None
+
+        def field(m, name, default=0.0):
+            return getattr(m, name) if m is not None else default
+        y = Magnitude(math.sqrt(n) * (field(at(scale), "top") or 1.0) + field(at(bias), "top"),
+                      math.hypot(field(at(scale), "rms", 1.0), field(at(bias), "rms")))
+        roles = node.attrs.get("outputs") or ["Y", "MEAN", "INV_STD", "SUM"]
+        if skip is None or at(skip) is None:
+            return [y for _ in node.outputs]
+        total = sum_of(node, [at(0), at(skip)])
+        return [total if role == "SUM" else y for role, _ in zip(roles, node.outputs)]
     return rule

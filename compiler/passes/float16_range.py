@@ -30,7 +30,7 @@ A node that would compute in float16 stays float32 when
    constant of rule 1's second kind (F.normalize's Clip to 1e-12), through data movement: a
    division by it would divide by 0;
 5. it reads, or computes, a value whose typical size is below SMALL, float16's smallest normal
-   number (2^-14): float16 keeps few digits of it, or flushes it to 0 (library-default init of
+   number (2^-14), and not 0: float16 keeps few digits of it, or flushes it to 0 (library-default init of
    a network of depthwise convolutions shrinks every block's activations, to 1e-14 at the
    logits of EfficientNet).
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
@@ -101,7 +101,7 @@ class _Range:
                     tiny = f"constant '{v.name}'"
             elif m.top > LIMIT:
                 why = f"reads '{v.name}', which may reach {m.top:.3g} (from {self._origin(v, self.origin)})"
-            elif m.rms < SMALL:
+            elif 0 < m.rms < SMALL:
                 why = (f"reads '{v.name}', whose values are about {m.rms:.2g} (from "
                        f"{self._origin(v, self.small)}), below float16's normal range (6.1e-05)")
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
@@ -117,15 +117,17 @@ class _Range:
             typical = max(computed or [m for m in ins if m is not None], key=lambda m: m.rms, default=INPUT)
             out = Magnitude(max([ACTIVATION, *(m.top for m in ins if m is not None)]), typical.rms,
                             typical.mean)
-        for v in node.outputs:
+        each = out if isinstance(out, list) else [out] * len(node.outputs)
+        for v, m in zip(node.outputs, each):
             if v is not None and _is_float(v):
-                self.size[id(v)] = out
+                self.size[id(v)] = m
+        out = Magnitude(max(m.top for m in each), min(m.rms for m in each)) if each else out
         if out.top > LIMIT:
             self._mark(node, ins, self.origin, lambda m: m.top > LIMIT)
             why = why or (f"its result may reach {out.top:.3g} from inputs up to "
                           f"{max((m.top for m in ins if m is not None), default=0):.3g}")
-        elif out.rms < SMALL:
-            self._mark(node, ins, self.small, lambda m: m.rms < SMALL)
+        elif 0 < out.rms < SMALL:
+            self._mark(node, ins, self.small, lambda m: 0 < m.rms < SMALL)
             why = why or (f"its result's values are about {out.rms:.2g}, below float16's normal "
                           "range (6.1e-05)")
         return why

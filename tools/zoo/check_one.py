@@ -10,7 +10,10 @@ with two shape variants (batch 1 and 2) and run at both.
 Tolerances (the test suite's, tests/harness.py): fp32: rel L2 <= 1e-4 and every element
 |got - ref| <= atol + rtol*|ref| with rtol 1e-3, atol 1e-4 * max|ref|; fp16 (inputs and outputs
 float32, storage float16) against the fp32 reference: rel L2 <= 1e-2 (the per-element ratio at
-rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged).
+rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged). The reference's own spread, onnxruntime
+with its graph optimizations on against off (another order of the same float32 sums), is
+recorded too: where it passes the fp32 limit, the model amplifies rounding past what any float32
+implementation can meet, and fp32 is judged on rel L2 <= twice that spread.
 """
 from __future__ import annotations
 
@@ -44,7 +47,13 @@ def where(exc: BaseException) -> str:
     return f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno} {f.name}"
 
 
-def compare(got: dict, ref: dict, names: list[str], precision: str) -> dict:
+def spread(a: list, b: list) -> float:
+    """The largest rel L2 between two runs' float outputs."""
+    return max((float(np.linalg.norm(x.astype(np.float64) - y) / max(float(np.linalg.norm(y)), 1e-30))
+                for x, y in zip(a, b) if x.dtype.kind == "f" and x.size), default=0.0)
+
+
+def compare(got: dict, ref: dict, names: list[str], precision: str, reference_spread: float = 0.0) -> dict:
     worst, problems = None, []
     for name, want in zip(names, ref):
         if name not in got:
@@ -58,7 +67,11 @@ def compare(got: dict, ref: dict, names: list[str], precision: str) -> dict:
             if not np.array_equal(g, want):
                 problems.append(f"{name}: {int((g != want).sum())} of {want.size} elements differ")
             continue
-        if precision == "fp32":
+        if precision == "fp32" and reference_spread > RTOL_L2["fp32"]:
+            st, problem = close_problem(name, g, want, rtol_l2=2 * reference_spread)
+            if problem and st["rel_l2"] <= 2 * reference_spread:
+                problem = None  # judged on rel L2 alone, against what onnxruntime itself moves by
+        elif precision == "fp32":
             st, problem = close_problem(name, g, want, rtol_l2=RTOL_L2["fp32"])
         else:
             st, problem = close_problem(name, g, want, rtol_l2=RTOL_L2["fp16"], rtol=1e-2,
@@ -86,7 +99,12 @@ def check(onnx_path: Path, recipe: dict, seed: int, configs=CONFIGS) -> dict:
     rng = np.random.default_rng(seed)
     feeds = [{s["name"]: make_feed(s, b, rng) for s in specs} for b in batches]
     refs = [sess.run(None, f) for f in feeds]
-    result = {"configs": {}, "batches": list(batches), "nodes": len(model.graph.node)}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+    spreads = [spread(plain.run(None, f), r) for f, r in zip(feeds, refs)]
+    result = {"configs": {}, "batches": list(batches), "nodes": len(model.graph.node),
+              "reference_spread": max(spreads)}
     for precision, target in configs:
         key = f"{precision}/{target}"
         row = result["configs"][key] = {}
@@ -109,7 +127,7 @@ def check(onnx_path: Path, recipe: dict, seed: int, configs=CONFIGS) -> dict:
         start = time.perf_counter()
         try:
             with load(bundle) as m:
-                runs = [compare(m.run(f), r, out_names, precision) for f, r in zip(feeds, refs)]
+                runs = [compare(m.run(f), r, out_names, precision, sp) for f, r, sp in zip(feeds, refs, spreads)]
         except VkcRuntimeError as exc:  # the runtime's own one-line refusal (a device limit)
             row.update(status="refused", stage="run", reason=first_line(exc))
             continue
