@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dtypes import kernel_types
 from ..errors import CompileError
+from ..magnitudes import Magnitude
 from ..registry import FLOATS, shape_of_input0
 from .kernel import Kernel, grid_1d, register, unsupported_dtype
 
@@ -24,12 +25,12 @@ LIMITS = "position_ids other than int64; positions outside the tables are clampe
 
 def _magnitude(node, ins):
     """A rotation keeps |x1| + |x2| as a bound: |x1 cos - x2 sin| <= |x1| + |x2| for |cos|, |sin|
-    <= 1 (the tables' own bound multiplies where they hold larger values)."""
+    <= 1 (the tables' own bound multiplies where they hold larger values); typically x's size."""
     x = ins[0] if ins and ins[0] is not None else None
-    tables = [m for m in ins[1:] if m is not None]
+    grow = max([1.0, *(m.top for m in ins[1:] if m is not None)])
     if x is None:
         return None
-    return 2 * x * max([1.0, *tables])
+    return Magnitude(2 * x.top * grow, x.rms * grow)
 
 
 def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
