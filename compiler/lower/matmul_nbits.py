@@ -29,8 +29,11 @@ MS = "com.microsoft"
 ROWS = 4
 M_TILE = 4
 LOCAL = 64
-# B read 16 bytes (4 words) at a time by each invocation where rows allow; off: a word at a time.
-VECTOR_LOADS = True
+# B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time:
+# off, as word loads were 6-20% faster at M = 1 and 2.5x at M = 16 on an H100
+# (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x64v`); ROWS, M_TILE and LOCAL: the best of
+# ten variants there within 5% at M = 1.
+VECTOR_LOADS = False
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts run as repeated GEMV (no tiled GEMM)")
 MAX_BINDING_BYTES = 1 << 27
@@ -95,6 +98,8 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
                   SUBGROUP_SUM=target.subgroup_reductions,
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
+                  # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
+                  A_VEC4=k == blocks * block_size and k % 4 == 0,
                   zero_points=zp_kind, has_bias=bias is not None, **kernel_types(a),
                   TS=kernel_types(scales)["T"],
                   TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None)
