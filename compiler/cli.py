@@ -71,7 +71,7 @@ class _Commands(typer.core.TyperGroup):
             hint = f" (`{ctx.command_path} --help` lists the options)" if ctx is not None else ""
             _error_line(" ".join(exc.format_message().split()) + hint)
             sys.exit(exc.exit_code)
-        except click_errors.Abort:
+        except getattr(click_errors, "Abort", ()):  # typer's own click (>= 0.20) has none
             _error_line("aborted.")
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)

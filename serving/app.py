@@ -91,7 +91,12 @@ def serve_forever(bundle: Path, *, replicas: int, max_batch: int | None, address
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        connect(address)
+        try:
+            connect(address)
+        except ConnectionError as exc:
+            raise ServingError(f"cannot reach the Ray cluster at {address} ({' '.join(str(exc).split())}); check the "
+                               "address, and on a cluster with token authentication set RAY_AUTH_MODE=token and "
+                               "give its token (docs/SERVING.md, \"On a cluster\").") from None
         start(application(bundle, replicas=replicas, max_batch=max_batch, batch_wait_ms=batch_wait_ms),
               host=host, port=port)
         say(f"serving {bundle} at http://{host}:{port}/ with {replicas} replica(s); Ctrl-C drains and stops")
@@ -99,5 +104,8 @@ def serve_forever(bundle: Path, *, replicas: int, max_batch: int | None, address
         say("draining")
     finally:
         if ray.is_initialized():
-            serve.shutdown()
+            if address:  # a shared cluster: take this application down (drained), leave Serve running
+                serve.delete(APP)
+            else:
+                serve.shutdown()
             ray.shutdown()
