@@ -29,11 +29,12 @@ MS = "com.microsoft"
 ROWS = 4
 M_TILE = 4
 LOCAL = 64
-# B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time:
-# off, as word loads were 6-20% faster at M = 1 and 2.5x at M = 16 on an H100
-# (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x64v`); ROWS, M_TILE and LOCAL: the best of
-# ten variants there within 5% at M = 1.
-VECTOR_LOADS = False
+# B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
+# On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
+# loads were 4-13% faster at M = 1 and within 10% at M = 16; ROWS, M_TILE and LOCAL the best
+# there within 10%. At M = 1 the kernel took 12.3, 24.1, 26.5 and 61.2 us for K x N = 4096 x
+# 4096, 4096 x 11008, 11008 x 4096, 4096 x 32000: 1.9x to 7.2x faster than float16 weights.
+VECTOR_LOADS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts run as repeated GEMV (no tiled GEMM)")
 MAX_BINDING_BYTES = 1 << 27
