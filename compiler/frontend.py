@@ -265,6 +265,10 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
         nodes.append(Node(n.op_type, names[i], [get(x) if x else None for x in n.input],
                           [get(x) if x else Value("", None, None) for x in n.output], attrs,
                           n.domain, [names[i]]))
+    for node in nodes:  # outputs onnx cannot type (another domain's op's), as the op declares them
+        rule = find_rule(node.op_type, node.domain, opset)
+        if rule is not None and rule.output_types is not None:
+            rule.output_types(node)
     outputs = [get(o.name) for o in g.output]
     producer = f"{model.producer_name} {model.producer_version}".strip()
     return Graph(nodes, inputs, outputs, opset, g.name or "model", producer)

@@ -99,6 +99,10 @@ class OpRule:
     unfolded: Callable | None = None
     # output_types: node -> None, typing the outputs of an op ONNX shape inference does not know.
     output_types: Callable | None = None
+    # updates_in_place: (output, input) index pairs where the output is the input's tensor with
+    # some of it written (a KV cache update): such a graph input and output of one shape become
+    # bundle state by default (compiler/state.py).
+    updates_in_place: tuple[tuple[int, int], ...] = ()
 
     @property
     def dtypes_text(self) -> str:

@@ -3,8 +3,9 @@ graph output (a KV cache: `past_key` in, `present_key` out). A state pair leaves
 the runtime holds the input's bytes (zeros at load, `reset_state()`), and at the end of each run
 they are the output's value, which the next run reads as the input.
 
-Pairs are found (state="auto") where an output is what TensorScatter writes into a graph input of
-its shape and dtype (ONNX's in-place cache form), or named ("past=present,..." or a dict); an
+Pairs are found (state="auto") where an output is what an op writes into a graph input of its
+shape and dtype (the op declares `updates_in_place`: TensorScatter, ONNX's in-place cache form;
+onnxruntime's GroupQueryAttention with a cache of the context's length), or named ("past=present,..." or a dict); an
 output that is not written in place is copied into the state bytes at the end of the run
 (compile.py). state="none" keeps every input and output at the API.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import CompileError
-from .ir import Graph, Node, Value, is_onnx
+from .ir import Graph, Node, Value
+from .registry import fact
 from .lower.strided_copy import strided_copy
 from .shapes import contiguous_strides
 
@@ -44,10 +46,7 @@ def find_state(graph: Graph, spec) -> list[tuple[Value, Value]]:
     if spec == "none":
         return []
     if spec == "auto":
-        inputs = {id(v) for v in graph.inputs}
-        return [(o.producer.inputs[0], o) for o in graph.outputs
-                if is_onnx(o.producer, "TensorScatter") and id(o.producer.inputs[0]) in inputs
-                and _same_kind(o.producer.inputs[0], o)]
+        return _updated_in_place(graph)
     by_name = {v.name: v for v in graph.inputs}
     outs = {v.name: v for v in graph.outputs}
     pairs = []
@@ -61,6 +60,20 @@ def find_state(graph: Graph, spec) -> list[tuple[Value, Value]]:
             raise CompileError(f"state {name}={out}: input {_kind(i)} and output {_kind(o)} differ; a "
                                "state's output must have its input's shape and dtype (a cache of fixed size).")
         pairs.append((i, o))
+    return pairs
+
+
+def _updated_in_place(graph: Graph) -> list[tuple[Value, Value]]:
+    """(input, output) where an op declares its output an in-place update of its input
+    (`updates_in_place` with the op: TensorScatter, GroupQueryAttention's caches), the input a
+    graph input and the output a graph output of its shape and dtype."""
+    inputs, pairs = {id(v) for v in graph.inputs}, []
+    for o in graph.outputs:
+        node = o.producer
+        for out_index, in_index in (fact(node, "updates_in_place") or ()) if node is not None else ():
+            i = node.input(in_index)
+            if node.outputs[out_index] is o and i is not None and id(i) in inputs and _same_kind(i, o):
+                pairs.append((i, o))
     return pairs
 
 

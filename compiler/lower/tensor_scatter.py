@@ -16,9 +16,14 @@ from .strided_copy import COPIES, strided_copy
 MODES = ("linear", "circular")
 
 
+LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)"
+
+
+# vkc.TensorScatter: the same, for passes that write a cache update into graphs of any opset
+# (passes/group_query_attention.py).
+@register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),))
 @register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
-          dtypes_doc=COPIES + "; write_indices int64",
-          limits="rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)")
+          updates_in_place=((0, 0),), dtypes_doc=COPIES + "; write_indices int64", limits=LIMITS)
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
     indices = node.input(2)

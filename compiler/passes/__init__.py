@@ -10,6 +10,7 @@ from .fuse_epilogues import fuse_epilogues
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_layernorm import fuse_layernorm
+from .group_query_attention import expand_group_query_attention
 from .in_place_scatter import scatter_in_place
 from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
@@ -32,7 +33,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [pack_quantized_matmuls, expand_contrib_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]

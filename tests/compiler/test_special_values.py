@@ -524,6 +524,7 @@ NOT_CHECKED = {
     "com.microsoft.Attention": "not checked: the flash-style softmax with -inf masks and NaN scores",
     "com.microsoft.MultiHeadAttention": "not checked: as com.microsoft.Attention",
     "Attention": "not checked: as com.microsoft.Attention",
+    "com.microsoft.GroupQueryAttention": "not checked: as com.microsoft.Attention",
     # The kernel of com.microsoft.SkipSimplifiedLayerNormalization (checked) without the residual;
     # the table's models are opset 21 (RMSNormalization is 23) and onnx.checker has no schema for
     # onnxruntime's SimplifiedLayerNormalization.
