@@ -4,11 +4,11 @@ LLM projection shapes, against the same product with float16 weights (a MatMul c
 --precision fp16), on the nvidia profile. GPU time is Model.profile's median over 50 runs; the
 bandwidth is the bytes the weights take (packed bytes + scales + zero points, or float16) over
 that time. Variants: the kernel's module constants (rows of W and of A a workgroup computes,
-its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v] (v: 16-byte loads); the first is
-the default.
+its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g] (v: 16-byte loads; g: prompts
+too run as GEMV instead of dequantizing W for the tiled GEMM); the first is the default.
 
-    python3 -m benchmarks.gpu.matmul_nbits                       # decode (M = 1) and M = 16
-    python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x64v,2x4x128  # variants
+    python3 -m benchmarks.gpu.matmul_nbits                          # M = 1, 16 and 128
+    python3 -m benchmarks.gpu.matmul_nbits 4x4x64v,4x4x64,4x4x64vg  # variants
 """
 import json
 import sys
@@ -57,17 +57,21 @@ def gpu_seconds(model: onnx.ModelProto, m: int, k: int) -> float:
         return sum(p.seconds for p in run.profile(feeds, repeat=50))
 
 
+PROMPT_ROWS = matmul_nbits.PROMPT_ROWS
+
+
 def set_variant(name: str) -> None:
-    rows, m_tile, local = (int(x) for x in name.rstrip("v").split("x"))
+    rows, m_tile, local = (int(x) for x in name.rstrip("vg").split("x"))
     matmul_nbits.ROWS, matmul_nbits.M_TILE, matmul_nbits.LOCAL = rows, m_tile, local
-    matmul_nbits.VECTOR_LOADS = name.endswith("v")
+    matmul_nbits.VECTOR_LOADS = "v" in name
+    matmul_nbits.PROMPT_ROWS = 1 << 30 if name.endswith("g") else PROMPT_ROWS
 
 
 def main(argv) -> None:
     default = f"{matmul_nbits.ROWS}x{matmul_nbits.M_TILE}x{matmul_nbits.LOCAL}" + \
         ("v" if matmul_nbits.VECTOR_LOADS else "")
     variants = argv[0].split(",") if argv else [default]
-    for m in (1, 16):
+    for m in (1, 16, 128):
         for k, n in SHAPES:
             packed = n * k // 2 + n * (k // 32) * 2 + n * (k // 64)
             row = {"M": m, "K": k, "N": n}

@@ -74,15 +74,32 @@ def lower_gather_block_quantized(node, target):
                            f"data {dtype}; they must have one type.")
     # Zero points a row: uint8 packs whole bytes per row, int4 / uint4 rows pack continuously.
     zp_row = -(-blocks * bits // 8) * 8 // bits if dtype == "uint8" else blocks
+    return dequantize_rows(node, target, data=data, scales=scales, zero_points=zp, y=y, idx=idx,
+                           rows=rows, k=k, row_stride=k, bits=bits, block=block,
+                           zp_row=zp_row, signed=dtype == "int4",
+                           default_zp=2 ** (bits - 1) if dtype == "uint8" else 0)
+
+
+def dequantize_rows(node, target, *, data, scales, zero_points, y, idx, rows: int, k: int,
+                    row_stride: int, bits: int, block: int, zp_row: int, signed: bool,
+                    default_zp: int) -> list[Kernel]:
+    """The kernel: Y [.., K] = rows of `data` ([rows, row_stride] values of `bits` bits, packed),
+    the rows idx names (None: every row in order), dequantized with per-block scales
+    [rows, ceil(K / block)] and zero points ([rows, zp_row] values packed like data, or None:
+    default_zp). Also MatMulNBits' weights for a prompt's GEMM (matmul_nbits.py)."""
+    blocks = -(-k // block)
     spec = [("TOTAL", "int32", y.size), ("K", "int32", k), ("ROWS", "int32", rows),
-            ("BLOCK", "int32", block), ("BLOCKS", "int32", blocks), ("ZP_ROW", "int32", zp_row)]
+            ("BLOCK", "int32", block), ("BLOCKS", "int32", blocks), ("ZP_ROW", "int32", zp_row),
+            ("ROW_STRIDE", "int32", row_stride)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, BITS=bits, signed=dtype == "int4", has_zp=zp is not None,
-                  default_zp=2 ** (bits - 1) if dtype == "uint8" else 0,
-                  idx_words=np.dtype(idx.dtype).itemsize // 4, **kernel_types(scales),
+    params = dict(LOCAL=local, BITS=bits, signed=signed, has_zp=zero_points is not None,
+                  default_zp=default_zp, gather=idx is not None,
+                  idx_words=np.dtype(idx.dtype).itemsize // 4 if idx is not None else 0,
+                  **kernel_types(scales),
                   # Y's type: float16 under float32 scales in a --precision fp16 bundle
                   TY=kernel_types(y)["T"])
-    bindings = [buffer_view(data), idx, scales] + ([buffer_view(zp)] if zp is not None else [])
+    bindings = [buffer_view(data)] + ([idx] if idx is not None else []) + [scales]
+    bindings += [buffer_view(zero_points)] if zero_points is not None else []
     bindings.append(y)
     return [Kernel("gather_block_quantized", params, spec, bindings, writes=[len(bindings) - 1],
                    groups=grid_1d(y.size, local), local_size=(local, 1, 1), nodes=node.sources,

@@ -12,7 +12,8 @@ so the kernel reads words and extracts 32 / bits weights from each.
 
 Decoding generates one row of A a token (M small): the kernel is a GEMV over rows of W, a
 workgroup reducing ROWS rows of W for up to M_TILE rows of A at once, so each weight word is read
-once per M_TILE tokens; longer prompts repeat that (no tiled GEMM yet).
+once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
+(templates/gather_block_quantized.comp.j2, every row) for the tiled GEMM of lower/matmul.py.
 """
 from __future__ import annotations
 
@@ -22,13 +23,19 @@ from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..registry import FLOATS
 from ..shapes import prod
+from ..ir import Value
+from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
+from .matmul import tiled_matmul
 
 MS = "com.microsoft"
 # Rows of W a workgroup computes, rows of A (tokens) at most, and its invocations.
 ROWS = 4
 M_TILE = 4
 LOCAL = 64
+# From this many rows of A on, W is dequantized into scratch for the tiled GEMM (where it fits one
+# binding, without bias or float zero points).
+PROMPT_ROWS = 16
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
 # On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
 # loads were 4-13% faster at M = 1 and within 10% at M = 16; ROWS, M_TILE and LOCAL the best
@@ -36,7 +43,8 @@ LOCAL = 64
 # 4096, 4096 x 11008, 11008 x 4096, 4096 x 32000: 1.9x to 7.2x faster than float16 weights.
 VECTOR_LOADS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
-          "(maxStorageBufferRange); prompts run as repeated GEMV (no tiled GEMM)")
+          "(maxStorageBufferRange); prompts with a bias, float zero points or a dequantized "
+          "weight over 128 MiB run as repeated GEMV")
 MAX_BINDING_BYTES = 1 << 27
 
 
@@ -89,6 +97,11 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     if bias is not None and bias.size != n:
         raise CompileError(f"{where}: bias '{bias.name}' {list(bias.shape)} must be [N] = [{n}].")
     m = prod(a.shape[:-1])
+    scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
+    if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
+            scratch.nbytes <= MAX_BINDING_BYTES:
+        return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,
+                                 w=scratch, m=m, k=k, n=n, bits=bits, block_size=block_size)
     m_tile = min(m, M_TILE)
     spec = [("M", "int32", m), ("N", "int32", n), ("K", "int32", k), ("BLOCKS", "int32", blocks),
             ("ROW_WORDS", "int32", row_bytes // 4),
@@ -115,6 +128,22 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
                    flops=2 * m * n * k,
                    shared_memory_bytes=4 * local * ROWS * m_tile)]
+
+
+def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size):
+    """A prompt's product: W dequantized into scratch ([N, K], A's dtype), then the tiled GEMM,
+    which reads each weight once per tile of rows instead of once per M_TILE rows."""
+    blocks = -(-k // block_size)
+    dequantize = dequantize_rows(node, target, data=b, scales=scales, zero_points=zero_points,
+                                 y=w, idx=None, rows=n, k=k, row_stride=blocks * block_size,
+                                 bits=bits, block=block_size,
+                                 zp_row=-(-blocks * bits // 8) * 8 // bits, signed=False,
+                                 default_zp=2 ** (bits - 1))
+    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
+                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=n, SC_N=1)  # B [N, K]: Wᵀ
+    return dequantize + tiled_matmul(node, target, a=a, b=w, c=node.outputs[0], M=m, N=n, K=k,
+                                     batch0=1, batch1=1, strides=strides, coords="matmul",
+                                     out_shape=(m, n))
 
 
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),

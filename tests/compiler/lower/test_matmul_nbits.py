@@ -65,13 +65,22 @@ CASES = [
     pytest.param([1, 1, 256], 64, {"bits": 8, "zero_points": "packed"}, id="8bit-packed-zp"),
     pytest.param([9, 128], 20, {"bits": 8, "block_size": 64}, id="8bit-nine-rows"),
     pytest.param([2, 128], 16, {"bits": 2, "block_size": 16, "zero_points": "packed"}, id="2bit"),
+    # prompts (M >= PROMPT_ROWS): W dequantized into scratch, then the tiled GEMM
+    pytest.param([1, 20, 256], 70, {"zero_points": "packed"}, id="prompt-gemm-4bit"),
+    pytest.param([2, 9, 80], 12, {"block_size": 32}, id="prompt-gemm-k-past-last-block"),
+    pytest.param([16, 128], 20, {"bits": 8, "zero_points": "packed"}, id="prompt-gemm-8bit"),
+    pytest.param([16, 128], 20, {"zero_points": "float"}, id="prompt-float-zp-gemv"),
 ]
 
 
 @pytest.mark.parametrize("target", ["generic", "lavapipe"])
 @pytest.mark.parametrize("a_shape,n,kw", CASES)
 def test_matmul_nbits(a_shape, n, kw, target):
-    check_against_onnxruntime(nbits_model(a_shape, n, **kw), target=target)
+    model = nbits_model(a_shape, n, **kw)
+    templates = [k.template for k in compile_with_kernels(model, target=target)[1]]
+    prompt = np.prod(a_shape[:-1]) >= matmul_nbits.PROMPT_ROWS and kw.get("zero_points") != "float"
+    assert ("gather_block_quantized" in templates) == prompt, templates
+    check_against_onnxruntime(model, target=target)
 
 
 SUBGROUP_SUMS = replace(TARGETS["generic"], name="generic-subgroup-sums", subgroup_reductions=True)
@@ -99,11 +108,14 @@ def test_weights_stay_packed():
                        "zp": ("uint8", 256 * 32 // 2)}
 
 
-@pytest.mark.parametrize("kw", [{}, {"zero_points": "float", "bias": True}])
-def test_matmul_nbits_fp16(kw):
-    model = nbits_model([1, 2, 256], 48, **kw)
+@pytest.mark.parametrize("a_shape,kw", [([1, 2, 256], {}),
+                                        ([1, 2, 256], {"zero_points": "float", "bias": True}),
+                                        ([1, 24, 256], {"zero_points": "packed"})])
+def test_matmul_nbits_fp16(a_shape, kw):
+    model = nbits_model(a_shape, 48, **kw)
     kernels = compile_with_kernels(model, precision="fp16")[1]
-    assert [k.params["T"].name for k in kernels if k.template == "matmul_nbits"] == ["float16"]
+    products = [k for k in kernels if k.template.startswith("matmul")]
+    assert [k.params["T"].name for k in products] == ["float16"]
     check_against_onnxruntime(model, precision="fp16", rtol_l2=1e-2, rtol=1e-2, atol=1e-2)
 
 
@@ -154,6 +166,7 @@ DQ_CASES = [
     pytest.param([2, 128], 33, {"kind": "int8", "block_size": 64, "zero_points": False}, id="int8"),
     pytest.param([2, 128], 20, {"kind": "uint8", "block_size": 16}, id="uint8"),
     pytest.param([2, 64], 8, {"readers": 2}, id="two-readers"),
+    pytest.param([1, 16, 64], 8, {"kind": "uint4"}, id="uint4-prompt"),
 ]
 
 
@@ -161,7 +174,8 @@ DQ_CASES = [
 def test_dequantize_matmul(a_shape, n, kw):
     model = dequantize_matmul_model(a_shape, n, **kw)
     kernels = compile_with_kernels(model)[1]
-    assert [k.template for k in kernels] == ["matmul_nbits"] * kw.get("readers", 1)
+    assert [k.template for k in kernels].count("matmul_nbits") == \
+        (0 if a_shape[-2] >= matmul_nbits.PROMPT_ROWS else kw.get("readers", 1))
     check_against_onnxruntime(model, optimized=False)
 
 
