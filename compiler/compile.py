@@ -1,7 +1,6 @@
 """compile_model: the whole pipeline, ONNX in, .vkb bytes out."""
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from bundles.variants import Part, combine
 
 from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
-from .frontend import load_model, to_ir
+from .frontend import load_model, model_digest, to_ir
 from .host import resolve_target
 from .lower import lower_graph
 from .memory import plan_memory
@@ -125,7 +124,7 @@ def _compile(model, input_shapes, target, precision, io, keep_fp32,
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
-    digest = hashlib.sha256(proto.SerializeToString()).hexdigest()
+    digest = model_digest(proto)
     return assemble_parts(graph, kernels, plan, tgt, digest, kept), kernels
 
 

@@ -1,10 +1,12 @@
 """ONNX -> IR: load, check the opset, pin dynamic dims, infer static shapes."""
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
+import google.protobuf.message
 import onnx
 from onnx import external_data_helper, numpy_helper
 
@@ -92,7 +94,9 @@ def pin_input_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] 
     from the inputs, and a node that cannot follow (a Reshape to a hard-coded batch) is refused."""
     if not input_shapes:
         return model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # the caller's model stays as it is (a copy, not a serialization: past 2 GiB)
+    model = copy
     weights = {t.name for t in model.graph.initializer}
     by_name = {i.name: i for i in model.graph.input if i.name not in weights}
     for name, shape in input_shapes.items():
@@ -127,11 +131,47 @@ def _value_from_type(name: str, tp: onnx.TypeProto) -> Value:
     return Value(name, dtype, shape)
 
 
+# Weights past this size leave the copy that shape inference reads (onnx serializes it, and a
+# message past 2 GiB cannot be serialized); inference needs their dims and type only.
+SKELETON_BYTES = 1 << 20
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of `model` whose large initializers keep their name, dims and type but no data."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for t in copy.graph.initializer:
+        if len(t.raw_data) > SKELETON_BYTES:
+            t.ClearField("raw_data")
+            t.data_location = onnx.TensorProto.EXTERNAL
+            t.external_data.add(key="location", value="vkc-skeleton")
+    return copy
+
+
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with onnx's inferred types written into it (inferred on its _skeleton)."""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=True, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_skeleton(model), check_type=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - onnx raises several types here
         raise CompileError(f"ONNX shape inference failed: {one_line(exc)}") from exc
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    for out, typed in zip(model.graph.output, inferred.graph.output):
+        out.type.CopyFrom(typed.type)
+    return model
+
+
+def model_digest(model: onnx.ModelProto) -> str:
+    """SHA-256 of the serialized model; past protobuf's 2 GiB, of its _skeleton's serialization
+    followed by each stripped weight's bytes."""
+    try:
+        return hashlib.sha256(model.SerializeToString()).hexdigest()
+    except (ValueError, RuntimeError, google.protobuf.message.EncodeError):
+        h = hashlib.sha256(_skeleton(model).SerializeToString())
+        for t in model.graph.initializer:
+            if len(t.raw_data) > SKELETON_BYTES:
+                h.update(t.raw_data)
+        return h.hexdigest()
 
 
 def _dims(tp) -> tuple | None:
@@ -184,7 +224,8 @@ def infer_types(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelPro
     differs from the computed one is refused (onnxruntime refuses the model too)."""
     g = model.graph
     declared = {vi.name: vi.type for vi in [*g.value_info, *g.output]}
-    bare = onnx.ModelProto.FromString(model.SerializeToString())
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
     del bare.graph.value_info[:]
     for out in bare.graph.output:
         out.type.Clear()
