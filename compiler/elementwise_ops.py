@@ -119,7 +119,7 @@ _OPS = [
     ElementwiseOp("thresholded_relu", **texts("({0} > {1} ? {0} : {z})", "double"),
                   onnx={"ThresholdedRelu": (("alpha", 1.0),)}),
     ElementwiseOp("sigmoid", "(1.0 / (1.0 + exp(-{0})))", onnx={"Sigmoid": ()},
-                  magnitude=M.bounded(1.0, at_zero=0.5)),
+                  magnitude=M.bounded(1.0, at_zero=0.5, weighs=True)),
     # float64 exp and log call helpers (expr.HELPERS: GLSL has them in float only)
     ElementwiseOp("exp", "exp({0})", double="{dexp}({0})", onnx={"Exp": ()}, magnitude=M.exponential),
     ElementwiseOp("log", "log({0})", double="{dlog}({0})", onnx={"Log": ()}),
@@ -137,7 +137,7 @@ _OPS = [
                   onnx={"Softplus": ()}),
     ElementwiseOp("hardsigmoid", "{fmin}({fmax}({1} * {0} + {2}, 0.0), 1.0)",
                   onnx={"HardSigmoid": (("alpha", 0.2), ("beta", 0.5))},
-                  magnitude=M.bounded(1.0, at_zero=0.5)),
+                  magnitude=M.bounded(1.0, at_zero=0.5, weighs=True)),
     ElementwiseOp("elu", "({0} < 0.0 ? {1} * " + _EXPM1 + " : {0})",
                   onnx={"Elu": (("alpha", 1.0),)}),
     ElementwiseOp("selu", "({0} <= 0.0 ? {2} * {1} * " + _EXPM1 + " : {2} * {0})",

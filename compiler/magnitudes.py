@@ -154,12 +154,15 @@ def product_of(node, ins) -> Magnitude:
 def quotient(node, ins) -> Magnitude | None:
     """Div: by a constant, the numerator over the constant's smallest |value| (typically, over
     its typical size); by a tensor computed at run time (a normalization's deviation, a softmax's
-    sum), an activation's bound (or its inputs'), typically 1."""
+    sum), an activation's bound (or its inputs'), typically the numerator's size over the
+    denominator's (x / rms(x): 1)."""
     d = node.inputs[1] if len(node.inputs) > 1 else None
     if ins[0] is None:
         return None
-    if d is None or not d.is_constant:   # a normalization: typically 1 (or 1/N, a softmax's)
-        return Magnitude(max(ACTIVATION, *(m.top for m in _known(ins))), 1.0)
+    if d is None or not d.is_constant:   # a normalization: typically the numerator over the norm
+        by = ins[1] if len(ins) > 1 else None
+        return Magnitude(max(ACTIVATION, *(m.top for m in _known(ins))),
+                         ins[0].rms / by.rms if by is not None and by.rms > 0 else 1.0)
     data = np.abs(np.asarray(d.data, np.float64))
     smallest = float(np.min(data)) if d.size else 1.0
     if smallest == 0:
@@ -211,10 +214,13 @@ def clipped(node, ins) -> Magnitude | None:
     return Magnitude(min(edge, y.top), min(edge, y.rms), min(edge, y.mean))
 
 
-def bounded(limit: float, at_zero: float = 0.0):
+def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False):
     """An op whose result stays within +-limit whatever its inputs (Softmax, Sigmoid, Tanh, Erf).
     Typically: an odd one (tanh(x) ~ x near 0) no larger than its input; one that is at_zero at
-    0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that value."""
+    0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that value.
+    weighs: its result weighs another tensor (a softmax's attention, a squeeze-excite gate) and
+    moves with its input's absolute error: the pass refuses float16 where that input is past
+    what float16 carries to a few parts in a thousand (float16_range.GATE)."""
     def rule(node, ins) -> Magnitude:
         x = ins[0] if ins else None
         if at_zero:
@@ -222,6 +228,7 @@ def bounded(limit: float, at_zero: float = 0.0):
         if x is None:
             return Magnitude(limit, limit)
         return Magnitude(limit, min(limit, x.rms), min(limit, x.mean))
+    rule.weighs = weighs
     return rule
 
 

@@ -33,6 +33,13 @@ A node that would compute in float16 stays float32 when
    number (2^-14), and not 0: float16 keeps few digits of it, or flushes it to 0 (library-default init of
    a network of depthwise convolutions shrinks every block's activations, to 1e-14 at the
    logits of EfficientNet).
+And it refuses the model (a CompileError naming the node: --precision fp32) where
+6. an op that weighs another tensor by its result (a Softmax, a squeeze-excite gate's Sigmoid:
+   declared `weighs`) reads values of typical size past GATE computed from values float16
+   stores: float16 holds those to 1 part in 2048, and where the terms of such a value cancel
+   (near a gate's 0, between a softmax's largest logits) it moves by over 1/8, and the weights
+   with it; keeping nodes float32 would not help, the rounding comes from everything upstream.
+   A gate of its own input (SiLU's x * sigmoid(x)) is exempt: where it moves, its factor is small.
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 (or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
@@ -43,8 +50,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import CompileError
 from ..ir import Graph, Node, Value
-from ..magnitudes import ACTIVATION, LIMIT, Magnitude, clipped
+from ..magnitudes import ACTIVATION, LIMIT, Magnitude, clipped, product_of
 from ..registry import find_rule
 
 F16_MAX = float(np.finfo(np.float16).max)
@@ -53,11 +61,28 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 # A graph input: an activation's bound, and unit typical size (normalized images, embeddings).
 INPUT = Magnitude(ACTIVATION, 1.0)
 SMALL = 2.0 ** -14   # float16's smallest normal value
+# The typical size past which an input moves a weighing op's result (a softmax, a gate) by over a
+# few parts in a thousand: float16 holds what it is computed from to 1 part in 2048, so such an
+# input moves by over 1/8 where its terms cancel (near the gate's 0, between a softmax's largest).
+GATE = ACTIVATION
 
 
 def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]:
-    """{id(node): (node, why)} for the nodes `computes_float16(node)` retypes that must stay float32."""
-    return _Range(graph).kept(computes_float16)
+    """{id(node): (node, why)} for the nodes `computes_float16(node)` retypes that must stay float32.
+    Refuses a model whose weighing ops (declared `weighs`) read values float16 cannot carry."""
+    found = _Range(graph)
+    kept = found.kept(computes_float16)
+    found.gates = [g for g in found.gates if not _gates_itself(graph, g[0])]
+    if found.gates:
+        (node, size, source), *more = found.gates
+        also = f" ({len(more)} more: {', '.join(n.name for n, _, _ in more[:4])}{'...' if len(more) > 4 else ''})" \
+            if more else ""
+        raise CompileError(
+            f"{node.op_type} '{node.name}' weighs by values about {size:.2g} ('{source}'){also}, "
+            "computed from values float16 holds to 1 part in 2048: they move by about "
+            f"{size / 2048:.2g}, and its result with them, past float16's tolerance. Compile with "
+            "--precision fp32.")
+    return kept
 
 
 class _Range:
@@ -69,6 +94,8 @@ class _Range:
         # values that may hold what float16 rounds to 0 (a Clip's 1e-12 floor before a division)
         self.tiny: dict[int, str] = {}
         self.constants: dict[int, tuple[Magnitude, float]] = {}
+        self.gates: list[tuple[Node, float, str]] = []   # weighing ops reading values past GATE
+        self.rounded: set[int] = set()   # values float16 storage has rounded, or computed from such
 
     def kept(self, computes_float16) -> dict[int, tuple[Node, str]]:
         found = {}
@@ -76,6 +103,15 @@ class _Range:
             why = self._visit(node)
             if why and computes_float16(node):
                 found[id(node)] = (node, why)
+            # what float16 rounds: a float16 node's results, and all computed from them
+            if (not why and computes_float16(node)) or any(
+                    v is not None and id(v.root()) in self.rounded for v in node.inputs):
+                self.rounded.update(id(v) for v in node.outputs if v is not None)
+            rule = find_rule(node.op_type, node.domain, self.graph.opset)
+            x = self._magnitude(node.inputs[0]) if node.inputs else None
+            if getattr(rule.magnitude if rule else None, "weighs", False) and x is not None \
+                    and x.rms > GATE and id(node.inputs[0].root()) in self.rounded:
+                self.gates.append((node, x.rms, node.inputs[0].name))
         return found
 
     def _visit(self, node: Node) -> str | None:
@@ -161,7 +197,9 @@ class _Range:
             data = np.asarray(c.data, np.float32)
             finite = np.abs(data[np.isfinite(data)])
             top = float(finite.max()) if finite.size else 0.0
-            values = data[np.isfinite(data)].astype(np.float64)
+            # values past LIMIT are sentinels (a -1e9 or float32-lowest mask), not data: rule 1
+            # sees them; its typical size is the rest's
+            values = data[np.isfinite(data) & (np.abs(data) <= LIMIT)].astype(np.float64)
             rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
             mean = min(abs(float(np.mean(values))), rms) if values.size else 0.0
             if 0 < top <= F16_MAX:
@@ -171,6 +209,16 @@ class _Range:
                 rounding = 0.0
             self.constants[key] = (Magnitude(top, rms, mean), rounding)
         return self.constants[key]
+
+
+def _gates_itself(graph: Graph, node: Node) -> bool:
+    """Whether every reader of the node's result multiplies it by the node's own input (SiLU's
+    x * sigmoid(x)): near 0, where the gate moves with its input's error, its factor is small."""
+    x, y = node.inputs[0], node.outputs[0]
+    readers = [n for n in graph.nodes if any(v is y for v in n.inputs)]
+    return bool(readers) and all(
+        getattr(find_rule(n.op_type, n.domain, graph.opset), "magnitude", None) is product_of
+        and any(v is x for v in n.inputs) for n in readers)
 
 
 def _is_float(v: Value) -> bool:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from typer.testing import CliRunner
 
 from bundles import read_bundle
 from compiler.cli import app
+from compiler.errors import CompileError
 from tests.harness import check_against_onnxruntime, compile_cached, passes_graph
 
 FP16 = dict(precision="fp16", target="lavapipe", rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
@@ -178,3 +180,32 @@ def test_activations_weights_grow_past_float16s_range_stay_float32():
 def test_activations_of_unit_size_keep_float16():
     """He init (each Conv and Relu keep the size): every node computes float16."""
     assert _kept(_conv_stack(gain=1.0, layers=12)) == {}
+
+
+def _gate(own: bool):
+    """relu(x) * sigmoid(W relu(x)) over 64 channels of 256 rows, W's rows of norm 1e4: gate logits
+    about 1e4 times their input's size (a squeeze-excite gate of random weights), computed from a
+    value float16 stores; own: the gate multiplies its own input instead (SiLU's form)."""
+    w = (1e4 / np.sqrt(64) * np.random.default_rng(5).standard_normal((64, 64))).astype(np.float32)
+    return _model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                   helper.make_node("MatMul", ["r", "w"], ["logits"], name="logits"),
+                   helper.make_node("Sigmoid", ["logits"], ["gate"], name="gate"),
+                   helper.make_node("Mul", ["logits" if own else "r", "gate"], ["y"], name="gated")],
+                  [("x", [1, 256, 64])], [1, 256, 64], {"w": w})
+
+
+def test_a_gate_reading_values_float16_cannot_carry_is_refused():
+    """Float16 holds relu(x) to 1 part in 2048, so each logit, a sum of 64 terms of about 1e3
+    that cancel, moves by about 3 where the gate moves fastest, near its 0: float16's answer would
+    differ from float32's by over 1e-2, and vkc refuses it, naming the gate. Without the float16
+    Relu before it (the product reading the float32 input), float32 computes it all: no refusal."""
+    with pytest.raises(CompileError, match=r"Sigmoid 'gate' weighs by values about 7.1e\+03 \('logits'\).*--precision fp32"):
+        passes_graph(_gate(own=False), "fp16")
+    direct = _gate(own=False)
+    direct.graph.node[1].input[0] = "x"
+    passes_graph(direct, "fp16")
+
+
+def test_a_gate_of_its_own_input_is_no_gate():
+    """SiLU (x * sigmoid(x)): where the sigmoid moves, near 0, its factor x is small."""
+    passes_graph(_gate(own=True), "fp16")
