@@ -16,6 +16,8 @@ Figures:
   prefill tokens/s: one run of PREFILL tokens at position 0;
   generate: Model.generate over --new-tokens greedy tokens from a PREFILL-token prompt (wall time,
       prefill included), as a user sees it;
+  decode profile: the decode step's GPU time per kernel (dispatches, us, GB/s), from Model.profile
+      (a barrier between dispatches there, so the sum exceeds a run's time);
   memory bound: the bytes of the weights read once per token (embedding rows excluded, the LM head
       included) over the card's bandwidth (--bandwidth, GB/s).
 torch: LlamaForCausalLM of the same config in the same dtype on CUDA, `generate(do_sample=False,
@@ -74,6 +76,17 @@ def vkc_figures(args, path: Path) -> dict:
             t = _median_run(model, {"input_ids": token, "position": np.array([c])}, args.repeat)
             out[f"decode_ms_at_{c}"] = 1e3 * t
             out[f"decode_tokens_per_s_at_{c}"] = 1 / t
+        # Where a decode step's GPU time goes: per kernel, summed over its dispatches.
+        by_kernel: dict[str, list] = {}
+        step = {"input_ids": token, "position": np.array([args.contexts[0]])}
+        for d in model.profile(step, repeat=10):
+            row = by_kernel.setdefault(d.kernel, [0, 0.0, 0])
+            row[0] += 1
+            row[1] += d.seconds
+            row[2] += d.bytes
+        out["decode_profile"] = sorted(([k, n, 1e6 * t, b / t / 1e9 if t else 0.0] for k, (n, t, b) in by_kernel.items()),
+                                       key=lambda r: -r[2])
+        out["decode_gpu_us"] = sum(r[2] for r in out["decode_profile"])
         t0 = time.perf_counter()
         tokens = list(model.generate(prompt[0], args.new_tokens))
         out["generate_tokens_per_s"] = len(tokens) / (time.perf_counter() - t0)
