@@ -4,8 +4,9 @@ LLM projection shapes, against the same product with float16 weights (a MatMul c
 --precision fp16), on the nvidia profile. GPU time is Model.profile's median over 50 runs; the
 bandwidth is the bytes the weights take (packed bytes + scales + zero points, or float16) over
 that time. Variants: the kernel's module constants (rows of W and of A a workgroup computes,
-its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g] (v: 16-byte loads; g: prompts
-too run as GEMV instead of dequantizing W for the tiled GEMM); the first is the default.
+its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g][n] (v: 16-byte loads; g:
+prompts too run as GEMV instead of dequantizing W for the tiled GEMM; n: W dequantized as [N, K],
+not transposed); the first is the default. Per variant also the GPU time of each kernel.
 
     python3 -m benchmarks.gpu.matmul_nbits                          # M = 1, 16 and 128
     python3 -m benchmarks.gpu.matmul_nbits 4x4x64v,4x4x64,4x4x64vg  # variants
@@ -49,22 +50,27 @@ def dense_model(m: int, k: int, n: int) -> onnx.ModelProto:
     return onnx.helper.make_model(graph, ir_version=10, opset_imports=[onnx.helper.make_opsetid("", 21)])
 
 
-def gpu_seconds(model: onnx.ModelProto, m: int, k: int) -> float:
+def gpu_seconds(model: onnx.ModelProto, m: int, k: int, kernels: dict | None = None) -> float:
+    """GPU seconds of one run; `kernels` gathers each kernel's microseconds."""
     blob = compiler.compile_model(model, target="nvidia", precision="fp16", io="fp16")
     with load(blob) as run:
         feeds = {"a": np.random.default_rng(1).standard_normal((m, k)).astype(np.float16)}
         run.run(feeds)
-        return sum(p.seconds for p in run.profile(feeds, repeat=50))
+        prof = run.profile(feeds, repeat=50)
+    for p in prof if kernels is not None else ():
+        kernels[p.kernel] = round(kernels.get(p.kernel, 0) + p.seconds * 1e6, 1)
+    return sum(p.seconds for p in prof)
 
 
 PROMPT_ROWS = matmul_nbits.PROMPT_ROWS
 
 
 def set_variant(name: str) -> None:
-    rows, m_tile, local = (int(x) for x in name.rstrip("vg").split("x"))
+    rows, m_tile, local = (int(x) for x in name.rstrip("vgn").split("x"))
     matmul_nbits.ROWS, matmul_nbits.M_TILE, matmul_nbits.LOCAL = rows, m_tile, local
     matmul_nbits.VECTOR_LOADS = "v" in name
-    matmul_nbits.PROMPT_ROWS = 1 << 30 if name.endswith("g") else PROMPT_ROWS
+    matmul_nbits.PROMPT_ROWS = 1 << 30 if "g" in name else PROMPT_ROWS
+    matmul_nbits.TRANSPOSED_SCRATCH = "n" not in name
 
 
 def main(argv) -> None:
@@ -77,8 +83,10 @@ def main(argv) -> None:
             row = {"M": m, "K": k, "N": n}
             for variant in variants:
                 set_variant(variant)
-                s = gpu_seconds(nbits_model(m, k, n), m, k)
+                kernels = {}
+                s = gpu_seconds(nbits_model(m, k, n), m, k, kernels)
                 row[f"{variant}_us"], row[f"{variant}_GBps"] = round(s * 1e6, 1), round(packed / s / 1e9)
+                row[f"{variant}_kernels"] = kernels
             s = gpu_seconds(dense_model(m, k, n), m, k)
             row["fp16_us"], row["fp16_GBps"] = round(s * 1e6, 1), round(2 * k * n / s / 1e9)
             print(json.dumps(row), flush=True)

@@ -52,7 +52,7 @@ def feeds(s: int, start: int) -> dict:
             "position_ids": np.arange(start, start + s, dtype=np.int64)[None]}
 
 
-@pytest.mark.parametrize("s,start", [pytest.param(1, 37, id="decode"), pytest.param(20, 0, id="prompt")])
+@pytest.mark.parametrize("s,start", [pytest.param(1, 37, id="decode"), pytest.param(64, 0, id="prompt")])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_genai_fragment(s, start, precision):
     tolerances = {} if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e-2, atol=1e-2)

@@ -66,10 +66,10 @@ CASES = [
     pytest.param([9, 128], 20, {"bits": 8, "block_size": 64}, id="8bit-nine-rows"),
     pytest.param([2, 128], 16, {"bits": 2, "block_size": 16, "zero_points": "packed"}, id="2bit"),
     # prompts (M >= PROMPT_ROWS): W dequantized into scratch, then the tiled GEMM
-    pytest.param([1, 20, 256], 70, {"zero_points": "packed"}, id="prompt-gemm-4bit"),
-    pytest.param([2, 9, 80], 12, {"block_size": 32}, id="prompt-gemm-k-past-last-block"),
-    pytest.param([16, 128], 20, {"bits": 8, "zero_points": "packed"}, id="prompt-gemm-8bit"),
-    pytest.param([16, 128], 20, {"zero_points": "float"}, id="prompt-float-zp-gemv"),
+    pytest.param([1, 64, 256], 70, {"zero_points": "packed"}, id="prompt-gemm-4bit"),
+    pytest.param([2, 32, 80], 12, {"block_size": 32}, id="prompt-gemm-k-past-last-block"),
+    pytest.param([64, 128], 20, {"bits": 8, "zero_points": "packed"}, id="prompt-gemm-8bit"),
+    pytest.param([64, 128], 20, {"zero_points": "float"}, id="prompt-float-zp-gemv"),
 ]
 
 
@@ -98,6 +98,18 @@ def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, monkeypatch):
     check_against_onnxruntime(model, target=target)
 
 
+@pytest.mark.parametrize("transposed", [True, False])
+def test_prompt_scratch_layouts(transposed, monkeypatch):
+    """A prompt's weight dequantized as [K, N] (the default) or as W's rows [N, K]."""
+    monkeypatch.setattr(matmul_nbits, "TRANSPOSED_SCRATCH", transposed)
+    target = replace(TARGETS["generic"], name=f"generic-scratch-transposed{transposed}")
+    model = nbits_model([2, 32, 80], 12, block_size=32, zero_points="packed")
+    [dequantize] = [k for k in compile_with_kernels(model, target=target)[1]
+                    if k.template == "gather_block_quantized"]
+    assert dequantize.bindings[-1].shape == ((80, 12) if transposed else (12, 80))
+    check_against_onnxruntime(model, target=target)
+
+
 def test_weights_stay_packed():
     """The bundle's weights are the packed bytes (half a byte a 4-bit weight), the scales and
     the zero points: no dequantized copy."""
@@ -110,7 +122,7 @@ def test_weights_stay_packed():
 
 @pytest.mark.parametrize("a_shape,kw", [([1, 2, 256], {}),
                                         ([1, 2, 256], {"zero_points": "float", "bias": True}),
-                                        ([1, 24, 256], {"zero_points": "packed"})])
+                                        ([1, 64, 256], {"zero_points": "packed"})])
 def test_matmul_nbits_fp16(a_shape, kw):
     model = nbits_model(a_shape, 48, **kw)
     kernels = compile_with_kernels(model, precision="fp16")[1]
@@ -166,7 +178,7 @@ DQ_CASES = [
     pytest.param([2, 128], 33, {"kind": "int8", "block_size": 64, "zero_points": False}, id="int8"),
     pytest.param([2, 128], 20, {"kind": "uint8", "block_size": 16}, id="uint8"),
     pytest.param([2, 64], 8, {"readers": 2}, id="two-readers"),
-    pytest.param([1, 16, 64], 8, {"kind": "uint4"}, id="uint4-prompt"),
+    pytest.param([1, 64, 64], 8, {"kind": "uint4"}, id="uint4-prompt"),
 ]
 
 
