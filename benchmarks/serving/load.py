@@ -185,10 +185,16 @@ def main(argv=None) -> dict:
                            "handle": _stats(_time_handle(floor, {name: xs[0]}, 100 if args.quick else 500))}
         print("floor", result["floor"])
         handle = deploy("vkc", 1)
+        client.run(url, bodies, content_type, concurrency=1, max_requests=50, max_seconds=2)  # warm
+        served = handle.info.remote().result()["served"]
         one = client.run(url, bodies, content_type, concurrency=1, max_requests=requests // 4, max_seconds=seconds / 2)
         times = _time_handle(handle, {name: xs[0]}, 100 if args.quick else 500)
+        now = handle.info.remote().result()["served"]
+        n = now["requests"] - served["requests"]
         base = result["direct"]["vkc Model.run"]["p50_ms"]
-        result["overhead"] = {"http": one.summary(), "handle": _stats(times)}
+        result["overhead"] = {"http": one.summary(), "handle": _stats(times),
+                              "in_replica_mean_ms": round((now["replica_ms"] - served["replica_ms"]) / n, 3),
+                              "runner_mean_ms": round((now["run_ms"] - served["run_ms"]) / n, 3)}
         for k in ("http", "handle"):
             result["overhead"][k]["overhead_p50_ms"] = round(result["overhead"][k]["p50_ms"] - base, 3)
         print(result["overhead"])
@@ -291,7 +297,10 @@ def table(result: dict) -> str:
                 f"{k['p50_ms']} | {k['p99_ms']} |")
     lines = ["\n".join(rows), "",
              f"Serving overhead at p50 (vs Model.run's {result['direct']['vkc Model.run']['p50_ms']} ms): HTTP "
-             f"{o['http']['overhead_p50_ms']} ms, Python handle {o['handle']['overhead_p50_ms']} ms.",
+             f"{o['http']['overhead_p50_ms']} ms, Python handle {o['handle']['overhead_p50_ms']} ms. Of a request "
+             f"at 1 in flight (HTTP and handle together), {o['in_replica_mean_ms']} ms on average is spent in the "
+             f"replica, {o['runner_mean_ms']} ms of it on the runner thread (fill, Model.run, split); the rest is "
+             "Ray's (proxy, actor calls).",
              f"At 70% of peak: p99/p50 = {s['p99_over_p50']}.",
              f"Replica killed: {k['lost']} lost of {k['requests']}, {k['retried']} retried ({k['failed_attempts']} failed "
              f"attempts), a new replica answered {k['recovery_s']} s after the kill."]
