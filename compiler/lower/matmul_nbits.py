@@ -47,7 +47,8 @@ TRANSPOSED_SCRATCH = True
 # there within 10%. At M = 1 the kernel took 12.3, 24.1, 26.5 and 61.2 us for K x N = 4096 x
 # 4096, 4096 x 11008, 11008 x 4096, 4096 x 32000: 1.9x to 7.2x faster than float16 weights.
 VECTOR_LOADS = True
-LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; a packed weight over 128 MiB "
+LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of two from 16; "
+          "accuracy_level (ignored: A is never quantized); a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts with a bias, float zero points or a dequantized "
           "weight over 128 MiB run as repeated GEMV")
 MAX_BINDING_BYTES = 1 << 27

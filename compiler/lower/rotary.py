@@ -20,7 +20,9 @@ from ..registry import FLOATS, shape_of_input0
 from .kernel import Kernel, grid_1d, register, unsupported_dtype
 
 DTYPES = "float32, float16; position_ids int64"
-LIMITS = "position_ids other than int64; positions outside the tables are clamped (onnxruntime fails)"
+LIMITS = ("position_ids other than int64; positions outside the tables are clamped (onnxruntime "
+          "fails); tables other than [max_position, rotary_dim / 2], or without position_ids "
+          "[batch or 1, sequence, rotary_dim / 2]")
 
 
 def _magnitude(node, ins):
