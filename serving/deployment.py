@@ -57,19 +57,25 @@ class BundleServer:
         # Since the replica started; the sums of ms say where a request's time goes: in the replica
         # (arrival to outputs) and in its batches' runs (the runner thread's fill, run and split).
         self.served = {"requests": 0, "batches": 0, "runs": 0, "rows_run": 0, "replica_ms": 0.0, "run_ms": 0.0}
+        ctx = serve.get_replica_context()
+        tags = {"application": ctx.app_name, "deployment": ctx.deployment, "replica": self.replica}
+        keys, rows = tuple(tags), [1, 2, 4, 8, 16, 32, 64, 128, 256]
         self._metrics = {
             "request": metrics.Histogram("vkc_request_ms", "Time from a request's arrival at the replica to "
-                                         "its outputs, ms.", boundaries=MS_BOUNDARIES, tag_keys=("kind",)),
+                                         "its outputs, ms.", boundaries=MS_BOUNDARIES, tag_keys=(*keys, "kind")),
             "rows": metrics.Histogram("vkc_batch_rows", "Rows a run carried (the variant's batch size).",
-                                      boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256]),
+                                      boundaries=rows, tag_keys=keys),
             "requests": metrics.Histogram("vkc_batch_requests", "Requests gathered into one batch.",
-                                          boundaries=[1, 2, 4, 8, 16, 32, 64, 128, 256]),
+                                          boundaries=rows, tag_keys=keys),
             "device": metrics.Histogram("vkc_batch_device_ms", "Device time of one run, from timestamps, ms.",
-                                        boundaries=MS_BOUNDARIES),
+                                        boundaries=MS_BOUNDARIES, tag_keys=keys),
             "run": metrics.Histogram("vkc_batch_run_ms", "Wall time of a batch's runs (fill, run, split), ms.",
-                                     boundaries=MS_BOUNDARIES),
-            "rejected": metrics.Counter("vkc_rejected_requests", "Requests answered 4xx.", tag_keys=("status",)),
+                                     boundaries=MS_BOUNDARIES, tag_keys=keys),
+            "rejected": metrics.Counter("vkc_rejected_requests", "Requests answered 4xx.",
+                                        tag_keys=(*keys, "status")),
         }
+        for metric in self._metrics.values():
+            metric.set_default_tags(tags)
 
     # ---- the two doors ----------------------------------------------------------------------
 

@@ -118,8 +118,17 @@ def test_no_request_is_lost_when_a_replica_is_killed_under_load(served, bundle, 
     print(f"\n{report.summary()}; a new replica answered {min(new) - killed['at']:.2f} s after the kill")
     now = _replicas(handle, 2)
     assert victim["replica"] not in now and len(now) == 2
-    survivor = next(info["served"] for r, info in now.items() if r in before)
+    survivor_id = next(r for r in now if r in before)
+    survivor = now[survivor_id]["served"]
     assert survivor["requests"] > survivor["batches"], f"no batch held two requests: {survivor}"
     assert survivor["rows_run"] >= survivor["requests"]  # padded rows included
     for _ in range(6):  # the replicas, the new one included, ran validated: nothing reported
         assert handle.validation_messages.remote().result() == []
+    # the metrics reached the node's exporter, tagged by replica (Ray exports every few seconds)
+    port, found = ray.nodes()[0]["MetricsExportPort"], ""
+    deadline = time.perf_counter() + 20
+    while f'replica="{survivor_id}"' not in found and time.perf_counter() < deadline:
+        time.sleep(1)
+        found = "\n".join(line for line in requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines()
+                          if line.startswith("ray_vkc_batch_rows_count"))
+    assert f'replica="{survivor_id}"' in found, found or "no ray_vkc_batch_rows_count exported"
