@@ -12,6 +12,7 @@ runs from its first attempt to its answer, retries included.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -121,6 +122,13 @@ async def drive(url: str, bodies: list, content_type: str = "application/json", 
         if side is not None:
             await side
     return report
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (for Serve's proxy)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run(url: str, bodies: list, content_type: str = "application/json", **kw) -> Report:

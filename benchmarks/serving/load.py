@@ -26,7 +26,6 @@ import io
 import json
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
@@ -82,12 +81,6 @@ def _body(name: str, x: np.ndarray, content_type: str) -> bytes:
     buf = io.BytesIO()
     np.save(buf, x)
     return buf.getvalue()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stats(seconds: list[float]) -> dict:
@@ -153,12 +146,13 @@ def main(argv=None) -> dict:
     bodies = [_body(name, x, content_type) for x in xs]
     result = {"model": f"{args.model}: {name} float32[n, {', '.join(map(str, row))}], batch sizes "
                        f"{', '.join(map(str, batches))}, {content_type} bodies",
-              "settings": {"concurrency": args.concurrency, "batch_wait_ms": args.batch_wait_ms, "max_seconds": seconds, "max_requests": requests,
+              "settings": {"concurrency": args.concurrency, "batch_wait_ms": args.batch_wait_ms,
+                           "max_seconds": seconds, "max_requests": requests,
                            "LP_NUM_THREADS": os.environ["LP_NUM_THREADS"], "cpus": os.cpu_count()}}
     result["direct"] = direct(bundle, onnx_path, {name: xs[0]}, 100 if args.quick else 1000)
     print(json.dumps(result["direct"]))
 
-    port = _free_port()
+    port = client.free_port()
     url = f"http://127.0.0.1:{port}/"
     engines = {"vkc": None, "onnxruntime": functools.partial(OrtEngine, str(onnx_path.resolve()), shapes)}
     try:
@@ -174,7 +168,8 @@ def main(argv=None) -> dict:
             for replicas in (1, 2):
                 deploy(engine, replicas)
                 client.run(url, bodies, content_type, concurrency=args.concurrency, max_requests=200, max_seconds=2)  # warm
-                r = client.run(url, bodies, content_type, concurrency=args.concurrency, max_requests=requests, max_seconds=seconds)
+                r = client.run(url, bodies, content_type, concurrency=args.concurrency, max_requests=requests,
+                               max_seconds=seconds)
                 result["closed_loop"][f"{engine} x{replicas}"] = r.summary()
                 print(engine, replicas, r.summary())
 
@@ -204,7 +199,8 @@ def main(argv=None) -> dict:
         replicas = int(best.split("x")[-1])
         deploy("vkc", replicas)
         rate = 0.7 * result["closed_loop"][best]["throughput_rps"]
-        r = client.run(url, bodies, content_type, rate=rate, concurrency=1024, max_requests=int(rate * seconds), max_seconds=seconds)
+        r = client.run(url, bodies, content_type, rate=rate, concurrency=1024, max_requests=int(rate * seconds),
+                       max_seconds=seconds)
         result["open_loop_70"] = dict(r.summary(), config=best, rate_rps=round(rate, 1),
                                       p99_over_p50=round(r.percentile(99) / r.percentile(50), 2))
         print(result["open_loop_70"])

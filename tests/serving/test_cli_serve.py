@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from tests.serving.test_serve import free_port
+from benchmarks.serving.client import free_port
 
 
 @pytest.mark.timeout(120)

@@ -5,7 +5,6 @@ import io
 import json
 import os
 import signal
-import socket
 import time
 
 import numpy as np
@@ -19,17 +18,11 @@ from runtime_min import load
 from serving import app
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def served(bundle):
     """(url, handle) of two replicas of `bundle`; Ray and Serve are shut down whatever happens."""
     from ray import serve
-    port = free_port()
+    port = client.free_port()
     try:
         app.connect(num_cpus=2, object_store_memory=100 << 20)
         handle = app.start(app.application(bundle, replicas=2, cpus_per_replica=1, batch_wait_ms=2),
@@ -132,3 +125,25 @@ def test_no_request_is_lost_when_a_replica_is_killed_under_load(served, bundle, 
         found = "\n".join(line for line in requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines()
                           if line.startswith("ray_vkc_batch_rows_count"))
     assert f'replica="{survivor_id}"' in found, found or "no ray_vkc_batch_rows_count exported"
+
+
+@pytest.mark.timeout(60)
+def test_deleting_the_application_drains_it(served):
+    """The last test of the module (it takes the application down): requests sent before the delete
+    all get their outputs; after it, the route is gone (404), never a dropped request."""
+    from ray import serve
+    url, _ = served
+    body = json.dumps({"inputs": {"x": [[0.25] * 16]}}).encode()
+    marks = {}
+
+    async def delete(t0):
+        import asyncio
+        await asyncio.sleep(1.0)
+        marks["at"] = time.perf_counter()
+        await asyncio.get_running_loop().run_in_executor(None, serve.delete, app.APP)
+
+    report = client.run(url, [body], concurrency=6, max_requests=3000, max_seconds=3, retries=0, during=delete)
+    before = [o for o in report.outcomes if o.start < marks["at"]]
+    assert before and all(o.status == 200 for o in before), [o.error for o in before if o.status != 200][:3]
+    others = [o.error for o in report.outcomes if o.status not in (200, 404)]
+    assert not others, others[:3]
