@@ -185,9 +185,10 @@ def carried_reason(row: dict, precision: str, status: str) -> str:
 def model_line(r: dict) -> str:
     if "carried" in r:
         c = r["carried"]
+        checked = any(carried_status(c, p) not in ("not checked", "not exported") for p in ("fp32", "fp16"))
         return (f"| {r['name']} | {c.get('class', '')} | {c.get('params', '')} | {cell(c.get('fp32', ''))} | "
                 f"{cell(c.get('fp16', ''))} | {c.get('compile s', '')} | {c.get('run s', '')} | "
-                f"{c.get('checked at', '')} | {cell(c.get('note', ''))} |")
+                f"{c.get('checked at', '') if checked else ''} | {cell(c.get('note', ''))} |")
     params = f"{r['params'] / 1e6:.2f} M" if r.get("params") else ""
     commit = r["result"].get("vkc", "")[:7] if r.get("result") else ""
     return (f"| {r['name']} | {r.get('class', '')} | {params} | {fmt_status(r['result'], 'fp32')} | "

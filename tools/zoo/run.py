@@ -8,7 +8,8 @@ docs/ZOO.md.
 The exports come from the export venv (--torch-python), the checks run with the project venv
 (--vkc-python) and PYTHONPATH=--vkc (a checkout of main), so the zoo tests that checkout. Exports
 and results are cached under --work (default /tmp/zoo); a result is reused while the ONNX file
-and the vkc checkout's commit are the ones it was made with.
+and the vkc checkout's commit are the ones it was made with. docs/ZOO.md keeps the rows of the models
+not under --work as they were (tools/zoo/report.py), each with the commit it was checked at.
 """
 from __future__ import annotations
 
