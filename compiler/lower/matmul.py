@@ -173,6 +173,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
             if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
+    elif (gemv := _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4)) is not None:
+        template, params, groups, extra = gemv
+        split, depth = 1, K
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -190,7 +193,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                            "Vulkan's guaranteed 65535 per axis.")
     params.update(coords=coords, split_k=split > 1, splitk_fused=False, **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
-    if template in ("matmul_tiled", "matmul_register"):
+    if template in ("matmul_tiled", "matmul_register", "matmul_gemv"):
         common["load_offsets"] = {0: "A_SHIFT", 1: "B_SHIFT"}   # slice.read_slices_with_shifted_loads
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
@@ -500,6 +503,30 @@ def _texel_params(target, M, N, K, batches, strides, b_mode, batch_counts, b_siz
 # with one step's loads in flight at a time, its latency bounds them). CPU profiles keep the
 # plain loop.
 REGISTER_UNROLL_K = 8
+
+
+# A decoder step's products (a few rows against a weight) on GPUs: templates/matmul_gemv.comp.j2.
+GEMV_ROWS = 4
+GEMV_THREADS = 256
+GEMV_UNROLL = 4
+# Column invocations a workgroup (4 columns each), most first: the first that still gives the
+# target's min_workgroups workgroups, else the last (K split across more invocations instead).
+GEMV_COLUMN_THREADS = (64, 32, 16, 8, 4)
+
+
+def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4):
+    """templates/matmul_gemv.comp.j2's parameters, or None where it does not apply: GPU profiles,
+    at most GEMV_ROWS rows, B contiguous along N in whole, aligned vec4s."""
+    if (target.matmul == "texel" or M > GEMV_ROWS or not vec4 or b_mode != "strided" or coords != "matmul"
+            or strides["SB_N"] != 1 or N % 4 or any(strides[s] % 4 for s in ("SB_K", "SB_B0", "SB_B1"))
+            or GEMV_THREADS > target.max_invocations):
+        return None
+    ct = next((c for c in GEMV_COLUMN_THREADS if -(-N // (4 * c)) * batches >= target.min_workgroups),
+              GEMV_COLUMN_THREADS[-1])
+    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode)
+    groups = (-(-N // (4 * ct)), 1, batches)
+    return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1),
+                                               shared_memory_bytes=16 * GEMV_THREADS * M)
 
 
 def _register_params(target, M, N, batches, strides, b_mode, vec4):
