@@ -763,6 +763,51 @@ def ms_attention(g: GraphBuilder, op: str) -> None:
         g.emit("MultiHeadAttention", args, {"num_heads": heads}, domain=MS, out_types=[tp])
 
 
+def ms_rotary(g: GraphBuilder, op: str) -> None:
+    """com.microsoft RotaryEmbedding of a [B, S, hidden] tensor: heads of 2 to 16, constant
+    positions ([B, S] or one start) into cos and sin tables of 32 positions."""
+    x = g.pick_or_new(3, 3)
+    b, s, hidden = g.shape(x)
+    heads = [h for h in (2, 4, 8, 16) if hidden % h == 0]
+    if not heads:
+        raise Reject()
+    head = int(g.rng.choice(heads))
+    rot = head // 2 if head % 4 == 0 and g.rng.random() < 0.3 else head
+    angles = g.rng.uniform(0, 2 * np.pi, (32, rot // 2))
+    cos, sin = (g.constant(f(angles).astype(g.dtype)) for f in (np.cos, np.sin))
+    pos = g.ints(g.rng.integers(0, 32 - s, 1)) if g.rng.random() < 0.3 else \
+        g.ints(g.rng.integers(0, 32, (b, s)))
+    attrs = {"num_heads": hidden // head, "interleaved": int(g.rng.random() < 0.5)}
+    if rot != head:
+        attrs["rotary_embedding_dim"] = rot
+    g.emit("RotaryEmbedding", [x, pos, cos, sin], attrs, domain=MS, out_types=[g.types[x]])
+
+
+def ms_matmul_nbits(g: GraphBuilder, op: str) -> None:
+    """A product with a constant 4- or 8-bit weight, scales keeping the result an activation."""
+    x = g.pick_or_new(2, 3)
+    k, n = g.shape(x)[-1], int(g.rng.choice(DIMS[2:]))
+    bits, block = int(g.rng.choice((4, 8))), int(g.rng.choice((16, 32)))
+    blocks = -(-k // block)
+    args = [x, g.constant(g.rng.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8)),
+            g.constant(((g.rng.random(n * blocks) + 0.5) / (2 ** (bits - 1) * math.sqrt(k))).astype(g.dtype))]
+    if g.rng.random() < 0.5:
+        args.append(g.constant(g.rng.integers(0, 256, n * -(-blocks * bits // 8), dtype=np.uint8)))
+    tp = helper.make_tensor_type_proto(g.elem, [*g.shape(x)[:-1], n])
+    g.emit("MatMulNBits", args, {"K": k, "N": n, "bits": bits, "block_size": block}, domain=MS,
+           out_types=[tp])
+
+
+def ms_gather_block_quantized(g: GraphBuilder, op: str) -> None:
+    """Rows of a constant 4- or 8-bit table (an embedding) at constant indices."""
+    rows, k, bits = int(g.rng.integers(2, 20)), 16 * int(g.rng.integers(1, 5)), int(g.rng.choice((4, 8)))
+    idx = g.rng.integers(-rows, rows, tuple(int(d) for d in g.rng.integers(1, 4, int(g.rng.integers(1, 3)))))
+    args = [g.constant(g.rng.integers(0, 256, (rows, k * bits // 8), dtype=np.uint8)), g.ints(idx),
+            g.constant((g.rng.random((rows, k // 16)) / 8 + 1 / 64).astype(g.dtype))]
+    tp = helper.make_tensor_type_proto(g.elem, [*idx.shape, k])
+    g.emit("GatherBlockQuantized", args, {"bits": bits, "block_size": 16}, domain=MS, out_types=[tp])
+
+
 BUILDERS = {
     "MatMul": linear, "Gemm": gemm, "Conv": conv, "ConvTranspose": conv,
     "BatchNormalization": batchnorm, "MaxPool": pool, "AveragePool": pool, "LRN": lrn,
@@ -780,6 +825,8 @@ BUILDERS = {
     f"{MS}.SkipLayerNormalization": ms_skip_layernorm,
     f"{MS}.SkipSimplifiedLayerNormalization": ms_skip_layernorm,
     f"{MS}.Attention": ms_attention, f"{MS}.MultiHeadAttention": ms_attention,
+    f"{MS}.RotaryEmbedding": ms_rotary, f"{MS}.MatMulNBits": ms_matmul_nbits,
+    f"{MS}.GatherBlockQuantized": ms_gather_block_quantized,
 }
 # Patterns the passes recognise, drawn beside the ops (keyed by what they exercise).
 PATTERNS = {"pattern:layernorm": layernorm_pattern, "pattern:attention": attention_pattern}

@@ -15,10 +15,8 @@ NOT_FUZZED = sorted([
     "Attention", "RMSNormalization", "RotaryEmbedding",  # since opset 23, past those
     "TensorScatter",  # since opset 24 (tests/compiler/test_state.py holds its cases)
     "SimplifiedLayerNormalization",  # onnxruntime's, no ONNX schema: onnx.checker refuses it
-    # LLM weight quantization: no builder yet (tests/compiler/lower/test_matmul_nbits.py and
-    # test_gather_block_quantized.py hold their cases)
-    "DequantizeLinear", "com.microsoft.MatMulNBits", "com.microsoft.GatherBlockQuantized",
-    "com.microsoft.RotaryEmbedding",  # no builder yet (tests/compiler/lower/test_rotary.py)
+    # folded, or packed from constants into MatMulNBits (which is drawn): no builder of its own
+    "DequantizeLinear",
     "com.microsoft.GroupQueryAttention",  # a decoder cache (tests/compiler/passes/test_group_query_attention.py)
 ])
 
