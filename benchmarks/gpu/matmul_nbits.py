@@ -4,9 +4,9 @@ LLM projection shapes, against the same product with float16 weights (a MatMul c
 --precision fp16), on the nvidia profile. GPU time is Model.profile's median over 50 runs; the
 bandwidth is the bytes the weights take (packed bytes + scales + zero points, or float16) over
 that time. Variants: the kernel's module constants (rows of W and of A a workgroup computes,
-its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g][n] (v: 16-byte loads; g:
-prompts too run as GEMV instead of dequantizing W for the tiled GEMM; n: W dequantized as [N, K],
-not transposed); the first is the default. Per variant also the GPU time of each kernel.
+its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g|d] (v: 16-byte loads; g: every
+M runs as GEMV; d: every M dequantizes W for the tiled GEMM); the first is the default. Per
+variant also the GPU time of each kernel.
 
     python3 -m benchmarks.gpu.matmul_nbits                          # M = 1, 16 and 128
     python3 -m benchmarks.gpu.matmul_nbits 4x4x64v,4x4x64,4x4x64vg  # variants
@@ -66,18 +66,17 @@ PROMPT_ROWS = matmul_nbits.PROMPT_ROWS
 
 
 def set_variant(name: str) -> None:
-    rows, m_tile, local = (int(x) for x in name.rstrip("vgn").split("x"))
+    rows, m_tile, local = (int(x) for x in name.rstrip("vgd").split("x"))
     matmul_nbits.ROWS, matmul_nbits.M_TILE, matmul_nbits.LOCAL = rows, m_tile, local
     matmul_nbits.VECTOR_LOADS = "v" in name
-    matmul_nbits.PROMPT_ROWS = 1 << 30 if "g" in name else PROMPT_ROWS
-    matmul_nbits.TRANSPOSED_SCRATCH = "n" not in name
+    matmul_nbits.PROMPT_ROWS = 1 << 30 if "g" in name else 1 if "d" in name else PROMPT_ROWS
 
 
 def main(argv) -> None:
     default = f"{matmul_nbits.ROWS}x{matmul_nbits.M_TILE}x{matmul_nbits.LOCAL}" + \
         ("v" if matmul_nbits.VECTOR_LOADS else "")
     variants = argv[0].split(",") if argv else [default]
-    for m in (1, 16, 128):
+    for m in (1, 16, 32, 64, 128):
         for k, n in SHAPES:
             packed = n * k // 2 + n * (k // 32) * 2 + n * (k // 64)
             row = {"M": m, "K": k, "N": n}

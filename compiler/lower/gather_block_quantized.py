@@ -82,19 +82,20 @@ def lower_gather_block_quantized(node, target):
 
 def dequantize_rows(node, target, *, data, scales, zero_points, y, idx, rows: int, k: int,
                     row_stride: int, bits: int, block: int, zp_row: int, signed: bool,
-                    default_zp: int, transposed: bool = False) -> list[Kernel]:
+                    default_zp: int) -> list[Kernel]:
     """The kernel: Y [.., K] = rows of `data` ([rows, row_stride] values of `bits` bits, packed),
     the rows idx names (None: every row in order), dequantized with per-block scales
     [rows, ceil(K / block)] and zero points ([rows, zp_row] values packed like data, or None:
-    default_zp); `transposed`: Y is [K, rows] (every row, idx None). Also MatMulNBits' weights
-    for a prompt's GEMM (matmul_nbits.py)."""
+    default_zp). Also MatMulNBits' weights for a prompt's GEMM (matmul_nbits.py): every row,
+    where rows are whole words, a word an invocation."""
     blocks = -(-k // block)
-    spec = [("TOTAL", "int32", y.size), ("K", "int32", k), ("ROWS", "int32", rows),
+    per = 32 // bits if idx is None and k % (32 // bits) == 0 else 1  # values an invocation
+    spec = [("TOTAL", "int32", y.size // per), ("K", "int32", k), ("ROWS", "int32", rows),
             ("BLOCK", "int32", block), ("BLOCKS", "int32", blocks), ("ZP_ROW", "int32", zp_row),
             ("ROW_STRIDE", "int32", row_stride)]
     local = target.elementwise_local
     params = dict(LOCAL=local, BITS=bits, signed=signed, has_zp=zero_points is not None,
-                  default_zp=default_zp, gather=idx is not None, transposed=transposed,
+                  default_zp=default_zp, gather=idx is not None, PER=per,
                   idx_words=np.dtype(idx.dtype).itemsize // 4 if idx is not None else 0,
                   **kernel_types(scales),
                   # Y's type: float16 under float32 scales in a --precision fp16 bundle
@@ -103,5 +104,5 @@ def dequantize_rows(node, target, *, data, scales, zero_points, y, idx, rows: in
     bindings += [buffer_view(zero_points)] if zero_points is not None else []
     bindings.append(y)
     return [Kernel("gather_block_quantized", params, spec, bindings, writes=[len(bindings) - 1],
-                   groups=grid_1d(y.size, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=2 * y.size)]
+                   groups=grid_1d(y.size // per, local), local_size=(local, 1, 1),
+                   nodes=node.sources, flops=2 * y.size)]

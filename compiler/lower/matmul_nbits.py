@@ -39,8 +39,6 @@ LOCAL = 64
 # dequantized GEMM 122 and 222; at M = 128 the GEMVs 380 and 1014 us, the GEMM 181 and 273
 # (float16 weights: 88 and 112).
 PROMPT_ROWS = 64
-# The scratch weight as [K, N] (the GEMM reads it as any MatMul's B) instead of [N, K] (W's rows).
-TRANSPOSED_SCRATCH = True
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
 # On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
 # loads were 4-13% faster at M = 1 and within 10% at M = 16; ROWS, M_TILE and LOCAL the best
@@ -103,7 +101,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     if bias is not None and bias.size != n:
         raise CompileError(f"{where}: bias '{bias.name}' {list(bias.shape)} must be [N] = [{n}].")
     m = prod(a.shape[:-1])
-    scratch = Value(f"{y.name}/weights", a.dtype, (k, n) if TRANSPOSED_SCRATCH else (n, k))
+    scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
             scratch.nbytes <= MAX_BINDING_BYTES:
         return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,
@@ -137,18 +135,18 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
 
 
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size):
-    """A prompt's product: W dequantized into scratch (A's dtype; [K, N] with TRANSPOSED_SCRATCH,
-    else [N, K]), then the tiled GEMM, which reads each weight once per tile of rows instead of
-    once per M_TILE rows."""
+    """A prompt's product: W dequantized into scratch ([N, K], A's dtype: a word of W an
+    invocation, stores along W's rows), then the tiled GEMM reading it as Bᵀ, each weight once
+    per tile of rows instead of once per M_TILE rows. (Dequantized as [K, N], the scratch took
+    the GEMM as long and its writes 1.6-5x as long on an H100.)"""
     blocks = -(-k // block_size)
     dequantize = dequantize_rows(node, target, data=b, scales=scales, zero_points=zero_points,
                                  y=w, idx=None, rows=n, k=k, row_stride=blocks * block_size,
                                  bits=bits, block=block_size,
                                  zp_row=-(-blocks * bits // 8) * 8 // bits, signed=False,
-                                 default_zp=2 ** (bits - 1), transposed=TRANSPOSED_SCRATCH)
-    b_strides = dict(SB_K=n, SB_N=1) if TRANSPOSED_SCRATCH else dict(SB_K=1, SB_N=k)
+                                 default_zp=2 ** (bits - 1))
     strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                   SA_M=k, SA_K=1, SC_M=n, SC_N=1, **b_strides)
+                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=n, SC_N=1)  # B [N, K]: Wᵀ
     return dequantize + tiled_matmul(node, target, a=a, b=w, c=node.outputs[0], M=m, N=n, K=k,
                                      batch0=1, batch1=1, strides=strides, coords="matmul",
                                      out_shape=(m, n))

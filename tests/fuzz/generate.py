@@ -765,7 +765,7 @@ def ms_attention(g: GraphBuilder, op: str) -> None:
 
 def ms_rotary(g: GraphBuilder, op: str) -> None:
     """com.microsoft RotaryEmbedding of a [B, S, hidden] tensor: heads of 2 to 16, constant
-    positions ([B, S] or one start) into cos and sin tables of 32 positions."""
+    positions ([B, S] or one start) into cos and sin tables of S + 16 positions."""
     x = g.pick_or_new(3, 3)
     b, s, hidden = g.shape(x)
     heads = [h for h in (2, 4, 8, 16) if hidden % h == 0]
@@ -773,10 +773,11 @@ def ms_rotary(g: GraphBuilder, op: str) -> None:
         raise Reject()
     head = int(g.rng.choice(heads))
     rot = head // 2 if head % 4 == 0 and g.rng.random() < 0.3 else head
-    angles = g.rng.uniform(0, 2 * np.pi, (32, rot // 2))
+    positions = s + 16
+    angles = g.rng.uniform(0, 2 * np.pi, (positions, rot // 2))
     cos, sin = (g.constant(f(angles).astype(g.dtype)) for f in (np.cos, np.sin))
-    pos = g.ints(g.rng.integers(0, 32 - s, 1)) if g.rng.random() < 0.3 else \
-        g.ints(g.rng.integers(0, 32, (b, s)))
+    pos = g.ints(g.rng.integers(0, 17, 1)) if g.rng.random() < 0.3 else \
+        g.ints(g.rng.integers(0, positions, (b, s)))
     attrs = {"num_heads": hidden // head, "interleaved": int(g.rng.random() < 0.5)}
     if rot != head:
         attrs["rotary_embedding_dim"] = rot
