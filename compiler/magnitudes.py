@@ -128,11 +128,21 @@ def rectified(node, ins) -> Magnitude | None:
     return _rectify(x, x.top) if x is not None else None
 
 
-def weighted_average(index: int):
-    """Attention: each result is a softmax-weighted average of the rows of input `index` (V)."""
+def weighted_average(index: int, logits=None):
+    """Attention: each result is a softmax-weighted average of the rows of input `index` (V);
+    logits(node, ins): the typical size of the scores it weighs by (its `weighs`, as bounded's)."""
     def rule(node, ins) -> Magnitude | None:
         return ins[index] if index < len(ins) else None
+    rule.weighs = logits
     return rule
+
+
+def attention_logits(node, ins) -> float | None:
+    """vkc.Attention's scores Q K^T * scale: sums of `d` products of Q's and K's elements."""
+    q, k = (ins + [None, None])[:2]
+    if q is None or k is None:
+        return None
+    return q.rms * k.rms * math.sqrt(node.attrs["dims"][-2]) * abs(node.attrs.get("scale") or 1.0)
 
 
 def sum_of(node, ins) -> Magnitude:
@@ -220,7 +230,8 @@ def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False):
     0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that value.
     weighs: its result weighs another tensor (a softmax's attention, a squeeze-excite gate) and
     moves with its input's absolute error: the pass refuses float16 where that input is past
-    what float16 carries to a few parts in a thousand (float16_range.GATE)."""
+    what float16 carries to a few parts in a thousand (float16_range.GATE). The rule's `weighs`
+    then gives that input's typical size."""
     def rule(node, ins) -> Magnitude:
         x = ins[0] if ins else None
         if at_zero:
@@ -228,8 +239,12 @@ def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False):
         if x is None:
             return Magnitude(limit, limit)
         return Magnitude(limit, min(limit, x.rms), min(limit, x.mean))
-    rule.weighs = weighs
+    rule.weighs = _first_input if weighs else None
     return rule
+
+
+def _first_input(node, ins) -> float | None:
+    return ins[0].rms if ins and ins[0] is not None else None
 
 
 def reduction(kind: str):

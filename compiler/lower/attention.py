@@ -46,7 +46,7 @@ import numpy as np
 
 from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
-from ..magnitudes import weighted_average
+from ..magnitudes import attention_logits, weighted_average
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
 from .matmul import COOPMAT_TYPES
 
@@ -210,7 +210,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
     return None
 
 
-@register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2),
+@register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2, attention_logits),
           dtypes_doc="float32, float16; key-padding masks int32", store_cast_absorbing=True)
 def lower_attention(node, target):
     q, k, v, mask, lengths = (node.input(i) for i in range(5))

@@ -35,8 +35,9 @@ A node that would compute in float16 stays float32 when
    logits of EfficientNet).
 And it refuses the model (a CompileError naming the node: --precision fp32) where
 6. an op that weighs another tensor by its result (a Softmax, a squeeze-excite gate's Sigmoid:
-   declared `weighs`) reads values of typical size past GATE computed from values float16
-   stores: float16 holds those to 1 part in 2048, and where the terms of such a value cancel
+   declared `weighs`; a fused attention: its scores) reads values of typical size past GATE
+   computed from values float16 stores: float16 holds those to 1 part in 2048, and where the
+   terms of such a value cancel
    (near a gate's 0, between a softmax's largest logits) it moves by over 1/8, and the weights
    with it; keeping nodes float32 would not help, the rounding comes from everything upstream.
    A gate of its own input (SiLU's x * sigmoid(x)) is exempt: where it moves, its factor is small.
@@ -103,15 +104,16 @@ class _Range:
             why = self._visit(node)
             if why and computes_float16(node):
                 found[id(node)] = (node, why)
-            # what float16 rounds: a float16 node's results, and all computed from them
-            if (not why and computes_float16(node)) or any(
-                    v is not None and id(v.root()) in self.rounded for v in node.inputs):
+            # what float16 rounds: a float16 node's inputs and results, and all computed from them
+            half = not why and computes_float16(node)
+            rounded = half or any(v is not None and id(v.root()) in self.rounded for v in node.inputs)
+            if rounded:
                 self.rounded.update(id(v) for v in node.outputs if v is not None)
             rule = find_rule(node.op_type, node.domain, self.graph.opset)
-            x = self._magnitude(node.inputs[0]) if node.inputs else None
-            if getattr(rule.magnitude if rule else None, "weighs", False) and x is not None \
-                    and x.rms > GATE and id(node.inputs[0].root()) in self.rounded:
-                self.gates.append((node, x.rms, node.inputs[0].name))
+            weighs = getattr(rule.magnitude, "weighs", None) if rule is not None else None
+            size = weighs(node, [self._magnitude(v) for v in node.inputs]) if weighs else None
+            if size is not None and size > GATE and rounded:
+                self.gates.append((node, size, node.inputs[0].name))
         return found
 
     def _visit(self, node: Node) -> str | None:

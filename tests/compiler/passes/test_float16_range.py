@@ -209,3 +209,22 @@ def test_a_gate_reading_values_float16_cannot_carry_is_refused():
 def test_a_gate_of_its_own_input_is_no_gate():
     """SiLU (x * sigmoid(x)): where the sigmoid moves, near 0, its factor x is small."""
     passes_graph(_gate(own=True), "fp16")
+
+
+def test_an_attention_weighing_by_scores_float16_cannot_carry_is_refused():
+    """A fused attention whose scores are about 450: q and k rectified by float16 Relus (size
+    0.7), scaled by 30 each (folded into the attention's scale, 225), 16 terms a score. Float16
+    holds q and k to 1 part in 2048, so each score moves by about 0.2, enough to shift which keys
+    it attends to; with q and k straight from the float32 inputs it stays float32: no refusal."""
+    model = _masked_attention()
+    model.graph.node.insert(0, helper.make_node("Mul", ["qr", "thirty"], ["q"]))
+    model.graph.node.insert(0, helper.make_node("Mul", ["kr", "thirty"], ["kt"]))
+    model.graph.node.insert(0, helper.make_node("Relu", ["q0"], ["qr"]))
+    model.graph.node.insert(0, helper.make_node("Relu", ["k0"], ["kr"]))
+    model.graph.input[0].name, model.graph.input[1].name = "q0", "k0"
+    model.graph.initializer.append(numpy_helper.from_array(np.array(30.0, np.float32), "thirty"))
+    with pytest.raises(CompileError, match=r"vkc.Attention '.*' weighs by values about 4.5e\+02"):
+        passes_graph(model, "fp16")
+    for relu in model.graph.node[:2]:
+        relu.op_type = "Identity"
+    passes_graph(model, "fp16")
