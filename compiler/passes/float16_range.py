@@ -37,9 +37,9 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
 6. an op that weighs another tensor by its result (a Softmax, a squeeze-excite gate's Sigmoid:
    declared `weighs`; a fused attention: its scores) reads values of typical size past GATE
    computed from values float16 stores: float16 holds those to 1 part in 2048, and where the
-   terms of such a value cancel
-   (near a gate's 0, between a softmax's largest logits) it moves by over 1/8, and the weights
-   with it; keeping nodes float32 would not help, the rounding comes from everything upstream.
+   terms of such a value cancel (near a gate's 0, between a softmax's largest logits) it moves
+   by over 1/8, and the weights with it; keeping nodes float32 would not help, the rounding
+   comes from everything upstream.
    A gate of its own input (SiLU's x * sigmoid(x)) is exempt: where it moves, its factor is small.
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
