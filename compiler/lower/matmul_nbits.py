@@ -35,9 +35,11 @@ M_TILE = 4
 LOCAL = 64
 # From this many rows of A on, W is dequantized into scratch for the tiled GEMM (where it fits one
 # binding, without bias or float zero points). On an H100 (`python3 -m benchmarks.gpu.matmul_nbits
-# 4x4x64v,4x4x64vg`, 4096 x 4096 and 4096 x 11008) the GEMVs took 58 and 139 us at M = 16, the
-# dequantized GEMM 122 and 222; at M = 128 the GEMVs 380 and 1014 us, the GEMM 181 and 273
-# (float16 weights: 88 and 112).
+# 4x4x64v,4x4x64vg,4x4x64vd`, 4096 x 4096 and 4096 x 11008, dequantizing a value an invocation)
+# the GEMVs took 103 and 267 us at M = 32, 197 and 518 at M = 64, 383 and 1022 at M = 128; the
+# dequantized GEMM 133 and 268 at M = 64, 181 and 274 at M = 128 (float16 weights: 38 and 104,
+# 89 and 112), most of it the dequantization. Dequantizing a word an invocation is not measured
+# yet; it may move the crossover below 64.
 PROMPT_ROWS = 64
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
 # On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
