@@ -1,7 +1,8 @@
 """A bounded asyncio HTTP client for the serving load test (aiohttp, which Ray Serve installs).
 
-Closed loop (`concurrency` requests in flight) or open loop (Poisson arrivals at `rate` per second),
-at most `max_requests` requests and `max_seconds` of sending, loopback only.
+Closed loop (`concurrency` requests in flight) or open loop (`rate` requests per second, as Poisson
+arrivals or evenly spaced), at most `max_requests` requests and `max_seconds` of sending, loopback
+only.
 
 Retry policy (what a client of a replicated service must do; docs/SERVING.md): a request that
 fails with a connection error, a timeout or a 5xx is sent again, at most `retries` times, after
@@ -88,7 +89,7 @@ async def _send(session, url: str, index: int, body: bytes, content_type: str, r
 
 
 async def drive(url: str, bodies: list, content_type: str = "application/json", *, concurrency: int = 8,
-                rate: float | None = None, max_requests: int = 1000, max_seconds: float = 30.0, retries: int = 6,
+                rate: float | None = None, arrivals: str = "poisson", max_requests: int = 1000, max_seconds: float = 30.0, retries: int = 6,
                 backoff_s: float = 0.05, timeout_s: float = 30.0, seed: int = 0, during=None) -> Report:
     """Send up to `max_requests` requests (bodies taken in turn) for at most `max_seconds`.
     `during(t0)` (a coroutine function), if given, runs beside the load (e.g. killing a replica)."""
@@ -109,8 +110,8 @@ async def drive(url: str, bodies: list, content_type: str = "application/json", 
         for i in range(max_requests):
             if time.perf_counter() - t0 > max_seconds:
                 break
-            if rate:  # open loop: the next arrival of a Poisson process
-                next_at += rng.exponential(1.0 / rate)
+            if rate:  # open loop: the next arrival, of a Poisson process or evenly spaced
+                next_at += rng.exponential(1.0 / rate) if arrivals == "poisson" else 1.0 / rate
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
             else:
                 await limit.acquire()  # closed loop: start one when one finishes

@@ -12,7 +12,7 @@ the server: shows replicas scaling). Measures:
    1 and 2 replicas, closed loop: throughput, p50 and p99 latency;
 3. serving overhead: one request at a time through HTTP and through a Python handle, p50 minus
    direct Model.run's p50; and the floor, a deployment that answers at once (what Serve alone costs);
-4. open loop (Poisson arrivals) at 70% of the peak throughput of step 2: p50 and p99;
+4. open loop at 70% of the peak throughput of step 2, Poisson arrivals and evenly spaced: p50, p99;
 5. two replicas under load, one killed (SIGKILL) after 2 s: requests lost (after the client's
    retries), retried, and the time until a new replica answers.
 Every process runs lavapipe with LP_NUM_THREADS=1 (one core per replica; set it to override).
@@ -199,11 +199,12 @@ def main(argv=None) -> dict:
         replicas = int(best.split("x")[-1])
         deploy("vkc", replicas)
         rate = 0.7 * result["closed_loop"][best]["throughput_rps"]
-        r = client.run(url, bodies, content_type, rate=rate, concurrency=1024, max_requests=int(rate * seconds),
-                       max_seconds=seconds)
-        result["open_loop_70"] = dict(r.summary(), config=best, rate_rps=round(rate, 1),
-                                      p99_over_p50=round(r.percentile(99) / r.percentile(50), 2))
-        print(result["open_loop_70"])
+        for arrivals in ("poisson", "uniform"):
+            r = client.run(url, bodies, content_type, rate=rate, arrivals=arrivals, concurrency=1024,
+                           max_requests=int(rate * seconds), max_seconds=seconds)
+            result[f"open_loop_70_{arrivals}"] = dict(r.summary(), config=best, rate_rps=round(rate, 1),
+                                                      p99_over_p50=round(r.percentile(99) / r.percentile(50), 2))
+            print(arrivals, result[f"open_loop_70_{arrivals}"])
 
         handle = deploy("vkc", 2)
         result["kill"] = kill_under_load(url, handle, bodies, content_type, args.concurrency, requests, seconds)
@@ -285,9 +286,10 @@ def table(result: dict) -> str:
                 f"{f['http']['requests']} / {f['handle']['requests']} | {f['http']['throughput_rps']} / "
                 f"{f['handle']['throughput_rps']} | {f['http']['p50_ms']} / {f['handle']['p50_ms']} | "
                 f"{f['http']['p99_ms']} / {f['handle']['p99_ms']} |")
-    s = result["open_loop_70"]
-    rows.append(f"| Serve, {s['config']}, Poisson arrivals at 70% of its peak ({s['rate_rps']} req/s) | {s['requests']} | "
-                f"{s['throughput_rps']} | {s['p50_ms']} | {s['p99_ms']} |")
+    for arrivals, label in (("poisson", "Poisson arrivals"), ("uniform", "evenly spaced arrivals")):
+        s = result[f"open_loop_70_{arrivals}"]
+        rows.append(f"| Serve, {s['config']}, {label} at 70% of its peak ({s['rate_rps']} req/s) | {s['requests']} | "
+                    f"{s['throughput_rps']} | {s['p50_ms']} | {s['p99_ms']} |")
     k = result["kill"]
     rows.append(f"| Serve, vkc x2, one replica killed after 2 s | {k['requests']} | {k['throughput_rps']} | "
                 f"{k['p50_ms']} | {k['p99_ms']} |")
@@ -297,7 +299,8 @@ def table(result: dict) -> str:
              f"at 1 in flight (HTTP and handle together), {o['in_replica_mean_ms']} ms on average is spent in the "
              f"replica, {o['runner_mean_ms']} ms of it on the runner thread (fill, Model.run, split); the rest is "
              "Ray's (proxy, actor calls).",
-             f"At 70% of peak: p99/p50 = {s['p99_over_p50']}.",
+             f"At 70% of peak: p99/p50 = {result['open_loop_70_poisson']['p99_over_p50']} (Poisson arrivals), "
+             f"{result['open_loop_70_uniform']['p99_over_p50']} (evenly spaced).",
              f"Replica killed: {k['lost']} lost of {k['requests']}, {k['retried']} retried ({k['failed_attempts']} failed "
              f"attempts), a new replica answered {k['recovery_s']} s after the kill."]
     return "\n".join(lines)
