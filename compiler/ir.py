@@ -159,6 +159,18 @@ class Graph:
         return node, read
 
 
+def expand_nodes(graph: Graph, rewrite) -> Graph:
+    """Each node replaced by the nodes `rewrite(node)` returns (None: the node stays), in its
+    place, the graph relinked: what passes that expand an op into others do."""
+    nodes = []
+    for node in graph.nodes:
+        replaced = rewrite(node)
+        nodes += [node] if replaced is None else replaced
+    graph.nodes = nodes
+    graph.relink()
+    return graph
+
+
 def written_in_shape(y: Value, shape) -> Value:
     """What a kernel that computes `y` through a reshape writes: a value of y's dtype in its own
     `shape`, with y made a view of its bytes."""

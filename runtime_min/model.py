@@ -940,9 +940,7 @@ class Model:
                 cmd = self._command_buffer("profile")
                 self._record(cmd, v, self._slots[0], profile=True)
                 v.profile_cmd, v.profile_submit = cmd, self._submit_info(cmd)
-            for slot in self._slots:  # finish the runs in flight: the profile uses I/O set 0
-                if slot.pending is not None:
-                    self._complete(slot)
+            self._finish_runs()  # the profile uses I/O set 0
             for view, a in zip(v.runs[0][0], arrays):
                 _write_input(view, a)
             self._slots[0].inb.flush()

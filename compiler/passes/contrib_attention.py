@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, expand_nodes
 from ..registry import declare
 
 MS = "com.microsoft"
@@ -53,17 +53,9 @@ declare("MultiHeadAttention", domain=MS, handled_by="vkc.Attention", module=__na
 
 
 def expand_contrib_attention(graph: Graph) -> Graph:
-    nodes = []
-    for node in graph.nodes:
-        if node.domain == MS and node.op_type == "Attention":
-            nodes += _attention(graph, node)
-        elif node.domain == MS and node.op_type == "MultiHeadAttention":
-            nodes += _multi_head_attention(graph, node)
-        else:
-            nodes.append(node)
-    graph.nodes = nodes
-    graph.relink()
-    return graph
+    expand = {"Attention": _attention, "MultiHeadAttention": _multi_head_attention}
+    return expand_nodes(graph, lambda node: expand[node.op_type](graph, node)
+                        if node.domain == MS and node.op_type in expand else None)
 
 
 def _refuse_extras(graph: Graph, node: Node, inputs: dict[int, str], outputs: dict[int, str]):

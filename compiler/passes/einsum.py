@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, expand_nodes, is_onnx
 from ..registry import declare, unsupported_dtype
 from ..shapes import prod
 
@@ -25,13 +25,7 @@ declare("Einsum", handled_by="MatMul with Transposes and Reshapes (passes/einsum
 
 
 def rewrite_einsum(graph: Graph) -> Graph:
-    nodes = []
-    for node in graph.nodes:
-        nodes += _rewrite(node) if node.op_type == "Einsum" and node.domain in ("", "ai.onnx") \
-            else [node]
-    graph.nodes = nodes
-    graph.relink()
-    return graph
+    return expand_nodes(graph, lambda node: _rewrite(node) if is_onnx(node, "Einsum") else None)
 
 
 def _parse(node: Node) -> tuple[list[str], str]:

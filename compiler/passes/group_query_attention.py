@@ -20,8 +20,9 @@ import math
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, expand_nodes
 from ..registry import declare
+from .onnx_attention import heads_first
 
 MS = "com.microsoft"
 
@@ -53,25 +54,13 @@ declare("GroupQueryAttention", domain=MS, handled_by="vkc.TensorScatter + vkc.At
 
 
 def expand_group_query_attention(graph: Graph) -> Graph:
-    nodes = []
-    for node in graph.nodes:
-        if node.domain == MS and node.op_type == "GroupQueryAttention":
-            nodes += _expand(graph, node)
-        else:
-            nodes.append(node)
-    graph.nodes = nodes
-    graph.relink()
-    return graph
+    return expand_nodes(graph, lambda node: _expand(graph, node)
+                        if node.domain == MS and node.op_type == "GroupQueryAttention" else None)
 
 
 def _const(name: str, array) -> Value:
     array = np.asarray(array)
     return Value(name, array.dtype, array.shape, data=array)
-
-
-def _given(node: Node, i: int) -> Value | None:
-    v = node.input(i)
-    return v if v is not None and v.name else None
 
 
 def _expand(graph: Graph, node: Node) -> list[Node]:
@@ -80,10 +69,10 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
         if int(a.get(attr, unset)) != unset:
             raise CompileError(f"GroupQueryAttention '{name}': {attr} is not supported by vkc; export without it.")
     for i, what in ((9, "position_ids"), (10, "attention_bias"), (11, "head_sink")):
-        if _given(node, i) is not None:
+        if node.input(i) is not None:
             raise CompileError(f"GroupQueryAttention '{name}': input {what} is not supported by vkc.")
-    q, k, v = node.inputs[0], _given(node, 1), _given(node, 2)
-    past_k, past_v, seqlens, total = (_given(node, i) for i in (3, 4, 5, 6))
+    q, k, v = node.inputs[0], node.input(1), node.input(2)
+    past_k, past_v, seqlens, total = (node.input(i) for i in (3, 4, 5, 6))
     heads, kv_heads = int(a["num_heads"]), int(a["kv_num_heads"])
     b, s, width = q.shape
     nodes: list[Node] = []
@@ -118,7 +107,7 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
     start = add("Add", [last, _const(f"{name}/one_minus_s", np.array(1 - s, np.int64))], "start", np.int64, (b,))
     count = add("Add", [seqlens, _const(f"{name}/one", np.array(1, np.int32))], "key_count", np.int32, (b,))
     if int(a.get("do_rotary", 0)):
-        cos, sin = _given(node, 7), _given(node, 8)
+        cos, sin = node.input(7), node.input(8)
         first = add("Unsqueeze", [start, _const(f"{name}/axis1", np.array([1], np.int64))], "start_col", np.int64, (b, 1))
         positions = add("Add", [first, _const(f"{name}/steps", np.arange(s, dtype=np.int64)[None])],
                         "positions", np.int64, (b, s))
@@ -127,11 +116,9 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
         k = add("RotaryEmbedding", [k, positions, cos, sin], "k_rotary", k.dtype, k.shape, num_heads=kv_heads, **rotary)
         for n in nodes[-2:]:
             n.domain = MS
-    shape4 = _const(f"{name}/kv_shape", np.array([b, s, kv_heads, head], np.int64))
     presents = []
     for i, (t, past) in enumerate(((k, past_k), (v, past_v))):
-        split = add("Reshape", [t, shape4], f"{'kv'[i]}_heads", t.dtype, (b, s, kv_heads, head))
-        rows = add("Transpose", [split], f"{'kv'[i]}_rows", t.dtype, (b, kv_heads, s, head), perm=[0, 2, 1, 3])
+        rows = heads_first(node, t, kv_heads, head, nodes)
         present = node.outputs[1 + i] if len(node.outputs) > 1 + i and node.outputs[1 + i].name else \
             Value(f"{name}/present_{'kv'[i]}", past.dtype, past.shape)
         present.dtype, present.shape = past.dtype, past.shape

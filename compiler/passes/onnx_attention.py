@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, expand_nodes, is_onnx
 from ..registry import declare
 
 
@@ -47,20 +47,7 @@ declare("Attention", handled_by="vkc.Attention", module=__name__, schema=25, flo
 
 
 def expand_onnx_attention(graph: Graph) -> Graph:
-    nodes = []
-    for node in graph.nodes:
-        if node.op_type == "Attention" and node.domain in ("", "ai.onnx"):
-            nodes += _attention(graph, node)
-        else:
-            nodes.append(node)
-    graph.nodes = nodes
-    graph.relink()
-    return graph
-
-
-def _given(node: Node, i: int) -> Value | None:
-    v = node.input(i)
-    return v if v is not None and v.name else None
+    return expand_nodes(graph, lambda node: _attention(graph, node) if is_onnx(node, "Attention") else None)
 
 
 def _layout(shape, heads: int) -> tuple[int, int, tuple]:
@@ -95,7 +82,7 @@ def _mask_strides(node: Node, mask: Value, dims: tuple) -> tuple:
     return tuple(strides)
 
 
-def _heads_first(node: Node, t: Value, heads: int, size: int, nodes: list) -> Value:
+def heads_first(node: Node, t: Value, heads: int, size: int, nodes: list) -> Value:
     """[B, S, heads * size] as [B, heads, S, size]: a Reshape and a Transpose appended to nodes."""
     b, s, _ = t.shape
     shape = Value(f"{t.name}/heads_shape", np.dtype(np.int64), (4,),
@@ -118,7 +105,7 @@ def _attention(graph: Graph, node: Node) -> list[Node]:
         raise CompileError(f"Attention '{name}': the qk_matmul_output output is not supported by vkc; "
                            "export without it.")
     q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-    mask, past_k, past_v, lengths = (_given(node, i) for i in (3, 4, 5, 6))
+    mask, past_k, past_v, lengths = (node.input(i) for i in (3, 4, 5, 6))
     b = q.shape[0]
     try:
         hq, d, q_strides = _layout(q.shape, int(a.get("q_num_heads", 0)))
@@ -135,7 +122,7 @@ def _attention(graph: Graph, node: Node) -> list[Node]:
         if past_k is None or past_v is None:
             raise CompileError(f"Attention '{name}': past_key and past_value go together.")
         if len(k.shape) == 3:  # the cache is 4-D: [B, S, heads * size] -> [B, heads, S, size] first
-            k, v = (_heads_first(node, t, hk, size, nodes) for t, size in ((k, dk), (v, dv)))
+            k, v = (heads_first(node, t, hk, size, nodes) for t, size in ((k, dk), (v, dv)))
         presents = []
         for i, (past, new) in enumerate(((past_k, k), (past_v, v))):
             out = node.outputs[1 + i] if len(node.outputs) > 1 + i and node.outputs[1 + i].name else \
