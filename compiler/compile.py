@@ -44,7 +44,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
 
     state: graph inputs the bundle keeps on the device between runs, each fed by an output
-    (compiler/state.py): "auto" (TensorScatter's in-place caches), "none", or input=output pairs.
+    (compiler/state.py): "auto" (caches an op updates in place: TensorScatter's, GroupQueryAttention's),
+    "none", or input=output pairs.
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in

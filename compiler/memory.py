@@ -38,7 +38,8 @@ class MemoryPlan:
     def offset_of(self, v: Value) -> int:
         """Offset of a non-constant Value in its buffer: its root's, plus where it starts in the root."""
         root = id(v.root())
-        return self.state_offsets.get(root, self.offsets.get(root, 0)) + v.root_offset()
+        offsets = self.state_offsets if root in self.state_offsets else self.offsets
+        return offsets[root] + v.root_offset()
 
 
 def plan_memory(kernels, graph_inputs: list[Value], graph_outputs: list[Value], state=()) -> MemoryPlan:

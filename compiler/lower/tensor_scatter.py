@@ -14,8 +14,6 @@ from .kernel import Kernel, grid_1d, register
 from .strided_copy import COPIES, strided_copy
 
 MODES = ("linear", "circular")
-
-
 LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)"
 
 
@@ -27,7 +25,6 @@ LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
     indices = node.input(2)
-    indices = indices if indices is not None and indices.name else None
     mode = node.attrs.get("mode", "linear")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in MODES:
