@@ -87,7 +87,7 @@ _OPS = [
     # Arithmetic: + - * wrap around on integers; integer division truncates toward zero.
     ElementwiseOp("add", **texts("({0} + {1})", *ALL), onnx={"Add": ()}, inputs=2,
                   variadic=("Sum", "Mean"), magnitude=M.sum_of),
-    ElementwiseOp("sub", **texts("({0} - {1})", *ALL), onnx={"Sub": ()}, inputs=2, magnitude=M.sum_of),
+    ElementwiseOp("sub", **texts("({0} - {1})", *ALL), onnx={"Sub": ()}, inputs=2, magnitude=M.difference),
     ElementwiseOp("mul", **texts("({0} * {1})", *ALL), onnx={"Mul": ()}, inputs=2, magnitude=M.product_of),
     ElementwiseOp("div", **texts("({0} / {1})", "double", int="{idiv}({0}, {1})",
                                  uint="{udiv}({0}, {1})"), onnx={"Div": ()}, inputs=2, magnitude=M.quotient),
@@ -100,8 +100,8 @@ _OPS = [
                                  uint="min({0}, {1})"), variadic=("Min",), exact=True),
     ElementwiseOp("clip", **texts(SPECIAL, *ALL), exact=True,  # Clip: passes/elementwise.py
                   magnitude=M.clipped),
-    ElementwiseOp("neg", **texts("(-{0})", "double", "int", uint="({z} - {0})"), onnx={"Neg": ()}),
-    ElementwiseOp("abs", **texts("abs({0})", "double", "int", uint="{0}"), onnx={"Abs": ()}),
+    ElementwiseOp("neg", **texts("(-{0})", "double", "int", uint="({z} - {0})"), onnx={"Neg": ()}, magnitude=M.negated),
+    ElementwiseOp("abs", **texts("abs({0})", "double", "int", uint="{0}"), onnx={"Abs": ()}, magnitude=M.absolute),
     ElementwiseOp("sign", **texts("(isnan({0}) ? {0} : sign({0}))", "double", int="sign({0})",
                                   uint="min({0}, {one})"), onnx={"Sign": ()}, exact=True),
     ElementwiseOp("relu", **texts("{fmax}({0}, {z})", "double", int="max({0}, {z})", uint="{0}"),
@@ -110,7 +110,8 @@ _OPS = [
                   onnx={"PRelu": (), "LeakyRelu": (("alpha", 0.01),)}, inputs=2),
     # Floating point only.
     ElementwiseOp("sqrt", **texts("sqrt({0})", "double"), onnx={"Sqrt": ()}, magnitude=M.square_root),
-    ElementwiseOp("reciprocal", **texts("({one} / {0})", "double"), onnx={"Reciprocal": ()}),
+    ElementwiseOp("reciprocal", **texts("({one} / {0})", "double"), onnx={"Reciprocal": ()},
+                  magnitude=M.reciprocal),
     ElementwiseOp("floor", **texts("floor({0})", "double"), onnx={"Floor": ()}),
     ElementwiseOp("ceil", **texts("ceil({0})", "double"), onnx={"Ceil": ()}),
     ElementwiseOp("round", **texts("roundEven({0})", "double"), onnx={"Round": ()}),
@@ -131,7 +132,7 @@ _OPS = [
                           "sign({0}) * (1.0 - 2.0 / (exp(2.0 * abs({0})) + 1.0)))",
                   onnx={"Tanh": ()}, magnitude=M.bounded(1.0)),
     ElementwiseOp("hardswish", "({0} * clamp({0} * 0.16666667 + 0.5, 0.0, 1.0))",
-                  onnx={"HardSwish": ()}, magnitude=M.rectified),
+                  onnx={"HardSwish": ()}, magnitude=M.nearly_rectified),
     # log(1 + exp(x)) without overflow for large x
     ElementwiseOp("softplus", "(max({0}, 0.0) + log(1.0 + exp(-abs({0}))))",
                   onnx={"Softplus": ()}),

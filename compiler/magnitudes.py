@@ -3,6 +3,17 @@ float16 range pass (passes/float16_range.py) asks of an op, declared with the op
 its `register` or `declare`). Each rule takes the node and a Magnitude per input (None: not a
 float tensor, or absent) and returns its result's Magnitude, or None where it cannot say (the
 pass then takes an activation's bound and its computed inputs' typical size).
+
+A rule also says what the pass needs to find divisions by sums that cancel (Div(x, mean(x)) of
+signed x: the mean may be far smaller than the terms float16 rounded, so their rounding is most of
+it). Signs are +1 (never negative), -1 (never positive) or 0 (either); each is an attribute of the
+rule (set with `_facts`), absent on an op that declares no rule (data movement: sign 0):
+- sign(node, signs) -> its result's sign, from its inputs' (None: not a float tensor);
+- terms(node, signs) -> the signs of the terms it sums (Add, a mean, a product's dot products),
+  None for no sum: terms of both signs, or of either, may cancel;
+- conditioned: near 0 its result does not move relatively with its input (exp, a sigmoid), so a
+  value that cancelled before it is ordinary after it;
+- divides(node) -> the inputs it divides by.
 """
 from __future__ import annotations
 
@@ -36,6 +47,25 @@ class Magnitude:
         if not self.rms or math.isinf(self.rms):
             return self.rms
         return self.rms * math.sqrt(max(1.0 - (self.mean / self.rms) ** 2, 0.0))
+
+
+def _facts(rule, sign=None, terms=None, divides=None, conditioned=False):
+    rule.sign, rule.terms, rule.divides, rule.conditioned = sign, terms, divides, conditioned
+    return rule
+
+
+def one_sign(signs) -> int:
+    """The sign of a sum of terms of these signs: theirs where they share one, else 0."""
+    signs = [s for s in signs if s is not None]
+    return signs[0] if signs and signs[0] and all(s == signs[0] for s in signs) else 0
+
+
+def _first(node, signs) -> int:
+    return (signs[0] or 0) if signs else 0
+
+
+def _positive(node, signs) -> int:
+    return 1
 
 
 def _known(ins) -> list[Magnitude]:
@@ -113,7 +143,11 @@ def weighted_sum(taps):
         if any(m.top > LIMIT for m in known):
             top = max(top, *(m.top for m in known))
         return Magnitude(_grown(lambda: top), rms)
-    return rule
+
+    def terms(node, signs):   # products of its two operands, and its bias
+        a, b, bias = (list(signs) + [None] * 3)[:3]
+        return [(a or 0) * (b or 0)] + ([bias] if bias is not None else [])
+    return _facts(rule, sign=lambda node, signs: one_sign(terms(node, signs)), terms=terms)
 
 
 def _rectify(x: Magnitude, top: float) -> Magnitude:
@@ -123,9 +157,17 @@ def _rectify(x: Magnitude, top: float) -> Magnitude:
 
 
 def rectified(node, ins) -> Magnitude | None:
-    """Relu, HardSwish: the negative half of their input's symmetric part becomes 0 (or near it)."""
+    """Relu: the negative half of its input's symmetric part becomes 0."""
     x = ins[0] if ins else None
     return _rectify(x, x.top) if x is not None else None
+
+
+_facts(rectified, sign=_positive)
+
+
+def nearly_rectified(node, ins) -> Magnitude | None:
+    """HardSwish: as Relu's, but its negative half goes near 0 (down to -0.375), not to 0."""
+    return rectified(node, ins)
 
 
 def weighted_average(index: int, logits=None):
@@ -134,7 +176,10 @@ def weighted_average(index: int, logits=None):
     def rule(node, ins) -> Magnitude | None:
         return ins[index] if index < len(ins) else None
     rule.weighs = logits
-    return rule
+
+    def terms(node, signs):   # its weights are never negative
+        return [signs[index] or 0 if index < len(signs) else 0]
+    return _facts(rule, sign=lambda node, signs: terms(node, signs)[0], terms=terms)
 
 
 def attention_logits(node, ins) -> float | None:
@@ -153,12 +198,38 @@ def sum_of(node, ins) -> Magnitude:
     return Magnitude(sum(m.top for m in known), math.hypot(mean, *(m.spread for m in known)), mean)
 
 
+_facts(sum_of, sign=lambda node, signs: one_sign(signs), terms=lambda node, signs: [s or 0 for s in signs if s is not None])
+
+
+def difference(node, ins) -> Magnitude:
+    """Sub: as sum_of, its second term's sign turned."""
+    return sum_of(node, ins)
+
+
+def _difference_terms(node, signs):
+    a, b = (signs + [None, None])[:2]
+    return [a or 0] + ([-(b or 0)] if b is not None else [])
+
+
+_facts(difference, sign=lambda node, signs: one_sign(_difference_terms(node, signs)), terms=_difference_terms)
+
+
 def product_of(node, ins) -> Magnitude:
     """Mul: the factors' magnitudes multiply (a square of an activation: its magnitude squared)."""
     known = _known(ins)
     rms = math.prod(m.rms for m in known)
     return Magnitude(_grown(lambda: math.prod(m.top for m in known)), rms,
                      rms * math.prod(m.mean / m.rms if m.rms else 0.0 for m in known))
+
+
+def _product_sign(node, signs) -> int:
+    a, b = (node.inputs + [None, None])[:2]
+    if a is not None and a is b:   # a square
+        return 1
+    return math.prod(s or 0 for s in signs if s is not None) if signs else 0
+
+
+_facts(product_of, sign=_product_sign)
 
 
 def quotient(node, ins) -> Magnitude | None:
@@ -181,6 +252,41 @@ def quotient(node, ins) -> Magnitude | None:
     return Magnitude(ins[0].top / smallest, ins[0].rms * k, ins[0].mean * k)
 
 
+_facts(quotient, sign=_product_sign, divides=lambda node: [1])
+
+
+def reciprocal(node, ins) -> None:
+    """Reciprocal: 1 / x, of x's sign (its magnitude: the pass's default)."""
+    return None
+
+
+_facts(reciprocal, sign=_first, divides=lambda node: [0])
+
+
+def negated(node, ins) -> None:
+    """Neg: its input's magnitude, the other sign."""
+    return None
+
+
+_facts(negated, sign=lambda node, signs: -_first(node, signs))
+
+
+def absolute(node, ins) -> None:
+    """Abs: its input's magnitude, never negative."""
+    return None
+
+
+_facts(absolute, sign=_positive)
+
+
+def averaged(node, ins) -> None:
+    """AveragePool, GlobalAveragePool: means of windows of the input, within its range."""
+    return None
+
+
+_facts(averaged, sign=_first, terms=lambda node, signs: [_first(node, signs)])
+
+
 def power(node, ins) -> Magnitude:
     """Pow: a constant exponent p takes |x| to |x|^p (p > 1 grows it: squares, cubes); an exponent
     computed at run time may take it anywhere."""
@@ -193,6 +299,27 @@ def power(node, ins) -> Magnitude:
     return Magnitude(bound, _grown(lambda: base.rms ** top) if top > 0 else max(base.rms, 1.0))
 
 
+def _constant_exponent(node):
+    p = node.inputs[1] if len(node.inputs) > 1 else None
+    return np.asarray(p.data, np.float64) if p is not None and p.is_constant else None
+
+
+def _power_sign(node, signs) -> int:
+    p = _constant_exponent(node)
+    if p is not None and p.size and np.all(np.mod(p, 2) == 0):   # even powers
+        return 1
+    return 1 if _first(node, signs) == 1 else 0
+
+
+def _power_divides(node):
+    """x^p divides by x^|p| where p may be negative."""
+    p = _constant_exponent(node)
+    return [0] if p is None or not p.size or np.any(p < 0) else []
+
+
+_facts(power, sign=_power_sign, divides=_power_divides)
+
+
 def exponential(node, ins) -> Magnitude:
     """Exp: e^x, past float16's range from x = 11.1 on; about 1 where x is small."""
     if ins[0] is None:
@@ -201,10 +328,16 @@ def exponential(node, ins) -> Magnitude:
     return Magnitude(_grown(lambda: math.exp(ins[0].top)), rms, rms)
 
 
+_facts(exponential, sign=_positive, conditioned=True)
+
+
 def square_root(node, ins) -> Magnitude | None:
     if ins[0] is None:
         return None
     return Magnitude(math.sqrt(ins[0].top), math.sqrt(ins[0].rms), math.sqrt(ins[0].rms))
+
+
+_facts(square_root, sign=_positive)
 
 
 def clipped(node, ins) -> Magnitude | None:
@@ -224,10 +357,28 @@ def clipped(node, ins) -> Magnitude | None:
     return Magnitude(min(edge, y.top), min(edge, y.rms), min(edge, y.mean))
 
 
-def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False):
+def _clipped_sign(node, signs) -> int:
+    low, high = [node.attrs.get("min"), node.attrs.get("max")]
+    for i in (1, 2):
+        v = node.inputs[i] if i < len(node.inputs) else None
+        if v is not None and v.is_constant and v.size == 1:
+            low, high = (float(np.asarray(v.data).reshape(())), high) if i == 1 else \
+                (low, float(np.asarray(v.data).reshape(())))
+    if low is not None and low >= 0:
+        return 1
+    if high is not None and high <= 0:
+        return -1
+    return _first(node, signs)
+
+
+_facts(clipped, sign=_clipped_sign)
+
+
+def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False, nonnegative: bool = False):
     """An op whose result stays within +-limit whatever its inputs (Softmax, Sigmoid, Tanh, Erf).
-    Typically: an odd one (tanh(x) ~ x near 0) no larger than its input; one that is at_zero at
-    0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that value.
+    Typically: an odd one (tanh(x) ~ x near 0, of x's sign) no larger than its input; one that
+    is at_zero at 0 (a sigmoid's 0.5, which a symmetric input leaves its typical value) that
+    value. One that is at_zero, or `nonnegative` (a softmax), is never negative.
     weighs: its result weighs another tensor (a softmax's attention, a squeeze-excite gate) and
     moves with its input's absolute error: the pass refuses float16 where that input is past
     what float16 carries to a few parts in a thousand (float16_range.GATE). The rule's `weighs`
@@ -240,7 +391,9 @@ def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False):
             return Magnitude(limit, limit)
         return Magnitude(limit, min(limit, x.rms), min(limit, x.mean))
     rule.weighs = _first_input if weighs else None
-    return rule
+    if at_zero or nonnegative:
+        return _facts(rule, sign=_positive, conditioned=True)
+    return _facts(rule, sign=_first)
 
 
 def _first_input(node, ins) -> float | None:
@@ -270,7 +423,18 @@ def reduction(kind: str):
             return Magnitude(grown(x.top, False), math.hypot(mean, grown(x.spread, True)), mean)
         rms = grown(x.rms, True)
         return Magnitude(grown(x.top, False), rms, rms if kind != "prod" else 0.0)
-    return rule
+
+    def terms(node, signs):   # a sum or mean of its input's elements; of |x| or x^2 (never negative)
+        if node.inputs[0].size <= node.outputs[0].size:
+            return None   # one term each
+        return {"sum": [_first(node, signs)], "mean": [_first(node, signs)], "logsum": [_first(node, signs)],
+                "l1": [1], "l2": [1], "sumsquare": [1]}.get(kind)
+
+    def sign(node, signs):
+        if kind in ("l1", "l2", "sumsquare"):
+            return 1
+        return _first(node, signs) if kind in ("sum", "mean", "max", "min") else 0
+    return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp")
 
 
 def normalization(scale: int, bias: int | None = None, skip: int | None = None):
@@ -295,4 +459,5 @@ def normalization(scale: int, bias: int | None = None, skip: int | None = None):
             return [y for _ in node.outputs]
         total = sum_of(node, [at(0), at(skip)])
         return [total if role == "SUM" else y for role, _ in zip(roles, node.outputs)]
-    return rule
+    # x minus the row's mean (and a residual sum): terms of both signs
+    return _facts(rule, terms=lambda node, signs: [0])

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
+from ..magnitudes import averaged
 from ..shapes import prod
 from .conv import conv_geometry
 from ..registry import FLOATS
@@ -86,7 +87,7 @@ def lower_maxpool(node, target):
     return _windowed(node, target, "max")
 
 
-@register("AveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
+@register("AveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT, magnitude=averaged)
 def lower_averagepool(node, target):
     return _windowed(node, target, "avg")
 
@@ -100,7 +101,7 @@ def _global(node, target, mode):
     return _pool(node, target, mode, spatial, [1] * nd, [1] * nd, [0] * nd, [0] * nd)
 
 
-@register("GlobalAveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
+@register("GlobalAveragePool", dtypes=FLOATS, limits=SPATIAL_LIMIT, magnitude=averaged)
 def lower_global_average_pool(node, target):
     return _global(node, target, "avg")
 

@@ -35,12 +35,12 @@ def _rows(graph, node, rows: Rows):
     return [rows] if rows.axis != node.attrs.get("axis", -1) % len(node.inputs[0].shape) else None
 
 
-@register("Softmax", since=1, dtypes=FLOATS, magnitude=bounded(1.0, weighs=True), row_wise=_rows_v1)
+@register("Softmax", since=1, dtypes=FLOATS, magnitude=bounded(1.0, weighs=True, nonnegative=True), row_wise=_rows_v1)
 def lower_softmax_v1(node, target):
     return _softmax(node, target, log=False, coerce_2d=True)
 
 
-@register("Softmax", since=13, dtypes=FLOATS, magnitude=bounded(1.0, weighs=True), row_wise=_rows)
+@register("Softmax", since=13, dtypes=FLOATS, magnitude=bounded(1.0, weighs=True, nonnegative=True), row_wise=_rows)
 def lower_softmax(node, target):
     return _softmax(node, target, log=False, coerce_2d=False)
 

@@ -41,6 +41,15 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
    by over 1/8, and the weights with it; keeping nodes float32 would not help, the rounding
    comes from everything upstream.
    A gate of its own input (SiLU's x * sigmoid(x)) is exempt: where it moves, its factor is small.
+7. it divides by a sum of terms of both signs (or of either: Div(x, ReduceMean(x)) of signed x,
+   x / (a - b), 1 / MatMul(...)), or feeds one: such a sum may cancel to far below its terms,
+   and float16's rounding of them (2^-11 of each) is then most of it, and of the quotient. The
+   sum and everything it is computed from stay float32 (a graph input is exact there), the
+   division too, and its quotient counts as unbounded. Where that input is float16 at the API
+   (--io fp16, a float16 state), keeping cannot help: the model is refused, naming the division.
+   Signs come from the ops' rules (compiler/magnitudes.py); a sum of one-signed terms (a
+   variance, a softmax's denominator, a norm) does not cancel, and ends the cancellation of its
+   terms (a LayerNorm's x - mean squared), as a well-conditioned op (exp, a sigmoid) does.
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 (or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
@@ -49,11 +58,14 @@ overflow.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph, Node, Value
-from ..magnitudes import ACTIVATION, LIMIT, Magnitude, clipped, product_of
+from ..magnitudes import (ACTIVATION, LIMIT, Magnitude, absolute, averaged, clipped, negated, one_sign,
+                          product_of, reciprocal)
 from ..registry import find_rule
 
 F16_MAX = float(np.finfo(np.float16).max)
@@ -66,12 +78,17 @@ SMALL = 2.0 ** -14   # float16's smallest normal value
 # few parts in a thousand: float16 holds what it is computed from to 1 part in 2048, so such an
 # input moves by over 1/8 where its terms cancel (near the gate's 0, between a softmax's largest).
 GATE = ACTIVATION
+# Rules through which a value float16 rounds to 0 passes on as such (data movement declares none).
+_PASS_TINY = (None, clipped, negated, absolute, reciprocal, averaged)
 
 
 def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]:
     """{id(node): (node, why)} for the nodes `computes_float16(node)` retypes that must stay float32.
-    Refuses a model whose weighing ops (declared `weighs`) read values float16 cannot carry."""
-    found = _Range(graph)
+    Refuses a model whose weighing ops (declared `weighs`) read values float16 cannot carry, or
+    that divides by a cancelling sum of its float16 inputs."""
+    first = _Range(graph)
+    first.kept(computes_float16)
+    found = _Range(graph, first.feeding_divisions())
     kept = found.kept(computes_float16)
     found.gates = [g for g in found.gates if not _gates_itself(graph, g[0])]
     if found.gates:
@@ -87,8 +104,12 @@ def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]
 
 
 class _Range:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, forced: dict[int, str] | None = None):
         self.graph = graph
+        self.forced = forced or {}   # id(node) -> why: divisions by cancelling sums, what feeds them
+        self.sign: dict[int, int] = {}          # +1 never negative, -1 never positive, 0 either
+        self.cancels: dict[int, str] = {}       # a sum that may cancel -> the node summing
+        self.divisions: list[tuple[Node, Value, str]] = []   # (node, divisor, where it cancels)
         self.size: dict[int, Magnitude] = {id(v): INPUT for v in graph.inputs if _is_float(v)}
         self.origin: dict[int, str] = {}        # a large value -> the node or constant it comes from
         self.small: dict[int, str] = {}         # a value below float16's normal range -> the same
@@ -142,11 +163,13 @@ class _Range:
             elif 0 < m.rms < SMALL:
                 why = (f"reads '{v.name}', whose values are about {m.rms:.2g} (from "
                        f"{self._origin(v, self.small)}), below float16's normal range (6.1e-05)")
+        why = self.forced.get(id(node)) or why
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
         out = rule.magnitude(node, ins) if rule is not None and rule.magnitude is not None else None
+        unbounded = self._signs(node, rule.magnitude if rule is not None else None)
         # Such values pass on through data movement (no rule) and a Clip to its floor; arithmetic
         # (a division by them, kept float32 here) ends them.
-        if tiny and (rule is None or rule.magnitude in (None, clipped)):
+        if tiny and (rule is None or rule.magnitude in _PASS_TINY):
             for v in node.outputs:
                 if v is not None and _is_float(v):
                     self.tiny[id(v)] = tiny
@@ -155,6 +178,8 @@ class _Range:
             typical = max(computed or [m for m in ins if m is not None], key=lambda m: m.rms, default=INPUT)
             out = Magnitude(max([ACTIVATION, *(m.top for m in ins if m is not None)]), typical.rms,
                             typical.mean)
+        if unbounded and isinstance(out, Magnitude):   # a quotient by what may cancel to 0
+            out = Magnitude(math.inf, out.rms, out.mean)
         each = out if isinstance(out, list) else [out] * len(node.outputs)
         for v, m in zip(node.outputs, each):
             if v is not None and _is_float(v):
@@ -169,6 +194,78 @@ class _Range:
             why = why or (f"its result's values are about {out.rms:.2g}, below float16's normal "
                           "range (6.1e-05)")
         return why
+
+    def _signs(self, node: Node, facts) -> bool:
+        """Records the signs of the node's results and whether they may cancel (rule 7); whether
+        it divides by a value that may."""
+        signs = [self._sign(v) if v is not None and _is_float(v) else None for v in node.inputs]
+        sign = facts.sign(node, signs) if getattr(facts, "sign", None) else 0
+        terms = facts.terms(node, signs) if getattr(facts, "terms", None) else None
+        if terms is not None:
+            cancels = f"{node.op_type} '{node.name}'" if not one_sign(terms) else None
+        elif getattr(facts, "conditioned", False):
+            cancels = None
+        else:
+            cancels = next((self._cancels(v) for v in node.inputs
+                            if v is not None and _is_float(v) and self._cancels(v)), None)
+        for v in node.outputs:
+            if v is not None and _is_float(v):
+                self.sign[id(v)] = sign
+                if cancels:
+                    self.cancels[id(v)] = cancels
+        divides = facts.divides(node) if getattr(facts, "divides", None) else []
+        by = [node.inputs[i] for i in divides if i < len(node.inputs) and node.inputs[i] is not None]
+        for v in by:
+            if self._cancels(v):
+                self.divisions.append((node, v, self._cancels(v)))
+        return any(self._cancels(v) for v in by)
+
+    def _sign(self, v: Value) -> int:
+        root = v.root()
+        if root.is_constant:
+            if id(root) not in self.sign:
+                data = np.asarray(root.data, np.float64)
+                self.sign[id(root)] = 1 if data.size and np.all(data >= 0) else \
+                    -1 if data.size and np.all(data <= 0) else 0
+            return self.sign[id(root)]
+        return self.sign.get(id(v), self.sign.get(id(root), 0))
+
+    def _cancels(self, v: Value) -> str | None:
+        return self.cancels.get(id(v), self.cancels.get(id(v.root())))
+
+    def feeding_divisions(self) -> dict[int, str]:
+        """{id(node): why} for every division by a value that may cancel (rule 7) and every node
+        that value is computed from. Refuses where it is computed from a float16 graph input."""
+        producers = {id(v): n for n in self.graph.nodes for v in n.outputs if v is not None}
+        precision = getattr(self.graph, "precision", None)
+        state = {id(i) for i, _ in self.graph.state} if precision is not None and \
+            not precision.matmul_only else set()
+        half = {id(v) for v in self.graph.inputs if _is_float(v) and
+                (id(v) in state or (precision is not None and precision.io_float16))}
+        forced = {}
+        for node, divisor, where in self.divisions:
+            forced.setdefault(id(node), f"divides by '{divisor.name}', a sum of terms of both signs "
+                              f"({where}) that may cancel to far below them: float16's rounding of "
+                              "its terms would be most of it")
+            stack, seen = [divisor], set()
+            while stack:
+                v = stack.pop().root()
+                if id(v) in seen or v.is_constant:
+                    continue
+                seen.add(id(v))
+                if id(v) in half:
+                    raise CompileError(
+                        f"{node.op_type} '{node.name}' divides by '{divisor.name}', a sum that may "
+                        f"cancel ({where}), computed from '{v.name}', float16 at the API: its "
+                        "rounding would be most of the divisor. Compile without --io fp16 (or with "
+                        "--precision fp32).")
+                n = producers.get(id(v))
+                if n is not None:
+                    forced.setdefault(id(n), f"feeds '{divisor.name}', which {node.op_type} "
+                                      f"'{node.name}' divides by and which may cancel ({where}): "
+                                      "its terms keep float32's precision")
+                    stack.extend(x for x in n.inputs if x is not None)
+        return forced
 
     def _mark(self, node: Node, ins, origins: dict, past) -> None:
         """Records where a value out of float16's range comes from: the first node that made one."""

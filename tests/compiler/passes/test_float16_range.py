@@ -228,3 +228,85 @@ def test_an_attention_weighing_by_scores_float16_cannot_carry_is_refused():
     for relu in model.graph.node[:2]:
         relu.op_type = "Identity"
     passes_graph(model, "fp16")
+
+
+def _divided_by_mean(inner: str | None = None):
+    """mean(x / mean(x)) over rows of 5 values (the fuzzer's seed 637, reduced): 1 for every row,
+    but a row's mean of signed values may cancel to far below its values; inner: an op on x first
+    (a MatMul, whose weights then feed the divisor too; a Relu: never negative, no cancelling)."""
+    nodes, inits, x = [], {"axes": np.array([-1], np.int64)}, "x"
+    if inner == "MatMul":
+        inits["w"] = (np.random.default_rng(6).standard_normal((5, 5)) / np.sqrt(5)).astype(np.float32)
+        nodes.append(helper.make_node("MatMul", ["x", "w"], ["h"], name="inner"))
+        x = "h"
+    elif inner:
+        nodes.append(helper.make_node(inner, ["x"], ["h"], name="inner"))
+        x = "h"
+    nodes += [helper.make_node("ReduceMean", [x, "axes"], ["m"], name="mean"),
+              helper.make_node("Div", [x, "m"], ["q"], name="div"),
+              helper.make_node("ReduceMean", ["q", "axes"], ["y"], name="ratio", keepdims=0)]
+    return _model(nodes, [("x", [64, 5])], [64], inits, opset=18)
+
+
+def test_a_division_by_a_mean_that_cancels_stays_float32():
+    """Rows whose means are 1e-3 of their values: float16's rounding of the values moves each mean
+    by a few percent (rel L2 5.7e4 where the division computed float16). The mean and the division
+    stay float32, reading the float32 input, and what reads the quotient too (it is unbounded)."""
+    kept = _kept(_divided_by_mean())
+    assert "divides by 'm', a sum of terms of both signs (ReduceMean 'mean')" in kept["div"], kept
+    assert "feeds 'm', which Div 'div' divides by" in kept["mean"], kept
+    assert "may reach inf (from Div 'div')" in kept["ratio"], kept
+    x = np.random.default_rng(7).standard_normal((64, 5))
+    x = (x - x.mean(axis=1, keepdims=True) + 1e-3).astype(np.float32)
+    check_against_onnxruntime(_divided_by_mean(), feeds={"x": x}, **FP16)
+
+
+def test_what_a_cancelling_divisor_is_computed_from_stays_float32(tmp_path):
+    kept = _kept(_divided_by_mean("MatMul"))
+    assert "feeds 'm'" in kept["inner"] and "feeds 'm'" in kept["mean"] and "div" in kept, kept
+    path = tmp_path / "div.vkb"
+    path.write_bytes(compile_cached(_divided_by_mean("MatMul"), target="lavapipe", precision="fp16"))
+    out = CliRunner().invoke(app, ["inspect", str(path)]).output
+    assert "kept float32: div: divides by 'm', a sum of terms of both signs" in out, out
+
+
+def test_a_cancelling_divisor_of_a_float16_input_is_refused():
+    """With --io fp16 the input is rounded before any node reads it: keeping cannot help."""
+    from compiler.frontend import to_ir
+    from compiler.passes import fold_constants, run_passes
+    from compiler.passes.precision import Precision
+
+    graph = fold_constants(to_ir(_divided_by_mean()))
+    graph.precision = Precision.parse("fp16", io="fp16")
+    with pytest.raises(CompileError, match=r"^Div 'div' divides by 'm', a sum that may cancel "
+                                           r"\(ReduceMean 'mean'\), computed from 'x', float16 at the API"):
+        run_passes(graph)
+
+
+def test_divisions_by_one_signed_sums_compute_float16():
+    """What normalizations divide by never cancels: a mean of squares plus eps (RMSNorm, a
+    variance of x - mean), a softmax's sum of exponentials, a largest |value|, 1 + |x|; nor a
+    mean of a Relu's values. None of these keeps a node float32 for cancelling (an activation's
+    square or exponential may still pass float16's range: rules 2 and 3)."""
+    assert _kept(_divided_by_mean("Relu")) == {}
+    inits = {"axes": np.array([-1], np.int64), "eps": np.array(1e-5, np.float32),
+             "one": np.array(1.0, np.float32), "two": np.array(2.0, np.float32)}
+    node = helper.make_node
+    nodes = [node("Mul", ["x", "x"], ["sq"]), node("ReduceMean", ["sq", "axes"], ["ms"]),
+             node("Add", ["ms", "eps"], ["mse"]), node("Sqrt", ["mse"], ["rms"]),
+             node("Reciprocal", ["rms"], ["inv"]), node("Mul", ["x", "inv"], ["rmsnorm"]),
+             node("ReduceMean", ["x", "axes"], ["mean"]), node("Sub", ["x", "mean"], ["d"]),
+             node("Pow", ["d", "two"], ["d2"]), node("ReduceMean", ["d2", "axes"], ["var"]),
+             node("Add", ["var", "eps"], ["vare"]), node("Sqrt", ["vare"], ["std"]),
+             node("Transpose", ["std"], ["stdt"], perm=[1, 0]), node("Transpose", ["stdt"], ["std2"], perm=[1, 0]),
+             node("Div", ["d", "std2"], ["norm"]),
+             node("ReduceMax", ["x", "axes"], ["top"]), node("Sub", ["x", "top"], ["shifted"]),
+             node("Exp", ["shifted"], ["e"]), node("ReduceSum", ["e", "axes"], ["total"]),
+             node("Div", ["e", "total"], ["softmax"]),
+             node("Abs", ["x"], ["ax"]), node("ReduceMax", ["ax", "axes"], ["amax"]),
+             node("Div", ["x", "amax"], ["scaled"]), node("Add", ["ax", "one"], ["soft"]),
+             node("Div", ["x", "soft"], ["softsign"]),
+             node("Sum", ["rmsnorm", "norm", "softmax", "scaled", "softsign"], ["y"])]
+    model = _model(nodes, [("x", [4, 16])], [4, 16], inits, opset=18)
+    assert not [why for why in _kept(model).values() if "cancel" in why], _kept(model)
+    check_against_onnxruntime(model, **FP16)
