@@ -134,13 +134,13 @@ class Graph:
     def is_output(self, v: Value) -> bool:
         return any(v is o for o in self.outputs)
 
-    def used_only_by(self, v: Value, node: Node) -> bool:
-        """True when `node` is the only reader of v's bytes: no other consumer, no view of v
+    def used_only_by(self, v: Value, *nodes: Node) -> bool:
+        """True when `nodes` are the only readers of v's bytes: no other consumer, no view of v
         read elsewhere, and neither v nor a view of it is a graph output."""
         for other in self.values():
             if other is not v and other.root() is not v.root():
                 continue
-            if self.is_output(other) or any(c is not node for c in other.consumers):
+            if self.is_output(other) or any(all(c is not n for n in nodes) for c in other.consumers):
                 return False
         return True
 

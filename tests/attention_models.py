@@ -24,11 +24,12 @@ def causal_mask(sq: int, sk: int, fill: float = FMIN) -> np.ndarray:
 
 
 def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const=None,
-                   scale="div", k_transposed=True, out_transpose=False, opset=17):
+                   scale="div", k_transposed=True, out_transpose=False, nan_guard=False, opset=17):
     """Q [B,H,Sq,D], K [B,H,Sk,D] (Transposed in the graph) or Kᵀ [B,H,D,Sk] as inputs, V
     [B,H,Sk,DV]; scale "div" (scores / sqrt(D)), "mul" (scores * c), "pre" (Q and K each times
     D^-1/4 before the MatMul) or None; a mask graph input of mask_shape or a constant mask_const;
-    out_transpose: the output Transposed to [B, Sq, H, DV]."""
+    out_transpose: the output Transposed to [B, Sq, H, DV]; nan_guard: Where(IsNaN(P), 0, P) on the
+    probabilities, as the TorchScript export of scaled_dot_product_attention writes."""
     sk, dv = sk or sq, dv or d
     nodes, inits = [], []
     inputs = [tensor_info("q", [b, h, sq, d])]
@@ -60,13 +61,19 @@ def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const
         nodes.append(helper.make_node("Add", [x, "mask"], ["masked"], name="add_mask"))
         x = "masked"
     nodes.append(helper.make_node("Softmax", [x], ["probs"], axis=-1, name="softmax"))
+    probs = "probs"
+    if nan_guard:
+        inits.append(numpy_helper.from_array(np.array(0.0, np.float32), "zero"))
+        nodes += [helper.make_node("IsNaN", ["probs"], ["nan"], name="isnan"),
+                  helper.make_node("Where", ["nan", "zero", "probs"], ["guarded"], name="guard")]
+        probs = "guarded"
     out = "y"
     if out_transpose:
-        nodes.append(helper.make_node("MatMul", ["probs", "v"], ["ctx"], name="pv"))
+        nodes.append(helper.make_node("MatMul", [probs, "v"], ["ctx"], name="pv"))
         nodes.append(helper.make_node("Transpose", ["ctx"], ["y"], perm=[0, 2, 1, 3],
                                       name="ctx_t"))
     else:
-        nodes.append(helper.make_node("MatMul", ["probs", "v"], ["y"], name="pv"))
+        nodes.append(helper.make_node("MatMul", [probs, "v"], ["y"], name="pv"))
     graph = helper.make_graph(nodes, "attention", inputs, [tensor_info(out, None)],
                               initializer=inits)
     return _model(graph, opset)

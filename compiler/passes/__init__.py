@@ -1,5 +1,6 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
 from .. import verify
+from .common_subexpressions import merge_common_subexpressions
 from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
 from .onnx_attention import expand_onnx_attention
@@ -22,7 +23,8 @@ from .split_large_weights import split_large_weights
 from .store_casts import absorb_store_casts
 from .views import make_views
 
-# Block-quantized MatMul weights become MatMulNBits first, before any pass reads MatMuls.
+# Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
+# Block-quantized MatMul weights become MatMulNBits next, before any pass reads MatMuls.
 # Contrib attention and Einsum become MatMuls next, so the fusions see one form. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
@@ -33,7 +35,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]

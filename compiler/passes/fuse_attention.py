@@ -1,9 +1,11 @@
 """Attention chains as exporters write them become one vkc.Attention node (lower/attention.py):
 
-    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> Softmax(last axis) -> MatMul(·, V)
+    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> Softmax(last axis)
+        -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
 
 with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
-scaled_dot_product_attention export scales both by sqrt(scale)). Transposes feeding Q, Kᵀ or V
+scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a row that sees no key gives 0, not
+NaN). Transposes feeding Q, Kᵀ or V
 (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
 output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
 instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
@@ -57,6 +59,13 @@ def _scale_of(graph: Graph, node: Node, chain: Value) -> float | None:
         return None if not c else 1.0 / c
     other = node.inputs[1] if node.inputs[0] is chain else node.inputs[0]
     return _scalar(other) if other is not chain else None
+
+
+def scaling_factor(graph: Graph, node: Node) -> float | None:
+    """The factor of a Mul or Div of one variable tensor by a constant scalar (a scale the kernel
+    takes over), else None."""
+    chain = _variable_operand(node)
+    return _scale_of(graph, node, chain) if chain is not None else None
 
 
 def _unscale(graph: Graph, v: Value, consumer: Node, removed: list[Node]):
@@ -273,6 +282,26 @@ def _is_causal(mask: Value, sq: int, sk: int) -> bool:
     return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
 
 
+def _nan_guard(graph: Graph, probs: Value) -> list[Node] | None:
+    """[IsNaN, Where] of `Where(IsNaN(P), 0, P)` on the probabilities P, when those two nodes
+    are P's only readers: the guard the TorchScript export of scaled_dot_product_attention writes
+    after its Softmax, so that a row that sees no key gives 0, not NaN: the kernel's
+    empty_rows_zero. A row with a NaN or +inf score stays NaN in the kernel, where the guard
+    would zero it: an upstream fault shows instead of hiding."""
+    if len(probs.consumers) != 2 or probs.alias_of is not None or graph.is_output(probs):
+        return None
+    isnan = next((n for n in probs.consumers if is_onnx(n, "IsNaN")), None)
+    where = next((n for n in probs.consumers if is_onnx(n, "Where")), None)
+    if isnan is None or where is None or not graph.used_only_by(probs, isnan, where):
+        return None
+    flags, zero, kept = where.inputs
+    if flags is not isnan.outputs[0] or kept is not probs or _sole_consumer(graph, flags) is not where \
+            or not zero.is_constant or zero.data.size != 1 or float(zero.data.reshape(-1)[0]) != 0.0 \
+            or where.outputs[0].shape != probs.shape or graph.is_output(where.outputs[0]):
+        return None
+    return [isnan, where]
+
+
 def _match(graph: Graph, softmax: Node):
     removed = [softmax]
     probs = softmax.outputs[0]
@@ -281,6 +310,10 @@ def _match(graph: Graph, softmax: Node):
     # Before opset 13 Softmax flattens from `axis` on: the same as the last axis only there.
     if not 2 <= rank <= 4 or axis % rank != rank - 1:
         return None
+    guard = _nan_guard(graph, probs)
+    if guard is not None:
+        removed += guard
+        probs = guard[-1].outputs[0]
     pv = _sole_consumer(graph, probs)
     if not is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
         return None
@@ -371,6 +404,7 @@ def _match(graph: Graph, softmax: Node):
     removed += _removable(graph, walked, removed)
     attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,
                  mask_kind="none" if mask is None else "add", mask_filter=0.0,
+                 empty_rows_zero=guard is not None,
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, out_strides)

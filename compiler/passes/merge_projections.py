@@ -5,8 +5,9 @@ GPT-2's export has. One GEMM of N = 3 * hidden fills the device where three of N
 needed split-K at batch 1 (twice the dispatches), and passes/fuse_attention.py reads Q, K and V in
 place from its output through the Split, so the Split costs no copy.
 
-Only projections whose results feed matmuls through views and Transposes alone are merged: where
-another op (a scaling Mul, a GLU's gate) reads one, the Split would become copy kernels.
+Only projections whose results feed matmuls through views, Transposes and scalings by a constant
+right before the product (which fuse_attention takes over) alone are merged: where another op (a
+GLU's gate, Whisper's scaling before the head split) reads one, the Split would become copy kernels.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before fuse_attention.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx, reaches_only
+from .fuse_attention import scaling_factor
 
 
 def merge_projections(graph: Graph) -> Graph:
@@ -53,10 +55,20 @@ def _projection(graph: Graph, node: Node) -> tuple[Node, Node | None] | None:
 
 
 def _feeds_matmuls(graph: Graph, v: Value) -> bool:
-    """Whether every reader of v's bytes is a MatMul, or a Transpose (or a view of v) whose own
+    """Whether every reader of v's bytes is a MatMul, or a Transpose, a view of v or a scaling by
+    a constant scalar (the split scale of SDPA's export, which fuse_attention takes over) whose own
     readers are."""
     return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul"),
-                        through=lambda n: is_onnx(n, "Transpose"))
+                        through=lambda n: is_onnx(n, "Transpose") or _scales_matmul_operand(graph, n))
+
+
+def _scales_matmul_operand(graph: Graph, node: Node) -> bool:
+    """A scaling by a constant scalar that only MatMuls read: SDPA's export scales Q and Kᵀ right
+    before their product, where fuse_attention takes the factor into its kernel. (Whisper's
+    scaling of Q before the head split is no such node: it stays a kernel.)"""
+    out = node.outputs[0]
+    return scaling_factor(graph, node) is not None and not graph.is_output(out) and \
+        bool(out.consumers) and all(is_onnx(c, "MatMul") for c in out.consumers)
 
 
 def _merge(graph: Graph, members: list[tuple[Node, Node | None]]) -> None:

@@ -1,7 +1,9 @@
 """Transformers and modern CNNs as exporters write them (tests/models/fixtures: BERT, DistilBERT,
-GPT-2, Whisper's encoder, ViT, ConvNeXt, a 3-D CNN; random weights), against onnxruntime on
-fresh random inputs, on the generic and lavapipe profiles. Also counts kernels: the fusion passes
-must leave no reduce kernel where a LayerNorm was (and, with attention fused, no softmax)."""
+GPT-2, Whisper's encoder, ViT, ConvNeXt, a 3-D CNN with random weights; the text models, Whisper's
+encoder and Llama also with their default SDPA attention and library init), against onnxruntime
+on fresh random inputs, on the generic and lavapipe profiles. Also counts kernels: the fusion
+passes must leave no reduce kernel where a LayerNorm was, no softmax (attention fused), and the
+SDPA exports no more kernels than the eager ones."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,7 +17,10 @@ from tests.harness import check_against_onnxruntime
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VOCAB = 1000
 TEXT = ("bert_tiny", "distilbert_tiny", "gpt2_tiny")
-MODELS = (*TEXT, "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny", "r3d_tiny")
+# The classes as users export them: default (SDPA) attention, the library's own init.
+SDPA = ("bert_tiny_sdpa", "distilbert_tiny_sdpa", "gpt2_tiny_sdpa", "whisper_enc_tiny_sdpa",
+        "llama_tiny_sdpa")
+MODELS = (*TEXT, "whisper_enc_tiny", "vit_tiny", "vit_tiny_b2", "convnext_tiny", "r3d_tiny", *SDPA)
 
 
 def _feeds(name: str, model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -46,3 +51,25 @@ def test_fixture_matches_onnxruntime(name, target, rng):
     assert not any(layernorms & set(nodes) for nodes in reducing), reducing
     kernel_names = [k["name"] for k in result["manifest"]["kernels"]]
     assert not [k for k in kernel_names if k.startswith("softmax")], kernel_names
+
+
+def _dispatches(name: str, precision: str) -> list[str]:
+    from bundles import read_bundle
+    from compiler import compile_model
+    m = read_bundle(compile_model(FIXTURES / f"{name}.onnx", target="nvidia",
+                                  precision=precision)).manifest
+    return [m["kernels"][d["kernel"]]["name"] for d in m["dispatches"]]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", SDPA)
+def test_sdpa_export_fuses_as_eager(name, precision):
+    """The TorchScript export of SDPA (split scale, boolean mask through Where, the IsNaN guard,
+    GQA's repeated K/V heads) compiles to one attention kernel per layer, no softmax, and no more
+    kernels than the eager export of the same class where there is one."""
+    sdpa = _dispatches(name, precision)
+    assert sum(k.startswith("attention") for k in sdpa) == 2
+    assert not [k for k in sdpa if k.startswith("softmax")]
+    if name.removesuffix("_sdpa") in MODELS:
+        eager = _dispatches(name.removesuffix("_sdpa"), precision)
+        assert len(sdpa) <= len(eager), (sdpa, eager)

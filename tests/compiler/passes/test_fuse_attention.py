@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from tests.attention_models import causal_mask, core_attention, padding_mask, self_attention_block
-from tests.harness import random_feeds, run_bundle
+from tests.harness import random_feeds, run_bundle, run_onnxruntime
 from tests.onnx_builders import _fill_output_shapes, make_model, tensor_info
 
 from compiler import compile_model, passes
@@ -285,3 +285,47 @@ def test_reshape_dims_as_numpy():
             continue
         assert _strides(got) == [w // base.itemsize if n != 1 else 0 for w, n in zip(want.strides, new)]
     assert many_parts > 10 and refused < 150  # both kinds of case were drawn
+
+
+def test_nan_guard_is_the_kernels():
+    """SDPA's export guards its Softmax with Where(IsNaN(P), 0, P): the guard goes into the kernel."""
+    graph = run_passes(fold_constants(to_ir(core_attention(1, 2, 5, 8, mask_shape=[1, 1, 5, 5],
+                                                           scale="pre", nan_guard=True))))
+    [node] = graph.nodes
+    assert node.op_type == "vkc.Attention" and node.attrs["empty_rows_zero"]
+    assert node.sources == ["q_scale", "k_scale", "qk", "add_mask", "softmax", "isnan", "guard", "pv"]
+
+
+def test_nan_guard_read_elsewhere_stays():
+    """Probabilities read past the guard (here: a graph output) leave the chain unfused."""
+    model = core_attention(1, 1, 4, 8, nan_guard=True)
+    model.graph.output.append(onnx.helper.make_tensor_value_info("probs", onnx.TensorProto.FLOAT, None))
+    assert "vkc.Attention" not in _ops(model)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_nan_guard_matches_onnxruntime(target, precision):
+    """Rows that see no key give 0 as the guard does, also where V holds NaN (0 * NaN is NaN
+    there, as onnxruntime's 0-weighted sum gives); a row with a NaN or +inf score is NaN where
+    onnxruntime's guard zeroes it (the fault shows)."""
+    b, h, s, d = 2, 2, 6, 8
+    model = core_attention(b, h, s, d, mask_shape=[b, 1, s, s], scale="pre", nan_guard=True)
+    feeds = random_feeds(model, 3)
+    mask = np.zeros((b, 1, s, s), np.float32)
+    mask[:, :, 1, :] = -np.inf         # row 1 sees no key
+    mask[1, :, 4, :2] = -np.inf        # partly masked: an ordinary row
+    mask[1, :, 2, 3] = np.inf          # a +inf score
+    feeds["mask"] = mask
+    feeds["q"][0, 1, 3, 0] = np.nan    # a NaN score row
+    feeds["v"][1, 0, 5, 1] = np.nan    # NaN in V: column 1 of every row of that head
+    got = run_bundle(compile_model(model, target=target, precision=precision), feeds)[0]["y"]
+    want = run_onnxruntime(model, feeds)["y"]
+    faults = np.zeros(got.shape, bool)
+    faults[0, 1, 3] = faults[1, :, 2] = True
+    assert np.isnan(got[faults]).all() and (want[0, 1, 3] == 0).all()
+    assert (np.isnan(got) == np.isnan(want))[~faults].all()
+    assert np.isnan(got[1, 0, 1, 1]) and (got[:, :, 1][~np.isnan(got[:, :, 1])] == 0).all()
+    finite = ~np.isnan(want) & ~faults
+    tol = 2e-2 if precision == "fp16" else 1e-5
+    assert np.abs(got[finite] - want[finite]).max() <= tol
