@@ -437,14 +437,17 @@ def reduction(kind: str):
     return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp")
 
 
-def normalization(scale: int, bias: int | None = None, skip: int | None = None):
+def normalization(scale: int, bias: int | None = None, skip: int | None = None, axis: int = -1):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the
     scale's largest |value|, plus the bias's; typically the scale's and bias's size (the row has
     unit root mean square). The residual sum x + skip it may also write (the output its
-    `outputs` attribute names SUM, or the fourth) adds its terms. One Magnitude per output."""
+    `outputs` attribute names SUM, or the fourth) adds its terms. One Magnitude per output.
+    axis: the first normalized dim where the node has no `axis` attribute."""
+    first = axis
+
     def rule(node, ins) -> list[Magnitude]:
         x = node.inputs[0]
-        axis = node.attrs.get("axis", -1) % max(len(x.shape), 1)
+        axis = node.attrs.get("axis", first) % max(len(x.shape), 1)
         n = math.prod(x.shape[axis:])
 
         def at(i):

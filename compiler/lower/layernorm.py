@@ -96,10 +96,13 @@ def _skip_broadcast(node, x, skip) -> bool:
 
 
 def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias=None,
-                      skip=None, prebias=None, outputs=(), simplified: bool = False):
+                      skip=None, prebias=None, outputs=(), simplified: bool = False,
+                      channels: int = 0):
     """The kernel behind every normalization node: Y = (S - mean) * inv_std * scale + bias over
     the dims [axis, rank), where S is x, or x + skip (+ prebias) for a fused residual sum.
     simplified: RMS normalization (mean 0, inv_std = 1 / sqrt(mean(S^2) + eps)).
+    channels: Scale and B hold one value a row, row % channels (InstanceNormalization's per
+    channel over rows (n, c)), instead of one a row element.
     outputs: (Y, Mean, InvStdDev, the sum S, Y2), the last four optional (None or unnamed); Y2 is
     Y again in another dtype (float16 for the next product: passes/store_casts.py)."""
     rank = len(x.shape)
@@ -121,13 +124,14 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     norm_shape = x.shape[axis:]
     d = prod(norm_shape)
     rows = x.size // d
-    operands = [("S", scale, "Scale")]
-    operands += [("B", bias, "B")] if bias is not None else []
+    operands = [("S", scale, "Scale")] if not channels else []
+    operands += [("B", bias, "B")] if bias is not None and not channels else []
     operands += [("P", prebias, "the residual bias")] if prebias is not None else []
     terms = {prefix: _broadcast_terms(node, v, norm_shape, what) for prefix, v, what in operands}
     skip_broadcast = skip is not None and _skip_broadcast(node, x, skip)
 
     spec = [("ROWS", "int32", rows), ("D", "int32", d), ("EPS", "float32", float(epsilon))]
+    spec += [("CHANNELS", "int32", channels)] if channels else []
     spec += [("SKIP_SIZE", "int32", skip.size)] if skip_broadcast else []
     for prefix, prefix_terms in terms.items():
         for i, (div, mod, stride) in enumerate(prefix_terms):
@@ -150,7 +154,8 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                   has_skip=skip is not None, skip_broadcast=skip_broadcast,
                   has_prebias=prebias is not None, has_bias=bias is not None,
                   has_mean=mean_out is not None, has_inv=inv_out is not None,
-                  has_sum=sum_out is not None, has_y2=y2 is not None, scale_mods=mods["S"],
+                  has_sum=sum_out is not None, has_y2=y2 is not None, per_channel=bool(channels),
+                  scale_mods=mods.get("S", []),
                   bias_mods=mods.get("B", []), prebias_mods=mods.get("P", []),
                   # T: the inputs' and statistics' type; TY: Y's (float16 under float32 inputs
                   # where a Cast was absorbed: passes/store_casts.py)

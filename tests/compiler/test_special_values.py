@@ -398,6 +398,7 @@ def reduce_ops() -> list[str]:
 def rows_model(length: int) -> Model:
     """Reductions over each row, Softmax and LogSoftmax along it, CumSum, LayerNormalization
     (the op, com.microsoft's Skip forms and the decomposition exporters write, which vkc fuses),
+    InstanceNormalization (a row a channel),
     BatchNormalization with a row's four values as four channels, LRN across them."""
     m = Model()
     x = m.input("x", rows(length))
@@ -418,6 +419,10 @@ def rows_model(length: int) -> Model:
                        ("SkipSimplifiedLayerNormalization", [x3, skip, scale])):
         m.output(m.node(op, inputs, domain="com.microsoft", epsilon=1e-5)[0],
                  f"com.microsoft.{op}", describe=lambda ix: f"row {ROWS[ix[1]][0]}")
+    # each row a channel's: [1, C, length]
+    channels = [m.const(np.linspace(-1.5, 2.0, len(ROWS))), m.const(np.linspace(0.5, -0.25, len(ROWS)))]
+    m.output(m.node("InstanceNormalization", [x3, *channels])[0], "InstanceNormalization",
+             describe=lambda ix: f"row {ROWS[ix[1]][0]}")
     # LayerNormalization as exporters decompose it (fused into one kernel)
     mean = m.node("ReduceMean", [x, m.const([-1], np.int64)])[0]
     centered = m.node("Sub", [x, mean])[0]
@@ -505,7 +510,7 @@ def test_pooling(precision):
 # ---------------------------------------------------------------------------------------------
 
 # The ops each family above checks.
-FAMILY_OPS = {*reduce_ops(), "Softmax", "LogSoftmax", "CumSum", "LayerNormalization",
+FAMILY_OPS = {*reduce_ops(), "Softmax", "LogSoftmax", "CumSum", "LayerNormalization", "InstanceNormalization",
               "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization",
               "BatchNormalization", "LRN", "MaxPool", "AveragePool", "GlobalMaxPool",
               "GlobalAveragePool", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose"}

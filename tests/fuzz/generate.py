@@ -457,6 +457,19 @@ def layernorm(g: GraphBuilder, op: str) -> None:
     g.emit(op, args, {"axis": axis, "epsilon": float(g.rng.choice((1e-5, 1e-12, 1e-3)))})
 
 
+def instancenorm(g: GraphBuilder, op: str) -> None:
+    """Over rows of 2 or more: onnxruntime computes x * (scale * inv_std) + (B - mean * scale *
+    inv_std), which cancels to the mean's rounding times 1 / sqrt(epsilon) where a row's variance
+    is below epsilon (a row of one element has none): vkc's (x - mean) * inv_std does not."""
+    try:
+        x = g.pick(3, 4, where=lambda s: math.prod(s[2:]) >= 2)
+    except Reject:
+        x = g.new_input([int(g.rng.integers(1, 3)), int(g.rng.integers(1, 9)),
+                         *(int(g.rng.integers(2, 9)) for _ in range(int(g.rng.integers(1, 3))))])
+    c = g.shape(x)[1]
+    g.emit(op, [x, g.const((c,)), g.const((c,), 0.1)], {"epsilon": float(g.rng.choice((1e-5, 1e-3)))})
+
+
 def layernorm_pattern(g: GraphBuilder, op: str) -> None:
     """LayerNorm as exporters write it out, which fuse_layernorm recognises."""
     x = g.pick_or_new(2, 4)
@@ -814,7 +827,7 @@ BUILDERS = {
     "BatchNormalization": batchnorm, "MaxPool": pool, "AveragePool": pool, "LRN": lrn,
     **{op: reduce for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
                              "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")},
-    "LayerNormalization": layernorm, "Transpose": transpose, "Reshape": reshape,
+    "LayerNormalization": layernorm, "InstanceNormalization": instancenorm, "Transpose": transpose, "Reshape": reshape,
     "Squeeze": squeeze, "Unsqueeze": squeeze, "Concat": concat, "Split": split, "Slice": slice_,
     "Gather": gather, "GatherElements": gather, "Pad": pad, "Tile": tile, "Expand": expand,
     "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
