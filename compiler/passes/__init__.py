@@ -8,9 +8,11 @@ from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
 from .fuse_attention import fuse_attention
 from .fuse_epilogues import fuse_epilogues
+from .fuse_gelu import fuse_gelu
 from .fold_batchnorm import fold_batchnorm
 from .fold_constants import fold_constants
 from .fuse_layernorm import fuse_layernorm
+from .fuse_rotary import fuse_rotary
 from .group_query_attention import expand_group_query_attention
 from .in_place_scatter import scatter_in_place
 from .merge_projections import merge_projections
@@ -25,7 +27,8 @@ from .views import make_views
 
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
 # Block-quantized MatMul weights become MatMulNBits next, before any pass reads MatMuls.
-# Contrib attention and Einsum become MatMuls next, so the fusions see one form. The pattern
+# Contrib attention and Einsum become MatMuls next, so the fusions see one form; rotary
+# embeddings fuse while their head splits are still Reshape and Transpose nodes. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
 # move_row_transposes and merge_projections hand attention Transposes it reads as strides and one
@@ -35,8 +38,8 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, sink_row_selection, make_views, fold_batchnorm,
-            split_large_weights, fuse_layernorm, move_row_transposes, merge_projections, fuse_attention,
+PIPELINE = [merge_common_subexpressions, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, fuse_rotary, sink_row_selection, make_views, fold_batchnorm,
+            split_large_weights, fuse_layernorm, fuse_gelu, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
 

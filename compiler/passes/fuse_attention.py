@@ -152,6 +152,12 @@ def _layout(graph: Graph, v: Value, walked: list[Node]) -> tuple[Value, int, Dim
         rows = picked[1]
         bound, offset, dims = _part(graph, node.inputs[0], inner, rows.axis, rows.start,
                                     v.shape[rows.axis])
+    elif is_onnx(node, "Expand"):
+        # a broadcast dim is read at stride 0 (GQA's repeat_kv expands each K/V head n_rep times)
+        x = node.inputs[0]
+        bound, offset, dims = _layout(graph, x, inner)
+        dims = [[(1, 0)]] * (len(v.shape) - len(x.shape)) + dims
+        dims = [[(n, 0)] if n != 1 and all(p[0] == 1 for p in d) else d for n, d in zip(v.shape, dims)]
     elif is_onnx(node, "Gather") and node.inputs[1].is_constant and node.inputs[1].data.ndim == 0:
         data = node.inputs[0]
         axis = node.attrs.get("axis", 0) % len(data.shape)
@@ -252,6 +258,20 @@ def _four_d(shape, dims: Dims, batch) -> list[int] | None:
             return None
         out.append(st if n == want and n != 1 else 0)
     return out + strides[-2:]
+
+
+def _kv_heads(shape, dims: Dims, batch) -> tuple[int, list[int] | None]:
+    """(group, strides over (batch, K/V head, row, col)) of a K or V whose heads repeat each K/V
+    head `group` times at stride 0 (GQA's repeat_kv: Expand, then a Reshape merging the copies
+    into the heads); (1, None) otherwise."""
+    if len(shape) != 4 or shape[0] * shape[1] != batch[0] * batch[1]:
+        return 1, None
+    four = _reshape_dims(dims, list(batch) + list(shape[-2:]))
+    heads = [p for p in four[1] if p[0] != 1] if four is not None else []
+    if len(heads) != 2 or heads[1][1] != 0 or heads[0][1] == 0:
+        return 1, None
+    strides = _strides([four[0], [heads[0]], *four[2:]])
+    return (heads[1][0], strides) if strides is not None else (1, None)
 
 
 def _head_split(found: dict, batch) -> list[int]:
@@ -363,10 +383,12 @@ def _match(graph: Graph, softmax: Node):
     for name, t in operands.items():
         found[name] = _layout(graph, t, walked := []) + (walked,)
     batch = _head_split(found, batch) if mask is None else batch
-    layouts, walked = {}, []
+    layouts, walked, groups = {}, [], {}
     for name, t in operands.items():
         bound, offset, dims, passed = found[name]
         four = _four_d(t.shape, dims, batch)
+        if four is None and name != "q":
+            groups[name], four = _kv_heads(t.shape, dims, batch)
         if four is None:  # read it as it is, a copy where its producers leave it strided
             bound, offset, passed = t, 0, []
             four = _four_d(t.shape, _contiguous(t.shape), batch)
@@ -376,6 +398,9 @@ def _match(graph: Graph, softmax: Node):
             four = four[:2] + [four[3], four[2]]
         layouts[name] = (bound, offset, four)
         walked += passed
+    kv_group = groups.get("k", 1)
+    if groups.get("v", 1) != kv_group:
+        return None
     causal = False
     if mask is not None:
         if len(mask.shape) > 4:
@@ -404,7 +429,7 @@ def _match(graph: Graph, softmax: Node):
     removed += _removable(graph, walked, removed)
     attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,
                  mask_kind="none" if mask is None else "add", mask_filter=0.0,
-                 empty_rows_zero=guard is not None,
+                 empty_rows_zero=guard is not None, kv_group=kv_group,
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, out_strides)

@@ -5,7 +5,7 @@ The chain, over the trailing dims of x (the reduced axes), with eps a constant s
 
     m = ReduceMean(x)            d = Sub(x, m)           (once, or once per use)
     q = Pow(d, 2) | Mul(d, d)    v = ReduceMean(q)       s = Sqrt(Add(v, eps))
-    n = Div(d, s) | Mul(d, Reciprocal(s))
+    n = Div(d, s) | Mul(d, Reciprocal(s)) | Mul(d, Div(1, s))
     y = n [* scale] [+ bias]     (scale, bias constants broadcastable to the normalized dims)
 
 becomes one vkc.LayerNorm node (lower/layernorm.py); nothing but the chain may read its
@@ -150,8 +150,13 @@ def _fuse_chain(graph: Graph, var_node: Node) -> None:
     if sqrt is None:
         return
     std = sqrt.outputs[0]
-    # The normalization: Div(d, std), or Mul(d, Reciprocal(std)) in either order.
+    # The normalization: Div(d, std), or Mul(d, 1 / std) in either order with 1 / std as
+    # Reciprocal(std) or Div(1, std) (torch's rsqrt, as the TorchScript exporter writes it).
     recip = _single_consumer(std, "Reciprocal")
+    one_over = _single_consumer(std, "Div")
+    if recip is None and one_over is not None and one_over.inputs[1] is std \
+            and _scalar(one_over.inputs[0]) == 1.0:
+        recip = one_over
     if recip is not None:
         inv = recip.outputs[0]
         norm = _single_consumer(inv, "Mul")

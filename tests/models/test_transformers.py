@@ -53,23 +53,29 @@ def test_fixture_matches_onnxruntime(name, target, rng):
     assert not [k for k in kernel_names if k.startswith("softmax")], kernel_names
 
 
-def _dispatches(name: str, precision: str) -> list[str]:
+def _dispatches(name: str, precision: str) -> list[tuple[str, list[str]]]:
+    """(kernel, ONNX nodes) of every dispatch."""
     from bundles import read_bundle
     from compiler import compile_model
     m = read_bundle(compile_model(FIXTURES / f"{name}.onnx", target="nvidia",
                                   precision=precision)).manifest
-    return [m["kernels"][d["kernel"]]["name"] for d in m["dispatches"]]
+    return [(m["kernels"][d["kernel"]]["name"], d.get("nodes", [])) for d in m["dispatches"]]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", SDPA)
 def test_sdpa_export_fuses_as_eager(name, precision):
     """The TorchScript export of SDPA (split scale, boolean mask through Where, the IsNaN guard,
-    GQA's repeated K/V heads) compiles to one attention kernel per layer, no softmax, and no more
-    kernels than the eager export of the same class where there is one."""
+    GQA's repeated K/V heads, rotate_half's rotary embedding, RMSNorm through rsqrt) compiles to
+    one attention kernel per layer, no softmax or reduction kernel, no copy kernel inside
+    attention (head splits, rotary halves, repeated K/V heads), and no more kernels than the
+    eager export of the same class where there is one."""
     sdpa = _dispatches(name, precision)
-    assert sum(k.startswith("attention") for k in sdpa) == 2
-    assert not [k for k in sdpa if k.startswith("softmax")]
+    kernels = [k for k, _ in sdpa]
+    assert sum(k.startswith("attention") for k in kernels) == 2
+    assert not [k for k in kernels if k.startswith(("softmax", "reduce"))], kernels
+    copies = [nodes for k, nodes in sdpa if k.startswith(("strided_copy", "copy_slice"))]
+    assert not [n for nodes in copies for n in nodes if "attn" in n or "attention" in n], copies
     if name.removesuffix("_sdpa") in MODELS:
         eager = _dispatches(name.removesuffix("_sdpa"), precision)
         assert len(sdpa) <= len(eager), (sdpa, eager)

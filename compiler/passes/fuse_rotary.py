@@ -1,0 +1,149 @@
+"""Rotary position embedding as exporters write it becomes one rotary kernel (lower/rotary.py).
+transformers' apply_rotary_pos_emb with rotate_half (Llama, Qwen2, Mistral, Phi-3, Gemma), over
+the last axis of x [B, H, S, D]:
+
+    x1 = Slice(x, 0:D/2)    x2 = Slice(x, D/2:D)    r = Concat(Neg(x2), x1)
+    y  = Add(Mul(x, cos), Mul(r, sin))           (either operand order of each Mul and the Add)
+
+with cos and sin constant [.., S, D] tables whose two halves are equal (cos(cat(freqs, freqs)),
+the positions fixed at export, as when position_ids is no model input), the same for every batch
+and head. The node it becomes is com.microsoft's RotaryEmbedding from position 0 with the tables'
+first halves. Where x is the head split `Transpose(Reshape(p, [B, S, H, D]), [0, 2, 1, 3])` of a
+projection p, p itself is rotated ([B, S, H*D], num_heads H) and the head split moves after the
+rotation, where fuse_attention reads it as strides: no copy kernel for it.
+
+Runs on ONNX nodes, before make_views.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value, is_onnx
+from .sink_row_selection import row_selection
+
+MS = "com.microsoft"
+HEAD_SPLIT = [0, 2, 1, 3]
+
+
+def fuse_rotary(graph: Graph) -> Graph:
+    for add in [n for n in graph.nodes if is_onnx(n, "Add")]:
+        match = _match(graph, add)
+        if match is not None:
+            _rewrite(graph, add, *match)
+    return graph
+
+
+def _only_reader(graph: Graph, v: Value, node: Node) -> bool:
+    return v.consumers == [node] and not graph.is_output(v)
+
+
+def _half_of(graph: Graph, node: Node | None, x: Value, first: bool) -> bool:
+    """Whether `node` is a Slice of the first (or second) half of x's last axis."""
+    picked = row_selection(graph, node) if is_onnx(node, "Slice") else None
+    if picked is None or picked[0] is not x:
+        return False
+    rows, d = picked[1], x.shape[-1]
+    return rows.axis == len(x.shape) - 1 and \
+        (rows.start, rows.stop) == ((0, d // 2) if first else (d // 2, d))
+
+
+def _table(v: Value, s: int, d: int) -> np.ndarray | None:
+    """The [S, D/2] first half of a constant [.., S, D] table with equal halves."""
+    if not v.is_constant or v.shape is None or len(v.shape) < 2 or tuple(v.shape[-2:]) != (s, d) \
+            or any(n != 1 for n in v.shape[:-2]) or np.dtype(v.dtype).kind != "f":
+        return None
+    plane = v.data.reshape(s, d)
+    return np.ascontiguousarray(plane[:, :d // 2]) if (plane[:, :d // 2] == plane[:, d // 2:]).all() else None
+
+
+def _rotated_half(graph: Graph, r: Value, x: Value) -> list[Node] | None:
+    """[Concat, Neg, Slice x2, Slice x1] when r = Concat(Neg(x2), x1) over x's last axis."""
+    concat = r.producer
+    if not is_onnx(concat, "Concat") or len(concat.inputs) != 2 or \
+            concat.attrs.get("axis") % len(r.shape) != len(r.shape) - 1:
+        return None
+    neg_out, x1 = concat.inputs
+    neg = neg_out.producer
+    if not is_onnx(neg, "Neg") or not _only_reader(graph, neg_out, concat):
+        return None
+    slice2, slice1 = neg.inputs[0].producer, x1.producer
+    if not (_half_of(graph, slice2, x, first=False) and _half_of(graph, slice1, x, first=True)) or \
+            not _only_reader(graph, neg.inputs[0], neg) or not _only_reader(graph, x1, concat):
+        return None
+    return [concat, neg, slice2, slice1]
+
+
+def _match(graph: Graph, add: Node):
+    products = [v.producer for v in add.inputs]
+    if not all(is_onnx(p, "Mul") and _only_reader(graph, v, add) for p, v in zip(products, add.inputs)):
+        return None
+    for plain, rotated in (products, products[::-1]):
+        for x, cos in (plain.inputs, plain.inputs[::-1]):
+            if x.is_constant or x.shape is None or len(x.shape) != 4 or x.shape[-1] % 2 or \
+                    tuple(add.outputs[0].shape) != tuple(x.shape):
+                continue
+            for r, sin in (rotated.inputs, rotated.inputs[::-1]):
+                half = _rotated_half(graph, r, x) if r.producer is not None else None
+                b, h, s, d = x.shape
+                cos_t, sin_t = _table(cos, s, d), _table(sin, s, d)
+                if half is None or cos_t is None or sin_t is None or \
+                        not _only_reader(graph, r, rotated):
+                    continue
+                return [plain, rotated, *half], x, cos_t.astype(cos.dtype), sin_t.astype(sin.dtype)
+    return None
+
+
+def _head_split_of(graph: Graph, x: Value):
+    """(p, split shape) when x = Transpose(Reshape(p, [B, S, H, D]), [0, 2, 1, 3]) with p
+    [B, S, H*D]."""
+    t = x.producer
+    if not is_onnx(t, "Transpose") or list(t.attrs.get("perm", [])) != HEAD_SPLIT:
+        return None
+    r = t.inputs[0].producer
+    if not is_onnx(r, "Reshape"):
+        return None
+    p = r.inputs[0]
+    b, h, s, d = x.shape
+    if p.shape is None or tuple(p.shape) != (b, s, h * d):
+        return None
+    return p, r.inputs[1]
+
+
+def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.ndarray,
+             sin: np.ndarray) -> None:
+    b, h, s, d = x.shape
+    y = add.outputs[0]
+    name = add.name
+    sources = [src for n in sorted(removed + [add], key=graph.nodes.index) for src in n.sources]
+
+    def const(what, array):
+        array = np.asarray(array)
+        return Value(f"{name}/{what}", array.dtype, array.shape, data=array)
+
+    start = const("start", np.zeros(1, np.int64))
+    tables = [const("cos", cos), const("sin", sin)]
+    split = _head_split_of(graph, x)
+    if split is None:
+        nodes = [Node("RotaryEmbedding", f"{name}/rotary", [x, start, *tables], [y],
+                      {"num_heads": h}, domain=MS, sources=sources)]
+    else:
+        p, shape = split
+        rotated = Value(f"{name}/rotated", p.dtype, p.shape)
+        heads = Value(f"{name}/rotated_heads", p.dtype, (b, s, h, d))
+        nodes = [Node("RotaryEmbedding", f"{name}/rotary", [p, start, *tables], [rotated],
+                      {"num_heads": h}, domain=MS, sources=sources),
+                 Node("Reshape", f"{name}/split_heads", [rotated, shape], [heads], sources=sources),
+                 Node("Transpose", f"{name}/heads_first", [heads], [y], {"perm": HEAD_SPLIT},
+                      sources=sources)]
+    at = graph.nodes.index(add)
+    gone = {id(n) for n in removed}
+    graph.nodes[at:at + 1] = nodes
+    graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+    graph.relink()
+    # The unrotated head split goes when nothing else reads it (a dead Transpose would keep
+    # merge_projections from seeing that the projection feeds only products).
+    while split is not None and x.producer is not None and not x.consumers and not graph.is_output(x):
+        dead = x.producer
+        graph.nodes.remove(dead)
+        graph.relink()
+        x = dead.inputs[0]

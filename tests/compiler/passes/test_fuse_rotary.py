@@ -1,0 +1,70 @@
+"""rotate_half's rotary embedding as transformers exports it becomes one rotary kernel
+(compiler/passes/fuse_rotary.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+from tests.harness import check_against_onnxruntime
+from tests.onnx_builders import make_model, tensor_info
+
+from compiler.frontend import to_ir
+from compiler.passes import fold_constants, run_passes
+
+B, S, H, D = 2, 5, 3, 8
+
+
+def _tables(equal_halves=True):
+    freqs = np.outer(np.arange(S), 1.0 / 10000 ** (np.arange(0, D, 2) / D)).astype(np.float32)
+    other = freqs * 1.5 if not equal_halves else freqs
+    angles = np.concatenate([freqs, other], axis=-1)[None, None]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _rope_model(equal_halves=True, head_split=True, extra_reader=False):
+    """p [B, S, H*D] -> head split -> x*cos + rotate_half(x)*sin, as Llama's export writes it."""
+    cos, sin = _tables(equal_halves)
+    inits = [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin"),
+             numpy_helper.from_array(np.array([B, S, H, D], np.int64), "heads"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([D // 2], np.int64), "half"),
+             numpy_helper.from_array(np.array([D], np.int64), "end"),
+             numpy_helper.from_array(np.array([-1], np.int64), "last")]
+    nodes = []
+    if head_split:
+        nodes += [helper.make_node("Reshape", ["p", "heads"], ["p4"], name="reshape"),
+                  helper.make_node("Transpose", ["p4"], ["x"], perm=[0, 2, 1, 3], name="transpose")]
+    nodes += [helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
+              helper.make_node("Slice", ["x", "half", "end", "last"], ["x2"], name="slice2"),
+              helper.make_node("Neg", ["x2"], ["nx2"], name="neg"),
+              helper.make_node("Concat", ["nx2", "x1"], ["r"], axis=-1, name="concat"),
+              helper.make_node("Mul", ["x", "cos"], ["xc"], name="mul_cos"),
+              helper.make_node("Mul", ["r", "sin"], ["rs"], name="mul_sin"),
+              helper.make_node("Add", ["xc", "rs"], ["y"], name="add")]
+    outputs = [tensor_info("y", [B, H, S, D])]
+    if extra_reader:
+        outputs.append(tensor_info("x1", [B, H, S, D // 2]))
+    x_in = tensor_info("p", [B, S, H * D]) if head_split else tensor_info("x", [B, H, S, D])
+    return make_model(helper.make_graph(nodes, "rope", [x_in], outputs, initializer=inits))
+
+
+def _ops(model):
+    return [n.op_type for n in run_passes(fold_constants(to_ir(model))).nodes]
+
+
+@pytest.mark.parametrize("head_split", [True, False])
+def test_rotate_half_is_one_kernel(head_split):
+    model = _rope_model(head_split=head_split)
+    ops = _ops(model)
+    assert ops.count("RotaryEmbedding") == 1 and not {"Slice", "Neg", "Concat", "Mul"} & set(ops), ops
+    check_against_onnxruntime(model, target="lavapipe")
+    check_against_onnxruntime(model, target="generic", precision="fp16", rtol_l2=1e-2, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("kw", [dict(equal_halves=False), dict(extra_reader=True)])
+def test_other_forms_stay(kw):
+    """Tables whose halves differ are no rotation of halves; a slice read elsewhere stays."""
+    model = _rope_model(**kw)
+    assert "RotaryEmbedding" not in _ops(model)
+    check_against_onnxruntime(model, target="lavapipe")
