@@ -195,7 +195,8 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
-        known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
+        # a graph input that is also an output: its output's entry has no type (infer_types)
+        known = {vi.name: vi.type for vi in [*g.output, *g.value_info, *g.input]}
         known.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
                       for t in g.initializer})
         added = []
@@ -205,7 +206,10 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
                     _dims(known.get(n.output[0])) is not None or _dims(known.get(n.input[0])) is None:
                 continue
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-            shape = rule.output_shape([_dims(known.get(x)) for x in n.input], attrs)
+            types = [known[x].tensor_type.elem_type if x in known else 0 for x in n.input]
+            shape = rule.output_shape([_dims(known.get(x)) for x in n.input], attrs,
+                                      [np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t)) if t else None
+                                       for t in types])
             if shape is not None:
                 elem = known[n.input[rule.output_dtype_from]].tensor_type.elem_type
                 added.append(onnx.helper.make_tensor_value_info(n.output[0], elem, list(shape)))

@@ -69,8 +69,9 @@ class OpRule:
     # a Cast to the dtype it has, a Reshape to the shape it has). fold_constants then hands its
     # readers the input itself, before any pattern pass looks. None: never.
     noop: Callable[[Node], bool] | None = None
-    # For an op onnx has no schema for (another domain's): its inputs' shapes (None where absent)
-    # and attributes -> its first output's shape, which onnx's shape inference cannot give
+    # For an op onnx has no schema for (another domain's): its inputs' shapes and element types
+    # (numpy dtypes; None where absent or unknown) and attributes -> its first output's shape,
+    # which onnx's shape inference cannot give
     # (compiler/frontend.py asks, so that the values downstream of the op get shapes too).
     output_shape: Callable | None = None
     # The input whose element type that first output has (GatherBlockQuantized's is its scales').
@@ -150,7 +151,7 @@ def declare(op_type: str, *, handled_by: str, module: str, domain: str = "",
                 float16=float16, schema=schema, **facts))
 
 
-def shape_of_input0(shapes: list, attrs: dict) -> tuple | None:
+def shape_of_input0(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
     """output_shape of an op whose first output has its first input's shape."""
     return shapes[0] if shapes else None
 

@@ -20,16 +20,13 @@ MS = "com.microsoft"
 LIMITS = "data of rank other than 2; gather_axis other than 0; quantize_axis other than the last"
 
 
-def _output_shape(shapes: list, attrs: dict) -> tuple | None:
-    """indices' shape + [K]. K is data's last dim (int4, uint4) or that unpacked (uint8 bytes);
-    the dtype is not known here, so K is the one whose block count the scales have (None where
-    both have it)."""
-    data, idx, scales = (shapes + [None] * 3)[:3]
-    if data is None or idx is None or scales is None:
+def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
+    """indices' shape + [K]: K is data's last dim (int4, uint4), or that unpacked (uint8 bytes)."""
+    data, idx = (shapes + [None] * 2)[:2]
+    if data is None or idx is None or not dtypes or dtypes[0] is None:
         return None
-    block, bits = attrs.get("block_size", 128), attrs.get("bits", 4)
-    fits = {k for k in (data[-1], data[-1] * 8 // bits) if -(-k // block) == scales[-1]}
-    return (*idx, fits.pop()) if len(fits) == 1 else None
+    unpacked = np.dtype(dtypes[0]) == np.uint8
+    return (*idx, data[-1] * 8 // attrs.get("bits", 4) if unpacked else data[-1])
 
 
 def _row_length(node, data) -> int:

@@ -54,7 +54,7 @@ LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of
 MAX_BINDING_BYTES = 1 << 27
 
 
-def _output_shape(shapes: list, attrs: dict) -> tuple | None:
+def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
     """[..., N] of A [..., K]."""
     return (*shapes[0][:-1], int(attrs["N"])) if shapes and shapes[0] and "N" in attrs else None
 

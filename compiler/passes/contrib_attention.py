@@ -24,7 +24,7 @@ from ..registry import declare
 
 MS = "com.microsoft"
 # dtypes: vkc.Attention's rule checks them (the masks are int32, the rest float32).
-def _attention_shape(shapes: list, attrs: dict) -> tuple | None:
+def _attention_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
     """[B, S, V hidden]: Attention(input [B, S, in], weights [in, Q + K + V hidden])."""
     if len(shapes) < 2 or shapes[0] is None or shapes[1] is None or len(shapes[0]) != 3:
         return None
@@ -32,7 +32,7 @@ def _attention_shape(shapes: list, attrs: dict) -> tuple | None:
     return (*shapes[0][:2], int(hidden))
 
 
-def _multihead_shape(shapes: list, attrs: dict) -> tuple | None:
+def _multihead_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
     """[B, S, V hidden]: MultiHeadAttention(query [B, S, QK hidden], key, value [B, S_kv, V hidden])."""
     q, v = shapes[0], shapes[2] if len(shapes) > 2 else None
     if q is None or v is None or len(q) != 3 or len(v) != 3:

@@ -27,7 +27,7 @@ from .onnx_attention import heads_first
 MS = "com.microsoft"
 
 
-def _output_shape(shapes: list, attrs: dict) -> tuple | None:
+def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
     q = shapes[0]
     if q is None or len(q) != 3:
         return None
