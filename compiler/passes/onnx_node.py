@@ -39,12 +39,26 @@ def one_node_model(node: Node, opset: int, constants_as_initializers: bool,
     return helper.make_model(graph, opset_imports=opsets)
 
 
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
 def evaluate(node: Node, opset: int) -> list[np.ndarray]:
     """Compute a node whose inputs are all constants with onnx.reference, or where onnx.reference
-    computes the op wrongly, as its declaration says (registry `evaluate`)."""
+    computes the op wrongly, as its declaration says (registry `evaluate`). float16 operands are
+    computed in float32 and the float16 results rounded once, as vkc's kernels (and onnxruntime's
+    normalizations: stash_type 1) compute them: onnx.reference would compute in float16, a
+    LayerNormalization's statistics several float16 units off."""
     own = fact(node, "evaluate", opset)
     if own is not None:
         return own(node, *[v.data for v in node.inputs])
+    if any(v is not None and np.dtype(v.dtype) == F16 for v in node.inputs) and \
+            all(v.dtype is not None for v in node.outputs):
+        wide = [Value(v.name, F32, v.shape, data=v.data.astype(F32)) if v is not None and
+                np.dtype(v.dtype) == F16 else v for v in node.inputs]
+        results = evaluate(Node(node.op_type, node.name, wide, node.outputs, node.attrs,
+                                node.domain), opset)
+        return [r.astype(F16) if np.dtype(v.dtype) == F16 and r.dtype == F32 else r
+                for v, r in zip(node.outputs, results)]
     model = one_node_model(node, opset, constants_as_initializers=False)
     feeds = {v.name: v.data for v in node.inputs if v is not None}
     return [np.asarray(r) for r in ReferenceEvaluator(model).run(None, feeds)]

@@ -60,9 +60,12 @@ class Case:
 
     @property
     def dtype(self) -> np.dtype:
+        """float16 for a float16 graph: one whose inputs or constants are (a reduced graph may
+        compute from constants only)."""
+        g = self.model.graph
         return np.dtype(np.float16) if any(
-            i.type.tensor_type.elem_type == TensorProto.FLOAT16 for i in self.model.graph.input) \
-            else np.dtype(np.float32)
+            i.type.tensor_type.elem_type == TensorProto.FLOAT16 for i in g.input) or \
+            any(t.data_type == TensorProto.FLOAT16 for t in g.initializer) else np.dtype(np.float32)
 
 
 class GraphBuilder:

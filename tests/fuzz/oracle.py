@@ -9,7 +9,9 @@ float32 graph must agree to rel L2 < 1e-4 and every element within 1e-4*max|ref|
 (tests/harness.py says why these bounds); a float16 one (a float16 graph, or --precision fp16)
 with float32's reference to rel L2 < 1e-2 (a float16 graph's reference rounds each float16 result,
 as the graph says: as_float32). NaN and Inf must sit where onnxruntime has them, with
-the same signs.
+the same signs. A float32 result outside tolerance that agrees with the graph computed in float64
+is no bug: onnxruntime's own rounding is then what differs (its InstanceNormalization, a
+LayerNormalization of a constant row: rounding noise times 1 / sqrt(epsilon)).
 """
 from __future__ import annotations
 
@@ -103,6 +105,24 @@ def reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
     return dict(zip(names, got))
 
 
+def exact_reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray] | None:
+    """A float32 graph's outputs computed in float64 (onnxruntime's double kernels), or None where
+    it has none for an op of the graph."""
+    import onnxruntime as ort
+    from tests.models.zoo import to_float64
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    try:
+        sess = ort.InferenceSession(to_float64(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        return dict(zip(names, sess.run(names, {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                                                for k, v in feeds.items()})))
+    except Exception:  # noqa: BLE001 - onnxruntime raises its own types
+        return None
+
+
 def tolerances(case: Case) -> tuple[float, tuple]:
     """(rel L2 limit, (rtol, atol fraction)) for the case's precision."""
     if case.precision == "fp16" or case.dtype == np.float16:
@@ -169,6 +189,11 @@ def check(case: Case, feeds_and_reference: tuple | None = None) -> Verdict:
         return Verdict("bug", f"run:{type(exc).__name__}", _last_frames(exc))
     problems = [p for p in (compare(n, got.get(n), w, case) if n in got else f"{n}: missing"
                             for n, w in want.items()) if p]
+    if problems and case.precision == "fp32" and case.dtype == np.float32:
+        exact = exact_reference(model, feeds)
+        if exact is not None and exact.keys() == want.keys() and all(
+                n in got and compare(n, got[n], w, case) is None for n, w in exact.items()):
+            return Verdict("ok")
     if problems:
         return Verdict("bug", f"mismatch:{_kind(problems[0])}", "; ".join(problems))
     return Verdict("ok")

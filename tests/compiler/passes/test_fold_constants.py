@@ -164,3 +164,24 @@ def test_training_dropout_is_refused_by_name():
                        g.const("training", np.array(True))], out="y")
     with pytest.raises(CompileError, match="Dropout '/dropout_0' runs in training mode"):
         compile_model(g.build(["y"]))
+
+
+def test_float16_constants_fold_in_float32():
+    """A LayerNormalization of float16 constants folds as its kernel (and onnxruntime, stash_type
+    1) computes it: in float32, its float16 result rounded once. onnx's reference evaluator
+    computes in float16: up to 8 float16 units off on these rows (the fuzzer's seed 5177)."""
+    from onnx import helper, numpy_helper, TensorProto
+
+    rng = np.random.default_rng(5)
+    x = (0.02 + 0.12 * rng.random((5, 4))).astype(np.float16)
+    scale = np.array([-0.0735, 0.5234, 0.619, -0.9585], np.float16)
+    graph = helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s", "s"], ["y"], axis=-1, epsilon=1e-3)], "ln", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [5, 4])],
+        [numpy_helper.from_array(x, "x"), numpy_helper.from_array(scale, "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x64, s64 = x.astype(np.float64), scale.astype(np.float64)
+    centered = x64 - x64.mean(-1, keepdims=True)
+    exact = (centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + 1e-3) * s64 + s64).astype(np.float16)
+    got, _ = run_bundle(compile_model(model, target="generic"), {})
+    np.testing.assert_array_equal(got["y"], exact)
