@@ -8,8 +8,9 @@
 A block of RESULTS.md between `<!-- report: data/NAME.json -->` and `<!-- end report -->` is
 generated from benchmarks/data/NAME.json; everything outside the markers is written by hand.
 Understood: benchmarks/bench.py --json, benchmarks/transformers.py --json,
-benchmarks/gpu/transformers.py --json, and the JSON lines of benchmarks/gpu/models.py and
-benchmarks/gpu/coopmat.py (models, gemm) gathered as {"meta": {...}, "rows": [...]}.
+benchmarks/gpu/transformers.py --json (with meta.precisions, or without: its hand-written models'
+rows), and the JSON lines of benchmarks/gpu/models.py and benchmarks/gpu/coopmat.py (models,
+gemm) gathered as {"meta": {...}, "rows": [...]}.
 """
 from __future__ import annotations
 
@@ -220,6 +221,27 @@ def render_transformers_torch(data: dict) -> str:
     return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
 
 
+def render_transformers_classes(data: dict) -> str:
+    """benchmarks/gpu/transformers.py's rows (one per model, batch and precision): the timings, then
+    where vkc's GPU time goes."""
+    head = ["model", "batch", "precision", "vkc ms", "eager ms", "graphs ms", "graphs/vkc", "rel L2", "dispatches"]
+    body, shares, categories = [], [], []
+    for r in data["rows"]:
+        v = r.get("vkc_ms")
+        body.append([r["model"], str(r["batch"]), r.get("precision", ""), _f(v) if "vkc_error" not in r else "error",
+                     _f(r.get("eager_ms")), _f(r.get("graphs_ms")), _div(r.get("graphs_ms"), v),
+                     _f(r.get("rel_l2"), ".1e"), str(r.get("dispatches", "-"))])
+        p = r.get("profile")
+        if p and "error" not in p:
+            cats, categories = p["categories"], list(p["categories"])
+            shares.append([r["model"], str(r["batch"]), r["precision"], _f(p["gpu_ms"])]
+                          + [f"{100 * cats[c]['share']:.0f}% {cats[c]['ms']:.3f}" for c in cats])
+    out = _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
+    if shares:
+        out += "\n" + _table(["model", "batch", "precision", "vkc GPU ms"] + categories, shares) + "\n"
+    return out
+
+
 def render_cnn_fp32(data: dict) -> str:
     head = ["model", "batch", "vkc ms", "torch eager ms", "torch graphs ms", "graphs/vkc", "rel L2 vs torch"]
     body = [[r["model"], str(r["batch"]), _f(r["vkc_ms"]), _f(r.get("torch_eager_ms")), _f(r.get("torch_graph_ms")),
@@ -247,6 +269,8 @@ def render(data: dict) -> str:
     if "models" in data or "gemm" in data and isinstance(data["gemm"], list):
         return render_bench(data)
     rows = data.get("rows") or [{}]
+    if "precisions" in data.get("meta", {}):
+        return render_transformers_classes(data)
     if "settings" in data and "ort_ms" in rows[0]:
         return render_transformers_ort(data)
     for key, fn in [("eager_ms", render_transformers_torch), ("torch_eager_ms", render_cnn_fp32),

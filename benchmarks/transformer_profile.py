@@ -1,5 +1,6 @@
 """Where a transformer's GPU time goes in vkc: Model.profile's dispatches sorted into attention,
-LayerNorm, matmul, conv, elementwise and other. Shared by benchmarks/transformers.py (lavapipe) and
+layernorm (LayerNorm and RMSNorm), matmul, conv, elementwise (casts included), copies (transposes,
+slices, concatenations, gathers, pads) and other. Shared by benchmarks/transformers.py (lavapipe) and
 benchmarks/gpu/transformers.py (NVIDIA); needs only onnx.
 
 Attention: a dispatch whose template is named "attention*" (a fused attention kernel, what vkc
@@ -8,14 +9,15 @@ left unfused, found in the ONNX graph: every Softmax, the MatMul producing its s
 scale / mask Mul, Div, Add, Where between them, which vkc fuses into that matmul's epilogue), the
 scale Mul/Div on that MatMul's inputs (the SDPA export scales Q and K^T), and the MatMul consuming
 the probabilities (through a Where/IsNaN/Cast, the SDPA export's fully-masked-row guard). The head
-reshapes and transposes around it count as other (copies)."""
+reshapes and transposes around it count as copies."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 import onnx
 
-CATEGORIES = ("attention", "layernorm", "matmul", "conv", "elementwise", "other")
+CATEGORIES = ("attention", "layernorm", "matmul", "conv", "elementwise", "copies", "other")
+_COPIES = ("strided_copy", "copy_slice", "gather", "pad")
 _BETWEEN = {"Mul", "Div", "Add", "Sub", "Where", "Cast", "IsNaN", "Not"}
 _DEPTH = 4
 
@@ -78,6 +80,8 @@ def category(kernel: str, nodes, attention: set[str]) -> str:
         return "conv"
     if k.startswith("elementwise"):
         return "elementwise"
+    if k.startswith(_COPIES):
+        return "copies"
     return "other"
 
 

@@ -6,9 +6,9 @@ the dispatches' medians), to decide a profile default on models rather than on o
     python3 -m benchmarks.gpu.profile_variants fp16 bert:1,gpt2:1,resnet50:1,vit:8 default,no32,mw132,no32-mw132,k32s2
     python3 -m benchmarks.gpu.profile_variants fp32 vit:8,resnet50:32 default,t128x128r8x8,t128x128r8x8k8,t64x128r4x8
 
-Models: bert, gpt2 and vit as benchmarks/gpu/transformers.py builds them (FULL configs), or a
-tests/models/zoo.py CNN (BN folded), random weights. A variant that fails to compile or run is
-reported in its row. One JSON line per (model, variant), with its outputs' rel L2 against the first
+Models: a transformers class as benchmarks/gpu/transformers.py builds and exports it at full size
+(its MODELS: bert, gpt2, vit, llama, ...), or a tests/models/zoo.py CNN (BN folded), random weights.
+A variant that fails to compile or run is reported in its row. One JSON line per (model, variant), with its outputs' rel L2 against the first
 variant's (same precision: a variant must not change the numbers past rounding).
 """
 import json
@@ -98,10 +98,10 @@ def variant_target(name):
 
 
 def model_and_feeds(name, batch):
-    if name in ("bert", "gpt2", "vit"):
-        from benchmarks.gpu import transformers as T
-        net, feeds, ins, outs, _ = T.build(name, T.FULL, batch)
-        return T.export(net, feeds, ins, outs), feeds
+    from benchmarks.gpu import transformers as T
+    if name in T.MODELS:
+        case = T.build(name, batch)
+        return T.export(case), case.feeds
     from benchmarks.gpu import coopmat
     m = coopmat.zoo_model(name, batch)
     return m, coopmat.feeds_for(m)

@@ -1,50 +1,57 @@
 #!/usr/bin/env python3
-"""On the GPU machine: BERT-base, GPT-2 small and ViT-B/16 (random weights) exported to ONNX, compiled
-by vkc there, checked against torch, and timed host to host against torch eager and torch CUDA
-graphs (float32, TF32 off), in one run.
+"""On the GPU machine: the `transformers` classes themselves, exported as users export them,
+compiled by vkc there, checked against torch and timed host to host against torch eager and torch
+CUDA graphs, in fp32 and fp16, in one run and one table.
 
     source benchmarks/gpu/setup.sh
-    python3 -m benchmarks.gpu.transformers                          # all three, batch 1 and 8
-    python3 -m benchmarks.gpu.transformers --models bert --batches 1 --repeat 50
-    python3 -m benchmarks.gpu.transformers --tiny                   # hidden 64, 2 layers, seq 16, image 32
-    python3 -m benchmarks.gpu.transformers --precision fp16         # vkc --precision fp16, torch .half()
+    python3 -m benchmarks.gpu.transformers                      # every model, batch 1 and 8, fp32 and fp16
+    python3 -m benchmarks.gpu.transformers --models bert,llama --batches 1 --precision fp16
+    python3 -m benchmarks.gpu.transformers --tiny               # 2 layers, hidden 64, seq 16, image 32
 
-Models (plain nn.Modules with the module structure and forward code of transformers' BertModel and
-GPT2Model, eager attention, and torchvision's vit_b_16, so that the TorchScript exporter writes the
-op forms of tests/models/fixtures/README.md): BERT-base (hidden 768, 12 layers, 12 heads, FFN 3072,
-seq 128, vocab 30522, inputs input_ids + attention_mask with a padded tail, outputs last_hidden_state
-and pooler_output), GPT-2 small (768, 12 layers, 12 heads, seq 128, vocab 50257, causal mask and
-attention_mask, gelu_new, Conv1D = Gemm), ViT-B/16 (224x224, patch 16, 197 tokens, 768, 12 layers,
-12 heads, MLP 3072, 1000 classes; nn.MultiheadAttention). Weights: torch.manual_seed, then
-make_transformers.randomize (LayerNorm affine and constant parameters re-drawn with noise).
-Export: torch.onnx.export(opset_version=17, dynamo=False) at the fixed batch and shape.
+Models (configs built in code, no download; the library's default attention implementation, SDPA
+where the class has it): bert (BertModel, BERT-base), distilbert (DistilBertModel, base), roberta
+(RobertaModel, base), gpt2 (GPT2Model, small), vit (ViTModel, ViT-B/16), swin (SwinModel, Swin-T),
+convnext (ConvNextModel, ConvNeXt-T), whisper (WhisperModel(...).encoder, Whisper-base widths: d_model
+512, 6 layers, 8 heads, 80 mel bins x 3000 frames), llama (LlamaModel at Llama-3.2-1B widths, 4
+layers: hidden 2048, 32 heads, 8 KV heads, FFN 8192, vocab 128256), qwen2 (Qwen2Model at
+Qwen2.5-0.5B widths, 4 layers: hidden 896, 14 heads, 2 KV heads, FFN 4864, vocab 151936), t5
+(T5EncoderModel, t5-small). Text: input_ids and an attention_mask whose last seq/8 positions are
+padding, seq 128; images 224x224. --tiny: 2 layers (2 stages for Swin and ConvNeXt), hidden 64 where
+the class takes one width, seq 16, image 32, vocab 1000.
+Weights: torch.manual_seed(0), the class's own init, then tests/models/fixtures/make_transformers.py's
+randomize(model, 0) (norm affine pairs and constant parameters re-drawn); inputs from
+numpy.random.default_rng(0). Export: the model called with keyword inputs through the fixtures' HFWrap,
+torch.onnx.export(opset_version=17, dynamo=False, do_constant_folding=True) at the fixed batch and
+shape; the graph is compiled as exported.
 
-Timing, every system host to host (numpy in, numpy out), median of --repeat after --warmup (vkc first
-runs until its GPU time is steady: compiler.host.warm_up):
-  vkc     Model.run (Model.bench: inputs copied in, outputs copied out)
+Timing, every system host to host (numpy in, numpy out), median of --repeat after --warmup:
+  vkc     Model.bench (inputs copied in, outputs copied out), after compiler.host.warm_up;
+          fp32 is vkc's default, fp16 is --precision fp16
   eager   torch.from_numpy(x).cuda() per input, forward under no_grad, .cpu().numpy() per output
-  graphs  static GPU input buffers; copy the host inputs in, replay the captured graph, copy out
-  (.cpu() synchronizes). rel L2: vkc's worst output against torch on the GPU.
-vkc's GPU time per dispatch comes from Model.profile, sorted by benchmarks/transformer_profile.py;
-attention GFLOP/s counts 4*B*H*S^2*D per layer (QK^T and PV), matmul GFLOP/s the kernels' own count.
-Without CUDA (a developer machine) torch runs on the CPU, graphs are n/a, and the output says so.
-One model's failure (export, compile, run) is reported in its row; the others go on. Progress goes
-to stderr, the table to stdout, JSON to --json (default $OUT/transformers_h200.json when $OUT is set).
+  graphs  static GPU inputs; copy the host inputs in, replay the captured CUDA graph, copy out
+torch runs fp32 with TF32 off and fp16 as model.half() (float inputs cast on the GPU). ratio = torch
+graphs ms / vkc ms (above 1: vkc faster). rel L2: vkc's worst output against torch fp32's eager output
+(fp16 rows too). dispatches: vkc's dispatches per run. The profile table is Model.profile's GPU time
+sorted by benchmarks/transformer_profile.py. Without CUDA (a developer machine) torch runs on the
+CPU, graphs are n/a and vkc runs on the host's Vulkan device (lavapipe).
+One model's failure (export, compile, run, capture) is reported in its row; the others go on.
+Progress goes to stderr, the tables to stdout, JSON with everything to --json (default
+$OUT/transformers.json when $OUT is set).
 """
 from __future__ import annotations
 
 import argparse
-import io
+import copy
 import json
-import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 import traceback
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
 
 from benchmarks.cli import command_line, exit_on_help, vkc_commit
 
@@ -54,205 +61,136 @@ if __name__ == "__main__":
 import numpy as np
 import onnx
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from benchmarks import transformer_profile as tp
-from tests.models.fixtures.make_transformers import VisionTransformer, randomize
+from tests.models.fixtures.make_transformers import HFWrap, randomize
 
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
+SEED = 0
+SEQ, IMAGE, TINY_SEQ, TINY_IMAGE = 128, 224, 16, 32
 
-FULL = {"hidden": 768, "layers": 12, "heads": 12, "ffn": 3072, "seq": 128, "image": 224, "patch": 16,
-        "classes": 1000, "bert_vocab": 30522, "gpt2_vocab": 50257, "bert_positions": 512, "gpt2_positions": 1024}
-TINY = {"hidden": 64, "layers": 2, "heads": 4, "ffn": 256, "seq": 16, "image": 32, "patch": 8,
-        "classes": 10, "bert_vocab": 1000, "gpt2_vocab": 1000, "bert_positions": 64, "gpt2_positions": 64}
-TARGETS_MS = {  # from the issue: torch on the H200 (eager b1, graphs b1, graphs b8)
-    "bert": {1: (8.3, 3.35), 8: (None, 7.4)},
-    "gpt2": {1: (10.2, 2.85), 8: (None, 6.8)},
-    "vit": {1: (5.9, 3.2), 8: (None, 9.2)},
+
+@dataclass
+class Spec:
+    """A transformers model class, its config at full size and --tiny, and what it takes and gives."""
+    model: str
+    config: str
+    full: dict
+    tiny: dict
+    inputs: str = "text"                   # text, image or audio
+    outputs: tuple = ("last_hidden_state",)
+    part: str | None = None                # a submodule to export (Whisper's encoder)
+
+
+TINY_TEXT = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256)
+TINY_DECODER = dict(TINY_TEXT, num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+POOLED = ("last_hidden_state", "pooler_output")
+MODELS = {
+    "bert": Spec("BertModel", "BertConfig",
+                 dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                      intermediate_size=3072),
+                 dict(TINY_TEXT, max_position_embeddings=64), outputs=POOLED),
+    "distilbert": Spec("DistilBertModel", "DistilBertConfig",
+                       dict(vocab_size=30522, dim=768, n_layers=6, n_heads=12, hidden_dim=3072),
+                       dict(vocab_size=1000, dim=64, n_layers=2, n_heads=4, hidden_dim=256, max_position_embeddings=64)),
+    "roberta": Spec("RobertaModel", "RobertaConfig",
+                    dict(vocab_size=50265, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                         intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1),
+                    dict(TINY_TEXT, max_position_embeddings=64, type_vocab_size=1, pad_token_id=1), outputs=POOLED),
+    "gpt2": Spec("GPT2Model", "GPT2Config",
+                 dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024, use_cache=False),
+                 dict(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=64, use_cache=False,
+                      bos_token_id=0, eos_token_id=0)),
+    "vit": Spec("ViTModel", "ViTConfig",
+                dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                     image_size=224, patch_size=16),
+                dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                     image_size=TINY_IMAGE, patch_size=8), inputs="image", outputs=POOLED),
+    "swin": Spec("SwinModel", "SwinConfig",
+                 dict(image_size=224, patch_size=4, embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
+                      window_size=7),
+                 dict(image_size=TINY_IMAGE, patch_size=4, embed_dim=32, depths=[1, 1], num_heads=[2, 4],
+                      window_size=4), inputs="image", outputs=POOLED),
+    "convnext": Spec("ConvNextModel", "ConvNextConfig",
+                     dict(image_size=224, hidden_sizes=[96, 192, 384, 768], depths=[3, 3, 9, 3]),
+                     dict(image_size=TINY_IMAGE, num_stages=2, hidden_sizes=[32, 64], depths=[1, 1]),
+                     inputs="image", outputs=POOLED),
+    "whisper": Spec("WhisperModel", "WhisperConfig",
+                    dict(d_model=512, encoder_layers=6, encoder_attention_heads=8, encoder_ffn_dim=2048,
+                         decoder_layers=6, decoder_attention_heads=8, decoder_ffn_dim=2048, num_mel_bins=80,
+                         max_source_positions=1500, vocab_size=51865),
+                    dict(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=256,
+                         decoder_layers=1, decoder_attention_heads=4, decoder_ffn_dim=256, num_mel_bins=80,
+                         max_source_positions=TINY_SEQ, vocab_size=1000, pad_token_id=1, bos_token_id=2,
+                         eos_token_id=2, decoder_start_token_id=3),
+                    inputs="audio", part="encoder"),
+    "llama": Spec("LlamaModel", "LlamaConfig",
+                  dict(vocab_size=128256, hidden_size=2048, num_hidden_layers=4, num_attention_heads=32,
+                       num_key_value_heads=8, intermediate_size=8192, max_position_embeddings=2048, use_cache=False),
+                  TINY_DECODER),
+    "qwen2": Spec("Qwen2Model", "Qwen2Config",
+                  dict(vocab_size=151936, hidden_size=896, num_hidden_layers=4, num_attention_heads=14,
+                       num_key_value_heads=2, intermediate_size=4864, max_position_embeddings=2048, use_cache=False),
+                  TINY_DECODER),
+    "t5": Spec("T5EncoderModel", "T5Config",
+               dict(vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8),
+               dict(vocab_size=1000, d_model=64, d_kv=16, d_ff=256, num_layers=2, num_heads=4)),
 }
+
+
+@dataclass
+class Case:
+    """One model at one batch: the wrapped module (float32, eval), its inputs and output names."""
+    name: str
+    batch: int
+    net: torch.nn.Module
+    feeds: dict
+    outputs: list
+    attention: str = ""
 
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def padding_bias(mask_bool: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """transformers 5's eager mask: a bool [B,1,S,S] mask to 0 / the most negative value of the
-    model's dtype, added to scores."""
-    # The constants live on the mask's device: a CPU scalar would be copied during CUDA-graph capture.
-    dev = mask_bool.device
-    return torch.where(mask_bool, torch.zeros((), dtype=dtype, device=dev),
-                       torch.full((), torch.finfo(dtype).min, dtype=dtype, device=dev))
+def build(name: str, batch: int, tiny: bool = False) -> Case:
+    """MODELS[name] with seeded weights (the docstring's recipe) and seeded inputs at `batch`."""
+    import transformers
+    spec = MODELS[name]
+    torch.manual_seed(SEED)
+    config = getattr(transformers, spec.config)(**(spec.tiny if tiny else spec.full))
+    model = getattr(transformers, spec.model)(config)
+    model = getattr(model, spec.part) if spec.part else model
+    randomize(model, SEED)
+    feeds = inputs(spec.inputs, config, batch, tiny)
+    net = HFWrap(model, list(feeds), list(spec.outputs)).eval()
+    return Case(name, batch, net, feeds, list(spec.outputs), getattr(config, "_attn_implementation", "") or "")
 
 
-# --- BERT (transformers' BertModel, eager attention, absolute positions) ---
+def inputs(kind: str, config, batch: int, tiny: bool) -> dict:
+    rng = np.random.default_rng(SEED)
+    if kind == "image":
+        size = TINY_IMAGE if tiny else IMAGE
+        return {"pixel_values": rng.standard_normal((batch, 3, size, size)).astype(np.float32)}
+    if kind == "audio":   # the encoder's fixed input: twice its positions, after the stride-2 conv
+        frames = 2 * config.max_source_positions
+        return {"input_features": rng.standard_normal((batch, config.num_mel_bins, frames)).astype(np.float32)}
+    seq = TINY_SEQ if tiny else SEQ
+    mask = np.ones((batch, seq), np.int64)
+    mask[:, seq - seq // 8:] = 0
+    ids = rng.integers(3, config.vocab_size, (batch, seq)).astype(np.int64)   # 0-2: special tokens
+    return {"input_ids": ids, "attention_mask": mask}
 
 
-class BertSelfAttention(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.heads, self.head_dim = c["heads"], c["hidden"] // c["heads"]
-        self.query = nn.Linear(c["hidden"], c["hidden"])
-        self.key = nn.Linear(c["hidden"], c["hidden"])
-        self.value = nn.Linear(c["hidden"], c["hidden"])
-        self.scaling = self.head_dim ** -0.5
-
-    def forward(self, x, bias):
-        b, s, _ = x.shape
-        shape = (b, s, self.heads, self.head_dim)
-        q = self.query(x).view(shape).transpose(1, 2)
-        k = self.key(x).view(shape).transpose(1, 2)
-        v = self.value(x).view(shape).transpose(1, 2)
-        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling + bias
-        w = F.softmax(w, dim=-1)
-        return torch.matmul(w, v).transpose(1, 2).reshape(b, s, -1)
-
-
-class BertLayer(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        h = c["hidden"]
-        self.attention = BertSelfAttention(c)
-        self.attention_dense, self.attention_norm = nn.Linear(h, h), nn.LayerNorm(h, eps=1e-12)
-        self.intermediate, self.act = nn.Linear(h, c["ffn"]), nn.GELU()
-        self.output, self.output_norm = nn.Linear(c["ffn"], h), nn.LayerNorm(h, eps=1e-12)
-
-    def forward(self, x, bias):
-        x = self.attention_norm(self.attention_dense(self.attention(x, bias)) + x)
-        return self.output_norm(self.output(self.act(self.intermediate(x))) + x)
-
-
-class Bert(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        h = c["hidden"]
-        self.word_embeddings = nn.Embedding(c["bert_vocab"], h)
-        self.position_embeddings = nn.Embedding(c["bert_positions"], h)
-        self.token_type_embeddings = nn.Embedding(2, h)
-        self.register_buffer("position_ids", torch.arange(c["bert_positions"]).unsqueeze(0), persistent=False)
-        self.register_buffer("token_type_ids", torch.zeros(1, c["bert_positions"], dtype=torch.long), persistent=False)
-        self.norm = nn.LayerNorm(h, eps=1e-12)
-        self.layers = nn.ModuleList(BertLayer(c) for _ in range(c["layers"]))
-        self.pooler = nn.Linear(h, h)
-
-    def forward(self, input_ids, attention_mask):
-        b, s = input_ids.shape
-        x = self.word_embeddings(input_ids) + self.token_type_embeddings(self.token_type_ids[:, :s].expand(b, s))
-        x = self.norm(x + self.position_embeddings(self.position_ids[:, :s]))
-        bias = padding_bias(attention_mask[:, None, None, :].to(torch.bool).expand(b, 1, s, s), x.dtype)
-        for layer in self.layers:
-            x = layer(x, bias)
-        return x, torch.tanh(self.pooler(x[:, 0]))
-
-
-# --- GPT-2 (transformers' GPT2Model, eager attention, Conv1D = addmm) ---
-
-
-class Conv1D(nn.Module):
-    def __init__(self, nf, nx):
-        super().__init__()
-        self.nf = nf
-        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(std=0.02))
-        self.bias = nn.Parameter(torch.zeros(nf))
-
-    def forward(self, x):
-        size_out = x.size()[:-1] + (self.nf,)
-        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(size_out)
-
-
-def gelu_new(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-class GPT2Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        h = c["hidden"]
-        self.heads, self.head_dim, self.hidden = c["heads"], h // c["heads"], h
-        self.ln_1, self.ln_2 = nn.LayerNorm(h, eps=1e-5), nn.LayerNorm(h, eps=1e-5)
-        self.c_attn, self.attn_proj = Conv1D(3 * h, h), Conv1D(h, h)
-        self.c_fc, self.mlp_proj = Conv1D(c["ffn"], h), Conv1D(h, c["ffn"])
-        self.scaling = self.head_dim ** -0.5
-
-    def forward(self, x, bias):
-        b, s, _ = x.shape
-        shape = (b, s, self.heads, self.head_dim)
-        q, k, v = self.c_attn(self.ln_1(x)).split(self.hidden, dim=2)
-        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        w = torch.matmul(q, k.transpose(-1, -2)) * self.scaling + bias
-        w = F.softmax(w, dim=-1).type(v.dtype)
-        a = torch.matmul(w, v).transpose(1, 2).reshape(b, s, -1)
-        x = x + self.attn_proj(a)
-        return x + self.mlp_proj(gelu_new(self.c_fc(self.ln_2(x))))
-
-
-class GPT2(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        n = c["gpt2_positions"]
-        self.wte, self.wpe = nn.Embedding(c["gpt2_vocab"], c["hidden"]), nn.Embedding(n, c["hidden"])
-        self.register_buffer("position_ids", torch.arange(n).unsqueeze(0), persistent=False)
-        self.register_buffer("causal", torch.tril(torch.ones(n, n, dtype=torch.bool))[None, None], persistent=False)
-        self.h = nn.ModuleList(GPT2Block(c) for _ in range(c["layers"]))
-        self.ln_f = nn.LayerNorm(c["hidden"], eps=1e-5)
-
-    def forward(self, input_ids, attention_mask):
-        b, s = input_ids.shape
-        x = self.wte(input_ids) + self.wpe(self.position_ids[:, :s])
-        mask = self.causal[:, :, :s, :s] & attention_mask[:, None, None, :].to(torch.bool)
-        bias = padding_bias(mask.expand(b, 1, s, s), x.dtype)
-        for block in self.h:
-            x = block(x, bias)
-        return (self.ln_f(x),)
-
-
-class ViT(nn.Module):
-    """torchvision's vit_b_16 structure; returns a tuple like the others."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.net = VisionTransformer(image_size=c["image"], patch_size=c["patch"], num_layers=c["layers"],
-                                     num_heads=c["heads"], hidden_dim=c["hidden"], mlp_dim=c["ffn"],
-                                     num_classes=c["classes"])
-
-    def forward(self, x):
-        return (self.net(x),)
-
-
-def build(name: str, c: dict, batch: int, seed: int = 0):
-    """(module in eval mode, numpy inputs, input names, output names, attention shape (H, S, D))."""
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    h, d = c["heads"], c["hidden"] // c["heads"]
-    if name in ("bert", "gpt2"):
-        net = Bert(c) if name == "bert" else GPT2(c)
-        s = c["seq"]
-        ids = rng.integers(0, 1000, (batch, s)).astype(np.int64)
-        mask = np.ones((batch, s), np.int64)
-        mask[:, s - s // 8:] = 0  # padded tail
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        outs = ["last_hidden_state", "pooler_output"] if name == "bert" else ["last_hidden_state"]
-    elif name == "vit":
-        net = ViT(c)
-        s = (c["image"] // c["patch"]) ** 2 + 1
-        feeds = {"input": rng.standard_normal((batch, 3, c["image"], c["image"])).astype(np.float32)}
-        outs = ["logits"]
-    else:
-        raise ValueError(f"unknown model {name!r} (bert, gpt2, vit)")
-    randomize(net, seed)
-    return net.eval(), feeds, list(feeds), outs, (h, s, d)
-
-
-def export(net, feeds, in_names, out_names) -> onnx.ModelProto:
-    # a plain call with grad enabled: under no_grad nn.MultiheadAttention takes its fused fast path,
-    # which the TorchScript exporter cannot write
-    args = tuple(torch.from_numpy(feeds[n]) for n in in_names)
-    buf = io.BytesIO()
-    torch.onnx.export(net, args, buf, opset_version=17, dynamo=False, do_constant_folding=True,
-                      input_names=in_names, output_names=out_names)
-    return onnx.load_from_string(buf.getvalue())
+def export(case: Case) -> onnx.ModelProto:
+    """torch.onnx.export as a user calls it (grad enabled, to a file so that past 2 GiB the weights go
+    to external data), loaded back with its weights."""
+    args = tuple(torch.from_numpy(v) for v in case.feeds.values())
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the legacy exporter's and the tracer's, the same for every model
+        path = os.path.join(tmp, "model.onnx")
+        torch.onnx.export(case.net, args, path, opset_version=17, dynamo=False, do_constant_folding=True,
+                          input_names=list(case.feeds), output_names=case.outputs)
+        return onnx.load(path)
 
 
 def median_s(f, warmup: int, repeat: int) -> float:
@@ -280,65 +218,62 @@ def load_model(bundle):
         return load(bundle, validation=False)
 
 
-def run_vkc(row, proto, feeds, out_names, args, attn_shape, batch, layers):
+def run_vkc(row: dict, proto, case: Case, precision: str, args) -> dict:
+    """Compile, run once, time and profile; returns the outputs by name."""
     import compiler
     from compiler.host import warm_up
     t = time.perf_counter()
-    bundle = compiler.compile_model(proto, target=args.target, precision=args.precision)
+    bundle = compiler.compile_model(proto, target=args.target, precision=precision)
     row["compile_s"] = time.perf_counter() - t
     row["bundle_mb"] = len(bundle) / 2**20
-    log(f"    compiled for {args.target} in {row['compile_s']:.1f} s ({row['bundle_mb']:.0f} MiB)")
-    if args.compile_only:
-        return None
+    log(f"    vkc {precision}: compiled in {row['compile_s']:.1f} s ({row['bundle_mb']:.0f} MiB)")
     m = load_model(bundle)
+    del bundle
     try:
         row["vkc_device"] = m.device_name
-        got = m.run(feeds)
-        warm_up(m, feeds)   # the GPU idled while the model exported and compiled
-        t_vkc = statistics.median(m.bench(feeds, warmup=args.warmup, repeat=args.repeat))
-        row["vkc_ms"] = t_vkc * 1e3
-        log(f"    vkc {row['vkc_ms']:.3f} ms")
+        got = m.run(case.feeds)
+        warm_up(m, case.feeds)   # the GPU idled while the model exported and compiled
+        row["vkc_ms"] = statistics.median(m.bench(case.feeds, warmup=args.warmup, repeat=args.repeat)) * 1e3
+        log(f"    vkc {precision}: {row['vkc_ms']:.3f} ms")
         try:
-            h, s, d = attn_shape
-            prof = m.profile(feeds, repeat=args.profile_repeat)
-            row["profile"] = tp.summarize(prof, tp.attention_nodes(proto),
-                                          attention_flops=4 * batch * h * s * s * d * layers)
+            dispatches = m.profile(case.feeds, repeat=args.profile_repeat)
+            row["dispatches"] = len(dispatches)
+            row["profile"] = tp.summarize(dispatches, tp.attention_nodes(proto))
         except Exception as exc:  # noqa: BLE001  a failed profile still leaves the timings
             row["profile"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        return {k: got[k] for k in out_names}
+        return {k: got[k] for k in case.outputs}
     finally:
         m.close()
 
 
-def run_torch(row, net, feeds, in_names, dev, args):
-    """Reference outputs (float32), eager and CUDA-graph times (host to host; with --precision fp16
-    the model in float16, its float inputs cast on the GPU and its outputs cast back to float32,
-    as vkc's fp16 bundle takes and gives float32)."""
-    net = net.to(dev)
-    half = args.precision == "fp16"
+def torch_reference(case: Case, dev) -> list:
+    """torch fp32 (TF32 off) eager outputs on `dev`: what every row's rel L2 is measured against."""
+    net = case.net.to(dev)
+    with torch.no_grad():
+        return [o.cpu().numpy() for o in net(*(torch.from_numpy(v).to(dev) for v in case.feeds.values()))]
 
-    def cast(t):
-        return t.half() if half and t.is_floating_point() else t
+
+def at_precision(net, precision: str):
+    return copy.deepcopy(net).half() if precision == "fp16" else net
+
+
+def to_device(feeds: dict, dev, half: bool) -> list:
+    ts = [torch.from_numpy(v).to(dev) for v in feeds.values()]
+    return [t.half() if half and t.is_floating_point() else t for t in ts]
+
+
+def time_eager(net, feeds: dict, dev, half: bool, args) -> float:
+    def eager():
+        return [o.float().cpu().numpy() for o in net(*to_device(feeds, dev, half))]
 
     with torch.no_grad():
-        tf32 = torch.backends.cuda.matmul.allow_tf32   # the reference in float32 whatever is timed
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        ref = [o.cpu().numpy() for o in net(*(torch.from_numpy(feeds[n]).to(dev) for n in in_names))]
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-        if half:
-            net = net.half()
+        return median_s(eager, args.warmup, args.repeat) * 1e3
 
-        def eager():
-            outs = net(*(cast(torch.from_numpy(feeds[n]).to(dev)) for n in in_names))
-            return [o.float().cpu().numpy() for o in outs]
 
-        row["eager_ms"] = median_s(eager, args.warmup, args.repeat) * 1e3
-        log(f"    torch eager ({dev}) {row['eager_ms']:.3f} ms")
-        if dev.type != "cuda":
-            row["graphs_ms"] = None
-            row["graphs_note"] = "n/a: no CUDA"
-            return ref
-        static_in = [cast(torch.from_numpy(feeds[n]).to(dev)) for n in in_names]
+def time_graphs(net, feeds: dict, dev, half: bool, args) -> float:
+    """Capture the forward into a CUDA graph over static inputs; time copy in, replay, copy out."""
+    with torch.no_grad():
+        static_in = to_device(feeds, dev, half)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -348,41 +283,58 @@ def run_torch(row, net, feeds, in_names, dev, args):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             static_out = net(*static_in)
-        host = [torch.from_numpy(feeds[n]) for n in in_names]
+    host = [torch.from_numpy(v) for v in feeds.values()]
 
-        def graphed():
-            for dst, src in zip(static_in, host):
-                dst.copy_(src)
-            graph.replay()
-            return [o.float().cpu().numpy() for o in static_out]
+    def graphed():
+        for dst, src in zip(static_in, host):
+            dst.copy_(src)
+        graph.replay()
+        return [o.float().cpu().numpy() for o in static_out]
 
-        row["graphs_ms"] = median_s(graphed, args.warmup, args.repeat) * 1e3
-        row["graphs_rel_l2_vs_eager"] = max(rel_l2(a, b) for a, b in zip(graphed(), ref))
-        log(f"    torch CUDA graphs {row['graphs_ms']:.3f} ms")
-    return ref
+    return median_s(graphed, args.warmup, args.repeat) * 1e3
 
 
-def one(name, batch, c, dev, args) -> dict:
-    row = {"model": name, "batch": batch}
-    net, feeds, in_names, out_names, attn_shape = build(name, c, batch)
-    row["tokens"] = attn_shape[1]
+def run_torch(row: dict, case: Case, precision: str, dev, args) -> None:
+    """torch eager and CUDA-graph times at `precision`, each failure in its own key."""
+    half = precision == "fp16"
+    net = at_precision(case.net, precision).to(dev)
+    timers = [("eager", time_eager)] + ([("graphs", time_graphs)] if dev.type == "cuda" else [])
+    for what, timer in timers:
+        try:
+            row[f"{what}_ms"] = timer(net, case.feeds, dev, half, args)
+            log(f"    torch {what} {precision}: {row[f'{what}_ms']:.3f} ms")
+        except Exception as exc:  # noqa: BLE001  a failed capture still leaves eager's figure
+            traceback.print_exc()
+            row[f"{what}_error"] = short(exc)
+    del net
+
+
+def short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
+
+
+def one_model(name: str, batch: int, precisions: list, dev, args) -> list:
+    """The rows of one (model, batch): exported once, then vkc and torch at every precision."""
+    case = build(name, batch, args.tiny)
     t = time.perf_counter()
-    proto = export(net, feeds, in_names, out_names)
-    log(f"    exported in {time.perf_counter() - t:.1f} s ({len(proto.graph.node)} nodes)")
-    got = None
-    try:
-        got = run_vkc(row, proto, feeds, out_names, args, attn_shape, batch, c["layers"])
-    except Exception as exc:  # noqa: BLE001  vkc's failure still leaves torch's figures
-        traceback.print_exc()
-        row["vkc_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
-    del proto
-    if args.compile_only:
-        return row
-    ref = run_torch(row, net, feeds, in_names, dev, args)
-    if got is not None:
-        row["rel_l2"] = max(rel_l2(got[k], r) for k, r in zip(out_names, ref))
-        log(f"    vkc rel L2 vs torch {row['rel_l2']:.1e}")
-    return row
+    proto = export(case)
+    log(f"    exported in {time.perf_counter() - t:.1f} s ({len(proto.graph.node)} nodes, attention {case.attention})")
+    ref = torch_reference(case, dev)
+    rows = []
+    for precision in precisions:
+        row = {"model": name, "batch": batch, "precision": precision, "attention": case.attention,
+               "onnx_nodes": len(proto.graph.node)}
+        try:
+            got = run_vkc(row, proto, case, precision, args)
+            row["rel_l2"] = max(rel_l2(got[k], r) for k, r in zip(case.outputs, ref))
+            log(f"    vkc {precision}: rel L2 vs torch fp32 {row['rel_l2']:.1e}")
+        except Exception as exc:  # noqa: BLE001  vkc's failure still leaves torch's figures
+            traceback.print_exc()
+            row["vkc_error"] = short(exc)
+        run_torch(row, case, precision, dev, args)
+        rows.append(row)
+    return rows
 
 
 def fmt(x, spec=".3f"):
@@ -390,107 +342,99 @@ def fmt(x, spec=".3f"):
 
 
 def table(rows) -> str:
-    out = [(f"{'model':6s} {'batch':>5s} {'vkc ms':>9s} {'eager ms':>9s} {'graphs ms':>9s} {'eager/vkc':>9s} "
-            f"{'graphs/vkc':>10s} {'rel L2':>8s}")]
+    head = ["model", "batch", "prec", "vkc ms", "eager ms", "graphs ms", "graphs/vkc", "rel L2", "dispatches"]
+    out = [" ".join(f"{h:>10s}" if i else f"{h:10s}" for i, h in enumerate(head))]
+    notes = []
     for r in rows:
-        v = r.get("vkc_ms")
-        e, g = r.get("eager_ms"), r.get("graphs_ms")
-        out.append(f"{r['model']:6s} {r['batch']:5d} {fmt(v) if 'vkc_error' not in r else 'error':>9s} {fmt(e):>9s} "
-                   f"{fmt(g):>9s} {fmt(e / v if e and v else None, '.2f'):>9s} "
-                   f"{fmt(g / v if g and v else None, '.2f'):>10s} {fmt(r.get('rel_l2'), '.1e'):>8s}")
-        if "vkc_error" in r:
-            out.append(f"       vkc: {r['vkc_error']}")
-        if "error" in r:
-            out.append(f"       {r['error']}")
+        v, g = r.get("vkc_ms"), r.get("graphs_ms")
+        cells = [r["model"], str(r["batch"]), r.get("precision", "-"), "error" if "vkc_error" in r else fmt(v),
+                 fmt(r.get("eager_ms")), fmt(g), fmt(g / v if g and v else None, ".2f"), fmt(r.get("rel_l2"), ".1e"),
+                 fmt(r.get("dispatches"), "d")]
+        out.append(" ".join(f"{c:>10s}" if i else f"{c:10s}" for i, c in enumerate(cells)))
+        notes += [f"{r['model']} b{r['batch']} {r.get('precision', '')} {k}: {r[k]}"
+                  for k in ("error", "vkc_error", "eager_error", "graphs_error") if k in r]
+    return "\n".join(out + notes)
+
+
+def profile_table(rows) -> str:
+    """Per row: vkc's GPU ms over its dispatches, and each category's share and ms."""
+    out = [f"{'model':10s} {'batch':>5s} {'prec':>5s} {'GPU ms':>8s} " + " ".join(f"{c:>15s}" for c in tp.CATEGORIES)]
+    for r in rows:
+        p = r.get("profile")
+        if not p or "error" in p:
+            continue
+        cats = p["categories"]
+        cells = [f"{cats[c]['share'] * 100:3.0f}% {cats[c]['ms']:7.3f}" for c in tp.CATEGORIES]
+        out.append(f"{r['model']:10s} {r['batch']:5d} {r['precision']:>5s} {p['gpu_ms']:8.3f} "
+                   + " ".join(f"{c:>15s}" for c in cells))
     return "\n".join(out)
 
 
-def profile_lines(r) -> list[str]:
-    p = r.get("profile")
-    if not p:
-        return []
-    if "error" in p:
-        return [f"{r['model']} b{r['batch']}: profile failed: {p['error']}"]
-    cats = p["categories"]
-    lines = [(f"{r['model']} b{r['batch']}: vkc GPU {p['gpu_ms']:.3f} ms over {p['dispatches']} dispatches "
-              f"(wall {r['vkc_ms']:.3f} ms)")]
-    lines.append("    " + ", ".join(f"{c} {cats[c]['ms']:.3f} ms {cats[c]['share'] * 100:.0f}%" for c in tp.CATEGORIES))
-    lines.append(f"    attention {cats['attention']['gflops']:.0f} GFLOP/s (4*B*H*S^2*D per layer), "
-                 f"matmul {cats['matmul']['gflops']:.0f} GFLOP/s")
-    for k in p["top_kernels"]:
-        lines.append(f"      {k['kernel']:48s} x{k['dispatches']:3d} {k['ms']:8.3f} ms {k['gflops']:9.1f} GFLOP/s")
-    return lines
-
-
-def main() -> int:
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="bert,gpt2,vit")
-    ap.add_argument("--batches", default=None, help="comma-separated; default 1,8 (1 with --tiny)")
+    ap.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of: {', '.join(MODELS)}")
+    ap.add_argument("--batches", default="1,8", help="comma-separated")
+    ap.add_argument("--precision", default="fp32,fp16", help="comma-separated, of: fp32, fp16")
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--profile-repeat", type=int, default=10)
     ap.add_argument("--target", default=None, help="vkc target; default nvidia with CUDA, else host")
-    ap.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, 4 heads, seq 16, image 32 (patch 8)")
-    ap.add_argument("--compile-only", action="store_true", help="export and compile only (no Vulkan, no timing)")
-    ap.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "fp16-matmul"],
-                    help="vkc compile --precision; fp16 runs torch in float16 too, fp16-matmul torch float32 with "
-                         "TF32 on (rel L2 always vs float32 torch)")
-    ap.add_argument("--json", default=None, help="default $OUT/transformers_h200.json when $OUT is set")
+    ap.add_argument("--tiny", action="store_true", help="2 layers, hidden 64, seq 16, image 32: for a CPU machine")
+    ap.add_argument("--json", default=None, help="default $OUT/transformers.json when $OUT is set")
     args = ap.parse_args()
+    args.models, args.batches = args.models.split(","), [int(b) for b in args.batches.split(",")]
+    args.precisions = args.precision.split(",")
+    for bad, known in ((set(args.models) - set(MODELS), MODELS), (set(args.precisions) - {"fp32", "fp16"}, ("fp32", "fp16"))):
+        if bad:
+            ap.error(f"unknown {', '.join(sorted(bad))} (known: {', '.join(known)})")
+    return args
 
+
+def write_json(path: str, rows: list, args, note: str, started: float) -> None:
+    import transformers
+    cuda = torch.cuda.is_available()
+    meta = {"tiny": args.tiny, "target": args.target, "precisions": args.precisions, "torch": torch.__version__,
+            "transformers": transformers.__version__, "cuda": cuda, "note": note,
+            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "repeat": args.repeat, "warmup": args.warmup,
+            "wall_s": time.time() - started, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+            "vkc_commit": vkc_commit(), "command": command_line(),
+            "configs": {n: MODELS[n].tiny if args.tiny else MODELS[n].full for n in args.models}}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    log(f"wrote {path}")
+
+
+def main() -> int:
+    args = parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
-    # vkc's fp16-matmul (float16 operands in the matrix products of a float32 model) against
-    # torch float32 with TF32 matmuls and convolutions, its counterpart on CUDA.
-    tf32 = args.precision == "fp16-matmul"
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     args.target = args.target or ("nvidia" if cuda else "host")
-    c = TINY if args.tiny else FULL
-    batches = [int(b) for b in (args.batches or ("1" if args.tiny else "1,8")).split(",")]
-    note = (f"torch {torch.__version__} on {torch.cuda.get_device_name(0)} (TF32 {'on' if tf32 else 'off'})" if cuda else
-            f"torch {torch.__version__} on the CPU: no CUDA here, so torch eager runs on the CPU and "
-            "CUDA graphs are n/a")
-    log(f"{note}; vkc target {args.target}; {'tiny' if args.tiny else 'full'} configs; batches {batches}; "
-        f"precision {args.precision}")
-
+    note = (f"torch {torch.__version__} on {torch.cuda.get_device_name(0)} (TF32 off)" if cuda else
+            f"torch {torch.__version__} on the CPU: no CUDA here, so torch eager runs on the CPU and CUDA graphs are n/a")
+    log(f"{note}; vkc target {args.target}; {'tiny' if args.tiny else 'full'} configs; batches {args.batches}; "
+        f"precisions {args.precisions}")
     rows, started = [], time.time()
-    for name in args.models.split(","):
-        for batch in batches:
+    for name in args.models:
+        for batch in args.batches:
             log(f"{name} batch {batch} ...")
             try:
-                rows.append(one(name, batch, c, dev, args))
-            except Exception as exc:  # noqa: BLE001  export or torch failure: keep going with the next model
+                rows += one_model(name, batch, args.precisions, dev, args)
+            except Exception as exc:  # noqa: BLE001  build, export or reference failure: go on with the next
                 traceback.print_exc()
-                rows.append({"model": name, "batch": batch, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                rows.append({"model": name, "batch": batch, "error": short(exc)})
             if cuda:
                 torch.cuda.empty_cache()
-
     print(note)
-    print(f"vkc --target {args.target} --precision {args.precision}; host to host, median of {args.repeat} after {args.warmup} warm-ups; "
-          "ratios = torch ms / vkc ms (> 1: vkc faster)")
-    if args.compile_only:
-        for r in rows:
-            print(r)
-    else:
-        print(table(rows))
-        for r in rows:
-            for line in profile_lines(r):
-                print(line)
-        if not args.tiny:
-            print("targets (torch on the H200, from the issue): " + "; ".join(
-                f"{m} b{b} " + " / ".join(f"{k} {v} ms" for k, v in zip(("eager", "graphs"), t) if v)
-                for m, bt in TARGETS_MS.items() for b, t in bt.items()))
-    path = args.json or (os.path.join(os.environ["OUT"], "transformers_h200.json") if os.environ.get("OUT") else None)
+    print(f"vkc --target {args.target}; host to host, median of {args.repeat} after {args.warmup} warm-ups; "
+          "graphs/vkc = torch CUDA graphs ms / vkc ms (> 1: vkc faster); rel L2 against torch fp32")
+    print(table(rows))
+    print("\nWhere vkc's GPU time goes (Model.profile, share and ms per category)")
+    print(profile_table(rows))
+    path = args.json or (os.path.join(os.environ["OUT"], "transformers.json") if os.environ.get("OUT") else None)
     if path:
-        meta = {"config": c, "tiny": args.tiny, "target": args.target, "precision": args.precision, "torch": torch.__version__, "cuda": cuda,
-                "device": torch.cuda.get_device_name(0) if cuda else "cpu", "repeat": args.repeat,
-                "warmup": args.warmup, "wall_s": time.time() - started,
-                "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)), "vkc_commit": vkc_commit(),
-                "command": command_line()}
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-        log(f"wrote {path}")
-    return 0 if all("error" not in r and "vkc_error" not in r for r in rows) else 1
+        write_json(path, rows, args, note, started)
+    return 0 if all(not any(k.endswith("error") for k in r) for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -37,3 +37,15 @@ def test_unknown_json_is_refused(tmp_path):
     bad.write_text('{"rows": [{"what": 1}]}')
     with pytest.raises(SystemExit, match="unknown benchmark JSON"):
         report.main([str(bad)])
+
+
+def test_transformers_classes_rows_render_with_their_profile():
+    cats = {c: {"ms": 0.5, "share": 0.25} for c in ("attention", "matmul")}
+    data = {"meta": {"precisions": ["fp32", "fp16"], "command": "python -m benchmarks.gpu.transformers"},
+            "rows": [{"model": "bert", "batch": 1, "precision": "fp16", "vkc_ms": 1.0, "eager_ms": 4.0, "graphs_ms": 2.0,
+                      "rel_l2": 1e-3, "dispatches": 40, "profile": {"gpu_ms": 1.0, "categories": cats}},
+                     {"model": "t5", "batch": 8, "precision": "fp32", "vkc_error": "refused", "eager_ms": 3.0}]}
+    text = report.render(data)
+    assert "| bert | 1 | fp16 | 1.000 | 4.000 | 2.000 | 2.00 | 1.0e-03 | 40 |" in text
+    assert "| t5 | 8 | fp32 | error | 3.000 | - | - | - | - |" in text
+    assert "| bert | 1 | fp16 | 1.000 | 25% 0.500 | 25% 0.500 |" in text
