@@ -29,11 +29,12 @@ Timing, every system host to host (numpy in, numpy out), median of --repeat afte
           fp32 is vkc's default, fp16 is --precision fp16
   eager   torch.from_numpy(x).cuda() per input, forward under no_grad, .cpu().numpy() per output
   graphs  static GPU inputs; copy the host inputs in, replay the captured CUDA graph, copy out
-torch runs fp32 with TF32 off and fp16 as model.half() (float inputs cast on the GPU). ratio = torch
-graphs ms / vkc ms (above 1: vkc faster). rel L2: vkc's worst output against torch fp32's eager output
-(fp16 rows too). dispatches: vkc's dispatches per run. The profile table is Model.profile's GPU time
-sorted by benchmarks/transformer_profile.py. Without CUDA (a developer machine) torch runs on the
-CPU, graphs are n/a and vkc runs on the host's Vulkan device (lavapipe).
+torch runs fp32 with TF32 off and fp16 as model.half() (float inputs cast on the GPU). graphs/vkc =
+torch graphs ms / vkc ms (above 1: vkc faster). rel L2: vkc's worst output against torch fp32's eager
+output, fp16 rows too (the JSON's torch_rel_l2: torch fp16's, for scale). dispatches: vkc's per run.
+The profile table is Model.profile's GPU time sorted by benchmarks/transformer_profile.py. Without
+CUDA (a developer machine) torch runs on the CPU, graphs are n/a and vkc runs on the host's Vulkan
+device (lavapipe).
 One model's failure (export, compile, run, capture) is reported in its row; the others go on.
 Progress goes to stderr, the tables to stdout, JSON with everything to --json (default
 $OUT/transformers.json when $OUT is set).
@@ -152,8 +153,8 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def build(name: str, batch: int, tiny: bool = False) -> Case:
-    """MODELS[name] with seeded weights (the docstring's recipe) and seeded inputs at `batch`."""
+def new_model(name: str, tiny: bool = False) -> torch.nn.Module:
+    """MODELS[name] with seeded weights (the docstring's recipe), float32, on the CPU."""
     import transformers
     spec = MODELS[name]
     torch.manual_seed(SEED)
@@ -161,6 +162,13 @@ def build(name: str, batch: int, tiny: bool = False) -> Case:
     model = getattr(transformers, spec.model)(config)
     model = getattr(model, spec.part) if spec.part else model
     randomize(model, SEED)
+    return model
+
+
+def build(name: str, batch: int, tiny: bool = False, model: torch.nn.Module | None = None) -> Case:
+    """MODELS[name] (`model` when given: new_model's, reused across batches) and seeded inputs at `batch`."""
+    model = (model if model is not None else new_model(name, tiny)).cpu()
+    spec, config = MODELS[name], model.config
     feeds = inputs(spec.inputs, config, batch, tiny)
     net = HFWrap(model, list(feeds), list(spec.outputs)).eval()
     return Case(name, batch, net, feeds, list(spec.outputs), getattr(config, "_attn_implementation", "") or "")
@@ -248,9 +256,7 @@ def run_vkc(row: dict, proto, case: Case, precision: str, args) -> dict:
 
 def torch_reference(case: Case, dev) -> list:
     """torch fp32 (TF32 off) eager outputs on `dev`: what every row's rel L2 is measured against."""
-    net = case.net.to(dev)
-    with torch.no_grad():
-        return [o.cpu().numpy() for o in net(*(torch.from_numpy(v).to(dev) for v in case.feeds.values()))]
+    return forward(case.net.to(dev), case.feeds, dev, half=False)
 
 
 def at_precision(net, precision: str):
@@ -262,12 +268,14 @@ def to_device(feeds: dict, dev, half: bool) -> list:
     return [t.half() if half and t.is_floating_point() else t for t in ts]
 
 
-def time_eager(net, feeds: dict, dev, half: bool, args) -> float:
-    def eager():
+def forward(net, feeds: dict, dev, half: bool) -> list:
+    """Host to host: inputs to the device, the model, outputs back as float32 numpy."""
+    with torch.no_grad():
         return [o.float().cpu().numpy() for o in net(*to_device(feeds, dev, half))]
 
-    with torch.no_grad():
-        return median_s(eager, args.warmup, args.repeat) * 1e3
+
+def time_eager(net, feeds: dict, dev, half: bool, args) -> float:
+    return median_s(lambda: forward(net, feeds, dev, half), args.warmup, args.repeat) * 1e3
 
 
 def time_graphs(net, feeds: dict, dev, half: bool, args) -> float:
@@ -294,19 +302,21 @@ def time_graphs(net, feeds: dict, dev, half: bool, args) -> float:
     return median_s(graphed, args.warmup, args.repeat) * 1e3
 
 
-def run_torch(row: dict, case: Case, precision: str, dev, args) -> None:
-    """torch eager and CUDA-graph times at `precision`, each failure in its own key."""
+def run_torch(row: dict, case: Case, ref: list, precision: str, dev, args) -> None:
+    """torch eager and CUDA-graph times at `precision`, each failure in its own key; at fp16 also
+    torch fp16's rel L2 against `ref` (torch fp32), to judge vkc's fp16 figure by."""
     half = precision == "fp16"
     net = at_precision(case.net, precision).to(dev)
     timers = [("eager", time_eager)] + ([("graphs", time_graphs)] if dev.type == "cuda" else [])
-    for what, timer in timers:
-        try:
+    try:
+        if half:
+            row["torch_rel_l2"] = max(rel_l2(o, r) for o, r in zip(forward(net, case.feeds, dev, half), ref))
+        for what, timer in timers:
             row[f"{what}_ms"] = timer(net, case.feeds, dev, half, args)
             log(f"    torch {what} {precision}: {row[f'{what}_ms']:.3f} ms")
-        except Exception as exc:  # noqa: BLE001  a failed capture still leaves eager's figure
-            traceback.print_exc()
-            row[f"{what}_error"] = short(exc)
-    del net
+    except Exception as exc:  # noqa: BLE001  a failed capture still leaves eager's figure
+        traceback.print_exc()
+        row["torch_error"] = short(exc)
 
 
 def short(exc: BaseException) -> str:
@@ -314,16 +324,30 @@ def short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
-def one_model(name: str, batch: int, precisions: list, dev, args) -> list:
+def one_model(name: str, batches: list, precisions: list, dev, args) -> list:
+    """The rows of one model: built once, exported at every batch, then vkc and torch at every precision."""
+    model, rows = new_model(name, args.tiny), []
+    for batch in batches:
+        log(f"{name} batch {batch} ...")
+        try:
+            rows += one_batch(build(name, batch, args.tiny, model), precisions, dev, args)
+        except Exception as exc:  # noqa: BLE001  export or reference failure: go on with the next
+            traceback.print_exc()
+            rows += [{"model": name, "batch": batch, "precision": p, "error": short(exc)} for p in precisions]
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def one_batch(case: Case, precisions: list, dev, args) -> list:
     """The rows of one (model, batch): exported once, then vkc and torch at every precision."""
-    case = build(name, batch, args.tiny)
     t = time.perf_counter()
     proto = export(case)
     log(f"    exported in {time.perf_counter() - t:.1f} s ({len(proto.graph.node)} nodes, attention {case.attention})")
     ref = torch_reference(case, dev)
     rows = []
     for precision in precisions:
-        row = {"model": name, "batch": batch, "precision": precision, "attention": case.attention,
+        row = {"model": case.name, "batch": case.batch, "precision": precision, "attention": case.attention,
                "onnx_nodes": len(proto.graph.node)}
         try:
             got = run_vkc(row, proto, case, precision, args)
@@ -332,7 +356,7 @@ def one_model(name: str, batch: int, precisions: list, dev, args) -> list:
         except Exception as exc:  # noqa: BLE001  vkc's failure still leaves torch's figures
             traceback.print_exc()
             row["vkc_error"] = short(exc)
-        run_torch(row, case, precision, dev, args)
+        run_torch(row, case, ref, precision, dev, args)
         rows.append(row)
     return rows
 
@@ -352,7 +376,7 @@ def table(rows) -> str:
                  fmt(r.get("dispatches"), "d")]
         out.append(" ".join(f"{c:>10s}" if i else f"{c:10s}" for i, c in enumerate(cells)))
         notes += [f"{r['model']} b{r['batch']} {r.get('precision', '')} {k}: {r[k]}"
-                  for k in ("error", "vkc_error", "eager_error", "graphs_error") if k in r]
+                  for k in ("error", "vkc_error", "torch_error") if k in r]
     return "\n".join(out + notes)
 
 
@@ -416,15 +440,12 @@ def main() -> int:
         f"precisions {args.precisions}")
     rows, started = [], time.time()
     for name in args.models:
-        for batch in args.batches:
-            log(f"{name} batch {batch} ...")
-            try:
-                rows += one_model(name, batch, args.precisions, dev, args)
-            except Exception as exc:  # noqa: BLE001  build, export or reference failure: go on with the next
-                traceback.print_exc()
-                rows.append({"model": name, "batch": batch, "error": short(exc)})
-            if cuda:
-                torch.cuda.empty_cache()
+        try:
+            rows += one_model(name, args.batches, args.precisions, dev, args)
+        except Exception as exc:  # noqa: BLE001  the class or its config refused: go on with the next
+            traceback.print_exc()
+            rows += [{"model": name, "batch": b, "precision": p, "error": short(exc)}
+                     for b in args.batches for p in args.precisions]
     print(note)
     print(f"vkc --target {args.target}; host to host, median of {args.repeat} after {args.warmup} warm-ups; "
           "graphs/vkc = torch CUDA graphs ms / vkc ms (> 1: vkc faster); rel L2 against torch fp32")
