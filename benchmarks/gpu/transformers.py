@@ -419,7 +419,8 @@ def write_json(path: str, rows: list, args, note: str, started: float) -> None:
     cuda = torch.cuda.is_available()
     meta = {"tiny": args.tiny, "target": args.target, "precisions": args.precisions, "torch": torch.__version__,
             "transformers": transformers.__version__, "cuda": cuda, "note": note,
-            "device": torch.cuda.get_device_name(0) if cuda else "cpu", "repeat": args.repeat, "warmup": args.warmup,
+            "device": torch.cuda.get_device_name(0) if cuda else
+            f"torch on the CPU, vkc on {next((r['vkc_device'] for r in rows if 'vkc_device' in r), '?')}", "repeat": args.repeat, "warmup": args.warmup,
             "wall_s": time.time() - started, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
             "vkc_commit": vkc_commit(), "command": command_line(),
             "configs": {n: MODELS[n].tiny if args.tiny else MODELS[n].full for n in args.models}}
