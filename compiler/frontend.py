@@ -195,8 +195,7 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
-        # a graph input that is also an output: its output's entry has no type (infer_types)
-        known = {vi.name: vi.type for vi in [*g.output, *g.value_info, *g.input]}
+        known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
         known.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
                       for t in g.initializer})
         added = []
@@ -231,8 +230,10 @@ def infer_types(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelPro
     bare = onnx.ModelProto()
     bare.CopyFrom(model)
     del bare.graph.value_info[:]
+    given = {i.name for i in g.input} | {t.name for t in g.initializer}
     for out in bare.graph.output:
-        out.type.Clear()
+        if out.name not in given:   # an input passed out keeps its type: onnx infers nothing else
+            out.type.Clear()
     inferred = _infer_shapes(bare)
     writer = {out: (n, name) for n, name in zip(g.node, names) for out in n.output}
     for vi in [*inferred.graph.value_info, *inferred.graph.output]:

@@ -106,6 +106,12 @@ def lower_global_average_pool(node, target):
     return _global(node, target, "avg")
 
 
-@register("GlobalMaxPool", dtypes=FLOATS, limits=SPATIAL_LIMIT)
+def _global_max(node, x):
+    """The maximum over every spatial axis (onnx's reference evaluator reduces axes rank - 2 and
+    rank - 1: the channels too for a rank-3 input)."""
+    return [np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)]
+
+
+@register("GlobalMaxPool", dtypes=FLOATS, limits=SPATIAL_LIMIT, evaluate=_global_max)
 def lower_global_max_pool(node, target):
     return _global(node, target, "max")

@@ -60,9 +60,13 @@ def fold_constants(graph: Graph) -> Graph:
                 # computes it, is reported by name with the other unsupported ops.
                 pass
             else:
-                for v, data in zip(node.outputs, results):
-                    _set_constant(v, data)
-                continue
+                # a result of another shape than inference gives is the evaluator's error: the
+                # node runs on the device instead
+                if all(v.shape is None or tuple(np.shape(data)) == tuple(v.shape)
+                       for v, data in zip(node.outputs, results)):
+                    for v, data in zip(node.outputs, results):
+                        _set_constant(v, data)
+                    continue
         if node.op_type == "Range":  # no kernel computes it: folding is its only way
             computed = ", ".join(repr(v.name) for v in present if not v.is_constant)
             raise CompileError(f"Range '{node.name}': start, limit and delta must be constants "

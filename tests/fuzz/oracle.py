@@ -10,8 +10,11 @@ float32 graph must agree to rel L2 < 1e-4 and every element within 1e-4*max|ref|
 with float32's reference to rel L2 < 1e-2 (a float16 graph's reference rounds each float16 result,
 as the graph says: as_float32). NaN and Inf must sit where onnxruntime has them, with
 the same signs. A float32 result outside tolerance that agrees with the graph computed in float64
-is no bug: onnxruntime's own rounding is then what differs (its InstanceNormalization, a
-LayerNormalization of a constant row: rounding noise times 1 / sqrt(epsilon)).
+is no bug: onnxruntime's own rounding is then what differs (a LayerNormalization of a constant
+row: rounding noise times 1 / sqrt(epsilon)). Nor is a float16 one (--precision fp16) off the
+float64 result by at most F16_ROUNDING times onnxruntime's float32 one: float16 rounds 2^13 times
+coarser, and what float32's rounding moves that far is the graph's own conditioning (a mean of
+values centered on their mean: rounding noise in any precision), not the compiler's error.
 """
 from __future__ import annotations
 
@@ -106,8 +109,8 @@ def reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray]:
 
 
 def exact_reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray] | None:
-    """A float32 graph's outputs computed in float64 (onnxruntime's double kernels), or None where
-    it has none for an op of the graph."""
+    """A float32 graph's outputs computed in float64 by onnxruntime (its double kernels, the global
+    poolings as the reductions they are), or None where it has no double kernel for an op."""
     import onnxruntime as ort
     from tests.models.zoo import to_float64
 
@@ -115,12 +118,56 @@ def exact_reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray
     so.log_severity_level = 4
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        sess = ort.InferenceSession(to_float64(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(_global_pools_as_reductions(to_float64(model)).SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, sess.run(names, {k: v.astype(np.float64) if v.dtype == np.float32 else v
                                                 for k, v in feeds.items()})))
     except Exception:  # noqa: BLE001 - onnxruntime raises its own types
         return None
+
+
+def _global_pools_as_reductions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """GlobalAveragePool and GlobalMaxPool (no double kernels in onnxruntime) as ReduceMean and
+    ReduceMax over the spatial axes."""
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim)
+             for vi in [*onnx.shape_inference.infer_shapes(model).graph.value_info, *model.graph.input]}
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    nodes = []
+    for n in model.graph.node:
+        op = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}.get(n.op_type)
+        if op is None or n.domain not in ("", "ai.onnx") or n.input[0] not in ranks:
+            nodes.append(n)
+            continue
+        axes = list(range(2, ranks[n.input[0]]))
+        if opset >= 18:
+            name = n.output[0] + "/axes"
+            model.graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [len(axes)], axes))
+            nodes.append(helper.make_node(op, [n.input[0], name], list(n.output), keepdims=1))
+        else:
+            nodes.append(helper.make_node(op, [n.input[0]], list(n.output), axes=axes, keepdims=1))
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
+# float16's unit roundoff over float32's (2^-11 / 2^-24), twice: a few roundings more
+F16_ROUNDING = 2.0 ** 14
+
+
+def _explained(name: str, got, ref32, exact, case: Case) -> bool:
+    """Whether `got` is as close to the float64 result as the float32 reference's own rounding
+    allows at the case's precision (see the module's docstring)."""
+    if compare(name, got, exact, case) is None:
+        return True
+    if case.precision != "fp16":
+        return False
+    g, r, e = (np.asarray(a, np.float64) for a in (got, ref32, exact))
+    if g.shape != e.shape or r.shape != e.shape or \
+            not np.array_equal(np.isfinite(g), np.isfinite(r)) or not np.isfinite(e[np.isfinite(r)]).all():
+        return False
+    ok = np.isfinite(g)
+    return float(np.linalg.norm((g - e)[ok])) <= F16_ROUNDING * float(np.linalg.norm((r - e)[ok]))
 
 
 def tolerances(case: Case) -> tuple[float, tuple]:
@@ -189,10 +236,10 @@ def check(case: Case, feeds_and_reference: tuple | None = None) -> Verdict:
         return Verdict("bug", f"run:{type(exc).__name__}", _last_frames(exc))
     problems = [p for p in (compare(n, got.get(n), w, case) if n in got else f"{n}: missing"
                             for n, w in want.items()) if p]
-    if problems and case.precision == "fp32" and case.dtype == np.float32:
+    if problems and case.dtype == np.float32:
         exact = exact_reference(model, feeds)
         if exact is not None and exact.keys() == want.keys() and all(
-                n in got and compare(n, got[n], w, case) is None for n, w in exact.items()):
+                n in got and _explained(n, got[n], want[n], w, case) for n, w in exact.items()):
             return Verdict("ok")
     if problems:
         return Verdict("bug", f"mismatch:{_kind(problems[0])}", "; ".join(problems))
