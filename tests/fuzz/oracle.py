@@ -118,7 +118,7 @@ def exact_reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray
     so.log_severity_level = 4
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        sess = ort.InferenceSession(_global_pools_as_reductions(to_float64(model)).SerializeToString(), so,
+        sess = ort.InferenceSession(_double_kernels(to_float64(model)).SerializeToString(), so,
                                     providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         return dict(zip(names, sess.run(names, {k: v.astype(np.float64) if v.dtype == np.float32 else v
@@ -127,27 +127,49 @@ def exact_reference(model: onnx.ModelProto, feeds: dict) -> dict[str, np.ndarray
         return None
 
 
-def _global_pools_as_reductions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """GlobalAveragePool and GlobalMaxPool (no double kernels in onnxruntime) as ReduceMean and
-    ReduceMax over the spatial axes."""
+def _double_kernels(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The ops onnxruntime has no double kernel for as the reductions they are: GlobalAveragePool
+    and GlobalMaxPool as ReduceMean and ReduceMax over the spatial axes, InstanceNormalization
+    as (x - mean) / sqrt(mean((x - mean)^2) + epsilon) * scale + B, per channel."""
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim)
              for vi in [*onnx.shape_inference.infer_shapes(model).graph.value_info, *model.graph.input]}
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    nodes = []
-    for n in model.graph.node:
-        op = {"GlobalAveragePool": "ReduceMean", "GlobalMaxPool": "ReduceMax"}.get(n.op_type)
-        if op is None or n.domain not in ("", "ai.onnx") or n.input[0] not in ranks:
+    g, nodes = model.graph, []
+
+    def const(name, array):
+        g.initializer.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def reduce(op, x, axes, out):
+        if opset >= 18:
+            return helper.make_node(op, [x, const(out + "/axes", np.array(axes, np.int64))], [out], keepdims=1)
+        return helper.make_node(op, [x], [out], axes=axes, keepdims=1)
+
+    for n in g.node:
+        if n.domain not in ("", "ai.onnx") or n.op_type not in (
+                "GlobalAveragePool", "GlobalMaxPool", "InstanceNormalization") or n.input[0] not in ranks:
             nodes.append(n)
             continue
-        axes = list(range(2, ranks[n.input[0]]))
-        if opset >= 18:
-            name = n.output[0] + "/axes"
-            model.graph.initializer.append(helper.make_tensor(name, TensorProto.INT64, [len(axes)], axes))
-            nodes.append(helper.make_node(op, [n.input[0], name], list(n.output), keepdims=1))
-        else:
-            nodes.append(helper.make_node(op, [n.input[0]], list(n.output), axes=axes, keepdims=1))
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
+        x, y, rank = n.input[0], n.output[0], ranks[n.input[0]]
+        axes = list(range(2, rank))
+        if n.op_type != "InstanceNormalization":
+            nodes.append(reduce({"GlobalAveragePool": "ReduceMean"}.get(n.op_type, "ReduceMax"), x, axes, y))
+            continue
+        eps = next((a.f for a in n.attribute if a.name == "epsilon"), 1e-5)
+        per_channel = const(y + "/shape", np.array([-1] + [1] * (rank - 2), np.int64))
+        nodes += [reduce("ReduceMean", x, axes, y + "/mean"),
+                  helper.make_node("Sub", [x, y + "/mean"], [y + "/d"]),
+                  helper.make_node("Mul", [y + "/d", y + "/d"], [y + "/d2"]),
+                  reduce("ReduceMean", y + "/d2", axes, y + "/var"),
+                  helper.make_node("Add", [y + "/var", const(y + "/eps", np.float64(np.float32(eps)))], [y + "/ve"]),
+                  helper.make_node("Sqrt", [y + "/ve"], [y + "/std"]),
+                  helper.make_node("Div", [y + "/d", y + "/std"], [y + "/n"]),
+                  helper.make_node("Reshape", [n.input[1], per_channel], [y + "/scale"]),
+                  helper.make_node("Reshape", [n.input[2], per_channel], [y + "/bias"]),
+                  helper.make_node("Mul", [y + "/n", y + "/scale"], [y + "/scaled"]),
+                  helper.make_node("Add", [y + "/scaled", y + "/bias"], [y])]
+    del g.node[:]
+    g.node.extend(nodes)
     return model
 
 
