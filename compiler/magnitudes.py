@@ -13,7 +13,9 @@ rule (set with `_facts`), absent on an op that declares no rule (data movement: 
   None for no sum: terms of both signs, or of either, may cancel;
 - conditioned: near 0 its result does not move relatively with its input (exp, a sigmoid), so a
   value that cancelled before it is ordinary after it;
-- divides(node) -> the inputs it divides by.
+- divides(node) -> the inputs it divides by;
+- multiplies(node) -> the inputs whose values it multiplies together (a product's relative error
+  is the sum of its factors').
 """
 from __future__ import annotations
 
@@ -49,8 +51,9 @@ class Magnitude:
         return self.rms * math.sqrt(max(1.0 - (self.mean / self.rms) ** 2, 0.0))
 
 
-def _facts(rule, sign=None, terms=None, divides=None, conditioned=False):
+def _facts(rule, sign=None, terms=None, divides=None, conditioned=False, multiplies=None):
     rule.sign, rule.terms, rule.divides, rule.conditioned = sign, terms, divides, conditioned
+    rule.multiplies = multiplies
     return rule
 
 
@@ -434,7 +437,9 @@ def reduction(kind: str):
         if kind in ("l1", "l2", "sumsquare"):
             return 1
         return _first(node, signs) if kind in ("sum", "mean", "max", "min") else 0
-    return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp")
+    def multiplies(node):
+        return [0] if kind == "prod" and node.inputs[0].size > node.outputs[0].size else []
+    return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp", multiplies=multiplies)
 
 
 def normalization(scale: int, bias: int | None = None, skip: int | None = None, axis: int = -1):

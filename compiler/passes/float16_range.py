@@ -50,6 +50,8 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
    Signs come from the ops' rules (compiler/magnitudes.py); a sum of one-signed terms (a
    variance, a softmax's denominator, a norm) does not cancel, and ends the cancellation of its
    terms (a LayerNorm's x - mean squared), as a well-conditioned op (exp, a sigmoid) does.
+   So does a product of such values (ReduceProd of attention outputs): its relative error is
+   the sum of its factors', each unbounded where it cancels (its magnitude is not).
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 (or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
@@ -85,7 +87,7 @@ _PASS_TINY = (None, clipped, negated, absolute, reciprocal, averaged)
 def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]:
     """{id(node): (node, why)} for the nodes `computes_float16(node)` retypes that must stay float32.
     Refuses a model whose weighing ops (declared `weighs`) read values float16 cannot carry, or
-    that divides by a cancelling sum of its float16 inputs."""
+    that divides (or multiplies together) a cancelling sum of its float16 inputs."""
     first = _Range(graph)
     first.kept(computes_float16)
     found = _Range(graph, first.feeding_divisions())
@@ -109,7 +111,8 @@ class _Range:
         self.forced = forced or {}   # id(node) -> why: divisions by cancelling sums, what feeds them
         self.sign: dict[int, int] = {}          # +1 never negative, -1 never positive, 0 either
         self.cancels: dict[int, str] = {}       # a sum that may cancel -> the node summing
-        self.divisions: list[tuple[Node, Value, str]] = []   # (node, divisor, where it cancels)
+        # (node, its divisor or factors, where that cancels, "divides by" or "multiplies together")
+        self.divisions: list[tuple[Node, Value, str, str]] = []
         self.size: dict[int, Magnitude] = {id(v): INPUT for v in graph.inputs if _is_float(v)}
         self.origin: dict[int, str] = {}        # a large value -> the node or constant it comes from
         self.small: dict[int, str] = {}         # a value below float16's normal range -> the same
@@ -196,8 +199,8 @@ class _Range:
         return why
 
     def _signs(self, node: Node, facts) -> bool:
-        """Records the signs of the node's results and whether they may cancel (rule 7); whether
-        it divides by a value that may."""
+        """Records the signs of the node's results and whether they may cancel (rule 7), and the
+        divisions and products of values that may; whether it divides by one."""
         signs = [self._sign(v) if v is not None and _is_float(v) else None for v in node.inputs]
         sign = facts.sign(node, signs) if getattr(facts, "sign", None) else 0
         terms = facts.terms(node, signs) if getattr(facts, "terms", None) else None
@@ -213,12 +216,14 @@ class _Range:
                 self.sign[id(v)] = sign
                 if cancels:
                     self.cancels[id(v)] = cancels
-        divides = facts.divides(node) if getattr(facts, "divides", None) else []
-        by = [node.inputs[i] for i in divides if i < len(node.inputs) and node.inputs[i] is not None]
-        for v in by:
-            if self._cancels(v):
-                self.divisions.append((node, v, self._cancels(v)))
-        return any(self._cancels(v) for v in by)
+        unbounded = False
+        for fact, verb in (("divides", "divides by"), ("multiplies", "multiplies together")):
+            slots = getattr(facts, fact)(node) if getattr(facts, fact, None) else []
+            for v in [node.inputs[i] for i in slots if i < len(node.inputs)]:
+                if v is not None and self._cancels(v):
+                    self.divisions.append((node, v, self._cancels(v), verb))
+                    unbounded = unbounded or fact == "divides"
+        return unbounded
 
     def _sign(self, v: Value) -> int:
         root = v.root()
@@ -234,8 +239,8 @@ class _Range:
         return self.cancels.get(id(v), self.cancels.get(id(v.root())))
 
     def feeding_divisions(self) -> dict[int, str]:
-        """{id(node): why} for every division by a value that may cancel (rule 7) and every node
-        that value is computed from. Refuses where it is computed from a float16 graph input."""
+        """{id(node): why} for every division by (or product of) a value that may cancel (rule 7)
+        and every node that value is computed from. Refuses where it is computed from a float16 graph input."""
         producers = {id(v): n for n in self.graph.nodes for v in n.outputs if v is not None}
         precision = getattr(self.graph, "precision", None)
         state = {id(i) for i, _ in self.graph.state} if precision is not None and \
@@ -243,8 +248,8 @@ class _Range:
         half = {id(v) for v in self.graph.inputs if _is_float(v) and
                 (id(v) in state or (precision is not None and precision.io_float16))}
         forced = {}
-        for node, divisor, where in self.divisions:
-            forced.setdefault(id(node), f"divides by '{divisor.name}', a sum of terms of both signs "
+        for node, divisor, where, verb in self.divisions:
+            forced.setdefault(id(node), f"{verb} '{divisor.name}', a sum of terms of both signs "
                               f"({where}) that may cancel to far below them: float16's rounding of "
                               "its terms would be most of it")
             stack, seen = [divisor], set()
@@ -255,14 +260,14 @@ class _Range:
                 seen.add(id(v))
                 if id(v) in half:
                     raise CompileError(
-                        f"{node.op_type} '{node.name}' divides by '{divisor.name}', a sum that may "
+                        f"{node.op_type} '{node.name}' {verb} '{divisor.name}', a sum that may "
                         f"cancel ({where}), computed from '{v.name}', float16 at the API: its "
-                        "rounding would be most of the divisor. Compile without --io fp16 (or with "
+                        "rounding would be most of it. Compile without --io fp16 (or with "
                         "--precision fp32).")
                 n = producers.get(id(v))
                 if n is not None:
                     forced.setdefault(id(n), f"feeds '{divisor.name}', which {node.op_type} "
-                                      f"'{node.name}' divides by and which may cancel ({where}): "
+                                      f"'{node.name}' {verb} and which may cancel ({where}): "
                                       "its terms keep float32's precision")
                     stack.extend(x for x in n.inputs if x is not None)
         return forced

@@ -310,3 +310,17 @@ def test_divisions_by_one_signed_sums_compute_float16():
     model = _model(nodes, [("x", [4, 16])], [4, 16], inits, opset=18)
     assert not [why for why in _kept(model).values() if "cancel" in why], _kept(model)
     check_against_onnxruntime(model, **FP16)
+
+
+def test_a_product_of_values_that_cancel_stays_float32():
+    """ReduceProd of x - y over 8 values: a factor where x and y nearly agree carries float16's
+    rounding of them as most of itself, and the product sums its factors' relative errors."""
+    model = _model([helper.make_node("Sub", ["x", "b"], ["d"], name="diff"),
+                    helper.make_node("ReduceProd", ["d", "axes"], ["y"], name="prod", keepdims=0)],
+                   [("x", [16, 8])], [16], {"b": np.full(8, 0.75, np.float32),
+                                             "axes": np.array([-1], np.int64)}, opset=18)
+    kept = _kept(model)
+    assert "multiplies together 'd', a sum of terms of both signs (Sub 'diff')" in kept["prod"], kept
+    assert "feeds 'd', which ReduceProd 'prod' multiplies together" in kept["diff"], kept
+    x = (0.75 + np.random.default_rng(8).choice([-1, 1], (16, 8)) * np.random.default_rng(9).uniform(0.01, 2, (16, 8)))
+    check_against_onnxruntime(model, feeds={"x": x.astype(np.float32)}, **FP16)
