@@ -33,8 +33,10 @@ SPEC_TYPES = ("int32", "uint32", "float32")
 # Format 1.2 (several variants): the keys each variant holds, absent from the top level then.
 VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "outputs", "kernels", "dispatches")
 # Optional: the nodes a float16 compile kept float32 by itself ({"node", "why"}, informational),
-# and the state the bundle holds between runs (format 1.3: {"name", "tensor", "output"}).
-OPTIONAL_VARIANT_KEYS = ("float32_nodes", "state")
+# the state the bundle holds between runs (format 1.3: {"name", "tensor", "output"}), and the
+# weights a compile quantized (informational: {"scheme", "bits", "symmetric", "block_size",
+# "quantized": [{"node", "op", "weight", "shape"}], "float": [{"node", "why"}]}).
+OPTIONAL_VARIANT_KEYS = ("float32_nodes", "state", "quantized_weights")
 # target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
 DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
 MAX_VENDOR_ID = 2**32 - 1
@@ -435,6 +437,7 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
     variant's flat view (which also checks target.match and covers only the modules it uses)."""
     _check_description(manifest, match=variant)
     _check_float32_nodes(manifest)
+    _check_quantized_weights(manifest)
     memory = _check_memory(manifest, weights_bytes)
     tensors = _check_tensors(manifest, memory)
     _check_io(manifest, tensors)
@@ -451,6 +454,22 @@ def _check_float32_nodes(manifest: dict) -> None:
     for entry, where in _entries(manifest, "float32_nodes"):
         _str_field(entry, "node", where)
         _str_field(entry, "why", where)
+
+
+def _check_quantized_weights(manifest: dict) -> None:
+    if "quantized_weights" not in manifest:
+        return
+    q, where = _dict(manifest, "quantized_weights")
+    _str_field(q, "scheme", where)
+    _int_field(q, "bits", where, 1, 8)
+    _int_field(q, "block_size", where, 1, MAX_DIM)
+    for key, fields in (("quantized", ("node", "op")), ("float", ("node", "why"))):
+        items, at = _list(q, key, where)
+        for i, entry in enumerate(items):
+            if not isinstance(entry, dict):
+                _fail(f"{at}[{i}]", entry, "must be an object")
+            for name in fields:
+                _str_field(entry, name, f"{at}[{i}]")
 
 
 def flat_view(manifest: dict, variant: dict) -> dict:

@@ -187,7 +187,12 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
                                                     "node names (NAME,...) that stay float32."),
             state: str = typer.Option("auto", "--state", help="Inputs kept on the device between runs, each "
                                       "fed by an output (a KV cache): auto (the caches TensorScatter writes in "
-                                      "place), none, or INPUT=OUTPUT,...")):
+                                      "place), none, or INPUT=OUTPUT,..."),
+            weights: Optional[str] = typer.Option(None, "--weights", help="Quantize float MatMul/Gemm weights "
+                                                  "and the token embedding block-wise along K, as MatMulNBits "
+                                                  "stores them: int8 (symmetric), int4 (zero points) or int4-sym."),
+            weights_block: Optional[int] = typer.Option(None, "--weights-block", help="With --weights: values "
+                                                        "a block (a power of two from 16; default 32).")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     _output_ok(output, [model], "-o")
@@ -195,7 +200,8 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         tune(model, input_shape=input_shape, target="host", precision=precision, device=None, repeat=5)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
-    data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state)
+    data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
+                    weights=weights, weights_block=weights_block)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
@@ -323,6 +329,8 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     console.print(sched)
     for e in m.get("float32_nodes", []):
         console.print(f"kept float32: {e['node']}: {e['why']}", highlight=False)
+    if "quantized_weights" in m:
+        _quantized_lines(m["quantized_weights"])
     mem = m["memory"]
     console.print(f"memory plan: arena {mem['arena_bytes']:,} bytes ({_mib(mem['arena_bytes'])}); "
                   f"sum of intermediates {mem['intermediates_sum_bytes']:,}; lower bound "
@@ -333,6 +341,22 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     console.print(f"requires: Vulkan {'.'.join(map(str, req['vulkan_api'][:2]))}; features "
                   f"{', '.join(req['features']) or 'none'}; extensions "
                   f"{', '.join(req['extensions']) or 'none'}")
+
+
+def _quantized_lines(q: dict) -> None:
+    """What --weights quantized (by op) and what it left float, and why."""
+    ops = {}
+    for e in q["quantized"]:
+        ops.setdefault(e["op"], []).append(e["node"])
+    short = lambda names: ", ".join(names) if len(names) <= 6 else ", ".join(names[:5]) + f", ... {names[-1]}"
+    console.print(f"weights {q['scheme']}, blocks of {q['block_size']}: " + "; ".join(
+        f"{len(names)} {op} ({short(names)})" for op, names in ops.items()) if ops else
+        f"weights {q['scheme']}: nothing quantized", highlight=False)
+    for e in q["quantized"]:
+        if "tied_to" in e:
+            console.print(f"tied: {e['node']} reads the packed table of {e['tied_to']}", highlight=False)
+    for e in q["float"]:
+        console.print(f"kept float: {e['node']}: {e['why']}", highlight=False)
 
 
 def _variants_table(b, views: list[dict]) -> None:

@@ -20,6 +20,7 @@ from .memory import plan_memory
 from .ops import unsupported_ops
 from .passes import fold_constants, run_passes
 from .passes.precision import Precision
+from .passes.quantize_weights import WeightQuantization
 from .state import find_state, state_updates
 from .targets import DEFAULT_TARGETS, TARGETS, Target
 
@@ -38,7 +39,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   target: "str | Target | Sequence[str | Target]" = DEFAULT_TARGETS,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
                   io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
-                  state="auto") -> bytes:
+                  state="auto", weights: str | None = None, weights_block: int | None = None) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
@@ -46,6 +47,10 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     state: graph inputs the bundle keeps on the device between runs, each fed by an output
     (compiler/state.py): "auto" (caches an op updates in place: TensorScatter's, GroupQueryAttention's),
     "none", or input=output pairs.
+
+    weights: "int8", "int4" or "int4-sym" quantizes float MatMul/Gemm weights (and the token
+    embedding) block-wise along K, weights_block values a block (32 by default), stored as
+    com.microsoft MatMulNBits stores them (passes/quantize_weights.py); None keeps them float.
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
@@ -65,9 +70,11 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                         f"{{'x': [4, 8]}}]), not {type(variants).__name__} {variants!r:.60}.")
     shape_sets = [_shape_dict(s, "a variant" if variants else "input_shapes")
                   for s in (variants if variants else [input_shapes])]
+    quant = WeightQuantization.parse(weights, weights_block)
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
-        part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state)
+        part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
+                           quant)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -76,7 +83,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
-            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state)[0])
+            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -111,17 +118,20 @@ def _shape_dict(shapes, what: str) -> dict[str, list[int]] | None:
 
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
-                         io=None, keep_fp32=(), state="auto") -> tuple[bytes, list]:
+                         io=None, keep_fp32=(), state="auto", weights=None,
+                         weights_block=None) -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
-    part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32, state=state)
+    part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32, state=state,
+                             weights=WeightQuantization.parse(weights, weights_block))
     return write_bundle(*part), kernels
 
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
-             keep_intermediates=False, state="auto") -> tuple[Part, list]:
+             keep_intermediates=False, state="auto", weights=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
-                                             precision=precision, io=io, keep_fp32=keep_fp32, state=state)
+                                             precision=precision, io=io, keep_fp32=keep_fp32, state=state,
+                                             weights=weights)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -139,13 +149,15 @@ def intermediates(graph, kernels) -> list:
 
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
-                state="auto"):
+                state="auto", weights: "WeightQuantization | str | None" = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
+    quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
     graph = fold_constants(to_ir(proto, input_shapes))
     graph.precision = options
+    graph.weights = quant
     graph.state = find_state(graph, state)
     # Every unsupported op is reported at once, before any code generation. Ops computed only
     # from constants and shapes were folded away above, so they need no kernel.

@@ -18,6 +18,7 @@ from .in_place_scatter import scatter_in_place
 from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
+from .quantize_weights import quantize_weights
 from .quantized_matmul import pack_quantized_matmuls
 from .row_transposes import move_row_transposes
 from .sink_row_selection import sink_row_selection
@@ -26,7 +27,8 @@ from .store_casts import absorb_store_casts
 from .views import make_views
 
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
-# Block-quantized MatMul weights become MatMulNBits next, before any pass reads MatMuls.
+# Float weights quantized at compile time (--weights) and block-quantized MatMul weights become
+# MatMulNBits next, before any pass reads MatMuls.
 # Contrib attention and Einsum become MatMuls next, so the fusions see one form; rotary
 # embeddings fuse while their head splits are still Reshape and Transpose nodes. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
@@ -38,7 +40,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, fuse_rotary, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, fuse_rotary, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, move_row_transposes, merge_projections, fuse_attention,
             apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]

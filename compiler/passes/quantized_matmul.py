@@ -76,8 +76,8 @@ def _matmul_nbits(matmul: Node, dq: Node) -> Node:
     q[:, :k] = x.data.astype(np.int32).T + shift
     z = (zp.data.astype(np.int32).T + shift if zp is not None
          else np.full((n, blocks), shift, np.int32))
-    zp_bytes = _pack(np.pad(z, [(0, 0), (0, -blocks % (8 // bits))]), bits).reshape(-1)
-    weights = [_constant(f"{x.name}/packed", _pack(q, bits).reshape(n, blocks, -1)),
+    zp_bytes = pack_bits(np.pad(z, [(0, 0), (0, -blocks % (8 // bits))]), bits).reshape(-1)
+    weights = [_constant(f"{x.name}/packed", pack_bits(q, bits).reshape(n, blocks, -1)),
                _constant(f"{scale.name}/rows", np.ascontiguousarray(scale.data.T).reshape(-1)),
                _constant(f"{x.name}/zero_points", zp_bytes)]
     return Node("MatMulNBits", matmul.name, [matmul.inputs[0], *weights], list(matmul.outputs),
@@ -89,7 +89,7 @@ def _constant(name: str, data: np.ndarray) -> Value:
     return Value(name, data.dtype, tuple(data.shape), data=data)
 
 
-def _pack(values: np.ndarray, bits: int) -> np.ndarray:
+def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
     """Unsigned `bits`-bit values along the last axis -> bytes, the first value in the low bits."""
     per_byte = 8 // bits
     parts = values.reshape(*values.shape[:-1], -1, per_byte).astype(np.uint8)

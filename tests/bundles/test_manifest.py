@@ -118,6 +118,13 @@ CASES = [
     ("dispatches.0.flops", -1, "dispatches[0].flops = -1 must be in 0..="),
     ("dispatches.0.bytes", 1.5, "dispatches[0].bytes = 1.5 must be an integer"),
     ("dispatches.1.flops", None, "dispatches[1].flops = None must be an integer"),
+    ("quantized_weights", {"scheme": "int4", "bits": 4, "symmetric": False, "block_size": 32,
+                           "quantized": [{"node": "fc", "op": "MatMulNBits"}], "float": []}, None),
+    ("quantized_weights", [], "quantized_weights = [] must be an object"),
+    ("quantized_weights", {"scheme": "int4", "bits": 4, "block_size": 32, "quantized": [{"node": "fc"}],
+                           "float": []}, "quantized_weights.quantized[0].op is missing"),
+    ("quantized_weights", {"scheme": "int4", "bits": 9, "block_size": 32, "quantized": [], "float": []},
+     "quantized_weights.bits = 9 must be in 1..=8"),
     # requirements may not understate what the modules and dispatches use
     ("requirements.max_workgroup_invocations", 32,
      "modules[0].local_size = [64, 1, 1] has 64 invocations but requirements.max_workgroup_invocations = 32"),
