@@ -36,7 +36,7 @@ def _reduce(node, target, axes_as_input: bool):
     return reduce_kernel(node, target, x, out, {a % rank for a in axes}, REDUCE_OPS[node.op_type])
 
 
-def _lanes(target, n_red: int, op: str, types) -> int:
+def reduction_lanes(target, n_red: int, op: str, types) -> int:
     """Invocations that share one output's reduction: 1 (each walks its R elements alone) on CPU
     profiles and for short rows; on GPUs a power of two up to the workgroup with >= 4 elements
     each, so a global pool's 112x112 rows do not run serially on a few threads."""
@@ -73,7 +73,7 @@ def reduce_kernel(node, target, x, out, axes: set, op: str) -> list:
     r = E.Renderer(types["ACC"])
     exp, log = (r.helper("dexp", types["ACC"]), r.helper("dlog", types["ACC"])) \
         if types["ACC"].glsl == "double" else ("exp", "log")
-    lanes = _lanes(target, n_red, op, types)
+    lanes = reduction_lanes(target, n_red, op, types)
     params = dict(LOCAL=local, op=op, kept=len(kept), reduced=len(red), EXP=exp, LANES=lanes,
                   LOG=log, helpers=list(r.helpers.values()), **types)
     words = -(-out.size // types["T"].per_word) * lanes  # bool outputs: a packed word per invocation

@@ -395,6 +395,16 @@ def reduce_ops() -> list[str]:
     return sorted(REDUCE_OPS)
 
 
+def arg_reference(x: np.ndarray, op: str, last: int) -> np.ndarray:
+    """ArgMax / ArgMin of each row as numpy (and ONNX's reference evaluator) define them: ties to
+    the first index (the last with select_last_index), a NaN as the extreme. onnxruntime's
+    result for a NaN depends on where it sits, as its ReduceMax's does."""
+    pick = np.argmax if op == "ArgMax" else np.argmin
+    x = x[:, ::-1] if last else x
+    at = pick(x, axis=1)
+    return ((x.shape[1] - 1 - at) if last else at).reshape(-1, 1).astype(np.int64)
+
+
 def rows_model(length: int) -> Model:
     """Reductions over each row, Softmax and LogSoftmax along it, CumSum, LayerNormalization
     (the op, com.microsoft's Skip forms and the decomposition exporters write, which vkc fuses),
@@ -408,6 +418,9 @@ def rows_model(length: int) -> Model:
                  nan_where=nan_rows if op in NAN_MAX_OPS else None)
     for op in ("Softmax", "LogSoftmax"):
         m.output(m.node(op, [x], axis=-1)[0], op, describe=describe_row(x))
+    for op, last in (("ArgMax", 0), ("ArgMin", 0), ("ArgMax", 1), ("ArgMin", 1)):
+        m.output(m.node(op, [x], axis=1, keepdims=1, select_last_index=last)[0], op, TensorProto.INT64,
+                 describe=describe_row(x), reference=arg_reference(m.feeds[x], op, last))
     m.output(m.node("CumSum", [x, m.const(1, np.int64)])[0], "CumSum", describe=describe_row(x))
     scale, bias = m.const(np.full(length, 1.5)), m.const(np.full(length, -0.25))
     m.output(m.node("LayerNormalization", [x, scale, bias], axis=-1)[0], "LayerNormalization",
@@ -510,7 +523,8 @@ def test_pooling(precision):
 # ---------------------------------------------------------------------------------------------
 
 # The ops each family above checks.
-FAMILY_OPS = {*reduce_ops(), "Softmax", "LogSoftmax", "CumSum", "LayerNormalization", "InstanceNormalization",
+FAMILY_OPS = {*reduce_ops(), "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "CumSum", "LayerNormalization",
+              "InstanceNormalization",
               "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization",
               "BatchNormalization", "LRN", "MaxPool", "AveragePool", "GlobalMaxPool",
               "GlobalAveragePool", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose"}

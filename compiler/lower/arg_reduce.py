@@ -1,0 +1,59 @@
+"""ArgMax and ArgMin along one axis (keepdims, select_last_index), on
+templates/arg_reduce.comp.j2: an LLM's greedy pick of the next token on the device, so a decode
+step copies back one int64 instead of the vocabulary's logits (compile_model(argmax_output=...)).
+Ties go to the first index unless select_last_index; NaN counts as the extreme (the first NaN
+wins, as numpy's argmax, which the ONNX reference uses; onnxruntime's CPU kernels leave it to
+Eigen)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import kernel_types
+from ..errors import CompileError
+from ..registry import FLOATS
+from .kernel import Kernel, buffer_view, grid_1d, register
+from .reduce import reduction_lanes
+
+ARG_DTYPES = FLOATS + ("int32", "int64")
+LIMITS = "an axis of length 0 (ONNX leaves the result undefined); rows over 2^31 elements"
+
+
+def arg_reduce(node, target, op: str) -> list:
+    x, out = node.inputs[0], node.outputs[0]
+    shape = tuple(x.shape) or (1,)
+    rank = len(shape)
+    axis = node.attrs.get("axis", 0)
+    if not -rank <= axis < rank:
+        raise CompileError(f"{node.op_type} '{node.name}': axis {axis} is outside the rank-{rank} "
+                           f"input '{x.name}'.")
+    axis %= rank
+    r, inner = shape[axis], int(np.prod(shape[axis + 1:], dtype=np.int64))
+    if r == 0:
+        raise CompileError(f"{node.op_type} '{node.name}': axis {axis} of '{x.name}' "
+                           f"{list(x.shape)} is empty, so no index exists; ONNX leaves it undefined.")
+    if x.size >= 2 ** 31:
+        raise CompileError(f"{node.op_type} '{node.name}': '{x.name}' has {x.size} elements, past "
+                           "the 2^31 a kernel indexes.")
+    total = out.size
+    types = kernel_types(x)
+    lanes = reduction_lanes(target, r, op, types)
+    local = target.elementwise_local
+    spec = [("TOTAL", "int32", total), ("R", "int32", r), ("INNER", "int32", inner)]
+    params = dict(LOCAL=local, LANES=lanes, op=op, last=bool(node.attrs.get("select_last_index", 0)),
+                  **types)
+    shared = local * ((8 if types["T"].glsl in ("int64_t", "double") else 4) + 4) if lanes > 1 else 0
+    return [Kernel("arg_reduce", params, spec, [buffer_view(x), out], writes=[1],
+                   groups=grid_1d(total * lanes, local), local_size=(local, 1, 1),
+                   nodes=node.sources, flops=x.size, shared_memory_bytes=shared)]
+
+
+def _register(op_type: str, op: str) -> None:
+    # opset 11 allows a negative axis, 12 adds select_last_index: the rule reads both
+    @register(op_type, since=1, dtypes=ARG_DTYPES, float16=True, limits=LIMITS,
+              dtypes_doc="float32, float16, int32, int64 (the result int64)")
+    def lower(node, target):
+        return arg_reduce(node, target, op)
+
+
+_register("ArgMax", "max")
+_register("ArgMin", "min")
