@@ -82,12 +82,30 @@ def fold_constants(graph: Graph) -> Graph:
             for v, (dtype, shape) in zip(node.outputs, types):
                 v.dtype = v.dtype if v.dtype is not None else dtype
                 v.shape = v.shape if v.shape is not None else shape
+            if node.outputs[0].shape is None:
+                _shape_from_declaration(node, graph.opset)
             if _forward_noop(graph, node, forwarded):  # a no-op only its output's shape shows
                 continue
         kept.append(node)
     graph.nodes = kept
     graph.relink()
     return graph
+
+
+def _shape_from_declaration(node: Node, opset: int) -> None:
+    """An op onnx has no schema for (com.microsoft's) whose input shape onnx could not infer at
+    the frontend (it gives some ConvTranspose outputs no dims) but this pass now knows: its first
+    output's shape and dtype from its declaration's output_shape, as the frontend would give them."""
+    rule = find_rule(node.op_type, node.domain, opset)
+    if rule is None or rule.output_shape is None or \
+            any(v is not None and v.shape is None for v in node.inputs):
+        return
+    shape = rule.output_shape([None if v is None else list(v.shape) for v in node.inputs], node.attrs,
+                              [None if v is None else np.dtype(v.dtype) for v in node.inputs])
+    out, source = node.outputs[0], node.input(rule.output_dtype_from)
+    if shape is not None and source is not None:
+        out.shape = tuple(int(d) for d in shape)
+        out.dtype = out.dtype if out.dtype is not None else source.dtype
 
 
 def _forward_noop(graph: Graph, node: Node, forwarded: dict[int, Value]) -> bool:
