@@ -195,7 +195,11 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
-        known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
+        known = {}
+        for vi in [*g.input, *g.value_info, *g.output]:
+            # a graph output's entry stays untyped where the value_info entry added here has it
+            if vi.name not in known or _dims(vi.type) is not None:
+                known[vi.name] = vi.type
         known.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
                       for t in g.initializer})
         added = []

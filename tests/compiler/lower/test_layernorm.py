@@ -234,3 +234,16 @@ def test_rms_normalization_fp16(model):
 def test_rms_normalization_stash_type_is_refused(op):
     with pytest.raises(CompileError, match=f"{op} .*stash_type 0"):
         compile_model(rms_model([2, 8], op=op, stash_type=0))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_constant_rows_normalize_to_the_bias(target):
+    """A constant row's centered values are 0 exactly (the mean is taken from the row's first
+    value): with epsilon 1e-12, a mean one rounding off would come out as 1e-7 / 1e-6 of noise."""
+    model = layernorm_model([3, 112], epsilon=1e-12)
+    rng = np.random.default_rng(4)
+    feeds = {"x": np.full((3, 112), -0.60553724, np.float32),
+             "scale": rng.standard_normal(112).astype(np.float32),
+             "bias": rng.standard_normal(112).astype(np.float32)}
+    got = check_against_onnxruntime(model, feeds=feeds, target=target)["outputs"]["y"]
+    np.testing.assert_array_equal(got, np.broadcast_to(feeds["bias"], (3, 112)))
