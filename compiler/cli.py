@@ -22,6 +22,7 @@ from bundles.spirv import CAPABILITIES, Module, device_requirements
 # The commands that run a bundle (run, bench, verify, devices) use the runtime directly; the
 # compiler proper reaches a device only through compiler/host.py.
 from runtime_min import VkcRuntimeError, list_devices, load
+from runtime_min.generate import argmax_output
 
 from . import verify_layers
 from .check import check_model
@@ -192,7 +193,11 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
                                                   "and the token embedding block-wise along K, as MatMulNBits "
                                                   "stores them: int8 (symmetric), int4 (zero points) or int4-sym."),
             weights_block: Optional[int] = typer.Option(None, "--weights-block", help="With --weights: values "
-                                                        "a block (a power of two from 16; default 32).")):
+                                                        "a block (a power of two from 16; default 32)."),
+            argmax_output: Optional[str] = typer.Option(None, "--argmax-output", help="An output (logits): also "
+                                                        "output NAME_argmax, its last row's argmax computed on the "
+                                                        "device, so greedy `vkc generate` copies back one token id "
+                                                        "a step instead of the logits.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     _output_ok(output, [model], "-o")
@@ -201,7 +206,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
-                    weights=weights, weights_block=weights_block)
+                    weights=weights, weights_block=weights_block, argmax_output=argmax_output)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
@@ -510,9 +515,12 @@ def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     console.print(" ".join(map(str, tokens)), highlight=False)
     if tokens:
         decode = f", decode {(len(tokens) - 1) / (end - first):.1f} tokens/s" if len(tokens) > 1 else ""
+        picked = ("argmax on the device" if temperature == 0 and argmax_output(model) else
+                  "argmax on the host (compile with --argmax-output logits to pick on the device)"
+                  if temperature == 0 else "sampled on the host")
         console.print(f"prefill {len(prompt)} tokens in {1e3 * (first - start):.1f} ms "
-                      f"({len(prompt) / (first - start):.1f} tokens/s){decode} on {model.device_name}",
-                      highlight=False)
+                      f"({len(prompt) / (first - start):.1f} tokens/s){decode} on {model.device_name}; "
+                      f"{picked}", highlight=False)
 
 
 def _save_folder_ok(folder: Path) -> None:

@@ -11,6 +11,7 @@ from bundles import write_bundle
 from bundles.dtypes import DTYPES
 from bundles.variants import Part, combine
 
+from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, model_digest, to_ir
@@ -39,7 +40,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   target: "str | Target | Sequence[str | Target]" = DEFAULT_TARGETS,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
                   io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
-                  state="auto", weights: str | None = None, weights_block: int | None = None) -> bytes:
+                  state="auto", weights: str | None = None, weights_block: int | None = None,
+                  argmax_output: str | None = None) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
@@ -51,6 +53,10 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     weights: "int8", "int4" or "int4-sym" quantizes float MatMul/Gemm weights (and the token
     embedding) block-wise along K, weights_block values a block (32 by default), stored as
     com.microsoft MatMulNBits stores them (passes/quantize_weights.py); None keeps them float.
+
+    argmax_output: an output's name ("logits"): the bundle also outputs `logits_argmax`, the
+    index of the largest value of its last row, computed on the device (compiler/argmax_output.py),
+    which Model.generate's greedy decoding copies back instead of the logits.
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
@@ -74,7 +80,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant)
+                           quant, argmax_output)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -83,7 +89,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
-            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant)[0])
+            parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
+                                  argmax_output=argmax_output)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -127,11 +134,11 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
-             keep_intermediates=False, state="auto", weights=None) -> tuple[Part, list]:
+             keep_intermediates=False, state="auto", weights=None, argmax_output=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
-                                             weights=weights)
+                                             weights=weights, argmax_output=argmax_output)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -149,13 +156,13 @@ def intermediates(graph, kernels) -> list:
 
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
-                state="auto", weights: "WeightQuantization | str | None" = None):
+                state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
-    graph = fold_constants(to_ir(proto, input_shapes))
+    graph = fold_constants(add_argmax_output(to_ir(proto, input_shapes), argmax_output))
     graph.precision = options
     graph.weights = quant
     graph.state = find_state(graph, state)

@@ -4,6 +4,10 @@ The bundle's contract: inputs `input_ids` (int64 [1, S]) and `position` (int64 [
 rows already filled), output `logits` ([1, S, vocab]); shape variants give the S it runs (a
 decode variant of S = 1, and prefill chunk lengths). The prompt goes in chunks of the longest
 variant that fits what is left, then one token a run. Names can be given for other bundles.
+
+A bundle compiled with `--argmax-output logits` also outputs `logits_argmax` (the last
+position's argmax, on the device): greedy decoding then copies back that one int64 a run and
+never the logits, and prefill chunks before the last copy back nothing.
 """
 from __future__ import annotations
 
@@ -63,16 +67,25 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
         raise ValueError(f"{len(prompt)} prompt tokens + {max_new_tokens} new ones exceed the {context} rows "
                          "of the model's cache; compile it for a longer context or ask for fewer tokens.")
     pick = sampler or Sampler()
+    on_device = argmax_output(model, logits) if pick.temperature == 0 else None
+    wanted = [on_device or logits]
     model.reset_state()
     filled, out = 0, None
     while filled < len(prompt):
         n = next(n for n in lengths if n <= len(prompt) - filled)
-        out = model.run({ids: np.array([prompt[filled:filled + n]], np.int64), position: np.array([filled], np.int64)})
+        out = model.run({ids: np.array([prompt[filled:filled + n]], np.int64), position: np.array([filled], np.int64)},
+                        fetch=wanted if filled + n == len(prompt) else [])
         filled += n
     for step in range(max_new_tokens):
-        token = pick(out[logits][0, -1])
+        token = int(out[on_device].reshape(-1)[0]) if on_device else pick(out[logits][0, -1])
         yield token
         if token == eos_token_id or step == max_new_tokens - 1:
             return
-        out = model.run({ids: np.array([[token]], np.int64), position: np.array([filled], np.int64)})
+        out = model.run({ids: np.array([[token]], np.int64), position: np.array([filled], np.int64)}, fetch=wanted)
         filled += 1
+
+
+def argmax_output(model, logits: str = "logits") -> str | None:
+    """The output holding the argmax of `logits`' last row (compile_model(argmax_output=...)), or None."""
+    name = logits + "_argmax"
+    return name if any(o.name == name for o in model.outputs) else None

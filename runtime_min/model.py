@@ -97,12 +97,13 @@ GpuTime = NamedTuple("GpuTime", [("total", float), ("copy_in", float), ("kernels
 
 class RunHandle:
     """A run in flight (Model.run_async): wait() (or result()) returns its outputs, as run() would."""
-    __slots__ = ("_error", "_model", "_outputs", "_result", "_slot")
+    __slots__ = ("_error", "_fetch", "_model", "_outputs", "_result", "_slot")
 
-    def __init__(self, model, slot, outputs):
+    def __init__(self, model, slot, outputs, fetch=None):
         self._model = model
         self._slot = slot
         self._outputs = outputs
+        self._fetch = fetch  # the output indices it copies back (None: all)
         self._result = None
         self._error = None
 
@@ -150,6 +151,7 @@ class _Variant:
         self.copies = ([(o, t["offset"], t["nbytes"]) for o, t in zip(self.in_at, self.ins) if t["nbytes"]],
                        [(t["offset"], o, t["nbytes"]) for o, t in zip(self.out_at, self.outs) if t["nbytes"]])
         self.runs = self.profile_cmd = None
+        self.fetching = {}  # output indices -> per I/O set (command buffer, submit info) copying only those
 
 
 _NO_OUTPUTS = {}
@@ -559,7 +561,7 @@ class Model:
         self._cleanup.push(vk.vkDestroyBufferView, dev.handle, view, None)
         return view
 
-    def _record(self, cmd, v: _Variant, slot, profile: bool):
+    def _record(self, cmd, v: _Variant, slot, profile: bool, fetch=None):
         """The whole schedule (FORMAT.md, 'How a runtime replays it') between the copies from and to
         `slot`'s buffers. Timestamps (Model.gpu_time) before the copy-in, before the first dispatch,
         after the last, after the copy-out. The profiling variant writes a timestamp before the first
@@ -567,6 +569,9 @@ class Model:
         dev, vk, ffi, m = self._dev, self._dev.vk, self._dev.ffi, v.view
         arena = self._arena.handle
         copy_in, copy_out = v.copies
+        if fetch is not None:  # only these outputs come back (outputs of no bytes have no copy)
+            copy_out = [(t["offset"], v.out_at[i], t["nbytes"]) for i, t in enumerate(v.outs)
+                        if i in fetch and t["nbytes"]]
         n = len(m["dispatches"])
         pool, base = (v.queries, 0) if profile else (self._stamp_pool, 4 * slot.index)
         stamp = lambda q: pool and vk.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, base + q)
@@ -725,35 +730,65 @@ class Model:
             raise ValueError("; ".join(problems))
         return outputs
 
-    def run(self, feeds: dict, outputs: dict | None = None) -> dict:
+    def run(self, feeds: dict, outputs: dict | None = None, fetch=None) -> dict:
         """Run the model once. Returns the outputs by ONNX name: the arrays given in `outputs` (written
         in place; any subset of the outputs, exact dtype and shape) and fresh arrays for the rest.
+        fetch (output names) copies back only those outputs (the others are computed, not copied:
+        a decode step's token id without its logits); the result then holds only them.
         bfloat16, float8, int4 and the other ml_dtypes types go in as ml_dtypes arrays (or their packed
         bytes) and come out as ml_dtypes arrays, or as their packed bytes (flat uint8) when ml_dtypes
         is not loaded (see _read_output)."""
-        return self.run_async(feeds, outputs).wait()
+        return self.run_async(feeds, outputs, fetch).wait()
 
-    def run_async(self, feeds: dict, outputs: dict | None = None) -> RunHandle:
+    def run_async(self, feeds: dict, outputs: dict | None = None, fetch=None) -> RunHandle:
         """Start a run and return at once; its handle's wait() returns what run() would. The feeds are
         copied before this returns. Two runs may be in flight (two I/O sets): writing the next run's
         inputs overlaps this one's compute. A third run_async first waits for the oldest run (its
         handle keeps its outputs)."""
         arrays, v = self._check_feeds(feeds)
         outs = self._check_outputs(outputs, v)
+        only = self._check_fetch(fetch, v)
         with self._lock:
             slot = self._next_slot(v)
             self._check_lender(slot, "run_async()")
             in_views, _, _, submit = v.runs[slot.index]
+            if only is not None:
+                submit = self._fetching_run(v, slot, only)
             for view, a in zip(in_views, arrays):
                 if a is not view:  # input_arrays() gave it: already in place
                     _write_input(view, a)
             slot.inb.flush()
             self._submit(submit[0], slot.fence, self._what)
-            slot.pending = handle = RunHandle(self, slot, outs)
+            slot.pending = handle = RunHandle(self, slot, outs, only)
             slot.variant, slot.lent_to = v, None
             self._lend(slot, writeable=False)  # the run reads them now
             self._next ^= 1
         return handle
+
+    @staticmethod
+    def _check_fetch(fetch, v: _Variant):
+        """The output indices `fetch` names (None: every output)."""
+        if fetch is None:
+            return None
+        if isinstance(fetch, str) or not all(isinstance(n, str) for n in fetch):
+            raise TypeError(f"fetch must be a list of output names, not {fetch!r:.60}")
+        names = [o.name for o in v.outputs]
+        unknown = [n for n in fetch if n not in names]
+        if unknown:
+            raise ValueError(f"fetch: unknown output {unknown[0]!r}; the model's outputs are: {', '.join(names)}")
+        return frozenset(names.index(n) for n in fetch)
+
+    def _fetching_run(self, v: _Variant, slot, only: frozenset):
+        """The submit info of `slot`'s command buffer copying back only outputs `only`, recorded on
+        first use (the lock is held)."""
+        if only not in v.fetching:
+            v.fetching[only] = [None] * len(self._slots)
+        runs = v.fetching[only]
+        if runs[slot.index] is None:
+            cmd = self._command_buffer(f"run {slot.index} fetching {len(only)} output(s)")
+            self._record(cmd, v, slot, profile=False, fetch=only)
+            runs[slot.index] = self._submit_info(cmd)
+        return runs[slot.index]
 
     def _lend(self, slot, writeable: bool):
         """Make the input arrays of `slot` (every prepared variant's) writeable or read-only."""
@@ -817,8 +852,9 @@ class Model:
         result = {}
         outs = handle._outputs
         v = slot.variant
-        for spec, view, tensor in zip(v.outputs, v.runs[slot.index][1], v.outs):
-            result[spec.name] = _read_output(view, tensor, outs.get(spec.name))
+        for i, (spec, view, tensor) in enumerate(zip(v.outputs, v.runs[slot.index][1], v.outs)):
+            if handle._fetch is None or i in handle._fetch:
+                result[spec.name] = _read_output(view, tensor, outs.get(spec.name))
         handle._result = result
 
     # ---- state (format 1.3) ---------------------------------------------------------------------
@@ -973,7 +1009,7 @@ class Model:
                         self._complete(slot)
             self._closed = True
             for v in self._variants:  # the views point into mapped memory about to be freed
-                v.runs = None
+                v.runs, v.fetching = None, {}
             if self._dev.hung:
                 self._cleanup.abandon()
             else:

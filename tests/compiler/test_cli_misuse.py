@@ -119,6 +119,7 @@ CLI = [
     ("compile {relu} -o {work}/m.vkb --io fp16", ["--io fp16", "--precision fp16"]),
     ("compile {relu} -o {work}/m.vkb --target lavapipe,foo", ["unknown target 'foo'"]),
     ("compile {relu} -o {work}/m.vkb --weights int3", ["--weights int3", "int8", "int4"]),
+    ("compile {relu} -o {work}/m.vkb --argmax-output logits", ["--argmax-output logits", "no output 'logits'", "y"]),
     ("compile {relu} -o {work}/m.vkb --weights int4 --weights-block 7", ["--weights-block 7", "power of two"]),
     ("compile {relu} -o {work}/m.vkb --weights-block 64", ["without --weights", "--weights int8"]),
     ("compile {relu} -o {work}/m.vkb --input-shape x=2x3 --variant x=2x3", ["not both"]),

@@ -56,6 +56,31 @@ def test_quantized_weights_greedy_tokens_equal_onnxruntime(llama, weights):
     assert close_stats(got, floats)["rel_l2"] < {"int8": 3e-2, "int4": 0.4}[weights]
 
 
+@pytest.mark.parametrize("weights", [None, "int8"])
+def test_argmax_on_the_device(llama, bundle, weights):
+    """--argmax-output logits: greedy tokens equal the host-argmax path's and onnxruntime's loop,
+    and no run copies the logits back (the last prefill chunk and each decode step fetch the
+    token id alone, earlier chunks nothing)."""
+    from bundles import read_bundle
+    from tests.quantized_onnx import quantized_onnx
+    picked = compile_model(llama, variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}], target="lavapipe",
+                           argmax_output="logits", weights=weights)
+    oracle = quantized_onnx(llama, read_bundle(picked).manifest) if weights else llama
+    with load(picked) as model:
+        fetched = []
+        run = model.run
+        model.run = lambda feeds, outputs=None, fetch=None: fetched.append(fetch) or run(feeds, outputs, fetch)
+        tokens = list(model.generate(PROMPT, STEPS))
+        # 7 prompt tokens: chunks of 4, 1, 1, 1 (the last fetching the token), then 32 steps
+        assert fetched == [[], [], [], ["logits_argmax"]] + [["logits_argmax"]] * (STEPS - 1)
+        sampled = list(model.generate(PROMPT, 3, temperature=0.5, seed=1))
+        assert fetched[-1] == ["logits"] and len(sampled) == 3
+    assert tokens == onnxruntime_greedy(oracle, PROMPT, STEPS)
+    if weights is None:
+        with load(bundle) as model:
+            assert tokens == list(model.generate(PROMPT, STEPS))
+
+
 def test_logits_every_step(llama):
     """Prefill of the whole prompt at once, then decode steps: logits against onnxruntime's."""
     import onnxruntime as ort
@@ -146,5 +171,6 @@ def test_cli_generate(bundle, llama, tmp_path):
     lines = r.output.splitlines()
     assert lines[0].split() == [str(t) for t in onnxruntime_greedy(llama, PROMPT, 8)]
     assert "prefill 7 tokens" in lines[1] and "decode" in lines[1] and "tokens/s" in lines[1]
+    assert "argmax on the host (compile with --argmax-output logits" in " ".join(r.output.split())
     r = CliRunner().invoke(app, ["generate", str(path), "--prompt-ids", "1,x"])
     assert r.exit_code != 0 and "not a list of integers" in r.output
