@@ -195,11 +195,7 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
-        known = {}
-        for vi in [*g.input, *g.value_info, *g.output]:
-            # a graph output's entry stays untyped where the value_info entry added here has it
-            if vi.name not in known or _dims(vi.type) is not None:
-                known[vi.name] = vi.type
+        known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
         known.update({t.name: onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
                       for t in g.initializer})
         added = []
@@ -218,7 +214,14 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
                 added.append(onnx.helper.make_tensor_value_info(n.output[0], elem, list(shape)))
         if not added:
             return model
-        g.value_info.extend(added)
+        # a graph output's own entry takes the type: untyped, it would hide it (onnx then infers
+        # nothing downstream, and the next round reads it as unknown)
+        outputs = {o.name: o for o in g.output}
+        for vi in added:
+            if vi.name in outputs:
+                outputs[vi.name].type.CopyFrom(vi.type)
+            else:
+                g.value_info.append(vi)
         model = _infer_shapes(model)
     return model
 
