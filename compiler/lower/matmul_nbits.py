@@ -11,8 +11,8 @@ points either uint8 packed like B ([N, ceil(n_blocks * bits / 8)]) or of the sca
 so the kernel reads words and extracts 32 / bits weights from each.
 
 Decoding generates one row of A a token (M small): the kernel is a GEMV over rows of W, a
-workgroup reducing ROWS rows of W for up to M_TILE rows of A at once, so each weight word is read
-once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
+workgroup reducing ROWS rows of W for up to M_TILE rows of A at once (on CPU profiles an
+invocation, alone), so each weight word is read once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
 (templates/gather_block_quantized.comp.j2, every row) for the tiled GEMM of lower/matmul.py.
 """
 from __future__ import annotations
@@ -115,7 +115,14 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     local = min(LOCAL, target.max_invocations)
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
+    # CPU profiles (lavapipe): an invocation a group of ROWS rows, no shared memory or barrier.
+    # One MatMulNBits node at M = 1 (packed zero points) on lavapipe with 2 cores, compiled for
+    # generic (split-K) and for lavapipe, Model.bench's median: split-K took 55, 17 and 132 ms for
+    # K x N = 2048 x 8192 4-bit, 2048 x 2048 8-bit and 64 x 32000 8-bit; a row group an
+    # invocation 14, 13 and 2.9 ms.
+    split_k = target.matmul != "texel"
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
+                  SPLIT_K=split_k,
                   SUBGROUP_SUM=target.subgroup_reductions,
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
@@ -127,13 +134,13 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
     bindings += [y]
-    groups = (-(-n // ROWS), -(-m // m_tile), 1)
+    groups = (-(-n // (ROWS if split_k else ROWS * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
     return [Kernel("matmul_nbits", params, spec, bindings, writes=[len(bindings) - 1],
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
                    flops=2 * m * n * k,
-                   shared_memory_bytes=4 * local * ROWS * m_tile)]
+                   shared_memory_bytes=4 * local * ROWS * m_tile if split_k else 0)]
 
 
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size):
