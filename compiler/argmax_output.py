@@ -1,7 +1,7 @@
 """compile_model(argmax_output="logits") (`vkc compile --argmax-output logits`): one more bundle
 output, `logits_argmax`, the index of the largest value of the output's last row (the last
-position's logits: [..., S, V] -> [...], int64), computed on the device by ArgMax (ties to the
-first index, as numpy's and onnxruntime's argmax). Greedy decoding (runtime_min/generate.py)
+position's logits: [..., S, V] -> [...], int64), computed on the device by ArgMax over every
+position and a Gather of the last (ties to the first index, as numpy's and onnxruntime's argmax). Greedy decoding (runtime_min/generate.py)
 then copies back one token id a step instead of the vocabulary's logits; the logits output stays
 and is copied only when asked for (Model.run(..., fetch=...))."""
 from __future__ import annotations
@@ -38,14 +38,14 @@ def add_argmax_output(graph: Graph, output: str | None) -> Graph:
     if any(v.name == name for v in graph.values()):
         raise CompileError(f"--argmax-output {output}: the model already has a tensor '{name}'.")
     rank = len(logits.shape)
-    row = logits
-    nodes = []
-    if rank >= 2:  # the last position's row
-        row = Value(f"{name}/last_row", logits.dtype, None)
+    # every position's argmax, then the last one's: a Gather of S int64 values (none to copy at
+    # S = 1) instead of a copy of the last row of logits
+    index = Value(name if rank == 1 else f"{name}/rows", np.dtype(np.int64), None)
+    nodes = [Node("ArgMax", index.name, [logits], [index], {"axis": -1, "keepdims": int(rank == 1)})]
+    if rank >= 2:
         last = Value(f"{name}/last", np.dtype(np.int64), (), data=np.array(-1, np.int64))
-        nodes.append(Node("Gather", f"{name}/last_row", [logits, last], [row], {"axis": rank - 2}))
-    index = Value(name, np.dtype(np.int64), None)
-    nodes.append(Node("ArgMax", name, [row], [index], {"axis": -1, "keepdims": int(rank == 1)}))
+        index = Value(name, np.dtype(np.int64), None)
+        nodes.append(Node("Gather", name, [nodes[0].outputs[0], last], [index], {"axis": rank - 2}))
     graph.nodes += nodes
     graph.outputs.append(index)
     graph.relink()

@@ -37,6 +37,11 @@ def arg_reduce(node, target, op: str) -> list:
     total = out.size
     types = kernel_types(x)
     lanes = reduction_lanes(target, r, op, types)
+    if total * 4 <= target.elementwise_local:
+        # a few long rows (an LLM's vocabulary): lanes share each even on CPU profiles, whose
+        # workgroup of one row otherwise walks it in one invocation
+        while lanes * 2 <= min(target.elementwise_local, r // 4):
+            lanes *= 2
     local = target.elementwise_local
     spec = [("TOTAL", "int32", total), ("R", "int32", r), ("INNER", "int32", inner)]
     params = dict(LOCAL=local, LANES=lanes, op=op, last=bool(node.attrs.get("select_last_index", 0)),
