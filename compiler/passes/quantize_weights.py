@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
+from ..lower.matmul_nbits import MAX_BINDING_BYTES
 from .quantized_matmul import MS, pack_bits
 
 SCHEMES = {"int8": (8, True), "int4": (4, False), "int4-sym": (4, True)}
@@ -37,6 +38,8 @@ DEFAULT_BLOCK = 32
 # classifier's head) is where rounding costs the most accuracy.
 MIN_ELEMENTS = 256
 FLOAT_WEIGHTS = ("float32", "float16")
+# A packed weight past this is split along N: every Vulkan device binds 2^27 bytes.
+MAX_PACKED_BYTES = MAX_BINDING_BYTES
 
 
 @dataclass(frozen=True)
@@ -240,18 +243,42 @@ def _effective_weight(node: Node) -> np.ndarray:
 
 
 def _matmul_nbits(node: Node, p: Packed, q: WeightQuantization) -> list[Node]:
-    a, y = node.inputs[0], node.outputs[0]
-    attrs = {"K": p.k, "N": p.n, "bits": q.bits, "block_size": q.block_size}
-    inputs = [a, p.data, p.scales] + ([p.zero_points] if p.zero_points is not None else [])
+    y = node.outputs[0]
     c = node.input(2) if node.op_type == "Gemm" else None
     if c is None:
-        return [Node("MatMulNBits", node.name, inputs, [y], attrs, MS, list(node.sources))]
+        return _products(node, p, q, y)
     beta = node.attrs.get("beta", 1.0)
     if c.is_constant and beta != 1.0:
         c = _constant(f"{c.name}/beta", (c.data * np.asarray(beta, c.data.dtype)).astype(c.dtype))
     product = Value(f"{y.name}/product", y.dtype, y.shape)
-    return [Node("MatMulNBits", node.name, inputs, [product], attrs, MS, list(node.sources)),
-            Node("Add", f"{node.name}/bias", [product, c], [y], sources=list(node.sources))]
+    return _products(node, p, q, product) + [
+        Node("Add", f"{node.name}/bias", [product, c], [y], sources=list(node.sources))]
+
+
+def _products(node: Node, p: Packed, q: WeightQuantization, y: Value) -> list[Node]:
+    """y = A Wᵀ: one MatMulNBits, or, where the packed weight is over what every device binds
+    (an LLM head's 128 K columns), one per block of its rows (W's columns), concatenated."""
+    a, sources = node.inputs[0], list(node.sources)
+    parts = -(-p.data.nbytes // MAX_PACKED_BYTES)
+    step = -(-p.n // parts)
+    pieces, nodes = [], []
+    for start in range(0, p.n, step):
+        stop = min(p.n, start + step)
+        inputs = [a] + [_rows(v, p.n, start, stop) if parts > 1 else v
+                        for v in (p.data, p.scales, p.zero_points) if v is not None]
+        piece = y if parts == 1 else Value(f"{y.name}/cols{start}", y.dtype, tuple(y.shape[:-1]) + (stop - start,))
+        nodes.append(Node("MatMulNBits", node.name if parts == 1 else f"{node.name}/cols{start}", inputs, [piece],
+                          {"K": p.k, "N": stop - start, "bits": q.bits, "block_size": q.block_size}, MS, sources))
+        pieces.append(piece)
+    if parts > 1:
+        nodes.append(Node("Concat", f"{node.name}/concat", pieces, [y], {"axis": len(y.shape) - 1}, sources=sources))
+    return nodes
+
+
+def _rows(v: Value, n: int, start: int, stop: int) -> Value:
+    """Rows start..stop of a packed constant holding n rows (2-D, or flat: scales, zero points)."""
+    data = np.ascontiguousarray(v.data.reshape(n, -1)[start:stop])
+    return _constant(f"{v.name}/rows{start}", data if v.data.ndim > 1 else data.reshape(-1))
 
 
 def _gather_quantized(node: Node, p: Packed, q: WeightQuantization) -> Node:

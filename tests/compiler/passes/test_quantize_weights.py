@@ -200,3 +200,18 @@ def test_cli_inspect(tmp_path):
     assert r.exit_code == 0, r.output
     assert "weights int4, blocks of 16: 1 GatherBlockQuantized (x0); 8 MatMulNBits" in r.output
     assert "tied: logits reads the packed table of embed" in r.output
+
+
+def test_packed_weight_over_a_binding_is_split(monkeypatch):
+    """A packed weight past what every device binds (an LLM head) becomes products of blocks of
+    its columns, concatenated: the same numbers as onnxruntime's single MatMulNBits."""
+    import sys
+    monkeypatch.setattr(sys.modules["compiler.passes.quantize_weights"], "MAX_PACKED_BYTES", 2048)
+    model = _matmul_model([1, 3, 128], 100)   # w1 packs 100 x 128 bytes (int8): 7 products
+    bundle = compile_model(model, target="lavapipe", weights="int8")
+    manifest = read_bundle(bundle).manifest
+    assert sum(d["nodes"] == ["mm1"] and manifest["kernels"][d["kernel"]]["name"].startswith("matmul_nbits")
+               for d in manifest["dispatches"]) == 7
+    feeds = {"a": np.random.default_rng(0).standard_normal((1, 3, 128)).astype(np.float32)}
+    got, _ = run_bundle(bundle, feeds)
+    assert_close("y", got["y"], run_onnxruntime(quantized_onnx(model, manifest), feeds)["y"], rtol_l2=1e-4)
