@@ -100,13 +100,13 @@ def test_reduce_long_rows_shared_by_lanes(op, shape, axes):
     memory (256 lanes for 1480 elements, 64 for 300, 16 for 70; partial last workgroups; strided
     rows); CPU profiles keep one invocation per output."""
     from compiler.dtypes import scalar_type
-    from compiler.lower.reduce import _lanes
+    from compiler.lower.reduce import reduction_lanes
     from compiler.targets import TARGETS
 
     n = int(np.prod([shape[a] for a in axes]))
     types = {"T": scalar_type("float32")}
-    assert _lanes(TARGETS["generic"], n, "sum", types) == {1480: 256, 300: 64, 70: 16}[n]
-    assert _lanes(TARGETS["lavapipe"], n, "sum", types) == 1
+    assert reduction_lanes(TARGETS["generic"], n, "sum", types) == {1480: 256, 300: 64, 70: 16}[n]
+    assert reduction_lanes(TARGETS["lavapipe"], n, "sum", types) == 1
     model = at_opset(single_op_model(op, {"x": shape}, {"keepdims": 0},
                                      initializers={"axes": np.array(axes, np.int64)}), 18)
     feeds = _feeds(model, op)
