@@ -113,3 +113,24 @@ def test_reduce_long_rows_shared_by_lanes(op, shape, axes):
     if op == "ReduceProd":  # 1480 factors near 1, so the product stays finite
         feeds["x"] = (1 + 0.01 * random_feeds(model, seed=3)["x"]).astype(np.float32)
     check_against_onnxruntime(model, feeds=feeds, target="generic")
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_mean_of_a_constant_row_is_its_value(target):
+    """A mean is the first element plus the mean of the differences from it: a constant row's is
+    its value exactly, so x - mean(x) is 0 (a plain sum / R of 17 copies of -0.33535156 is one
+    rounding off, and a LayerNorm written out divides that by sqrt(epsilon))."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from compiler import compile_model
+    from tests.harness import run_bundle
+
+    graph = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x", "axes"], ["m"]), helper.make_node("Sub", ["x", "m"], ["y"])],
+        "centered", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [112, 17])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [112, 17])],
+        [numpy_helper.from_array(np.array([-1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = np.repeat(np.random.default_rng(3).standard_normal((112, 1)), 17, axis=1).astype(np.float32)
+    got, _ = run_bundle(compile_model(model, target=target), {"x": x})
+    assert not got["y"].any()
