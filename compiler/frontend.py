@@ -238,14 +238,20 @@ def infer_types(model: onnx.ModelProto, names: list[str]) -> tuple[onnx.ModelPro
     bare.CopyFrom(model)
     del bare.graph.value_info[:]
     given = {i.name for i in g.input} | {t.name for t in g.initializer}
-    contrib = {o for n in g.node if _unknown_to_onnx(n) for o in n.output}
+    # outputs onnx infers no type for (a contrib op's, and what is computed from one) keep their
+    # element type: an untyped entry fails the inference of the nodes that read it
+    keep = {o for n in g.node if _unknown_to_onnx(n) for o in n.output}
+    grew = True
+    while grew:
+        more = {o for n in g.node if keep & set(n.input) for o in n.output} - keep
+        keep |= more
+        grew = bool(more)
     for out in bare.graph.output:
         if out.name in given:   # an input passed out keeps its type: onnx infers nothing else
             continue
         elem = out.type.tensor_type.elem_type
         out.type.Clear()
-        if out.name in contrib and elem:
-            # onnx infers no type for it, and an untyped entry fails its readers' inference
+        if out.name in keep and elem:
             out.type.tensor_type.elem_type = elem
     inferred = _infer_shapes(bare)
     writer = {out: (n, name) for n, name in zip(g.node, names) for out in n.output}
