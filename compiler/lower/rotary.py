@@ -43,17 +43,22 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     num_heads, its head size then being the tables' rotary dim."""
     y = node.outputs[0]
     where = f"{node.op_type} '{node.name}'"
+    # input_columns (first, width): X is [B, S, width], of whose rows the node rotates `hidden`
+    # columns from `first` on (one part of a packed Q/K/V projection, read in place:
+    # passes/rotary_inputs.py); Y has the part's shape.
+    packed = node.attrs.get("input_columns")
+    shape = tuple(y.shape) if packed else tuple(x.shape)
     for v in (x, cos, sin):  # position_ids aside, the op computes on floats (dtypes=None)
         if np.dtype(v.dtype).name not in FLOATS:
             raise unsupported_dtype(node, v, "a rotary embedding")
-    if len(x.shape) == 4:
-        b, heads, s, head = x.shape
+    if len(shape) == 4:
+        b, heads, s, head = shape
         if num_heads and num_heads != heads:
             raise CompileError(f"{where}: num_heads {num_heads} differs from the {heads} heads "
-                               f"of the 4-D input '{x.name}' {list(x.shape)}.")
+                               f"of the 4-D input '{x.name}' {list(shape)}.")
         s_div = head                    # [B, N, S, H]: the position is dim 2
-    elif len(x.shape) == 3:
-        b, s, hidden = x.shape
+    elif len(shape) == 3:
+        b, s, hidden = shape
         if not num_heads:
             if contrib and not rotary_dim and cos.shape[-1] * 2 <= hidden:
                 num_heads = hidden // (cos.shape[-1] * 2)  # onnxruntime's inference for 3-D input
@@ -66,7 +71,7 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
         heads, head = num_heads, hidden // num_heads
         s_div = hidden                  # [B, S, N * H]: the position is dim 1
     else:
-        raise CompileError(f"{where}: input '{x.name}' is {len(x.shape)}-D; the op takes "
+        raise CompileError(f"{where}: input '{x.name}' is {len(shape)}-D; the op takes "
                            "[batch, sequence, hidden] or [batch, heads, sequence, head].")
     rot = rotary_dim or head
     if rot > head or rot % 2:
@@ -105,18 +110,24 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
                                f"[batch, sequence] = [{b}, {s}]"
                                + (" or one start position [1]." if contrib else "."))
         table_rows = cos.shape[0]
-    spec = [("TOTAL", "int32", x.size), ("HEAD", "int32", head), ("S", "int32", s),
-            ("S_DIV", "int32", s_div), ("B_DIV", "int32", x.size // b), ("HALF", "int32", half),
+    spec = [("TOTAL", "int32", y.size), ("HEAD", "int32", head), ("S", "int32", s),
+            ("S_DIV", "int32", s_div), ("B_DIV", "int32", y.size // b), ("HALF", "int32", half),
             ("TABLE_ROWS", "int32", table_rows)]
+    if packed:
+        if len(shape) != 3 or len(x.shape) != 3 or packed[0] + shape[2] > x.shape[2]:
+            raise CompileError(f"{where}: columns {list(packed)} of '{x.name}' {list(x.shape)} "
+                               f"do not hold its {list(shape)} part (a vkc bug).")
+        spec += [("X_OFF", "int32", int(packed[0])), ("X_ROW", "int32", int(x.shape[2])),
+                 ("Y_ROW", "int32", shape[2])]
     local = target.elementwise_local
     # position_ids is int64: read as two int words (the low one holds any valid position).
-    params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions,
+    params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
                   partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b,
                   **kernel_types(x), TC=kernel_types(cos)["T"])
     bindings = [x, cos, sin] + ([position_ids] if positions else []) + [y]
     return [Kernel("rotary", params, spec, bindings, writes=[len(bindings) - 1],
-                   groups=grid_1d(x.size, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=3 * x.size)]
+                   groups=grid_1d(y.size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=3 * y.size)]
 
 
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,

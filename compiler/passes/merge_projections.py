@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx, reaches_only
 from .fuse_attention import scaling_factor
+from .rotary_inputs import is_rotary_of
 
 
 def merge_projections(graph: Graph) -> Graph:
@@ -55,11 +56,13 @@ def _projection(graph: Graph, node: Node) -> tuple[Node, Node | None] | None:
 
 
 def _feeds_matmuls(graph: Graph, v: Value) -> bool:
-    """Whether every reader of v's bytes is a MatMul, or a Transpose, a view of v or a scaling by
+    """Whether every reader of v's bytes is a MatMul or a rotary embedding of v (which reads its
+    part of the merged product in place: passes/rotary_inputs.py), or a Transpose, an Expand (GQA's
+    repeated K/V heads, read at stride 0), a view of v or a scaling by
     a constant scalar (the split scale of SDPA's export, which fuse_attention takes over) whose own
     readers are."""
-    return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul"),
-                        through=lambda n: is_onnx(n, "Transpose") or _scales_matmul_operand(graph, n))
+    return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul") or is_rotary_of(n, v),
+                        through=lambda n: is_onnx(n, "Transpose", "Expand") or _scales_matmul_operand(graph, n))
 
 
 def _scales_matmul_operand(graph: Graph, node: Node) -> bool:
