@@ -530,7 +530,7 @@ FAMILY_OPS = {*reduce_ops(), "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "CumSu
               "GlobalAveragePool", "MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose"}
 # Ops that move or select values without arithmetic (a NaN is copied as any other bits), or that
 # compute only on shapes and constants at compile time.
-NO_ARITHMETIC = {"Concat", "Constant", "Dropout", "Expand", "Flatten", "Gather", "GatherElements",
+NO_ARITHMETIC = {"Concat", "Constant", "Dropout", "Expand", "Flatten", "Gather", "GatherElements", "GatherND",
                  "Identity", "Pad", "Range", "Reshape", "Shape", "Size", "Slice", "Split", "Squeeze",
                  "TensorScatter", "Tile", "Transpose", "Trilu", "Unsqueeze"}
 # Ops that compute but whose special values this table does not check yet.

@@ -21,6 +21,7 @@ NOT_FUZZED = sorted([
     "SimplifiedLayerNormalization",  # onnxruntime's, no ONNX schema: onnx.checker refuses it
     # folded, or packed from constants into MatMulNBits (which is drawn): no builder of its own
     "DequantizeLinear",
+    "GatherND",  # constant indices only, rewritten to Gather (drawn); tests/compiler/passes/test_gather_nd.py
     "com.microsoft.GroupQueryAttention",  # a decoder cache (tests/compiler/passes/test_group_query_attention.py)
 ])
 
