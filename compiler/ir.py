@@ -146,6 +146,14 @@ class Graph:
                 return False
         return True
 
+    def sole_consumer(self, v: Value) -> Node | None:
+        """v's only reader, when v is read by exactly one node and by nothing else (no view of
+        it, not a graph output): an intermediate a fusion may take in."""
+        if len(v.consumers) != 1 or v.alias_of is not None:
+            return None
+        node = v.consumers[0]
+        return node if self.used_only_by(v, node) else None
+
     def sole_reader(self, out: Value) -> "tuple[Node, Value] | None":
         """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
         through one view of all of them (a reshape); None otherwise."""

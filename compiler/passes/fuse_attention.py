@@ -4,8 +4,8 @@
         -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
 
 with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
-scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a row that sees no key gives 0, not
-NaN). Transposes feeding Q, Kᵀ or V
+scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a
+row that sees no key gives 0, not NaN). Transposes feeding Q, Kᵀ or V
 (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
 output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
 instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
@@ -32,15 +32,6 @@ def fuse_attention(graph: Graph) -> Graph:
             if match is not None:
                 _rewrite(graph, *match)
     return graph
-
-
-def _sole_consumer(graph: Graph, v: Value) -> Node | None:
-    """v's only reader, when v is read by exactly one node and by nothing else (no view of it,
-    not a graph output)."""
-    if len(v.consumers) != 1 or v.alias_of is not None:
-        return None
-    node = v.consumers[0]
-    return node if graph.used_only_by(v, node) else None
 
 
 def _scalar(v: Value | None) -> float | None:
@@ -72,7 +63,7 @@ def _unscale(graph: Graph, v: Value, consumer: Node, removed: list[Node]):
     """Look through a Mul/Div by a constant scalar producing `v` for `consumer` alone: the
     unscaled tensor and the factor."""
     prod = v.producer
-    if prod is not None and _sole_consumer(graph, v) is consumer:
+    if prod is not None and graph.sole_consumer(v) is consumer:
         chain = _variable_operand(prod)
         factor = _scale_of(graph, prod, chain) if chain is not None else None
         if factor is not None:
@@ -89,7 +80,7 @@ def _leads_to_scores(graph: Graph, v: Value) -> bool:
     """Whether v is Q·Kᵀ, possibly scaled, read by one node only: which operand of the mask's
     Add is the chain."""
     for _ in range(2):
-        if v.producer is None or _sole_consumer(graph, v) is None:
+        if v.producer is None or graph.sole_consumer(v) is None:
             return False
         if is_onnx(v.producer, "MatMul"):
             return True
@@ -315,7 +306,7 @@ def _nan_guard(graph: Graph, probs: Value) -> list[Node] | None:
     if isnan is None or where is None or not graph.used_only_by(probs, isnan, where):
         return None
     flags, zero, kept = where.inputs
-    if flags is not isnan.outputs[0] or kept is not probs or _sole_consumer(graph, flags) is not where \
+    if flags is not isnan.outputs[0] or kept is not probs or graph.sole_consumer(flags) is not where \
             or not zero.is_constant or zero.data.size != 1 or float(zero.data.reshape(-1)[0]) != 0.0 \
             or where.outputs[0].shape != probs.shape or graph.is_output(where.outputs[0]):
         return None
@@ -334,7 +325,7 @@ def _match(graph: Graph, softmax: Node):
     if guard is not None:
         removed += guard
         probs = guard[-1].outputs[0]
-    pv = _sole_consumer(graph, probs)
+    pv = graph.sole_consumer(probs)
     if not is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
         return None
 
@@ -342,7 +333,7 @@ def _match(graph: Graph, softmax: Node):
     x, scale, mask, qk = softmax.inputs[0], 1.0, None, None
     for _ in range(3):
         node = x.producer
-        if node is None or _sole_consumer(graph, x) is None:
+        if node is None or graph.sole_consumer(x) is None:
             return None
         if is_onnx(node, "MatMul"):
             qk = node
@@ -417,7 +408,7 @@ def _match(graph: Graph, softmax: Node):
 
     # A Transpose after the output (to [B, S, H, DV], or [S, B*H, DV]) is written in place.
     out_shape, out_dims = out.shape, _contiguous(out.shape)
-    t = _sole_consumer(graph, out)
+    t = graph.sole_consumer(out)
     if is_onnx(t, "Transpose") and rank >= 3 and not graph.is_output(out):
         perm = list(t.attrs.get("perm", range(rank - 1, -1, -1)))
         t_strides = contiguous_strides(t.outputs[0].shape)

@@ -41,17 +41,11 @@ def _scalar(v: Value) -> float | None:
     return None
 
 
-def _internal(graph: Graph, v: Value) -> bool:
-    """v is read by one node only (an intermediate the fused node may drop)."""
-    return len(v.consumers) == 1 and v.alias_of is None and not graph.is_output(v) and \
-        graph.used_only_by(v, v.consumers[0])
-
-
 def _product(graph: Graph, v: Value, nodes: list[Node], root: bool = True) -> tuple[list[Value], float]:
     """v as a product: its non-constant factors and the constant one, looking through Mul nodes
     whose results only the product reads (those are added to `nodes`)."""
     node = v.producer
-    if not is_onnx(node, "Mul") or not (root or _internal(graph, v)):
+    if not is_onnx(node, "Mul") or not (root or graph.sole_consumer(v) is not None):
         return [v], 1.0
     nodes.append(node)
     leaves, k = [], 1.0
@@ -69,7 +63,7 @@ def _product(graph: Graph, v: Value, nodes: list[Node], root: bool = True) -> tu
 def _cube_of(graph: Graph, v: Value, nodes: list[Node]) -> Value | None:
     """x when v is Pow(x, 3) read only by its consumer (x * x * x is a product's three leaves)."""
     node = v.producer
-    if is_onnx(node, "Pow") and _scalar(node.inputs[1]) == 3.0 and _internal(graph, v):
+    if is_onnx(node, "Pow") and _scalar(node.inputs[1]) == 3.0 and graph.sole_consumer(v) is not None:
         nodes.append(node)
         return node.inputs[0]
     return None
@@ -79,19 +73,19 @@ def _match(graph: Graph, tanh: Node):
     nodes = [tanh]
     # Inside: tanh(c1 * (x + c2 * x^3))
     u = tanh.inputs[0]
-    if not _internal(graph, u):
+    if graph.sole_consumer(u) is None:
         return None
     inner, c1 = _product(graph, u, nodes, root=False)
     if len(inner) != 1 or not _close(c1, SQRT_2_OVER_PI):
         return None
     add = inner[0].producer
-    if not is_onnx(add, "Add") or not _internal(graph, inner[0]):
+    if not is_onnx(add, "Add") or graph.sole_consumer(inner[0]) is None:
         return None
     nodes.append(add)
     x = None
     for a, b in (add.inputs, add.inputs[::-1]):
         found = []
-        terms, c2 = _product(graph, b, found, root=False) if _internal(graph, b) else ([b], 1.0)
+        terms, c2 = _product(graph, b, found, root=False) if graph.sole_consumer(b) is not None else ([b], 1.0)
         if len(terms) == 3 and terms[0] is terms[1] is terms[2]:
             cubed = terms[0]
         else:
@@ -104,14 +98,14 @@ def _match(graph: Graph, tanh: Node):
         return None
     # Outside: 0.5 * x * (1 + tanh(..))
     t = tanh.outputs[0]
-    one_plus = t.consumers[0] if _internal(graph, t) else None
+    one_plus = graph.sole_consumer(t)
     if not is_onnx(one_plus, "Add") or _scalar(one_plus.inputs[0] if one_plus.inputs[1] is t else
                                                  one_plus.inputs[1]) != 1.0:
         return None
     nodes.append(one_plus)
     a = one_plus.outputs[0]
     top = a
-    while _internal(graph, top) and is_onnx(top.consumers[0], "Mul"):
+    while is_onnx(graph.sole_consumer(top), "Mul"):
         top = top.consumers[0].outputs[0]
         found = []
         leaves, k = _product(graph, top, found)

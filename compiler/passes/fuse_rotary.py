@@ -33,10 +33,6 @@ def fuse_rotary(graph: Graph) -> Graph:
     return graph
 
 
-def _only_reader(graph: Graph, v: Value, node: Node) -> bool:
-    return v.consumers == [node] and not graph.is_output(v)
-
-
 def _half_of(graph: Graph, node: Node | None, x: Value, first: bool) -> bool:
     """Whether `node` is a Slice of the first (or second) half of x's last axis."""
     picked = row_selection(graph, node) if is_onnx(node, "Slice") else None
@@ -64,18 +60,18 @@ def _rotated_half(graph: Graph, r: Value, x: Value) -> list[Node] | None:
         return None
     neg_out, x1 = concat.inputs
     neg = neg_out.producer
-    if not is_onnx(neg, "Neg") or not _only_reader(graph, neg_out, concat):
+    if not is_onnx(neg, "Neg") or graph.sole_consumer(neg_out) is not concat:
         return None
     slice2, slice1 = neg.inputs[0].producer, x1.producer
     if not (_half_of(graph, slice2, x, first=False) and _half_of(graph, slice1, x, first=True)) or \
-            not _only_reader(graph, neg.inputs[0], neg) or not _only_reader(graph, x1, concat):
+            graph.sole_consumer(neg.inputs[0]) is not neg or graph.sole_consumer(x1) is not concat:
         return None
     return [concat, neg, slice2, slice1]
 
 
 def _match(graph: Graph, add: Node):
     products = [v.producer for v in add.inputs]
-    if not all(is_onnx(p, "Mul") and _only_reader(graph, v, add) for p, v in zip(products, add.inputs)):
+    if not all(is_onnx(p, "Mul") and graph.sole_consumer(v) is add for p, v in zip(products, add.inputs)):
         return None
     for plain, rotated in (products, products[::-1]):
         for x, cos in (plain.inputs, plain.inputs[::-1]):
@@ -87,7 +83,7 @@ def _match(graph: Graph, add: Node):
                 b, h, s, d = x.shape
                 cos_t, sin_t = _table(cos, s, d), _table(sin, s, d)
                 if half is None or cos_t is None or sin_t is None or \
-                        not _only_reader(graph, r, rotated):
+                        graph.sole_consumer(r) is not rotated:
                     continue
                 return [plain, rotated, *half], x, cos_t.astype(cos.dtype), sin_t.astype(sin.dtype)
     return None
