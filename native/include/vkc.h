@@ -22,6 +22,11 @@
  * vkc_run_shapes runs the variant whose input shapes equal the given ones; vkc_run runs the
  * selected one (vkc_select_variant; the first by default). A variant's pipelines are built on its
  * first run (all at load with build_all); one arena, sized for the largest variant, serves all.
+ *
+ * State (format 1.3): a bundle may keep tensors on the device from one run to the next (a decoder's
+ * KV cache). They are not inputs or outputs of a run: one buffer holds them for every variant, zeros
+ * at load, and each run reads what the run before it left. vkc_reset_state zeros them again (a new
+ * sequence); vkc_read_state / vkc_write_state copy one out or in by name.
  */
 #ifndef VKC_H
 #define VKC_H
@@ -33,7 +38,7 @@
 extern "C" {
 #endif
 
-#define VKC_VERSION "0.2.0"  /* 0.2: format 1.2 variants */
+#define VKC_VERSION "0.3.0"  /* 0.2: format 1.2 variants; 0.3: format 1.3 state */
 
 typedef enum vkc_status {
     VKC_OK = 0,
@@ -212,6 +217,20 @@ double vkc_last_gpu_ns(vkc_model *model);
 /* Device memory the model holds: the arena (the largest variant's) and the weights uploaded (the
  * ranges its shape set uses, packed; a flat bundle's whole WEIGHTS section). */
 void vkc_device_bytes(const vkc_model *model, uint64_t *arena, uint64_t *weights);
+
+/* ---- state (format 1.3; a bundle without state has none) ---- */
+
+uint32_t vkc_state_count(const vkc_model *model);
+/* State tensor i: its name (the ONNX graph input it replaces), dtype, shape and nbytes. */
+vkc_status vkc_state_info(const vkc_model *model, uint32_t index, vkc_tensor_info *out);
+int vkc_state_index(const vkc_model *model, const char *name);   /* -1 when absent */
+/* Every state tensor back to zeros, as at load. */
+vkc_status vkc_reset_state(vkc_model *model, vkc_error *err);
+/* Copy state tensor `name` out as the last run left it, or in for the next run. `nbytes` must be its
+ * vkc_state_info nbytes; an unknown name or another size is VKC_ERR_ARGUMENT, the message naming the
+ * model's state or the size expected. Serialized with runs by the model's lock. */
+vkc_status vkc_read_state(vkc_model *model, const char *name, void *data, size_t nbytes, vkc_error *err);
+vkc_status vkc_write_state(vkc_model *model, const char *name, const void *data, size_t nbytes, vkc_error *err);
 
 /* Warnings and errors the validation layer reported through vkc's messenger (validation on). */
 uint32_t vkc_validation_messages(const vkc_context *ctx);

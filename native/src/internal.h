@@ -50,7 +50,8 @@ const jnode *vkc_json_next(const jdoc *doc, const jnode *node);                 
 
 /* ---- the checked manifest (manifest.c) ------------------------------------------------------- */
 
-enum { MEM_ARENA = 0, MEM_WEIGHTS = 1 };
+enum { MEM_ARENA = 0, MEM_WEIGHTS = 1, MEM_STATE = 2 };
+extern const char *const vkc_memory_names[3];  /* "arena", "weights", "state": as the manifest names them */
 enum { TEXEL_NONE = 0, TEXEL_R32F = 1, TEXEL_RGBA32F = 2 };
 
 typedef struct m_tensor {
@@ -63,6 +64,10 @@ typedef struct m_tensor {
 } m_tensor;
 
 typedef struct m_io { char *name; uint32_t tensor; } m_io;
+
+/* A state entry (format 1.3): the graph input `name`, kept on the device in tensor `tensor`, fed by
+ * the graph output `output` (neither is an input or output of a run). */
+typedef struct m_state { char *name, *output; uint32_t tensor; } m_state;
 
 typedef struct m_module {
     char *name;
@@ -114,10 +119,11 @@ typedef struct variant {
     uint32_t n_extensions, n_features;
     char **extensions, **features;
     uint64_t max_shared, max_invocations, max_wg[3], max_storage_range, max_texel_elements;
-    uint64_t alignment, arena_bytes, weights_bytes;
-    uint32_t n_tensors, n_inputs, n_outputs, n_kernels, n_dispatches;
+    uint64_t alignment, arena_bytes, weights_bytes, state_bytes;
+    uint32_t n_tensors, n_inputs, n_outputs, n_kernels, n_dispatches, n_state;
     m_tensor *tensors;
     m_io *inputs, *outputs;
+    m_state *state;          /* format 1.3: the same in every variant (check `manifest`) */
     m_kernel *kernels;
     m_dispatch *dispatches;
     uint8_t *uses;           /* per shared module: 1 when a kernel of this variant uses it */

@@ -26,6 +26,8 @@ static const char *const DTYPE_NAMES[VKC_DTYPE_COUNT] = {
 static const unsigned DTYPE_BITS[VKC_DTYPE_COUNT] = {
     32, 16, 32, 64, 8, 8, 8, 64, 16, 16, 32, 64, 16, 8, 8, 8, 8, 4, 4, 4, 8, 2, 2};
 
+const char *const vkc_memory_names[3] = {"arena", "weights", "state"};
+
 const char *vkc_dtype_name(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? DTYPE_NAMES[d] : "?"; }
 size_t vkc_dtype_size(vkc_dtype d) { return (unsigned)d < VKC_DTYPE_COUNT ? (DTYPE_BITS[d] + 7) / 8 : 0; }
 uint64_t vkc_dtype_nbytes(vkc_dtype d, uint64_t count) {
@@ -307,6 +309,10 @@ static vkc_status check_memory(ctx *c, const jnode *root, uint64_t weights_bytes
     m->weights_bytes = weights_bytes;
     TRY(int_field(c, mem, "intermediates_sum_bytes", path, 0, MAX_BYTES, NULL));
     TRY(int_field(c, mem, "lower_bound_bytes", path, 0, MAX_BYTES, NULL));
+    if (vkc_json_get(c->doc, mem, "state_bytes")) {  /* format 1.3: the state buffer */
+        TRY(int_field(c, mem, "state_bytes", path, 0, MAX_BYTES, &x));
+        m->state_bytes = (uint64_t)x;
+    }
     return VKC_OK;
 }
 
@@ -377,16 +383,14 @@ static vkc_status check_tensors(ctx *c, const jnode *root, variant *m) {
         snprintf(where, sizeof where, "%s.memory", path);
         if (strcmp(mem->s, "arena") == 0) mt->memory = MEM_ARENA;
         else if (strcmp(mem->s, "weights") == 0) mt->memory = MEM_WEIGHTS;
-        else if (strcmp(mem->s, "state") == 0)   /* format 1.3 (FORMAT.md, "State") */
-            return fail(c, where, mem, "is a state tensor: the bundle keeps state between runs (format 1.3), "
-                        "which libvkc does not run yet; run it with runtime_min");
+        else if (strcmp(mem->s, "state") == 0) mt->memory = MEM_STATE;   /* format 1.3 (FORMAT.md, "State") */
         else return fail(c, where, mem, "must be 'arena', 'weights' or 'state'");
         TRY(int_field(c, t, "offset", path, 0, MAX_BYTES, &off));
         snprintf(where, sizeof where, "%s.offset", path);
         if ((uint64_t)off % m->alignment)
             return fail(c, where, vkc_json_get(c->doc, t, "offset"), "is not a multiple of memory.alignment = %llu",
                         (unsigned long long)m->alignment);
-        size = mt->memory == MEM_ARENA ? m->arena_bytes : m->weights_bytes;
+        size = mt->memory == MEM_ARENA ? m->arena_bytes : mt->memory == MEM_WEIGHTS ? m->weights_bytes : m->state_bytes;
         if ((uint64_t)off + (uint64_t)nbytes > size)
             return fail(c, where, vkc_json_get(c->doc, t, "offset"), "+ nbytes %lld = %llu runs past the end of %s "
                         "(%llu bytes)", (long long)nbytes, (unsigned long long)(off + nbytes), mem->s,
@@ -420,7 +424,55 @@ static vkc_status check_io(ctx *c, const jnode *root, variant *m) {
             snprintf(where, sizeof where, "%s.tensor", path);
             TRY(index_of(c, o, where, m->n_tensors, "tensors", &arr[i].tensor));
             if (m->tensors[arr[i].tensor].memory != MEM_ARENA)
-                return fail(c, where, o, "is a weights tensor; %s must be in the arena", keys[which]);
+                return fail(c, where, o, "is a %s tensor; %s must be in the arena",
+                            vkc_memory_names[m->tensors[arr[i].tensor].memory], keys[which]);
+        }
+    }
+    return VKC_OK;
+}
+
+static int within(const m_tensor *t, const m_tensor *outer) {
+    return outer->offset <= t->offset && t->offset + t->nbytes <= outer->offset + outer->nbytes;
+}
+
+/* state (format 1.3): each entry a state tensor held between runs, its name apart from the inputs
+ * and outputs, fed by an output the API does not list either; the state buffer holds the state
+ * entries' tensors and views of them only. */
+static vkc_status check_state(ctx *c, const jnode *root, variant *m) {
+    const jnode *lst, *e, *name, *output, *o;
+    uint32_t i, k;
+    char path[96], where[300];
+    if (!vkc_json_get(c->doc, root, "state")) return VKC_OK;
+    TRY(entries(c, root, "state", &lst));
+    if (!(m->state = calloc(lst->len ? lst->len : 1, sizeof *m->state))) return NOMEM(c);
+    for (i = 0, e = FIRST(c, lst); e; e = NEXT(c, e), i++) {
+        int twice = 0;
+        snprintf(path, sizeof path, "%s%sstate[%u]", PRE(c), i);
+        TRY(str_field(c, e, "name", path, 1, &name));
+        TRY(str_field(c, e, "output", path, 1, &output));
+        for (k = 0; k < m->n_inputs; k++) twice |= strcmp(m->inputs[k].name, name->s) == 0;
+        for (k = 0; k < m->n_outputs; k++) twice |= strcmp(m->outputs[k].name, name->s) == 0;
+        for (k = 0; k < i; k++) twice |= strcmp(m->state[k].name, name->s) == 0;
+        if (twice) {
+            snprintf(where, sizeof where, "%s.name", path);
+            return fail(c, where, name, "is used twice among the inputs, outputs and state");
+        }
+        m->n_state = i + 1;
+        if (!(m->state[i].name = dup(name->s)) || !(m->state[i].output = dup(output->s))) return NOMEM(c);
+        TRY(field(c, e, "tensor", path, &o));
+        snprintf(where, sizeof where, "%s.tensor", path);
+        TRY(index_of(c, o, where, m->n_tensors, "tensors", &m->state[i].tensor));
+        if (m->tensors[m->state[i].tensor].memory != MEM_STATE)
+            return fail(c, where, o, "is a %s tensor; state must be in the state buffer",
+                        vkc_memory_names[m->tensors[m->state[i].tensor].memory]);
+    }
+    for (i = 0, e = FIRST(c, vkc_json_get(c->doc, root, "tensors")); e; e = NEXT(c, e), i++) {
+        int held = 0;
+        if (m->tensors[i].memory != MEM_STATE) continue;
+        for (k = 0; k < m->n_state; k++) held |= within(&m->tensors[i], &m->tensors[m->state[k].tensor]);
+        if (!held) {
+            snprintf(where, sizeof where, "%s%stensors[%u].memory", PRE(c), i);
+            return fail(c, where, vkc_json_get(c->doc, e, "memory"), "but the tensor lies in no state entry's bytes");
         }
     }
     return VKC_OK;
@@ -667,6 +719,7 @@ static vkc_status check_variant(ctx *c, const jnode *obj, uint64_t weights_bytes
     TRY(check_memory(c, obj, weights_bytes, v));
     TRY(check_tensors(c, obj, v));
     TRY(check_io(c, obj, v));
+    TRY(check_state(c, obj, v));
     TRY(check_kernels(c, obj, man, v));
     TRY(check_dispatches(c, obj, man, v));
     return check_requirements(c, man, v);
@@ -719,6 +772,24 @@ static vkc_status same_io(ctx *c, const manifest *man) {
     return VKC_OK;
 }
 
+/* One state buffer serves every variant (format 1.3): variant k holds the state of variants[0], at
+ * the same bytes. */
+static vkc_status same_state(ctx *c, const manifest *man, uint32_t k) {
+    const variant *v = &man->variants[k], *v0 = &man->variants[0];
+    int same = v->n_state == v0->n_state && v->state_bytes == v0->state_bytes;
+    for (uint32_t i = 0; same && i < v->n_state; i++) {
+        const m_state *s = &v->state[i], *s0 = &v0->state[i];
+        const m_tensor *t = &v->tensors[s->tensor], *t0 = &v0->tensors[s0->tensor];
+        same = s->tensor == s0->tensor && !strcmp(s->name, s0->name) && !strcmp(s->output, s0->output) &&
+               !strcmp(t->name, t0->name) && t->dtype == t0->dtype && t->rank == t0->rank &&
+               !memcmp(t->shape, t0->shape, t->rank * sizeof *t->shape) && t->nbytes == t0->nbytes &&
+               t->offset == t0->offset;
+    }
+    if (same) return VKC_OK;
+    return vkc__fail(c->err, VKC_ERR_BUNDLE, "manifest", "variants[%u].state differs from variants[0].state; every "
+                     "variant holds the same state (names, tensors, offsets and state_bytes)", k);
+}
+
 static vkc_status check_variants(ctx *c, const jnode *root, uint32_t module_count, uint64_t weights_bytes,
                                  manifest *man) {
     const jnode *lst, *e;
@@ -738,6 +809,7 @@ static vkc_status check_variants(ctx *c, const jnode *root, uint32_t module_coun
         snprintf(c->pre, sizeof c->pre, "variants[%u]", i);
         if (name) TRY(str_field(c, e, "name", c->pre, 0, &name));  /* optional, informational */
         TRY(check_variant(c, e, weights_bytes, man, &man->variants[i]));
+        if (i) TRY(same_state(c, man, i));
         if (!(man->variants[i].name = name ? dup(name->s) : shapes_label(&man->variants[i]))) return NOMEM(c);
     }
     c->pre[0] = '\0';
@@ -755,6 +827,7 @@ static vkc_status check_flat(ctx *c, const jnode *root, uint32_t module_count, u
     TRY(check_memory(c, root, weights_bytes, v));
     TRY(check_tensors(c, root, v));
     TRY(check_io(c, root, v));
+    TRY(check_state(c, root, v));
     TRY(check_modules(c, root, module_count, man));
     if (!(v->uses = calloc(man->n_modules + 1, 1))) return NOMEM(c);
     TRY(check_kernels(c, root, man, v));
@@ -809,6 +882,8 @@ static void free_variant(variant *v) {
     for (i = 0; i < v->n_outputs && v->outputs; i++) free(v->outputs[i].name);
     free(v->inputs);
     free(v->outputs);
+    for (i = 0; i < v->n_state && v->state; i++) { free(v->state[i].name); free(v->state[i].output); }
+    free(v->state);
     for (i = 0; i < v->n_kernels && v->kernels; i++) { free(v->kernels[i].name); free(v->kernels[i].spec); }
     free(v->kernels);
     for (i = 0; i < v->n_dispatches && v->dispatches; i++) free(v->dispatches[i].bindings);
@@ -878,7 +953,7 @@ vkc_status vkc_check_barriers(const manifest *man, const variant *m, const char 
                 return vkc__fail(err, VKC_ERR_BUNDLE, "barriers", "%sdispatches[%u] %s tensor %u (%s bytes %llu..%llu) "
                                  "at binding %u, which an earlier dispatch since the last barrier %s, but its barrier "
                                  "is false", where, j, readonly ? "reads" : "writes", d->bindings[b],
-                                 r.memory == MEM_ARENA ? "arena" : "weights", (unsigned long long)r.lo,
+                                 vkc_memory_names[r.memory], (unsigned long long)r.lo,
                                  (unsigned long long)r.hi, b, after_write ? "wrote" : "read");
             }
             if (readonly) reads[nr++] = r;

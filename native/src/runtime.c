@@ -208,6 +208,7 @@ struct vkc_model {
     dfns vk;
     buffer arena, weights, staging;     /* the arena and staging sized for the largest variant */
     buffer in_staging;                  /* inputs: device-local host-visible where a large heap has it */
+    buffer state;                       /* format 1.3: every variant's state, zeros at load, kept across runs */
     vstate *set;                        /* the shape set: the chosen profile's variants */
     uint32_t n_set, selected;
     VkShaderModule *shaders;            /* per module the shape set uses (kept for first-use builds) */
@@ -664,6 +665,7 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
     }
     if (m->arena_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the arena; ", (unsigned long long)m->arena_bytes);
     if (m->weights_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the weights; ", (unsigned long long)m->weights_bytes);
+    if (m->state_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the state; ", (unsigned long long)m->state_bytes);
     for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
         if ((d->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && d->mem.memoryHeaps[i].size > local_heap)
             local_heap = d->mem.memoryHeaps[i].size;
@@ -672,7 +674,8 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
             d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size > host_heap)
             host_heap = d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size;
     if (!local_heap && d->mem.memoryHeapCount) local_heap = d->mem.memoryHeaps[0].size;
-    if (m->arena_bytes + m->weights_bytes > local_heap) LACK("%llu bytes of device memory; ", (unsigned long long)(m->arena_bytes + m->weights_bytes));
+    if (m->arena_bytes + m->weights_bytes + m->state_bytes > local_heap)
+        LACK("%llu bytes of device memory; ", (unsigned long long)(m->arena_bytes + m->weights_bytes + m->state_bytes));
     for (uint32_t i = 0; i < m->n_inputs; i++) io += m->tensors[m->inputs[i].tensor].nbytes;
     for (uint32_t i = 0; i < m->n_outputs; i++) io += m->tensors[m->outputs[i].tensor].nbytes;
     if (io > host_heap) LACK("%llu bytes of host-visible memory for inputs and outputs; ", (unsigned long long)io);
@@ -1017,6 +1020,11 @@ static void rec_poison(vkc_model *md, VkCommandBuffer cmd, void *arg) {
     md->vk.vkCmdFillBuffer(cmd, md->arena.handle, 0, md->arena.size / 4 * 4, NAN_BITS);
 }
 
+static void rec_zero_state(vkc_model *md, VkCommandBuffer cmd, void *arg) {
+    (void)arg;
+    md->vk.vkCmdFillBuffer(cmd, md->state.handle, 0, md->state.size / 4 * 4, 0);
+}
+
 typedef struct copy_job { VkBuffer src; VkDeviceSize dst_offset, n; } copy_job;
 
 static void rec_copy(vkc_model *md, VkCommandBuffer cmd, void *arg) {
@@ -1096,6 +1104,7 @@ static vkc_status upload(vkc_model *md, const uint8_t *weights, vkc_error *err) 
     vkc_status s;
     if (md->weights.mapped && n) gather(md, weights, md->weights.mapped, 0, n);
     s = one_shot(md, "poisoning the arena", rec_poison, NULL, err);
+    if (s == VKC_OK && md->state.handle) s = one_shot(md, "zeroing the state", rec_zero_state, NULL, err);
     if (s != VKC_OK || md->weights.mapped || !n) return s;
     {
         buffer staging;
@@ -1208,9 +1217,13 @@ static vkc_status build_pipelines(vkc_model *md, vstate *vs, vkc_error *err) {
     return s;
 }
 
+static const buffer *memory_of(const vkc_model *md, const m_tensor *t) {
+    return t->memory == MEM_ARENA ? &md->arena : t->memory == MEM_WEIGHTS ? &md->weights : &md->state;
+}
+
 static void tensor_range(const vkc_model *md, const m_tensor *t, VkBuffer *buf, VkDeviceSize *off, VkDeviceSize *range) {
-    *buf = t->memory == MEM_ARENA ? md->arena.handle : md->weights.handle;
-    if (t->nbytes) { *off = t->memory == MEM_ARENA ? t->offset : packed_offset(md, t->offset); *range = t->nbytes; }
+    *buf = memory_of(md, t)->handle;
+    if (t->nbytes) { *off = t->memory == MEM_WEIGHTS ? packed_offset(md, t->offset) : t->offset; *range = t->nbytes; }
     else { *off = 0; *range = 4; }  /* an empty tensor is never read; a zero range is invalid */
 }
 
@@ -1224,7 +1237,7 @@ static vkc_status check_ranges(vkc_model *md, const variant *v, vkc_error *err) 
             VkBuffer buf;
             VkDeviceSize off, rng, size;
             tensor_range(md, &v->tensors[x->bindings[b]], &buf, &off, &rng);
-            size = v->tensors[x->bindings[b]].memory == MEM_ARENA ? md->arena.size : md->weights.size;
+            size = memory_of(md, &v->tensors[x->bindings[b]])->size;
             if ((mm->texel[b] && (rng / (mm->texel[b] == TEXEL_R32F ? 4 : 16) > lim->maxTexelBufferElements ||
                                   off % lim->minTexelBufferOffsetAlignment)) ||
                 off + rng > size || rng > lim->maxStorageBufferRange || off % lim->minStorageBufferOffsetAlignment)
@@ -1469,6 +1482,9 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
     else md->vk.vkGetDeviceQueue(md->device, md->info->queue_family, 0, &md->queue);
     if ((s = make_buffer(md, &md->arena, arena, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0, "arena", err)) ||
         (s = pack_weights(md, err)) || (s = make_buffer(md, &md->weights, md->weights_size, usage, 0, "weights", err)) ||
+        (m->variants[0].state_bytes &&  /* one state buffer for every variant (the same state_bytes in all) */
+         (s = make_buffer(md, &md->state, m->variants[0].state_bytes, usage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT, 0,
+                          "state", err))) ||
         (s = make_buffer(md, &md->in_staging, in_staging, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, HOST_INPUTS, "input staging",
                          err)) ||
         (s = make_buffer(md, &md->staging, staging, VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1, "output staging", err))) {
@@ -1558,6 +1574,7 @@ void vkc_free(vkc_model *md) {
         free_buffer(md, &md->in_staging);
         free_buffer(md, &md->weights);
         free_buffer(md, &md->arena);
+        free_buffer(md, &md->state);
         if (md->own_device) md->vk.vkDestroyDevice(md->device, NULL);
     }
     if (md->counted) md->ctx->models--;
@@ -1822,4 +1839,111 @@ double vkc_last_gpu_ns(vkc_model *md) {
         uint64_t mask = md->info->timestamp_bits >= 64 ? ~0ull : ((1ull << md->info->timestamp_bits) - 1);
         return (double)((stamps[1] - stamps[0]) & mask) * md->info->props.limits.timestampPeriod;
     }
+}
+
+/* ---- state (format 1.3) ---------------------------------------------------------------------- */
+
+/* Every variant holds the same state, at the same bytes (check `manifest`): the first one's serves. */
+static const variant *stateful(const vkc_model *md) { return md->set[0].v; }
+
+uint32_t vkc_state_count(const vkc_model *md) { return md ? stateful(md)->n_state : 0; }
+
+vkc_status vkc_state_info(const vkc_model *md, uint32_t i, vkc_tensor_info *out) {
+    const m_tensor *t;
+    if (!md || !out || i >= stateful(md)->n_state) return VKC_ERR_ARGUMENT;
+    t = &stateful(md)->tensors[stateful(md)->state[i].tensor];
+    out->name = stateful(md)->state[i].name;
+    out->dtype = t->dtype;
+    out->rank = t->rank;
+    out->shape = t->shape;
+    out->nbytes = (size_t)t->nbytes;
+    return VKC_OK;
+}
+
+int vkc_state_index(const vkc_model *md, const char *name) {
+    if (!md || !name) return -1;
+    for (uint32_t i = 0; i < stateful(md)->n_state; i++)
+        if (strcmp(stateful(md)->state[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* State tensor `name`, its size checked against `nbytes` (runtime_min's messages). */
+static vkc_status state_tensor(const vkc_model *md, const char *name, const void *data, size_t nbytes,
+                               const m_tensor **out, vkc_error *err) {
+    const variant *v;
+    int i;
+    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "the state functions need a model");
+    v = stateful(md);
+    if ((i = vkc_state_index(md, name)) < 0) {
+        char held[512] = "none";
+        size_t used = 0;
+        for (uint32_t k = 0; k < v->n_state && used < sizeof held; k++)
+            used += (size_t)snprintf(held + used, sizeof held - used, "%s'%.60s'", k ? ", " : "", v->state[k].name);
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "'%.100s' is not a state of this model; its state: %s",
+                         name ? name : "(null)", held);
+    }
+    *out = &v->tensors[v->state[i].tensor];
+    if (nbytes != (*out)->nbytes || (!data && nbytes)) {
+        char shape[256];
+        size_t used = (size_t)snprintf(shape, sizeof shape, "%s[", vkc_dtype_name((*out)->dtype));
+        for (uint32_t d = 0; d < (*out)->rank && used < sizeof shape; d++)
+            used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld", d ? ", " : "", (long long)(*out)->shape[d]);
+        if (used < sizeof shape) snprintf(shape + used, sizeof shape - used, "]");
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "state '%s': expected a buffer of %llu bytes (%s), got %zu%s",
+                         name, (unsigned long long)(*out)->nbytes, shape, nbytes, data ? "" : " at NULL");
+    }
+    return VKC_OK;
+}
+
+vkc_status vkc_reset_state(vkc_model *md, vkc_error *err) {
+    vkc_status s = VKC_OK;
+    if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_reset_state needs a model");
+    pthread_mutex_lock(&md->lock);
+    if (md->state.handle) s = one_shot(md, "zeroing the state", rec_zero_state, NULL, err);
+    pthread_mutex_unlock(&md->lock);
+    return s == VKC_OK ? ok(err) : s;
+}
+
+typedef struct state_copy { VkBuffer src, dst; VkBufferCopy region; } state_copy;
+
+/* The copy, then its writes made visible to the host (a read) and to the next run's shaders (a write). */
+static void rec_state_copy(vkc_model *md, VkCommandBuffer cmd, void *arg) {
+    state_copy *c = arg;
+    md->vk.vkCmdCopyBuffer(cmd, c->src, c->dst, 1, &c->region);
+    barrier(md, cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+            VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+}
+
+/* State tensor t to `out` (read) or from `in` (write), through a host-visible buffer of its size. */
+static vkc_status state_transfer(vkc_model *md, const m_tensor *t, void *out, const void *in, vkc_error *err) {
+    buffer staging;
+    vkc_status s;
+    if (!t->nbytes) return ok(err);
+    memset(&staging, 0, sizeof staging);
+    pthread_mutex_lock(&md->lock);
+    s = make_buffer(md, &staging, t->nbytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1,
+                    "state staging", err);
+    if (s == VKC_OK) {
+        state_copy c = {out ? md->state.handle : staging.handle, out ? staging.handle : md->state.handle,
+                        {out ? t->offset : 0, out ? 0 : t->offset, t->nbytes}};
+        if (in) memcpy(staging.mapped, in, (size_t)t->nbytes);
+        s = one_shot(md, out ? "reading the state" : "writing the state", rec_state_copy, &c, err);
+        if (s == VKC_OK && out) memcpy(out, staging.mapped, (size_t)t->nbytes);
+    }
+    free_buffer(md, &staging);
+    pthread_mutex_unlock(&md->lock);
+    return s == VKC_OK ? ok(err) : s;
+}
+
+vkc_status vkc_read_state(vkc_model *md, const char *name, void *data, size_t nbytes, vkc_error *err) {
+    const m_tensor *t;
+    vkc_status s = state_tensor(md, name, data, nbytes, &t, err);
+    return s == VKC_OK ? state_transfer(md, t, data, NULL, err) : s;
+}
+
+vkc_status vkc_write_state(vkc_model *md, const char *name, const void *data, size_t nbytes, vkc_error *err) {
+    const m_tensor *t;
+    vkc_status s = state_tensor(md, name, data, nbytes, &t, err);
+    return s == VKC_OK ? state_transfer(md, t, NULL, data, err) : s;
 }

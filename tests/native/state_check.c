@@ -1,0 +1,141 @@
+/* state_check: libvkc's state API driven step by step, for tests/native/test_state.py (built there,
+ * also under AddressSanitizer + UBSan).
+ *
+ *     state_check BUNDLE.vkb STEP...
+ *
+ * Steps, in order, each printing one line ("ok ..." or "error: <vkc's message>"):
+ *     info               every state tensor: "state NAME DTYPE NBYTES DIMS..."
+ *     run DIR            run the variant of the inputs DIR/<input>.npy; DIR/out.<output>.npy per output
+ *     read NAME FILE     vkc_read_state to FILE (.npy)
+ *     write NAME FILE    vkc_write_state from FILE (.npy)
+ *     read-size NAME N   vkc_read_state into a buffer of N bytes (misuse: another size)
+ *     reset              vkc_reset_state
+ * Ends with "validation N": the validation layer's messages (VKC_VALIDATION=1 turns it on).
+ * Exit status 0 unless the bundle did not load or an argument was malformed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npy.h"
+#include "vkc.h"
+
+static unsigned char *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    unsigned char *data = NULL;
+    long n;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n + 1)))
+        *size = fread(data, 1, (size_t)n, f);
+    fclose(f);
+    return data;
+}
+
+/* Inputs DIR/<name>.npy of the variant they fit; outputs to DIR/out.<name>.npy. */
+static void run(vkc_model *m, const char *dir) {
+    uint32_t n_in = vkc_input_count(m), n_out = vkc_output_count(m), k;
+    npy_array *arrays = calloc(n_in + 1, sizeof *arrays);
+    vkc_shape *shapes = calloc(n_in + 1, sizeof *shapes);
+    const void **ins = calloc(n_in + 1, sizeof *ins);
+    void **outs = calloc(n_out + 1, sizeof *outs);
+    char path[4096], why[512];
+    vkc_error e;
+    vkc_tensor_info t;
+    for (uint32_t i = 0; i < n_in; i++) {
+        vkc_input_info(m, i, &t);
+        snprintf(path, sizeof path, "%s/%s.npy", dir, t.name);
+        if (npy_read(path, &arrays[i], why, sizeof why)) { printf("error: %s\n", why); goto done; }
+        shapes[i].rank = arrays[i].rank;
+        shapes[i].dims = arrays[i].shape;
+        ins[i] = arrays[i].data;
+    }
+    if (vkc_find_variant(m, shapes, &k, &e) != VKC_OK) { printf("error: %s\n", e.message); goto done; }
+    for (uint32_t i = 0; i < n_out; i++) {
+        vkc_variant_output_info(m, k, i, &t);
+        outs[i] = malloc(t.nbytes + 1);
+    }
+    if (vkc_run_variant(m, k, ins, (void *const *)outs, &e) != VKC_OK) { printf("error: %s\n", e.message); goto done; }
+    for (uint32_t i = 0; i < n_out; i++) {
+        vkc_variant_output_info(m, k, i, &t);
+        snprintf(path, sizeof path, "%s/out.%s.npy", dir, t.name);
+        if (npy_write(path, t.dtype, t.rank, t.shape, outs[i], t.nbytes)) { printf("error: cannot write %s\n", path); goto done; }
+    }
+    printf("ok run %s\n", vkc_variant_name(m, k));
+done:
+    for (uint32_t i = 0; i < n_in; i++) free(arrays[i].data);
+    for (uint32_t i = 0; i < n_out; i++) free(outs[i]);
+    free(arrays);
+    free(shapes);
+    free(ins);
+    free(outs);
+}
+
+static int state_of(vkc_model *m, const char *name, vkc_tensor_info *t) {
+    int i = vkc_state_index(m, name);
+    return i >= 0 && vkc_state_info(m, (uint32_t)i, t) == VKC_OK;
+}
+
+int main(int argc, char **argv) {
+    vkc_context *ctx;
+    vkc_model *m;
+    vkc_error e;
+    size_t size = 0;
+    unsigned char *data;
+    if (argc < 2) { fprintf(stderr, "usage: state_check BUNDLE.vkb STEP...\n"); return 1; }
+    if (!(data = read_file(argv[1], &size))) { fprintf(stderr, "cannot read %s\n", argv[1]); return 1; }
+    if (vkc_open(NULL, &ctx, &e) != VKC_OK || vkc_load(ctx, data, size, NULL, &m, &e) != VKC_OK) {
+        fprintf(stderr, "%s\n", e.message);
+        return 2;
+    }
+    free(data);
+    for (int a = 2; a < argc; a++) {
+        const char *step = argv[a];
+        int args = !strcmp(step, "run") ? 1 : !strcmp(step, "read") || !strcmp(step, "write") ||
+                   !strcmp(step, "read-size") ? 2 : 0;
+        vkc_tensor_info t;
+        if (a + args >= argc) { fprintf(stderr, "step %s needs %d argument(s)\n", step, args); return 1; }
+        if (!strcmp(step, "info")) {
+            for (uint32_t i = 0; i < vkc_state_count(m); i++) {
+                vkc_state_info(m, i, &t);
+                printf("state %s %s %zu", t.name, vkc_dtype_name(t.dtype), t.nbytes);
+                for (uint32_t d = 0; d < t.rank; d++) printf(" %lld", (long long)t.shape[d]);
+                printf("\n");
+            }
+            printf("ok info %u\n", vkc_state_count(m));
+        } else if (!strcmp(step, "run")) {
+            run(m, argv[++a]);
+        } else if (!strcmp(step, "read")) {
+            const char *name = argv[++a], *file = argv[++a];
+            int known = state_of(m, name, &t);
+            void *buf = malloc(known ? t.nbytes + 1 : 1);
+            if (vkc_read_state(m, name, buf, known ? t.nbytes : 0, &e) != VKC_OK) printf("error: %s\n", e.message);
+            else if (npy_write(file, t.dtype, t.rank, t.shape, buf, t.nbytes)) printf("error: cannot write %s\n", file);
+            else printf("ok read %s\n", name);
+            free(buf);
+        } else if (!strcmp(step, "read-size")) {
+            const char *name = argv[++a];
+            size_t n = (size_t)strtoull(argv[++a], NULL, 10);
+            void *buf = malloc(n + 1);
+            if (vkc_read_state(m, name, buf, n, &e) != VKC_OK) printf("error: %s\n", e.message);
+            else printf("ok read-size %s\n", name);
+            free(buf);
+        } else if (!strcmp(step, "write")) {
+            const char *name = argv[++a], *file = argv[++a];
+            npy_array x;
+            char why[512];
+            if (npy_read(file, &x, why, sizeof why)) { printf("error: %s\n", why); continue; }
+            if (vkc_write_state(m, name, x.data, x.nbytes, &e) != VKC_OK) printf("error: %s\n", e.message);
+            else printf("ok write %s\n", name);
+            free(x.data);
+        } else if (!strcmp(step, "reset")) {
+            if (vkc_reset_state(m, &e) != VKC_OK) printf("error: %s\n", e.message);
+            else printf("ok reset\n");
+        } else {
+            fprintf(stderr, "unknown step %s\n", step);
+            return 1;
+        }
+    }
+    vkc_free(m);
+    printf("validation %u\n", vkc_validation_messages(ctx));
+    vkc_close(ctx);
+    return 0;
+}
