@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define VKC_VERSION "0.3.0"  /* 0.2: format 1.2 variants; 0.3: format 1.3 state */
+#define VKC_VERSION "0.3.0"  /* 0.2: format 1.2 variants; 0.3: format 1.3 state, vkc_run_fetch */
 
 typedef enum vkc_status {
     VKC_OK = 0,
@@ -206,6 +206,13 @@ uint32_t vkc_selected_variant(const vkc_model *model);
  * output i (vkc_variant_input_info / vkc_variant_output_info). The selection is left as it was. */
 vkc_status vkc_run_variant(vkc_model *model, uint32_t variant, const void *const *inputs, void *const *outputs,
                            vkc_error *err);
+/* vkc_run_variant copying back from the device only the outputs whose outputs[i] is not NULL (outputs
+ * NULL: none); the others are computed and stay on the device (a decode step's token id without its
+ * logits; a prefill chunk's nothing). Each set of outputs asked for records a command buffer of its
+ * own on its first run, kept until vkc_free. An output not fetched keeps, at vkc_output_data, what
+ * an earlier run left there. */
+vkc_status vkc_run_fetch(vkc_model *model, uint32_t variant, const void *const *inputs, void *const *outputs,
+                         vkc_error *err);
 /* vkc_find_variant, then vkc_run_variant. */
 vkc_status vkc_run_shapes(vkc_model *model, const vkc_shape *shapes, const void *const *inputs,
                           void *const *outputs, vkc_error *err);

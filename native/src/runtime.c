@@ -184,6 +184,10 @@ typedef struct buffer {
  * bundle: the whole section, unmoved. Other profiles' re-laid weights stay in the file. */
 typedef struct wrange { uint64_t start, end, at; } wrange;
 
+/* A command buffer of a variant copying back only some outputs (fetch[i]: output i), recorded on the
+ * first run asking for that set (vkc_run_fetch). */
+typedef struct fetch_cmd { uint8_t *fetch; VkCommandBuffer cmd; } fetch_cmd;
+
 /* A variant of the model's shape set: its pipelines, descriptors and recorded command buffer are
  * made on its first run (or at load with build_all). */
 typedef struct vstate {
@@ -193,9 +197,12 @@ typedef struct vstate {
     VkDeviceSize *stage_off;            /* per input, then per output */
     VkPipeline *pipelines;              /* per kernel (owned by vkc_model.pipes) */
     VkDescriptorPool pool;
+    VkDescriptorSet *sets;              /* per dispatch (owned by pool) */
     VkBufferView *views;
     uint32_t n_views;
-    VkCommandBuffer cmd;
+    VkCommandBuffer cmd;                /* copies every output back */
+    fetch_cmd *fetches;                 /* those copying back fewer */
+    uint32_t n_fetches;
 } vstate;
 
 struct vkc_model {
@@ -1321,9 +1328,11 @@ done:
     return s;
 }
 
-/* FORMAT.md "How a runtime replays it", step 4, as runtime_min records it; plus two timestamps. */
-static vkc_status record(vkc_model *md, vstate *vs, const VkDescriptorSet *sets, vkc_error *err) {
+/* FORMAT.md "How a runtime replays it", step 4, as runtime_min records it; plus two timestamps.
+ * The outputs i with fetch[i] (fetch NULL: all) are copied back, into *out. */
+static vkc_status record(vkc_model *md, vstate *vs, const uint8_t *fetch, VkCommandBuffer *out, vkc_error *err) {
     const variant *m = vs->v;
+    const VkDescriptorSet *sets = vs->sets;
     VkCommandBufferAllocateInfo ai = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, NULL, md->cmd_pool,
                                       VK_COMMAND_BUFFER_LEVEL_PRIMARY, 1};
     VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, NULL, 0, NULL};
@@ -1335,11 +1344,11 @@ static vkc_status record(vkc_model *md, vstate *vs, const VkDescriptorSet *sets,
     int64_t bound = -1;
     if (!copies) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
     {
-        VkResult r = md->vk.vkAllocateCommandBuffers(md->device, &ai, &vs->cmd);
-        if (r == VK_SUCCESS) r = md->vk.vkBeginCommandBuffer(vs->cmd, &bi);
+        VkResult r = md->vk.vkAllocateCommandBuffers(md->device, &ai, out);
+        if (r == VK_SUCCESS) r = md->vk.vkBeginCommandBuffer(*out, &bi);
         if (r != VK_SUCCESS) { free(copies); return vkfail(err, r, "beginning the command buffer"); }
     }
-    cmd = vs->cmd;
+    cmd = *out;
     if (md->queries) {
         md->vk.vkCmdResetQueryPool(cmd, md->queries, 0, 2);
         md->vk.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, md->queries, 0);
@@ -1365,7 +1374,11 @@ static vkc_status record(vkc_model *md, vstate *vs, const VkDescriptorSet *sets,
     nc = 0;
     for (uint32_t i = 0; i < m->n_outputs; i++) {
         const m_tensor *t = &m->tensors[m->outputs[i].tensor];
-        if (t->nbytes) { copies[nc].srcOffset = t->offset; copies[nc].dstOffset = vs->stage_off[m->n_inputs + i]; copies[nc++].size = t->nbytes; }
+        if (t->nbytes && (!fetch || fetch[i])) {
+            copies[nc].srcOffset = t->offset;
+            copies[nc].dstOffset = vs->stage_off[m->n_inputs + i];
+            copies[nc++].size = t->nbytes;
+        }
     }
     if (nc) md->vk.vkCmdCopyBuffer(cmd, md->arena.handle, md->staging.handle, nc, copies);
     barrier(md, cmd, transfer, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
@@ -1383,8 +1396,10 @@ static void unbuild_variant(vkc_model *md, vstate *vs) {
     if (vs->pool) md->vk.vkDestroyDescriptorPool(md->device, vs->pool, NULL);
     free(vs->views);
     free(vs->pipelines);
+    free(vs->sets);
     vs->views = NULL;
     vs->pipelines = NULL;
+    vs->sets = NULL;
     vs->n_views = 0;
     vs->cmd = VK_NULL_HANDLE;
     vs->pool = VK_NULL_HANDLE;
@@ -1392,17 +1407,41 @@ static void unbuild_variant(vkc_model *md, vstate *vs) {
 
 /* Pipelines, descriptor sets and the command buffer of one variant (its first run, or load). */
 static vkc_status build_variant(vkc_model *md, vstate *vs, vkc_error *err) {
-    VkDescriptorSet *sets;
     vkc_status s;
     if (vs->built) return VKC_OK;
     unbuild_variant(md, vs);
     if ((s = build_pipelines(md, vs, err)) != VKC_OK) return s;
-    if (!(sets = calloc(vs->v->n_dispatches + 1, sizeof *sets))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
-    s = descriptor_sets(md, vs, sets, err);
-    if (s == VKC_OK) s = record(md, vs, sets, err);
-    free(sets);
+    if (!(vs->sets = calloc(vs->v->n_dispatches + 1, sizeof *vs->sets)))
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    s = descriptor_sets(md, vs, vs->sets, err);
+    if (s == VKC_OK) s = record(md, vs, NULL, &vs->cmd, err);
     vs->built = s == VKC_OK;
     return s;
+}
+
+/* The command buffer of a built variant copying back the outputs with fetch[i] (NULL: every one),
+ * recorded on the first run asking for that set (the lock is held). */
+static vkc_status fetching(vkc_model *md, vstate *vs, const uint8_t *fetch, VkCommandBuffer *out, vkc_error *err) {
+    uint32_t n = vs->v->n_outputs, all = 1;
+    fetch_cmd *grown;
+    vkc_status s;
+    for (uint32_t i = 0; fetch && i < n; i++) all &= fetch[i] != 0;
+    if (!fetch || all) { *out = vs->cmd; return VKC_OK; }
+    for (uint32_t k = 0; k < vs->n_fetches; k++)
+        if (!memcmp(vs->fetches[k].fetch, fetch, n)) { *out = vs->fetches[k].cmd; return VKC_OK; }
+    if (!(grown = realloc(vs->fetches, (vs->n_fetches + 1) * sizeof *grown)))
+        return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    vs->fetches = grown;
+    if (!(grown[vs->n_fetches].fetch = malloc(n + 1))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    memcpy(grown[vs->n_fetches].fetch, fetch, n);
+    grown[vs->n_fetches].cmd = VK_NULL_HANDLE;
+    if ((s = record(md, vs, fetch, &grown[vs->n_fetches].cmd, err)) != VKC_OK) {
+        if (grown[vs->n_fetches].cmd) md->vk.vkFreeCommandBuffers(md->device, md->cmd_pool, 1, &grown[vs->n_fetches].cmd);
+        free(grown[vs->n_fetches].fetch);
+        return s;
+    }
+    *out = grown[vs->n_fetches++].cmd;
+    return VKC_OK;
 }
 
 /* Staging offsets of n of a variant's inputs or outputs, one after another; returns the bytes they
@@ -1583,6 +1622,9 @@ void vkc_free(vkc_model *md) {
         free(md->set[j].views);
         free(md->set[j].pipelines);
         free(md->set[j].stage_off);
+        free(md->set[j].sets);
+        for (uint32_t k = 0; k < md->set[j].n_fetches; k++) free(md->set[j].fetches[k].fetch);
+        free(md->set[j].fetches);
     }
     free(md->set);
     free(md->pipes);
@@ -1742,23 +1784,39 @@ static void copy_in(void *dst, const void *src, size_t n) {
         if (started[i]) pthread_join(threads[i], NULL);
 }
 
-static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs, vkc_error *err) {
-    const variant *m = vs->v;
-    vkc_status s = VKC_OK;
+static vkc_status check_inputs(const variant *m, const void *const *inputs, vkc_error *err) {
     if (m->n_inputs && !inputs) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs the model's %u inputs", m->n_inputs);
     for (uint32_t i = 0; i < m->n_inputs; i++)
         if (!inputs[i] && m->tensors[m->inputs[i].tensor].nbytes)
             return vkc__fail(err, VKC_ERR_ARGUMENT, "", "input %u ('%s') is NULL", i, m->inputs[i].name);
-    pthread_mutex_lock(&md->lock);
-    if (!vs->built) s = build_variant(md, vs, err);
+    return VKC_OK;
+}
+
+/* One run of vs with the lock held: inputs in, the command buffer copying back the outputs with
+ * fetch[i] (NULL: all), and those of them with outputs[i] out (outputs may be NULL). */
+static vkc_status run_locked(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs,
+                             const uint8_t *fetch, vkc_error *err) {
+    const variant *m = vs->v;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    vkc_status s = vs->built ? VKC_OK : build_variant(md, vs, err);
+    if (s == VKC_OK) s = fetching(md, vs, fetch, &cmd, err);
     for (uint32_t i = 0; s == VKC_OK && i < m->n_inputs; i++)  /* written in place: no copy */
         if (inputs[i] != (const void *)input_at(md, vs, i))
             copy_in(input_at(md, vs, i), inputs[i], (size_t)m->tensors[m->inputs[i].tensor].nbytes);
-    if (s == VKC_OK) s = submit_wait(md, vs->cmd, "running the model", err);
+    if (s == VKC_OK) s = submit_wait(md, cmd, "running the model", err);
     if (s == VKC_OK && outputs)
         for (uint32_t i = 0; i < m->n_outputs; i++)
-            if (outputs[i] && outputs[i] != (void *)output_at(md, vs, i))
+            if (outputs[i] && (!fetch || fetch[i]) && outputs[i] != (void *)output_at(md, vs, i))
                 memcpy(outputs[i], output_at(md, vs, i), (size_t)m->tensors[m->outputs[i].tensor].nbytes);
+    return s;
+}
+
+static vkc_status run_variant(vkc_model *md, vstate *vs, const void *const *inputs, void *const *outputs,
+                              const uint8_t *fetch, vkc_error *err) {
+    vkc_status s = check_inputs(vs->v, inputs, err);
+    if (s != VKC_OK) return s;
+    pthread_mutex_lock(&md->lock);
+    s = run_locked(md, vs, inputs, outputs, fetch, err);
     pthread_mutex_unlock(&md->lock);
     return s == VKC_OK ? ok(err) : s;
 }
@@ -1775,20 +1833,32 @@ const void *vkc_output_data(const vkc_model *md, uint32_t index) {
 
 vkc_status vkc_run(vkc_model *md, const void *const *inputs, void *const *outputs, vkc_error *err) {
     if (!md) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "vkc_run needs a model");
-    return run_variant(md, &md->set[md->selected], inputs, outputs, err);
+    return run_variant(md, &md->set[md->selected], inputs, outputs, NULL, err);
 }
 
 vkc_status vkc_run_variant(vkc_model *md, uint32_t k, const void *const *inputs, void *const *outputs, vkc_error *err) {
     if (!md || k >= md->n_set)
         return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist (this model has %u)", k, md ? md->n_set : 0);
-    return run_variant(md, &md->set[k], inputs, outputs, err);
+    return run_variant(md, &md->set[k], inputs, outputs, NULL, err);
+}
+
+vkc_status vkc_run_fetch(vkc_model *md, uint32_t k, const void *const *inputs, void *const *outputs, vkc_error *err) {
+    uint8_t *fetch;
+    vkc_status s;
+    if (!md || k >= md->n_set)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist (this model has %u)", k, md ? md->n_set : 0);
+    if (!(fetch = calloc(md->set[k].v->n_outputs + 1, 1))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    for (uint32_t i = 0; outputs && i < md->set[k].v->n_outputs; i++) fetch[i] = outputs[i] != NULL;
+    s = run_variant(md, &md->set[k], inputs, outputs, fetch, err);
+    free(fetch);
+    return s;
 }
 
 vkc_status vkc_run_shapes(vkc_model *md, const vkc_shape *shapes, const void *const *inputs, void *const *outputs,
                           vkc_error *err) {
     uint32_t k;
     vkc_status s = vkc_find_variant(md, shapes, &k, err);
-    return s == VKC_OK ? run_variant(md, &md->set[k], inputs, outputs, err) : s;
+    return s == VKC_OK ? run_variant(md, &md->set[k], inputs, outputs, NULL, err) : s;
 }
 
 vkc_status vkc_run_named(vkc_model *md, const vkc_buffer *inputs, size_t n_inputs, vkc_buffer *outputs, size_t n_outputs,

@@ -1,6 +1,6 @@
 """libvkc's state (format 1.3, FORMAT.md "State"): a bundle keeping a cache between runs
 (tests/compiler/test_state.py's cache_model: a prefill variant of 3 rows and a decode variant of
-one) driven through the C API by tests/native/state_check.c, step for step as runtime_min runs it:
+one) driven through the C API by tests/native/api_check.c, step for step as runtime_min runs it:
 outputs and state bit-identical, one state for both variants, zeros at load and after
 vkc_reset_state, a written state read by the next run; misuse refused in one line; the same
 under ASan + UBSan; the validation layer (synchronization validation on) silent. The manifest's
@@ -38,7 +38,7 @@ def _feeds(rows, position):
 
 
 def _steps(folder):
-    """state_check's steps for the scenario, its input files written under `folder`."""
+    """api_check's steps for the scenario, its input files written under `folder`."""
     def run_dir(k, rows, position):
         d = folder / f"run{k}"
         d.mkdir(exist_ok=True)
@@ -82,7 +82,7 @@ def _reference(bundle):
     return outs, after, after_write
 
 
-def _state_check(exe, bundle, folder, env=None):
+def _api_check(exe, bundle, folder, env=None):
     r = subprocess.run([str(exe), str(bundle), *_steps(folder)], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "VKC_VALIDATION": "1", **(env or {})})
     assert r.returncode == 0, r.stdout + r.stderr[-4000:]
@@ -90,8 +90,8 @@ def _state_check(exe, bundle, folder, env=None):
 
 
 def test_state_agrees_with_runtime_min(build, c_program, cache_bundle, tmp_path):
-    exe = c_program("state_check.c", build, tmp_path)
-    lines = _state_check(exe, cache_bundle, tmp_path)
+    exe = c_program("api_check.c", build, tmp_path)
+    lines = _api_check(exe, cache_bundle, tmp_path)
     assert lines == EXPECTED_LINES, "\n".join(lines)
     outs, after, after_write = _reference(cache_bundle)
     for k, want in enumerate(outs):
@@ -108,8 +108,8 @@ def test_state_agrees_with_runtime_min(build, c_program, cache_bundle, tmp_path)
 
 
 def test_state_under_asan(asan_build, c_program, cache_bundle, tmp_path):
-    exe = c_program("state_check.c", asan_build, tmp_path)
-    lines = _state_check(exe, cache_bundle, tmp_path,
+    exe = c_program("api_check.c", asan_build, tmp_path)
+    lines = _api_check(exe, cache_bundle, tmp_path,
                          env={"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"})
     assert lines == EXPECTED_LINES, "\n".join(lines)
 

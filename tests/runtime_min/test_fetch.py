@@ -9,14 +9,19 @@ from compiler import compile_model
 from runtime_min import load
 
 
-@pytest.fixture(scope="module")
-def bundle():
+def relu_argmax_bundle() -> bytes:
+    """logits = Relu(x) [1, 3, 40], compiled with --argmax-output logits (also tests/native/test_fetch.py)."""
     f = TensorProto.FLOAT
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["logits"])], "g",
                               [helper.make_tensor_value_info("x", f, [1, 3, 40])],
                               [helper.make_tensor_value_info("logits", f, [1, 3, 40])])
     model = helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 17)])
     return compile_model(model, target="lavapipe", argmax_output="logits")
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return relu_argmax_bundle()
 
 
 def feeds(seed):

@@ -1,11 +1,13 @@
-/* state_check: libvkc's state API driven step by step, for tests/native/test_state.py (built there,
- * also under AddressSanitizer + UBSan).
+/* api_check: libvkc's run, fetch and state API driven step by step, for tests/native/test_state.py
+ * and test_fetch.py (built there, also under AddressSanitizer + UBSan).
  *
- *     state_check BUNDLE.vkb STEP...
+ *     api_check BUNDLE.vkb STEP...
  *
  * Steps, in order, each printing one line ("ok ..." or "error: <vkc's message>"):
  *     info               every state tensor: "state NAME DTYPE NBYTES DIMS..."
  *     run DIR            run the variant of the inputs DIR/<input>.npy; DIR/out.<output>.npy per output
+ *     fetch DIR NAMES    the same by vkc_run_fetch of the outputs NAMES (a,b; "-": none): every output's
+ *                        buffer and its vkc_output_data memory poisoned first, the others must stay so
  *     read NAME FILE     vkc_read_state to FILE (.npy)
  *     write NAME FILE    vkc_write_state from FILE (.npy)
  *     read-size NAME N   vkc_read_state into a buffer of N bytes (misuse: another size)
@@ -30,8 +32,24 @@ static unsigned char *read_file(const char *path, size_t *size) {
     return data;
 }
 
-/* Inputs DIR/<name>.npy of the variant they fit; outputs to DIR/out.<name>.npy. */
-static void run(vkc_model *m, const char *dir) {
+#define POISON 0xAB
+
+static int poisoned(const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (((const unsigned char *)p)[i] != POISON) return 0;
+    return 1;
+}
+
+static int named(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == names || p[-1] == ',') && (p[n] == ',' || !p[n])) return 1;
+    return 0;
+}
+
+/* Inputs DIR/<name>.npy of the variant they fit; outputs to DIR/out.<name>.npy. `fetch` (NULL:
+ * vkc_run_variant): the outputs vkc_run_fetch copies back, the others checked untouched. */
+static void run(vkc_model *m, const char *dir, const char *fetch) {
     uint32_t n_in = vkc_input_count(m), n_out = vkc_output_count(m), k;
     npy_array *arrays = calloc(n_in + 1, sizeof *arrays);
     vkc_shape *shapes = calloc(n_in + 1, sizeof *shapes);
@@ -40,6 +58,7 @@ static void run(vkc_model *m, const char *dir) {
     char path[4096], why[512];
     vkc_error e;
     vkc_tensor_info t;
+    vkc_status status;
     for (uint32_t i = 0; i < n_in; i++) {
         vkc_input_info(m, i, &t);
         snprintf(path, sizeof path, "%s/%s.npy", dir, t.name);
@@ -49,17 +68,38 @@ static void run(vkc_model *m, const char *dir) {
         ins[i] = arrays[i].data;
     }
     if (vkc_find_variant(m, shapes, &k, &e) != VKC_OK) { printf("error: %s\n", e.message); goto done; }
+    vkc_select_variant(m, k, &e);
     for (uint32_t i = 0; i < n_out; i++) {
         vkc_variant_output_info(m, k, i, &t);
         outs[i] = malloc(t.nbytes + 1);
+        memset(outs[i], POISON, t.nbytes);
+        if (fetch) memset((void *)vkc_output_data(m, i), POISON, t.nbytes);
     }
-    if (vkc_run_variant(m, k, ins, (void *const *)outs, &e) != VKC_OK) { printf("error: %s\n", e.message); goto done; }
+    if (!fetch) {
+        status = vkc_run_variant(m, k, ins, (void *const *)outs, &e);
+    } else {
+        void **asked = calloc(n_out + 1, sizeof *asked);
+        for (uint32_t i = 0; i < n_out; i++) {
+            vkc_variant_output_info(m, k, i, &t);
+            asked[i] = named(fetch, t.name) ? outs[i] : NULL;
+        }
+        status = vkc_run_fetch(m, k, ins, (void *const *)asked, &e);
+        free(asked);
+    }
+    if (status != VKC_OK) { printf("error: %s\n", e.message); goto done; }
     for (uint32_t i = 0; i < n_out; i++) {
         vkc_variant_output_info(m, k, i, &t);
+        if (fetch && !named(fetch, t.name)) {
+            if (!poisoned(outs[i], t.nbytes) || !poisoned(vkc_output_data(m, i), t.nbytes)) {
+                printf("error: output %s was copied back, not asked for\n", t.name);
+                goto done;
+            }
+            continue;
+        }
         snprintf(path, sizeof path, "%s/out.%s.npy", dir, t.name);
         if (npy_write(path, t.dtype, t.rank, t.shape, outs[i], t.nbytes)) { printf("error: cannot write %s\n", path); goto done; }
     }
-    printf("ok run %s\n", vkc_variant_name(m, k));
+    printf("ok %s %s\n", fetch ? "fetch" : "run", vkc_variant_name(m, k));
 done:
     for (uint32_t i = 0; i < n_in; i++) free(arrays[i].data);
     for (uint32_t i = 0; i < n_out; i++) free(outs[i]);
@@ -80,7 +120,7 @@ int main(int argc, char **argv) {
     vkc_error e;
     size_t size = 0;
     unsigned char *data;
-    if (argc < 2) { fprintf(stderr, "usage: state_check BUNDLE.vkb STEP...\n"); return 1; }
+    if (argc < 2) { fprintf(stderr, "usage: api_check BUNDLE.vkb STEP...\n"); return 1; }
     if (!(data = read_file(argv[1], &size))) { fprintf(stderr, "cannot read %s\n", argv[1]); return 1; }
     if (vkc_open(NULL, &ctx, &e) != VKC_OK || vkc_load(ctx, data, size, NULL, &m, &e) != VKC_OK) {
         fprintf(stderr, "%s\n", e.message);
@@ -90,7 +130,7 @@ int main(int argc, char **argv) {
     for (int a = 2; a < argc; a++) {
         const char *step = argv[a];
         int args = !strcmp(step, "run") ? 1 : !strcmp(step, "read") || !strcmp(step, "write") ||
-                   !strcmp(step, "read-size") ? 2 : 0;
+                   !strcmp(step, "read-size") || !strcmp(step, "fetch") ? 2 : 0;
         vkc_tensor_info t;
         if (a + args >= argc) { fprintf(stderr, "step %s needs %d argument(s)\n", step, args); return 1; }
         if (!strcmp(step, "info")) {
@@ -102,7 +142,10 @@ int main(int argc, char **argv) {
             }
             printf("ok info %u\n", vkc_state_count(m));
         } else if (!strcmp(step, "run")) {
-            run(m, argv[++a]);
+            run(m, argv[++a], NULL);
+        } else if (!strcmp(step, "fetch")) {
+            const char *dir = argv[++a];
+            run(m, dir, argv[++a]);
         } else if (!strcmp(step, "read")) {
             const char *name = argv[++a], *file = argv[++a];
             int known = state_of(m, name, &t);
