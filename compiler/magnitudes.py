@@ -442,18 +442,24 @@ def reduction(kind: str):
     return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp", multiplies=multiplies)
 
 
-def normalization(scale: int, bias: int | None = None, skip: int | None = None, axis: int = -1):
+def normalization(scale: int, bias: int | None = None, skip: int | None = None, axis: int = -1,
+                  centered=True):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the
     scale's largest |value|, plus the bias's; typically the scale's and bias's size (the row has
     unit root mean square). The residual sum x + skip it may also write (the output its
     `outputs` attribute names SUM, or the fourth) adds its terms. One Magnitude per output.
-    axis: the first normalized dim where the node has no `axis` attribute."""
+    axis: the first normalized dim where the node has no `axis` attribute. centered: whether it
+    subtracts the row's mean (False: RMS normalization; a callable of the node where that
+    depends on it). An RMS normalization of rows of one element divides x (+ skip) by its own
+    magnitude: x / sqrt(x^2 + eps)."""
     first = axis
 
-    def rule(node, ins) -> list[Magnitude]:
+    def row_length(node) -> int:
         x = node.inputs[0]
-        axis = node.attrs.get("axis", first) % max(len(x.shape), 1)
-        n = math.prod(x.shape[axis:])
+        return math.prod(x.shape[node.attrs.get("axis", first) % max(len(x.shape), 1):])
+
+    def rule(node, ins) -> list[Magnitude]:
+        n = row_length(node)
 
         def at(i):
             return ins[i] if i is not None and i < len(ins) and ins[i] is not None else None
@@ -467,5 +473,9 @@ def normalization(scale: int, bias: int | None = None, skip: int | None = None, 
             return [y for _ in node.outputs]
         total = sum_of(node, [at(0), at(skip)])
         return [total if role == "SUM" else y for role, _ in zip(roles, node.outputs)]
+    def divides(node):
+        if (centered(node) if callable(centered) else centered) or row_length(node) != 1:
+            return []   # a mean's deviations, or a sum of squares of several: see float16_range
+        return [0] if skip is None or node.input(skip) is None else [0, skip]
     # x minus the row's mean (and a residual sum): terms of both signs
-    return _facts(rule, terms=lambda node, signs: [0])
+    return _facts(rule, terms=lambda node, signs: [0], divides=divides)

@@ -318,15 +318,19 @@ def function_local_variables(bundle: bytes, kernel_prefix: str) -> dict[str, lis
     return out
 
 
-def passes_graph(model: onnx.ModelProto, precision: str = "fp32"):
-    """The IR after every pass, as compile_model runs them at `precision`."""
+def passes_graph(model: onnx.ModelProto, precision: str = "fp32", skip=()):
+    """The IR after every pass, as compile_model runs them at `precision`; without the passes
+    named in `skip` (to show what one of them changes)."""
     from compiler.frontend import to_ir
-    from compiler.passes import fold_constants, run_passes
+    from compiler.passes import PIPELINE, fold_constants
     from compiler.passes.precision import Precision
 
     graph = fold_constants(to_ir(model))
     graph.precision = Precision.parse(precision)
-    return run_passes(graph)
+    for p in PIPELINE:
+        if p.__name__ not in skip:
+            graph = p(graph)
+    return graph
 
 
 def memory_plan(bundle: bytes) -> dict:

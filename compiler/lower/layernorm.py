@@ -205,7 +205,7 @@ def _stash_type(node) -> None:
 
 
 @register("RMSNormalization", since=23, schema=23, dtypes=FLOATS, limits=LIMITS,
-          magnitude=normalization(scale=1), row_wise=_rows, store_cast_absorbing=True)
+          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True)
 def lower_rms_normalization(node, target):
     _stash_type(node)
     return layernorm_kernels(node, target, x=node.inputs[0], scale=node.inputs[1],
@@ -229,7 +229,7 @@ def _simplified_output_types(node) -> None:
 # writes): declared by onnxruntime in the ONNX domain, outputs Y and optionally inv_std_var.
 @register("SimplifiedLayerNormalization", dtypes=FLOATS, limits=LIMITS, schema=None,
           output_shape=shape_of_input0, output_types=_simplified_output_types,
-          magnitude=normalization(scale=1), row_wise=_rows, store_cast_absorbing=True)
+          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True)
 def lower_simplified_layernorm(node, target):
     _stash_type(node)
     outputs = list(node.outputs) + [None]
@@ -258,7 +258,7 @@ def lower_skip_layernorm(node, target):
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
           output_shape=shape_of_input0,
-          magnitude=normalization(scale=2, skip=1),
+          magnitude=normalization(scale=2, skip=1, centered=False),
           store_cast_absorbing=True, output_types=_skip_output_types)
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
@@ -267,7 +267,8 @@ def lower_skip_simplified_layernorm(node, target):
                              simplified=True)
 
 
-@register("vkc.LayerNorm", dtypes=FLOATS, magnitude=normalization(scale=2, bias=3, skip=1),
+@register("vkc.LayerNorm", dtypes=FLOATS,
+          magnitude=normalization(scale=2, bias=3, skip=1, centered=lambda node: not node.attrs.get("simplified")),
           store_cast_absorbing=True)
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);

@@ -105,6 +105,13 @@ def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]
     return kept
 
 
+def value_magnitudes(graph: Graph) -> dict[int, Magnitude]:
+    """{id(value): Magnitude} for the graph's computed float values, as the rules above see them."""
+    r = _Range(graph)
+    r.kept(lambda node: False)
+    return r.size
+
+
 class _Range:
     def __init__(self, graph: Graph, forced: dict[int, str] | None = None):
         self.graph = graph
@@ -219,9 +226,14 @@ class _Range:
         unbounded = False
         for fact, verb in (("divides", "divides by"), ("multiplies", "multiplies together")):
             slots = getattr(facts, fact)(node) if getattr(facts, fact, None) else []
-            for v in [node.inputs[i] for i in slots if i < len(node.inputs)]:
-                if v is not None and self._cancels(v):
-                    self.divisions.append((node, v, self._cancels(v), verb))
+            values = [v for v in (node.inputs[i] for i in slots if i < len(node.inputs)) if v is not None]
+            # several slots a division declares: it divides by their sum, which its terms' signs may cancel
+            summed = len(values) > 1 and fact == "divides" and \
+                not one_sign([self._sign(v) if _is_float(v) else None for v in values])
+            for v in values:
+                where = self._cancels(v) or (f"{node.op_type} '{node.name}' sums it" if summed else None)
+                if where:
+                    self.divisions.append((node, v, where, verb))
                     unbounded = unbounded or fact == "divides"
         return unbounded
 

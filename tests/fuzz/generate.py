@@ -42,9 +42,6 @@ KEEPS_EXACT = {"Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueez
                "GlobalMaxPool", "Round", "Floor", "Ceil", "Sign", "Where"}
 # String attributes worth drawing (the schema gives their type, not their values).
 STRING_CHOICES = {("Gelu", "approximate"): ["none", "tanh"]}
-# Supported ops left out of the draw (test_fuzz_graphs.NOT_FUZZED says why): drawing an op
-# changes every seed's graph.
-UNDRAWN = {"ArgMax", "ArgMin"}
 DIMS = (1, 1, 2, 3, 4, 5, 7, 8, 16, 17, 33)
 
 
@@ -859,7 +856,7 @@ def op_pool(opset: int) -> dict:
     pool = {}
     for op in supported_ops():
         domain, _, name = op.rpartition(".")
-        if find_rule(name, domain, opset) is None or op in UNDRAWN:
+        if find_rule(name, domain, opset) is None:
             continue
         schema = _schema(op, opset) if not domain else None
         if op in BUILDERS:

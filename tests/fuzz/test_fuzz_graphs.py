@@ -11,10 +11,6 @@ from .run import run_seeds
 SEEDS = int(os.environ.get("VKC_FUZZ_GRAPHS", "240"))
 START = int(os.environ.get("VKC_FUZZ_START", "0"))
 NOT_FUZZED = sorted([
-    # drawn they reshuffle every seed, whose new graphs show bugs of other ops (generate.UNDRAWN;
-    # `python -m tests.fuzz` with them drawn: seeds 31, 57); their own cases:
-    # tests/compiler/lower/test_arg_reduce.py, the ONNX node cases, the special-value rows
-    "ArgMax", "ArgMin",
     "Upsample",  # deprecated before every opset the generator draws (18, 20, 21)
     "Attention", "RMSNormalization", "RotaryEmbedding",  # since opset 23, past those
     "TensorScatter",  # since opset 24 (tests/compiler/test_state.py holds its cases)
