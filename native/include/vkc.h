@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define VKC_VERSION "0.3.0"  /* 0.2: format 1.2 variants; 0.3: format 1.3 state, vkc_run_fetch */
+#define VKC_VERSION "0.3.0"  /* 0.2: format 1.2 variants; 0.3: format 1.3 state, vkc_run_fetch, vkc_generate */
 
 typedef enum vkc_status {
     VKC_OK = 0,
@@ -238,6 +238,39 @@ vkc_status vkc_reset_state(vkc_model *model, vkc_error *err);
  * model's state or the size expected. Serialized with runs by the model's lock. */
 vkc_status vkc_read_state(vkc_model *model, const char *name, void *data, size_t nbytes, vkc_error *err);
 vkc_status vkc_write_state(vkc_model *model, const char *name, const void *data, size_t nbytes, vkc_error *err);
+
+/* ---- token generation with a decoder whose KV cache is the state (runtime_min.generate) ---- */
+
+/* Options of vkc_generate; all zeros: greedy, the default names, no end token. */
+typedef struct vkc_generate_options {
+    const char *ids;        /* the token ids input, int64 [1, S]; NULL: "input_ids" */
+    const char *position;   /* the cache rows already filled, int64 [1]; NULL: "position" */
+    const char *logits;     /* the output [1, S, vocab], float32 or float16; NULL: "logits" */
+    double temperature;     /* 0: greedy (the argmax, ties to the first index); > 0: sample */
+    uint32_t top_k;         /* sample from the top_k likeliest tokens; 0: all */
+    double top_p;           /* ... the fewest of them whose probability reaches top_p, in (0, 1]; 0: 1 */
+    int seeded;             /* 1: draws from `seed` (the same tokens for the same seed); 0: from the clock */
+    uint64_t seed;
+    int has_eos;            /* 1: stop after the token eos_token_id */
+    int64_t eos_token_id;
+    uint32_t max_context;   /* the cache rows; 0: the smallest second-last axis of the state tensors */
+    /* Each token as it comes (streaming), may be NULL; a nonzero return stops the generation there. */
+    int (*on_token)(void *user, int64_t token);
+    void *user;
+} vkc_generate_options;
+
+/* Up to max_new_tokens token ids after `prompt` (n_prompt ids), into tokens (room for max_new_tokens;
+ * may be NULL with on_token), their count into *n_tokens; stops after eos_token_id. The state is
+ * reset first: each call is a new sequence. The prompt runs in chunks of the longest variant
+ * (input ids length S) that fits what is left, then one token a run on the S = 1 variant; each run
+ * replays that variant's command buffer copying back only the last row of logits, or with greedy
+ * decoding and an output "<logits>_argmax" (vkc compile --argmax-output logits) only that int64 (and
+ * prefill chunks before the last nothing). Refused before anything runs, one line each: an empty
+ * prompt, a bundle without state or without those inputs and output (or with other inputs), no
+ * S = 1 variant, prompt + max_new_tokens past the cache's rows, sampling options out of range.
+ * The state is one per model: generate on one model from one thread at a time. */
+vkc_status vkc_generate(vkc_model *model, const int64_t *prompt, size_t n_prompt, uint32_t max_new_tokens,
+                        const vkc_generate_options *opts, int64_t *tokens, uint32_t *n_tokens, vkc_error *err);
 
 /* Warnings and errors the validation layer reported through vkc's messenger (validation on). */
 uint32_t vkc_validation_messages(const vkc_context *ctx);

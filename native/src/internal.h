@@ -166,4 +166,10 @@ vkc_status vkc_check_all(const void *data, size_t size, int validate, struct vkb
 vkc_status vkc_spirv_validate(const manifest *m, const uint8_t *const *modules, const size_t *sizes, int *validated,
                               vkc_error *err);
 
+/* One run of the model's variant k (of its shape set) copying back only output `out` (none when out is
+ * past the outputs), then bytes [offset, offset + n) of it into dst, under the model's lock: a
+ * generate step reads a token id or the last row of logits, nothing more (generate.c). */
+vkc_status vkc__run_part(vkc_model *md, uint32_t k, const void *const *inputs, uint32_t out, uint64_t offset,
+                         void *dst, size_t n, vkc_error *err);
+
 #endif

@@ -1842,6 +1842,27 @@ vkc_status vkc_run_variant(vkc_model *md, uint32_t k, const void *const *inputs,
     return run_variant(md, &md->set[k], inputs, outputs, NULL, err);
 }
 
+vkc_status vkc__run_part(vkc_model *md, uint32_t k, const void *const *inputs, uint32_t out, uint64_t offset,
+                         void *dst, size_t n, vkc_error *err) {
+    uint8_t *fetch;
+    vstate *vs;
+    vkc_status s;
+    if (!md || k >= md->n_set) return vkc__fail(err, VKC_ERR_ARGUMENT, "", "variant %u does not exist", k);
+    vs = &md->set[k];
+    if (out < vs->v->n_outputs && offset + n > vs->v->tensors[vs->v->outputs[out].tensor].nbytes)
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "bytes %llu..%llu are past the end of output '%s'",
+                         (unsigned long long)offset, (unsigned long long)(offset + n), vs->v->outputs[out].name);
+    if ((s = check_inputs(vs->v, inputs, err)) != VKC_OK) return s;
+    if (!(fetch = calloc(vs->v->n_outputs + 1, 1))) return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
+    if (out < vs->v->n_outputs) fetch[out] = 1;
+    pthread_mutex_lock(&md->lock);
+    s = run_locked(md, vs, inputs, NULL, fetch, err);
+    if (s == VKC_OK && out < vs->v->n_outputs) memcpy(dst, output_at(md, vs, out) + offset, n);
+    pthread_mutex_unlock(&md->lock);
+    free(fetch);
+    return s == VKC_OK ? ok(err) : s;
+}
+
 vkc_status vkc_run_fetch(vkc_model *md, uint32_t k, const void *const *inputs, void *const *outputs, vkc_error *err) {
     uint8_t *fetch;
     vkc_status s;

@@ -12,6 +12,13 @@
  *     write NAME FILE    vkc_write_state from FILE (.npy)
  *     read-size NAME N   vkc_read_state into a buffer of N bytes (misuse: another size)
  *     reset              vkc_reset_state
+ *     generate IDS N OPTS  vkc_generate after the prompt IDS (1,2,3) of up to N tokens: "ok generate T..."
+ *                        (the tokens as the callback saw them, then "|" and those in the array); OPTS:
+ *                        "-" or key=value,...: temperature, top_k, top_p, seed, eos, stop (the callback
+ *                        stops after that many), ids, position, logits, context
+ *     poison             every output's vkc_output_data memory, of every variant, poisoned
+ *     untouched NAME     whether output NAME's vkc_output_data memory is still poisoned in every variant,
+ *                        where no other output shares its bytes (the variants share one staging buffer)
  * Ends with "validation N": the validation layer's messages (VKC_VALIDATION=1 turns it on).
  * Exit status 0 unless the bundle did not load or an argument was malformed. */
 #include <stdio.h>
@@ -109,6 +116,83 @@ done:
     free(outs);
 }
 
+typedef struct seen { int64_t tokens[4096]; uint32_t n, stop; } seen;
+
+static int on_token(void *user, int64_t token) {
+    seen *s = user;
+    if (s->n < 4096) s->tokens[s->n] = token;
+    s->n++;
+    return s->stop && s->n >= s->stop;
+}
+
+static void generate(vkc_model *m, const char *ids, uint32_t n, char *opts) {
+    int64_t prompt[4096], *tokens = calloc(n + 1, sizeof *tokens);
+    size_t n_prompt = 0;
+    uint32_t made = 0;
+    vkc_generate_options o;
+    seen s;
+    vkc_error e;
+    memset(&o, 0, sizeof o);
+    memset(&s, 0, sizeof s);
+    for (const char *p = ids; *p && n_prompt < 4096; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) prompt[n_prompt++] = strtoll(p, NULL, 10);
+    for (char *kv = strtok(opts, ","); kv && strcmp(kv, "-"); kv = strtok(NULL, ",")) {
+        char *v = strchr(kv, '=');
+        if (!v) continue;
+        *v++ = '\0';
+        if (!strcmp(kv, "temperature")) o.temperature = atof(v);
+        else if (!strcmp(kv, "top_k")) o.top_k = (uint32_t)atoi(v);
+        else if (!strcmp(kv, "top_p")) o.top_p = atof(v);
+        else if (!strcmp(kv, "seed")) { o.seeded = 1; o.seed = strtoull(v, NULL, 10); }
+        else if (!strcmp(kv, "eos")) { o.has_eos = 1; o.eos_token_id = strtoll(v, NULL, 10); }
+        else if (!strcmp(kv, "stop")) s.stop = (uint32_t)atoi(v);
+        else if (!strcmp(kv, "ids")) o.ids = v;
+        else if (!strcmp(kv, "position")) o.position = v;
+        else if (!strcmp(kv, "logits")) o.logits = v;
+        else if (!strcmp(kv, "context")) o.max_context = (uint32_t)atoi(v);
+    }
+    o.on_token = on_token;
+    o.user = &s;
+    if (vkc_generate(m, prompt, n_prompt, n, &o, tokens, &made, &e) != VKC_OK) printf("error: %s\n", e.message);
+    else {
+        printf("ok generate");
+        for (uint32_t i = 0; i < s.n; i++) printf(" %lld", (long long)s.tokens[i]);
+        printf(" |");
+        for (uint32_t i = 0; i < made; i++) printf(" %lld", (long long)tokens[i]);
+        printf("\n");
+    }
+    free(tokens);
+}
+
+/* Whether byte p lies in the vkc_output_data memory of an output other than `name`, of any variant. */
+static int claimed(vkc_model *m, const char *name, const unsigned char *p) {
+    vkc_error e;
+    vkc_tensor_info t;
+    for (uint32_t k = 0; k < vkc_variant_count(m); k++) {
+        vkc_select_variant(m, k, &e);
+        for (uint32_t i = 0; i < vkc_output_count(m); i++) {
+            const unsigned char *at = vkc_output_data(m, i);
+            vkc_output_info(m, i, &t);
+            if (strcmp(t.name, name) && at <= p && p < at + t.nbytes) return 1;
+        }
+    }
+    return 0;
+}
+
+static int untouched(vkc_model *m, const char *name) {
+    vkc_error e;
+    vkc_tensor_info t;
+    for (uint32_t k = 0; k < vkc_variant_count(m); k++)
+        for (uint32_t i = 0; i < vkc_output_count(m); i++) {
+            const unsigned char *at;
+            vkc_select_variant(m, k, &e);
+            at = vkc_output_data(m, i);
+            vkc_output_info(m, i, &t);
+            for (size_t b = 0; !strcmp(t.name, name) && b < t.nbytes; b++)
+                if (at[b] != POISON && !claimed(m, name, at + b)) return 0;
+        }
+    return 1;
+}
+
 static int state_of(vkc_model *m, const char *name, vkc_tensor_info *t) {
     int i = vkc_state_index(m, name);
     return i >= 0 && vkc_state_info(m, (uint32_t)i, t) == VKC_OK;
@@ -130,7 +214,8 @@ int main(int argc, char **argv) {
     for (int a = 2; a < argc; a++) {
         const char *step = argv[a];
         int args = !strcmp(step, "run") ? 1 : !strcmp(step, "read") || !strcmp(step, "write") ||
-                   !strcmp(step, "read-size") || !strcmp(step, "fetch") ? 2 : 0;
+                   !strcmp(step, "read-size") || !strcmp(step, "fetch") ? 2 : !strcmp(step, "generate") ? 3 :
+                   !strcmp(step, "untouched") ? 1 : 0;
         vkc_tensor_info t;
         if (a + args >= argc) { fprintf(stderr, "step %s needs %d argument(s)\n", step, args); return 1; }
         if (!strcmp(step, "info")) {
@@ -169,6 +254,22 @@ int main(int argc, char **argv) {
             if (vkc_write_state(m, name, x.data, x.nbytes, &e) != VKC_OK) printf("error: %s\n", e.message);
             else printf("ok write %s\n", name);
             free(x.data);
+        } else if (!strcmp(step, "generate")) {
+            const char *ids = argv[++a];
+            uint32_t n = (uint32_t)strtoul(argv[++a], NULL, 10);
+            generate(m, ids, n, argv[++a]);
+        } else if (!strcmp(step, "poison") || !strcmp(step, "untouched")) {
+            const char *name = strcmp(step, "poison") ? argv[++a] : NULL;
+            for (uint32_t k = 0; !name && k < vkc_variant_count(m); k++) {
+                vkc_select_variant(m, k, &e);
+                for (uint32_t i = 0; i < vkc_output_count(m); i++) {
+                    vkc_output_info(m, i, &t);
+                    memset((void *)vkc_output_data(m, i), POISON, t.nbytes);
+                }
+            }
+            if (!name) printf("ok poison\n");
+            else if (untouched(m, name)) printf("ok untouched %s\n", name);
+            else printf("error: output %s was copied back\n", name);
         } else if (!strcmp(step, "reset")) {
             if (vkc_reset_state(m, &e) != VKC_OK) printf("error: %s\n", e.message);
             else printf("ok reset\n");

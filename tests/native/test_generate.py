@@ -1,0 +1,163 @@
+"""vkc_generate (native/src/generate.c) on tests/llm_models.py's tiny Llama-shaped decoder, its KV
+cache the bundle's state, compiled as tests/runtime_min/test_generate.py compiles it (a prefill
+variant of 4 tokens and the decode step), through the C API (tests/native/api_check.c): greedy
+tokens identical to runtime_min's Model.generate for float32 and float16 bundles, with and without
+--argmax-output logits (whose greedy steps never copy the logits back), the 7-token prompt split
+4 + 1 + 1 + 1; the callback sees each token as it comes and can stop the sequence; sampling is
+reproducible by seed, top_k=1 and a tiny top_p are greedy, top_k=3 draws only the 3 likeliest;
+what is refused, in one line; under ASan + UBSan; the validation layer silent."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None, reason="no C compiler")
+
+PROMPT = [3, 17, 42, 5, 9, 11, 2]
+IDS = ",".join(map(str, PROMPT))
+STEPS = 33
+VARIANTS = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
+ASAN_ENV = {"ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"}
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from tests.llm_models import tiny_llama
+    return tiny_llama(layers=2, context=64)
+
+
+@pytest.fixture(scope="module")
+def llama_bundles(llama, tmp_path_factory):
+    """(precision, argmax) -> bundle path, compiled on first use."""
+    from compiler.compile import compile_model
+    folder, made = tmp_path_factory.mktemp("llama"), {}
+
+    def get(precision, argmax):
+        if (precision, argmax) not in made:
+            path = folder / f"llama-{precision}-{argmax}.vkb"
+            path.write_bytes(compile_model(llama, variants=VARIANTS, target="lavapipe", precision=precision,
+                                           argmax_output="logits" if argmax else None))
+            made[(precision, argmax)] = path
+        return made[(precision, argmax)]
+    return get
+
+
+@pytest.fixture(scope="module")
+def api_check(build, c_program, tmp_path_factory):
+    return c_program("api_check.c", build, tmp_path_factory.mktemp("api_check"))
+
+
+def steps(exe, bundle, *args, env=None):
+    """api_check's lines for `args`, the validation layer on; the last line must say it was silent."""
+    r = subprocess.run([str(exe), str(bundle), *map(str, args)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "VKC_VALIDATION": "1", **(env or {})})
+    assert r.returncode == 0, r.stdout + r.stderr[-4000:]
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "validation 0", r.stdout + r.stderr[-4000:]
+    return lines[:-1]
+
+
+def tokens(line):
+    """The callback's tokens and the array's, of an "ok generate" line; both must agree."""
+    assert line.startswith("ok generate"), line
+    seen, _, kept = line[len("ok generate"):].partition("|")
+    assert seen.split() == kept.split(), line
+    return [int(t) for t in kept.split()]
+
+
+def reference(bundle, n=STEPS, **kw):
+    from runtime_min import load
+    with load(str(bundle)) as model:
+        return list(model.generate(PROMPT, n, **kw))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("argmax", [False, True], ids=["host-argmax", "device-argmax"])
+def test_greedy_tokens_equal_runtime_min(api_check, llama_bundles, precision, argmax):
+    """Twice (each call a new sequence); with the logits_argmax output the logits never come back
+    from the device, which sampling needs (its steps copy them)."""
+    bundle = llama_bundles(precision, argmax)
+    lines = steps(api_check, bundle, "poison", "generate", IDS, STEPS, "-", "untouched", "logits",
+                  "generate", IDS, STEPS, "-", "poison", "generate", IDS, 3, "temperature=1,seed=1",
+                  "untouched", "logits")
+    want = reference(bundle)
+    assert len(want) == STEPS and tokens(lines[1]) == want and tokens(lines[3]) == want
+    assert lines[2] == ("ok untouched logits" if argmax else "error: output logits was copied back")
+    assert lines[6] == "error: output logits was copied back"
+
+
+def test_callback_streams_and_stops(api_check, llama_bundles):
+    """The callback sees every token as it comes; a nonzero return ends the sequence there; eos
+    ends it after that token."""
+    bundle = llama_bundles("fp32", False)
+    want = reference(bundle, 8)
+    lines = steps(api_check, bundle, "generate", IDS, 8, "stop=3", "generate", IDS, 8, f"eos={want[4]}",
+                  "generate", IDS, 0, "-")
+    assert tokens(lines[0]) == want[:3]
+    assert tokens(lines[1]) == want[:want.index(want[4]) + 1]
+    assert tokens(lines[2]) == []
+
+
+def test_sampling(api_check, llama_bundles, llama):
+    """Seeded draws repeat; top_k=1 and top_p=0.001 leave the argmax alone; the first token drawn
+    with top_k=3 (hot: temperature 5) over 40 seeds is always one of the prompt's 3 likeliest
+    next tokens (onnxruntime's logits) and each of them comes up."""
+    from tests.harness import run_onnxruntime
+    bundle = llama_bundles("fp16", False)
+    greedy = reference(bundle, 12)
+    lines = steps(api_check, bundle, *[x for opts in ("temperature=0.8,top_k=5,seed=7", "temperature=0.8,top_k=5,seed=7",
+                                                      "temperature=0.8,top_k=5,seed=8", "temperature=2,top_k=1,seed=3",
+                                                      "temperature=2,top_p=0.001,seed=3")
+                                       for x in ("generate", IDS, 12, opts)])
+    drawn = [tokens(line) for line in lines]
+    assert drawn[0] == drawn[1] != drawn[2] and drawn[3] == drawn[4] == greedy
+    caches = {f"past_{kv}.{i}": np.zeros((1, 2, 64, 8), np.float32) for kv in ("key", "value") for i in range(2)}
+    logits = run_onnxruntime(llama, {"input_ids": np.array([PROMPT]), "position": np.array([0]), **caches})["logits"]
+    likeliest = set(np.argsort(-logits[0, -1])[:3].tolist())
+    lines = steps(api_check, llama_bundles("fp32", False),
+                  *[x for seed in range(40) for x in ("generate", IDS, 1, f"temperature=5,top_k=3,seed={seed}")])
+    assert {tokens(line)[0] for line in lines} == likeliest
+
+
+@pytest.mark.parametrize("args, phrase", [
+    ((IDS, 60, "-"), "7 prompt tokens + 60 new ones exceed the 64 rows of the model's cache; compile it for a "
+                     "longer context or ask for fewer tokens."),
+    (("", 4, "-"), "input_ids is empty; give at least one prompt token."),
+    ((IDS, 4, "temperature=-1"), "temperature -1 must be >= 0, top_k 0 >= 0 and top_p 0 in (0, 1]."),
+    ((IDS, 4, "top_p=1.5"), "top_p 1.5 in (0, 1]"),
+    ((IDS, 4, "ids=tokens"), "generate needs a bundle with state, inputs 'tokens' and 'position' and output "
+                             "'logits'; this one has inputs ['input_ids', 'position'], outputs ['logits'] and 4 "
+                             "state tensor(s)."),
+    ((IDS, 4, "context=8"), "exceed the 8 rows"),
+])
+def test_refused(api_check, llama_bundles, args, phrase):
+    line, = steps(api_check, llama_bundles("fp32", False), "generate", *args)
+    assert line.startswith("error: ") and phrase in line, line
+
+
+def test_refused_bundles(api_check, llama, tmp_path):
+    """A bundle without state, or without a decode variant: refused by name before anything runs."""
+    from compiler.compile import compile_model
+    from tests.runtime_min.test_fetch import relu_argmax_bundle
+    stateless = tmp_path / "relu.vkb"
+    stateless.write_bytes(relu_argmax_bundle())
+    line, = steps(api_check, stateless, "generate", IDS, 4, "-")
+    assert line == ("error: generate needs a bundle with state, inputs 'input_ids' and 'position' and output "
+                    "'logits'; this one has inputs ['x'], outputs ['logits', 'logits_argmax'] and 0 state tensor(s)."), line
+    prefill = tmp_path / "prefill.vkb"
+    prefill.write_bytes(compile_model(llama, input_shapes={"input_ids": [1, 4]}, target="lavapipe"))
+    line, = steps(api_check, prefill, "generate", IDS, 4, "-")
+    assert line == ("error: generate needs a decode variant of input_ids=1x1; this bundle has input_ids lengths [4] "
+                    "(compile with --variant input_ids=1x1 as well)."), line
+
+
+def test_generate_under_asan(asan_build, c_program, llama_bundles, tmp_path):
+    """float16 logits read on the host, sampled and greedy, and a refusal, under ASan + UBSan."""
+    exe = c_program("api_check.c", asan_build, tmp_path)
+    bundle = llama_bundles("fp16", False)
+    lines = steps(exe, bundle, "generate", IDS, 8, "-", "generate", IDS, 8, "temperature=0.7,top_k=4,top_p=0.9,seed=2",
+                  "generate", IDS, 80, "-", env=ASAN_ENV)
+    assert tokens(lines[0]) == reference(bundle, 8) and len(tokens(lines[1])) == 8
+    assert "exceed the 64 rows" in lines[2]
