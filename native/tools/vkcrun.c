@@ -2,6 +2,8 @@
  *
  *     vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] [--device D]
  *            [--target T] [--build-all]
+ *     vkcrun LLM.vkb --generate ID,ID,... [--max-new-tokens N] [--temperature T --top-k K --top-p P --seed S]
+ *            [--eos ID] [--device D] [--target T]
  *
  * Runs the variant whose input shapes are the .npy files' shapes (a bundle with several shape
  * variants; none matching: the error lists the compiled shapes), of the profile the device choice
@@ -11,8 +13,14 @@
  * buffer) and their difference, the host overhead; --in-place benches with the inputs written once
  * into vkc_input_data and the outputs left in vkc_output_data (no copies in vkc_run). VKC_VALIDATION=1: the validation layer with
  * synchronization validation; any message makes the exit status 3.
+ * --generate: vkc_generate after the prompt's token ids (a decoder whose KV cache is the bundle's
+ * state, as `vkc generate`): prints the tokens as they come on one line, then the prefill and
+ * decode rates in tokens/s and where the tokens were picked. Every variant is built at load, so
+ * the prefill time is the runs'.
  * Exit status: 0 ok, 1 usage or I/O, 2 the runtime refused or failed (the message says why), 3 validation. */
+#include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +33,8 @@
 #include "vkc.h"
 
 #define USAGE "usage: vkcrun MODEL.vkb --input NAME=FILE.npy ... [--output-dir DIR] [--bench N [--in-place]] " \
-              "[--device D] [--target T] [--build-all]"
+              "[--device D] [--target T] [--build-all]; or vkcrun LLM.vkb --generate ID,ID,... [--max-new-tokens N] " \
+              "[--temperature T] [--top-k K] [--top-p P] [--seed S] [--eos ID]"
 
 static double now(void) {
     struct timespec ts;
@@ -38,14 +47,87 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* A count of runs: digits only, 1 to 1e6. */
-static int parse_runs(const char *text, int *out) {
+/* A whole number from lo to hi: digits only (a '-' first where lo < 0). */
+static int parse_whole(const char *text, long long lo, long long hi, long long *out) {
     char *end;
-    long v;
-    if (!*text || *text == '-' || *text == '+') return -1;
-    v = strtol(text, &end, 10);
-    if (*end || v < 1 || v > 1000000) return -1;
-    *out = (int)v;
+    long long v;
+    if (!((*text >= '0' && *text <= '9') || (*text == '-' && lo < 0 && text[1] >= '0' && text[1] <= '9'))) return -1;
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (*end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* A finite number from lo to hi. */
+static int parse_number(const char *text, double lo, double hi, double *out) {
+    char *end;
+    double v;
+    if (!*text) return -1;
+    v = strtod(text, &end);
+    if (*end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The prompt: token ids ID,ID,... (each >= 0), into a malloc'd array. */
+static int parse_ids(const char *text, int64_t **ids, size_t *n) {
+    size_t cap = 1;
+    for (const char *p = text; *p; p++) cap += *p == ',';
+    *n = 0;
+    if (!(*ids = malloc(cap * sizeof **ids))) return -1;
+    for (const char *p = text;; p++) {
+        char one[32];
+        size_t len = strcspn(p, ",");
+        long long v;
+        if (len >= sizeof one) return -1;
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (parse_whole(one, 0, INT64_MAX, &v)) return -1;
+        (*ids)[(*n)++] = v;
+        p += len;
+        if (!*p) return 0;
+    }
+}
+
+typedef struct stream { double first; uint32_t n; } stream;
+
+/* Each token as it comes, on one line. */
+static int print_token(void *user, int64_t token) {
+    stream *s = user;
+    if (!s->n++) s->first = now();
+    printf("%s%lld", s->n > 1 ? " " : "", (long long)token);
+    fflush(stdout);
+    return 0;
+}
+
+/* --generate: the tokens, then the prefill and decode rates and where tokens were picked. */
+static int generate(vkc_model *model, const int64_t *prompt, size_t n_prompt, uint32_t max_new,
+                    const vkc_generate_options *o) {
+    int64_t *tokens = malloc(((size_t)max_new + 1) * sizeof *tokens);
+    stream s = {0, 0};
+    vkc_generate_options opts = *o;
+    vkc_error e;
+    double start, end;
+    uint32_t made = 0;
+    vkc_status st;
+    if (!tokens) { fprintf(stderr, "vkcrun: out of memory\n"); return 1; }
+    opts.on_token = print_token;
+    opts.user = &s;
+    start = now();
+    st = vkc_generate(model, prompt, n_prompt, max_new, &opts, tokens, &made, &e);
+    end = now();
+    if (s.n) printf("\n");
+    free(tokens);
+    if (st != VKC_OK) { fprintf(stderr, "vkcrun: %s\n", e.message); return 2; }
+    if (made) {
+        char decode[64] = "";
+        if (made > 1) snprintf(decode, sizeof decode, ", decode %.1f tokens/s", (made - 1) / (end - s.first));
+        printf("prefill %zu tokens in %.1f ms (%.1f tokens/s)%s on %s; %s\n", n_prompt, 1e3 * (s.first - start),
+               n_prompt / (s.first - start), decode, vkc_device_name(model),
+               o->temperature > 0 ? "sampled on the host" : vkc_output_index(model, "logits_argmax") >= 0 ?
+               "argmax on the device" : "argmax on the host (compile with --argmax-output logits to pick on the device)");
+    }
     return 0;
 }
 
@@ -56,8 +138,12 @@ static double median(double *v, int n) {
 
 int main(int argc, char **argv) {
     const char *model_path = NULL, *out_dir = NULL, *device = NULL, *target = NULL;
-    const char *in_names[256], *in_files[256];
+    const char *in_names[256], *in_files[256], *gen_only = NULL, *prompt_text = NULL;
     int n_in = 0, bench = 0, rc = 0, build_all = 0, in_place = 0;
+    int64_t *prompt = NULL;
+    size_t n_prompt = 0;
+    long long whole, max_new = 32;
+    vkc_generate_options go;
     vkc_open_options oo;
     vkc_load_options lo;
     vkc_shape shapes[256];
@@ -73,10 +159,15 @@ int main(int argc, char **argv) {
     void *outs[256];
     memset(arrays, 0, sizeof arrays);
     memset(outs, 0, sizeof outs);
+    memset(&go, 0, sizeof go);
     for (int i = 1; i < argc; i++) {
+        static const char *const generating[] = {"--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed",
+                                                 "--eos"};
         int takes_value = strcmp(argv[i], "--input") == 0 || strcmp(argv[i], "--output-dir") == 0 ||
                           strcmp(argv[i], "--bench") == 0 || strcmp(argv[i], "--device") == 0 ||
-                          strcmp(argv[i], "--target") == 0;
+                          strcmp(argv[i], "--target") == 0 || strcmp(argv[i], "--generate") == 0;
+        for (size_t g = 0; g < sizeof generating / sizeof *generating; g++)
+            if (strcmp(argv[i], generating[g]) == 0) takes_value = 1, gen_only = argv[i];
         if (takes_value && i + 1 >= argc) { fprintf(stderr, "vkcrun: %s needs a value (%s)\n", argv[i], USAGE); return 1; }
         if (strcmp(argv[i], "--input") == 0) {
             char *eq = strchr(argv[++i], '=');
@@ -89,10 +180,55 @@ int main(int argc, char **argv) {
             in_files[n_in++] = eq + 1;
         } else if (strcmp(argv[i], "--output-dir") == 0) out_dir = argv[++i];
         else if (strcmp(argv[i], "--bench") == 0) {
-            if (parse_runs(argv[++i], &bench)) {
+            if (parse_whole(argv[++i], 1, 1000000, &whole)) {
                 fprintf(stderr, "vkcrun: --bench takes a number of runs from 1 to 1000000, not '%s'\n", argv[i]);
                 return 1;
             }
+            bench = (int)whole;
+        } else if (strcmp(argv[i], "--generate") == 0) {
+            prompt_text = argv[++i];
+            free(prompt);
+            if (parse_ids(prompt_text, &prompt, &n_prompt)) {
+                fprintf(stderr, "vkcrun: --generate takes the prompt's token ids, ID,ID,... (whole numbers >= 0), "
+                        "not '%s'\n", prompt_text);
+                free(prompt);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--max-new-tokens") == 0) {
+            if (parse_whole(argv[++i], 0, 1000000, &max_new)) {
+                fprintf(stderr, "vkcrun: --max-new-tokens takes a number of tokens from 0 to 1000000, not '%s'\n", argv[i]);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--temperature") == 0) {
+            if (parse_number(argv[++i], 0, 1e9, &go.temperature)) {
+                fprintf(stderr, "vkcrun: --temperature takes a number >= 0 (0: greedy), not '%s'\n", argv[i]);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--top-k") == 0) {
+            if (parse_whole(argv[++i], 0, UINT32_MAX, &whole)) {
+                fprintf(stderr, "vkcrun: --top-k takes a whole number >= 0 (0: all tokens), not '%s'\n", argv[i]);
+                return 1;
+            }
+            go.top_k = (uint32_t)whole;
+        } else if (strcmp(argv[i], "--top-p") == 0) {
+            if (parse_number(argv[++i], 0, 1, &go.top_p) || go.top_p == 0) {
+                fprintf(stderr, "vkcrun: --top-p takes a probability in (0, 1], not '%s'\n", argv[i]);
+                return 1;
+            }
+        } else if (strcmp(argv[i], "--seed") == 0) {
+            if (parse_whole(argv[++i], 0, INT64_MAX, &whole)) {
+                fprintf(stderr, "vkcrun: --seed takes a whole number >= 0, not '%s'\n", argv[i]);
+                return 1;
+            }
+            go.seeded = 1;
+            go.seed = (uint64_t)whole;
+        } else if (strcmp(argv[i], "--eos") == 0) {
+            if (parse_whole(argv[++i], 0, INT64_MAX, &whole)) {
+                fprintf(stderr, "vkcrun: --eos takes a token id (a whole number >= 0), not '%s'\n", argv[i]);
+                return 1;
+            }
+            go.has_eos = 1;
+            go.eos_token_id = whole;
         } else if (strcmp(argv[i], "--device") == 0) device = argv[++i];
         else if (strcmp(argv[i], "--target") == 0) target = argv[++i];
         else if (strcmp(argv[i], "--build-all") == 0) build_all = 1;
@@ -101,7 +237,17 @@ int main(int argc, char **argv) {
         else if (argv[i][0] != '-') { fprintf(stderr, "vkcrun: one model only, not %s and %s (%s)\n", model_path, argv[i], USAGE); return 1; }
         else { fprintf(stderr, "vkcrun: unknown option %s (%s)\n", argv[i], USAGE); return 1; }
     }
-    if (!model_path) { fprintf(stderr, "vkcrun: no model given (%s)\n", USAGE); return 1; }
+    if (!model_path) { fprintf(stderr, "vkcrun: no model given (%s)\n", USAGE); free(prompt); return 1; }
+    if (gen_only && !prompt) {
+        fprintf(stderr, "vkcrun: %s applies to --generate; add --generate ID,ID,... (the prompt's token ids)\n", gen_only);
+        return 1;
+    }
+    if (prompt && (n_in || bench || in_place || out_dir)) {
+        fprintf(stderr, "vkcrun: --generate feeds the model itself; drop %s\n", n_in ? "--input" : bench ? "--bench" :
+                in_place ? "--in-place" : "--output-dir");
+        free(prompt);
+        return 1;
+    }
     if (in_place && !bench) { fprintf(stderr, "vkcrun: --in-place applies to --bench N runs; add --bench N\n"); return 1; }
     if (out_dir) {
         struct stat ds;
@@ -122,7 +268,7 @@ int main(int argc, char **argv) {
     memset(&lo, 0, sizeof lo);
     lo.robust = -1;
     lo.target = target;
-    lo.build_all = build_all;
+    lo.build_all = build_all || prompt != NULL;  /* generate: the prefill time is the runs' */
     if (vkc_load(ctx, data, (size_t)st.st_size, &lo, &model, &e) != VKC_OK) {
         fprintf(stderr, "vkcrun: %s\n", e.message);
         rc = 2;
@@ -131,6 +277,10 @@ int main(int argc, char **argv) {
     munmap(data, (size_t)st.st_size);  /* the model keeps nothing of the file */
     close(fd);
     data = NULL;
+    if (prompt) {
+        rc = generate(model, prompt, n_prompt, (uint32_t)max_new, &go);
+        goto done;
+    }
     for (int k = 0; k < n_in; k++)  /* unknown names before any file is read */
         if (vkc_input_index(model, in_names[k]) < 0) { fprintf(stderr, "vkcrun: the model has no input %s\n", in_names[k]); rc = 1; goto done; }
     for (uint32_t i = 0; i < vkc_input_count(model); i++) {
@@ -219,6 +369,7 @@ int main(int argc, char **argv) {
     }
 done:
     for (int i = 0; i < 256; i++) { free(arrays[i].data); free(outs[i]); }
+    free(prompt);
     vkc_free(model);
     if (ctx && vkc_validation_messages(ctx)) {
         fprintf(stderr, "vkcrun: the validation layer reported %u messages\n", vkc_validation_messages(ctx));

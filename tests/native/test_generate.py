@@ -161,3 +161,65 @@ def test_generate_under_asan(asan_build, c_program, llama_bundles, tmp_path):
                   "generate", IDS, 80, "-", env=ASAN_ENV)
     assert tokens(lines[0]) == reference(bundle, 8) and len(tokens(lines[1])) == 8
     assert "exceed the 64 rows" in lines[2]
+
+
+# ---- vkcrun --generate -------------------------------------------------------------------------
+
+def vkcrun(binary, bundle, *args, env=None):
+    return subprocess.run([str(binary / "vkcrun"), str(bundle), *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("argmax", [False, True], ids=["host-argmax", "device-argmax"])
+def test_vkcrun_generate(build, llama_bundles, argmax):
+    """The tokens on one line, as runtime_min's; then the prefill and decode rates and where the
+    tokens were picked, as `vkc generate` prints them; the validation layer silent."""
+    bundle = llama_bundles("fp32", argmax)
+    r = vkcrun(build, bundle, "--generate", IDS, "--max-new-tokens", 12, env={"VKC_VALIDATION": "1"})
+    assert r.returncode == 0 and "validation" not in r.stderr, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert [int(t) for t in lines[0].split()] == reference(bundle, 12)
+    assert lines[1].startswith("prefill 7 tokens in ") and ", decode " in lines[1] and " tokens/s on " in lines[1]
+    assert lines[1].endswith("; argmax on the device" if argmax else "; argmax on the host (compile with "
+                             "--argmax-output logits to pick on the device)"), lines[1]
+    r = vkcrun(build, bundle, "--generate", IDS, "--max-new-tokens", 5, "--temperature", "0.7", "--top-k", 5,
+               "--top-p", "0.9", "--seed", 3, "--eos", 63)
+    assert r.returncode == 0 and r.stdout.splitlines()[1].endswith("; sampled on the host"), r.stdout + r.stderr
+    assert 1 <= len(r.stdout.split("\n")[0].split()) <= 5
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["--generate", "1,x"], "--generate takes the prompt's token ids, ID,ID,... (whole numbers >= 0), not '1,x'"),
+    (["--generate", ""], "--generate takes the prompt's token ids"),
+    (["--generate", "1,-2"], "not '1,-2'"),
+    (["--generate", IDS, "--max-new-tokens", "-3"], "--max-new-tokens takes a number of tokens from 0 to 1000000"),
+    (["--generate", IDS, "--top-p", "0"], "--top-p takes a probability in (0, 1], not '0'"),
+    (["--generate", IDS, "--temperature", "nan"], "--temperature takes a number >= 0 (0: greedy), not 'nan'"),
+    (["--generate", IDS, "--seed", "1.5"], "--seed takes a whole number >= 0"),
+    (["--temperature", "0.5"], "--temperature applies to --generate; add --generate ID,ID,..."),
+    (["--generate", IDS, "--input", "x=y.npy"], "--generate feeds the model itself; drop --input"),
+    (["--generate", IDS, "--bench", "3"], "--generate feeds the model itself; drop --bench"),
+    (["--generate"], "--generate needs a value"),
+])
+def test_vkcrun_generate_bad_arguments(build, llama_bundles, args, phrase):
+    r = vkcrun(build, llama_bundles("fp32", False), *args)
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("vkcrun: ") and phrase in r.stderr, r.stderr
+
+
+def test_vkcrun_generate_refusals(build, llama_bundles, tmp_path):
+    """What vkc_generate refuses: one line, exit status 2."""
+    from tests.runtime_min.test_fetch import relu_argmax_bundle
+    stateless = tmp_path / "relu.vkb"
+    stateless.write_bytes(relu_argmax_bundle())
+    for bundle, args, phrase in ((stateless, [], "generate needs a bundle with state"),
+                                 (llama_bundles("fp32", False), ["--max-new-tokens", 58], "exceed the 64 rows")):
+        r = vkcrun(build, bundle, "--generate", IDS, *args)
+        assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+        assert len(r.stderr.splitlines()) == 1 and phrase in r.stderr, r.stderr
+
+
+def test_vkcrun_generate_under_asan(asan_build, llama_bundles):
+    r = vkcrun(asan_build, llama_bundles("fp16", True), "--generate", IDS, "--max-new-tokens", 6, "--temperature", 1,
+               "--top-k", 3, "--seed", 1, env=ASAN_ENV)
+    assert r.returncode == 0 and len(r.stdout.splitlines()[0].split()) == 6, r.stdout + r.stderr[-4000:]
