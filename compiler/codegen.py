@@ -232,6 +232,8 @@ def module_name(kernel: Kernel) -> str:
         parts.append(p["mode"])
     if kernel.template == "elementwise_typed":
         parts.append(p["out"].name)
+    if kernel.template in ("attention", "attention_tiled") and p.get("split"):
+        parts.append("split_kv")
     if kernel.template == "strided_copy" and p["bits"] < 32:
         parts.append(f"{p['bits']}bit")
     if p.get("n_epilogue") or p.get("epilogue_expr", "acc_v") != "acc_v":

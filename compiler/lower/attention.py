@@ -38,7 +38,8 @@ profiles (lavapipe, templates/attention.comp.j2): K and V fetched in place, seve
 invocation so that each fetch serves all of them; float16 there takes the tiled kernel (texel
 formats are float32 only). float16 attention on a device with 16x16x16 float16 cooperative
 matrices (templates/attention_coopmat.comp.j2): both products on the tensor cores, the softmax
-between them through shared memory.
+between them through shared memory. A decode step (a few query rows over a long cache) splits the
+keys into chunks over more workgroups, and a second kernel combines them (lower/attention_split.py).
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ import numpy as np
 from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import attention_logits, weighted_average
+from .attention_split import CHUNK_STEP, combine, partials, split_kv
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
 from .matmul import COOPMAT_TYPES
 
@@ -142,15 +144,16 @@ def tiled_shared_bytes(t: dict) -> int:
     return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 4) + bq * t["TX"])
 
 
-def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target) -> dict | None:
+def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target, one_row: bool = False) -> dict | None:
     """The tiled kernel's shape for `bh` batches x heads of `sq` query rows and `sk` keys: the
     first, in the order of preference above, that fits the target's invocations, shared memory
-    and MAX_LANE_FLOATS; None when none does."""
+    and MAX_LANE_FLOATS; None when none does. one_row: a lane takes one row (split-KV, whose
+    workgroups are as many as the rule wants, and whose rows the row groups cover)."""
     groups_max = ROW_GROUPS
     while groups_max > 1 and groups_max // 2 >= sq:  # short sequences: fewer idle row groups
         groups_max //= 2
-    first = next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups),
-                 ROWS[-1])
+    first = ROWS[-1] if one_row else \
+        next((r for r in ROWS if -(-sq // (groups_max * r)) * bh >= target.min_workgroups), ROWS[-1])
 
     def shuffle(tx: int) -> bool:
         return SHUFFLE_ROWS and target.subgroup_reductions and tx <= target.subgroup_size
@@ -242,6 +245,12 @@ def lower_attention(node, target):
     if kv_group < 1 or h % kv_group:
         raise CompileError(f"Attention '{node.name}': {h} query heads do not share {kv_group}-wise "
                            "K/V heads (a vkc bug).")
+    keys = int(a.get("key_limit", sk))
+    if not 0 <= keys <= sk:
+        raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
+    split = split_kv(b, h, sq, keys, kv_group, target)
+    heads, chunks = split or (1, 1)
+    rows = heads * sq  # a workgroup's rows: `heads` query heads' sq rows each
     if b * h > 65535:
         raise CompileError(f"Attention '{node.name}': {b} x {h} batches x heads exceed the "
                            "65535 workgroups of one grid dimension.")
@@ -254,40 +263,44 @@ def lower_attention(node, target):
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
     inputs = [q, k, v] + ([mask] if mask is not None else []) + ([lengths] if lengths is not None else [])
-    keys = int(a.get("key_limit", sk))
-    if not 0 <= keys <= sk:
-        raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
+    if split:
+        spec += [("CHUNKS", "int32", chunks)]
     softcap = float(a.get("softcap", 0.0))
     common = dict(mask_kind=mask_kind, causal=bool(a.get("causal", False)), lengths=lengths is not None,
                   KV_GROUP=kv_group, KEYS=keys, causal_top_left=a.get("causal_align") == "top_left",
                   SOFTCAP=float_literal(softcap) if softcap > 0 else None,
                   keep_to_inf=bool(a.get("keep_to_inf", False)),
                   empty_rows_zero=bool(a.get("empty_rows_zero", False)),
-                  NEG_INF=float_literal(-np.inf), NAN=float_literal(np.nan))
+                  NEG_INF=float_literal(-np.inf), NAN=float_literal(np.nan),
+                  split=split is not None, GH=heads, CHUNK_STEP=CHUNK_STEP)
     flops = 2 * b * h * sq * sk * (d + dv)
+    # Split-KV: the first pass writes the chunks' partial results, the combine the output.
+    dest = partials(out, b, h, sq, dv, chunks) if split else out
+    then = [combine(node, dest, lengths, out, common, chunks, target)] if split else []
+    grid = b * h // heads, chunks
     # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
     # stays a storage buffer. float16 (no texel format) takes the tiled kernel there too.
     floats = [q, k, v] + ([mask] if mask_kind == "add" else [])
-    if texel_format(q.dtype) and texel_format(out.dtype) and texel_reads(target, *floats):
-        rows = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
-                          sq // max(1, target.subgroup_size)))
-        lanes = _texel_lanes(-(-sq // rows), target)
-        bq = lanes * rows
-        params = dict(LANES=lanes, R=rows, BQ=bq, BK=TEXEL_BLOCK_KEYS, D=d, DV=dv, **common)
-        return [Kernel("attention", params, spec, inputs + [out], writes=[len(inputs)],
-                       groups=(-(-sq // bq), b * h, 1), local_size=(lanes, 1, 1),
+    if texel_format(q.dtype) and (split or texel_format(out.dtype)) and texel_reads(target, *floats):
+        per_lane = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
+                              rows // max(1, target.subgroup_size)))
+        lanes = _texel_lanes(-(-rows // per_lane), target)
+        bq = lanes * per_lane
+        params = dict(LANES=lanes, R=per_lane, BQ=bq, BK=TEXEL_BLOCK_KEYS, D=d, DV=dv, **common)
+        return [Kernel("attention", params, spec, inputs + [dest], writes=[len(inputs)],
+                       groups=(-(-rows // bq), *grid), local_size=(lanes, 1, 1),
                        nodes=node.sources, flops=flops,
-                       texel_buffers={i: "r32f" for i in range(len(floats))})]
+                       texel_buffers={i: "r32f" for i in range(len(floats))})] + then
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
-    cm = coopmat_tiles(b * h, sq, d, dv, a["layouts"], target, q.dtype)
+    cm = None if split else coopmat_tiles(b * h, sq, d, dv, a["layouts"], target, q.dtype)
     if cm is not None:
         return [Kernel("attention_coopmat", dict(**cm, **common, **types), spec, inputs + [out],
                        writes=[len(inputs)], groups=(-(-sq // cm["BQ"]), b * h, 1),
                        local_size=(cm["WQ"] * cm["SUBGROUP"], 1, 1), nodes=node.sources,
                        flops=flops, shared_memory_bytes=coopmat_shared_bytes(cm))]
-    t = tiled_tiles(b * h, sq, sk, d, dv, target)
+    t = tiled_tiles(b * h // heads * chunks, rows, sk, d, dv, target, one_row=split is not None)
     if t is None:
         raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
                            f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
@@ -297,6 +310,6 @@ def lower_attention(node, target):
                  if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]
     return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads,
                                           PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P), spec,
-                   inputs + [out], writes=[len(inputs)], groups=(-(-sq // t["BQ"]), b * h, 1),
+                   inputs + [dest], writes=[len(inputs)], groups=(-(-rows // t["BQ"]), *grid),
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
-                   shared_memory_bytes=tiled_shared_bytes(t))]
+                   shared_memory_bytes=tiled_shared_bytes(t))] + then

@@ -99,11 +99,12 @@ def test_attention(kw, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("sq, lengths", [(1, [5, 12]), (4, [4, 16]), (3, [9, 3])])
-def test_external_cache_reads_the_first_lengths_keys(target, sq, lengths):
+@pytest.mark.parametrize("sq, lengths, d", [(1, [5, 12], 16), (4, [4, 16], 16), (3, [9, 3], 16), (4, [6, 13], 64)])
+def test_external_cache_reads_the_first_lengths_keys(target, sq, lengths, d):
     """A [B, heads, 16, D] cache of which only nonpad_kv_seqlen[b] rows count, causal: the rows
-    past the length never reach the result (they hold NaN here)."""
-    model = attention_model(b=2, hq=4, hkv=2, sq=sq, skv=16, causal=1, lengths=True)
+    past the length never reach the result (they hold NaN here). At D = 64 the tiled kernel
+    fetches the next K and V block while computing one."""
+    model = attention_model(b=2, hq=4, hkv=2, sq=sq, skv=16, d=d, causal=1, lengths=True)
     feeds = feeds_for(model, lengths=lengths)
     result = check_against_onnxruntime(model, target=target, feeds=feeds, full_check=False)
     for i, n in enumerate(lengths):
