@@ -11,8 +11,9 @@ The rule (split_kv):
     kernel, whose query blocks already fill the device);
   - query heads per workgroup: the most of a K/V head's kv_group (a divisor) whose rows stay
     within SPLIT_GROUP_ROWS, so that K and V are read once for them all;
-  - chunks: enough workgroups for the target's min_workgroups (two per core or SM), but no more
-    than chunks of CHUNK_STEP keys over the cache's capacity; at least 2, else no split.
+  - chunks: enough workgroups for the target's min_workgroups (nvidia's and --target host's:
+    two per SM or compute unit), but no more than chunks of CHUNK_STEP keys over the cache's
+    capacity; at least 2, else no split.
 The chunk length is a run-time value: the keys the run attends (nonpad_kv_seqlen's count) over
 CHUNKS, rounded up to a multiple of CHUNK_STEP, so a short context fills few chunks of
 CHUNK_STEP keys and the workgroups of the others return at once, and a long one spreads over
