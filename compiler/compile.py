@@ -15,6 +15,7 @@ from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
 from .frontend import load_model, model_digest, to_ir
+from .growing_cache import Form, fixed_capacity
 from .host import resolve_target
 from .lower import lower_graph
 from .memory import plan_memory
@@ -41,7 +42,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
                   io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
                   state="auto", weights: str | None = None, weights_block: int | None = None,
-                  argmax_output: str | None = None) -> bytes:
+                  argmax_output: str | None = None, max_context: int | None = None) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
@@ -57,6 +58,11 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     argmax_output: an output's name ("logits"): the bundle also outputs `logits_argmax`, the
     index of the largest value of its last row, computed on the device (compiler/argmax_output.py),
     which Model.generate's greedy decoding copies back instead of the logits.
+
+    max_context: the cache rows of a decoder whose cache grows each run (optimum's
+    text-generation-with-past export: present = Concat(past, new)); it is compiled to a cache of
+    that many rows kept as state, for each variant's input_ids [1, S], with inputs input_ids and
+    position (compiler/growing_cache.py).
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
@@ -80,7 +86,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output)
+                           quant, argmax_output, max_context)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -90,7 +96,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
-                                  argmax_output=argmax_output)[0])
+                                  argmax_output=argmax_output, max_context=max_context)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -134,11 +140,13 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
-             keep_intermediates=False, state="auto", weights=None, argmax_output=None) -> tuple[Part, list]:
+             keep_intermediates=False, state="auto", weights=None, argmax_output=None,
+             max_context=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
-                                             weights=weights, argmax_output=argmax_output)
+                                             weights=weights, argmax_output=argmax_output,
+                                             max_context=max_context)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -156,13 +164,24 @@ def intermediates(graph, kernels) -> list:
 
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
-                state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None):
+                state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
+                max_context: int | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
-    graph = fold_constants(add_argmax_output(to_ir(proto, input_shapes), argmax_output))
+    front = lambda g: fold_constants(add_argmax_output(g, argmax_output))  # noqa: E731
+    if max_context is not None:
+        graph = fixed_capacity(proto, input_shapes, max_context, front)
+    else:
+        growing = Form.of(proto)
+        past = growing.unpinned(input_shapes) if growing is not None else None
+        if past is not None:
+            raise CompileError(f"input '{past}' is a cache that grows each run ({growing.describe()}); compile "
+                               f"it with --max-context N (a cache of N rows kept on the device, max_context=N in "
+                               f"Python), or pin every input with --input-shape for one fixed step.")
+        graph = front(to_ir(proto, input_shapes))
     graph.precision = options
     graph.weights = quant
     graph.state = find_state(graph, state)

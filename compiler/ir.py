@@ -99,6 +99,7 @@ class Graph:
         # (input, output) pairs held on the device between runs (compiler/state.py): the output's
         # value becomes the input's at the next run
         self.state: list[tuple[Value, Value]] = []
+        self.growing = None     # compiler/growing_cache.py's GrowingCache, for passes/cache_reads.py
         self.name = name
         self.producer = producer
         self.relink()

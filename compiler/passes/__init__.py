@@ -1,5 +1,6 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
 from .. import verify
+from .cache_reads import bound_cache_reads
 from .common_subexpressions import merge_common_subexpressions
 from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
@@ -45,7 +46,7 @@ from .views import make_views
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, move_row_transposes, merge_projections, read_rotary_inputs_in_place, fuse_attention,
-            scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
+            bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
 
 
