@@ -14,6 +14,7 @@ import onnx
 from .compile import require_static_shapes
 from .errors import CompileError
 from .frontend import to_ir
+from .growing_cache import fixed_capacity
 from .host import resolve_target
 from .lower import lower_node
 from .ops import find_rule, unsupported_ops
@@ -59,13 +60,23 @@ def _since(op_type: str, domain: str, opset: int) -> str:
         return "?"
 
 
-def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic") -> CheckReport:
+def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic",
+                max_context: int | None = None) -> CheckReport:
     """Every op of the model with what compiling it would do. Errors of the model as a whole
-    (the frontend's: opset, shapes) raise CompileError, as compile_model does."""
-    graph = to_ir(proto, input_shapes)
+    (the frontend's: opset, shapes) raise CompileError, as compile_model does. max_context: a
+    growing cache compiled to that many rows (compile_model's)."""
+    if max_context is None:
+        graph = to_ir(proto, input_shapes)
+        nodes = graph.nodes
+        graph = fold_constants(graph)
+    else:
+        built = []
+        graph = fixed_capacity(proto, input_shapes, max_context,
+                               lambda g: built.append(list(g.nodes)) or fold_constants(g))
+        nodes = built[0]
     verdicts: dict[str, OpVerdict] = {}
     owner: dict[str, OpVerdict] = {}
-    for node in graph.nodes:
+    for node in nodes:
         key = op_key(node.op_type, node.domain)
         if key not in verdicts:
             verdicts[key] = OpVerdict(key, _since(node.op_type, node.domain, graph.opset), [],
@@ -73,7 +84,6 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic") -> 
                                                           graph.opset) is not None)
         verdicts[key].nodes.append(node.name)
         owner[node.name] = verdicts[key]
-    graph = fold_constants(graph)
     remaining = {name for n in graph.nodes for name in n.sources}
     for name, verdict in owner.items():
         if name not in remaining:

@@ -159,6 +159,10 @@ def _summary(name: str, a: np.ndarray) -> str:
 
 
 ShapeOpt = typer.Option(None, "--input-shape", help="Pin a dynamic input: NAME=1x3x224x224 (repeatable).")
+ContextOpt = typer.Option(None, "--max-context", min=2, help="A decoder whose KV cache grows each run (optimum's "
+                          "text-generation-with-past export): compile it to a cache of this many rows kept on the "
+                          "device, inputs input_ids and position (give the run lengths: --variant input_ids=1x16 "
+                          "--variant input_ids=1x1).")
 VariantOpt = typer.Option(None, "--variant", help="One full set of input shapes, NAME=1x32[,NAME2=...] "
                           "(repeatable: one shape variant each; the runtime picks by the inputs' shapes).")
 TargetOpt = typer.Option(None, "--target",
@@ -175,7 +179,7 @@ SeedOpt = typer.Option(0, min=0, help="Seed for random inputs.")
 def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help="The ONNX model."),
             output: Path = typer.Option(..., "-o", "--output", help="Where to write the .vkb bundle."),
             input_shape: Optional[List[str]] = ShapeOpt, variant: Optional[List[str]] = VariantOpt,
-            target: Optional[str] = TargetOpt,
+            target: Optional[str] = TargetOpt, max_context: Optional[int] = ContextOpt,
             tune_first: bool = typer.Option(False, "--tune", help="Run `vkc tune` on the local "
                                             "device first (implies --target host): slower compile, faster kernels."),
             precision: str = typer.Option("fp32", "--precision", help="fp32; fp16: weights and "
@@ -206,7 +210,8 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
-                    weights=weights, weights_block=weights_block, argmax_output=argmax_output)
+                    weights=weights, weights_block=weights_block, argmax_output=argmax_output,
+                    max_context=max_context)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
@@ -244,14 +249,14 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
 
 @app.command()
 def check(model: Path = typer.Argument(..., exists=True, dir_okay=False),
-          input_shape: Optional[List[str]] = ShapeOpt,
+          input_shape: Optional[List[str]] = ShapeOpt, max_context: Optional[int] = ContextOpt,
           target: str = typer.Option("generic", "--target", help="The profile to check against "
                                      "(as `vkc compile --target`).")):
     """Every op of a model: folded, supported, or not (and why), as `vkc compile` would decide,
     without generating code."""
     try:
         proto = load_model(model)
-        report = check_model(proto, _parse_shapes(input_shape), target)
+        report = check_model(proto, _parse_shapes(input_shape), target, max_context)
     except ValueError as exc:  # CompileError, an unknown target
         _fail(str(exc))
     table = Table(title=f"{model.name}: opset {report.opset}, {len(proto.graph.node)} nodes")

@@ -210,15 +210,17 @@ def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weigh
             if is_onnx(node, "Add") and _mask(v, rows) and _mask(w, rows):
                 if not (_causal(v.data, rows) and _causal(w.data, rows)):
                     raise CompileError(f"{node.op_type} '{node.name}' adds a mask computed from the past's length "
-                                       f"that is not causal ('{v.name}'): a sliding window or another pattern; vkc's "
-                                       "fixed cache attends causally to the rows filled. Export without it.")
+                                       f"that is not causal ('{v.name}'): a sliding window or another pattern, while "
+                                       "vkc's fixed cache attends causally to the rows filled; give a --max-context "
+                                       "within the window, where the mask is causal.")
                 found[id(v)] = "causal mask"
             elif is_onnx(node, "Expand", "Reshape") and i == 1:
                 found[id(v)] = "shape of a cache read"
             else:
                 raise CompileError(f"{node.op_type} '{node.name}' reads '{v.name}', computed from the past's length "
-                                   f"({form.pairs[0][0]} has P rows, P growing each run), which a fixed-capacity "
-                                   f"cache does not have; vkc takes that length only in an attention mask ({FIX}).")
+                                   f"('{form.pairs[0][0]}' has P rows, P growing each run), which a fixed-capacity "
+                                   "cache does not have: vkc takes that length only in a causal attention mask, "
+                                   f"and positions from {POSITIONS} ({FIX}).")
     return found
 
 

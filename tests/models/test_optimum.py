@@ -1,0 +1,119 @@
+"""Decoders as optimum exports them (tests/models/fixtures/make_optimum.py: tiny Llama, sdpa and
+eager, and Qwen2; past_key_values in, present = Concat(past, new) out) compiled with
+max_context to a fixed cache kept as state (compiler/growing_cache.py): Model.generate's greedy
+tokens equal onnxruntime's own loop over the same file, fed the growing past as optimum feeds it;
+logits at every step; a float16 cache; the command line."""
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tests.harness import assert_close
+
+from compiler.compile import compile_model
+from runtime_min import load
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PROMPT = [3, 17, 42, 5, 9, 11, 2]   # longer than the prefill variant: chunks of 4, 1, 1, 1
+STEPS = 33
+CONTEXT = 48
+VARIANTS = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
+
+
+class OnnxruntimeLoop:
+    """onnxruntime over the optimum file as optimum's ORTModelForCausalLM feeds it: the past
+    growing from 0 rows, an all-ones attention_mask of past + new, position_ids past + arange."""
+
+    def __init__(self, path: Path):
+        self.sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.names = [o.name for o in self.sess.get_outputs()]
+        self.reset()
+
+    def reset(self):
+        self.past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
+                     for i in self.sess.get_inputs() if i.name.startswith("past_key_values")}
+        self.filled = 0
+
+    def run(self, ids: list[int]) -> dict:
+        n = len(ids)
+        out = dict(zip(self.names, self.sess.run(None, {
+            "input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, self.filled + n), np.int64),
+            "position_ids": np.arange(self.filled, self.filled + n)[None], **self.past})))
+        self.filled += n
+        self.past = {k: out[k.replace("past_key_values", "present")] for k in self.past}
+        return out
+
+    def greedy(self, prompt: list[int], steps: int) -> list[int]:
+        self.reset()
+        out, tokens = self.run(prompt), []
+        for _ in range(steps):
+            tokens.append(int(np.argmax(out["logits"][0, -1])))
+            out = self.run(tokens[-1:])
+        return tokens
+
+
+@pytest.mark.parametrize("name", ["llama_tiny_optimum", "llama_tiny_optimum_eager", "qwen2_tiny_optimum"])
+def test_greedy_tokens_equal_onnxruntime(name):
+    path = FIXTURES / f"{name}.onnx"
+    bundle = compile_model(path, variants=VARIANTS, target="lavapipe", max_context=CONTEXT)
+    want = OnnxruntimeLoop(path).greedy(PROMPT, STEPS)
+    assert len(set(want)) > 3  # the loop is no constant token
+    with load(bundle) as model:
+        assert [t.name for t in model.inputs] == ["input_ids", "position"]
+        assert [s.shape for s in model.state] == [(1, 2, CONTEXT, 16)] * 4
+        assert list(model.generate(PROMPT, STEPS)) == want
+
+
+def test_logits_and_cache_every_step():
+    """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps: logits and the cache's filled
+    rows against onnxruntime's logits and present at every run."""
+    path = FIXTURES / "llama_tiny_optimum.onnx"
+    bundle = compile_model(path, variants=VARIANTS, target="lavapipe", max_context=CONTEXT)
+    ref = OnnxruntimeLoop(path)
+    chunks = [PROMPT[:4], PROMPT[4:5], PROMPT[5:6], PROMPT[6:7]]
+    with load(bundle) as model:
+        filled = 0
+        for step in range(12):
+            ids = chunks[step] if step < len(chunks) else [token]
+            want = ref.run(ids)
+            got = model.run({"input_ids": np.array([ids], np.int64), "position": np.array([filled], np.int64)})
+            assert_close("logits", got["logits"], want["logits"], rtol_l2=1e-4, rtol=1e-3, atol=1e-5)
+            filled += len(ids)
+            token = int(np.argmax(want["logits"][0, -1]))
+        for name in ("past_key_values.0.key", "past_key_values.1.value"):
+            np.testing.assert_allclose(model.read_state(name)[:, :, :filled], ref.past[name], rtol=1e-4, atol=1e-6)
+
+
+def test_float16_cache_logits():
+    """--precision fp16: a float16 cache; logits within 1e-2 (rel L2) of onnxruntime's float32."""
+    path = FIXTURES / "qwen2_tiny_optimum.onnx"
+    bundle = compile_model(path, variants=[{"input_ids": [1, len(PROMPT)]}, {"input_ids": [1, 1]}],
+                           target="lavapipe", max_context=CONTEXT, precision="fp16")
+    ref = OnnxruntimeLoop(path)
+    ids, filled = PROMPT, 0
+    with load(bundle) as model:
+        assert model.read_state("past_key_values.0.key").dtype == np.float16
+        for _ in range(10):
+            want = ref.run(ids)
+            got = model.run({"input_ids": np.array([ids], np.int64), "position": np.array([filled], np.int64)})
+            assert_close("logits", got["logits"], want["logits"], rtol_l2=1e-2, rtol=1e9, atol=1e9)
+            filled += len(ids)
+            ids = [int(np.argmax(want["logits"][0, -1]))]
+
+
+def test_cli_compile_and_generate(tmp_path):
+    from typer.testing import CliRunner
+    from compiler.cli import app
+    path, out = FIXTURES / "llama_tiny_optimum.onnx", tmp_path / "llama.vkb"
+    r = CliRunner().invoke(app, ["compile", str(path), "-o", str(out), "--target", "lavapipe", "--max-context",
+                                 str(CONTEXT), "--variant", "input_ids=1x4", "--variant", "input_ids=1x1",
+                                 "--argmax-output", "logits"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["generate", str(out), "--prompt-ids", ",".join(map(str, PROMPT)),
+                                 "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[0].split() == [str(t) for t in OnnxruntimeLoop(path).greedy(PROMPT, 8)]
+    r = CliRunner().invoke(app, ["compile", str(path), "-o", str(tmp_path / "x.vkb"), "--target", "lavapipe",
+                                 "--variant", "input_ids=1x1"])
+    assert r.exit_code != 0 and "--max-context N" in r.output and "Traceback" not in r.output
