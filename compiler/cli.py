@@ -205,8 +205,9 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     _output_ok(output, [model], "-o")
-    if tune_first:
-        tune(model, input_shape=input_shape, target="host", precision=precision, device=None, repeat=5)
+    if tune_first:  # a growing cache's products tuned at its first variant's run length
+        tune(model, input_shape=input_shape or (variant[:1] if max_context else None), target="host",
+             precision=precision, device=None, repeat=5, max_context=max_context)
         target = "host"
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
@@ -224,7 +225,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
 
 @app.command()
 def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
-         input_shape: Optional[List[str]] = ShapeOpt,
+         input_shape: Optional[List[str]] = ShapeOpt, max_context: Optional[int] = ContextOpt,
          target: str = typer.Option("host", "--target", help="The profile whose tiles are tuned."),
          precision: str = typer.Option("fp32", "--precision", help="fp32, fp16 or fp16-matmul (on a device "
                                        "with cooperative matrices: their workgroup tiles and K step)."),
@@ -240,7 +241,7 @@ def tune(model: Path = typer.Argument(..., exists=True, dir_okay=False),
         _fail(str(exc))
     try:
         choice = run_tuner(proto, target=target, device=_device_arg(device), precision=precision,
-                           input_shapes=shapes, repeat=repeat,
+                           input_shapes=shapes, repeat=repeat, max_context=max_context,
                            log=lambda line: console.print(line, highlight=False))
     except (ValueError, VkcRuntimeError) as exc:  # CompileError, a target without candidates
         _fail(str(exc))

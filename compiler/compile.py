@@ -132,10 +132,10 @@ def _shape_dict(shapes, what: str) -> dict[str, list[int]] | None:
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
                          io=None, keep_fp32=(), state="auto", weights=None,
-                         weights_block=None) -> tuple[bytes, list]:
+                         weights_block=None, max_context=None) -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
     part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32, state=state,
-                             weights=WeightQuantization.parse(weights, weights_block))
+                             weights=WeightQuantization.parse(weights, weights_block), max_context=max_context)
     return write_bundle(*part), kernels
 
 

@@ -142,11 +142,13 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
         raise CompileError("--max-context applies to a decoder whose cache grows (present = Concat(past, new) on "
                            "the sequence axis, optimum's text-generation-with-past export); this model has no "
                            "such Concat of an input into an output. Compile it without --max-context.")
-    rows = (given or {}).get(IDS, [1, 1])[-1]
+    shapes = form.shapes(given, capacity, 0)
+    rows = shapes[IDS][1]
     full = capacity - rows
     graph = front(_derive_inputs(to_ir(model, form.shapes(given, capacity, full)), form))
-    other = full - 1 if full > 1 else full + 1
-    reference = front(_derive_inputs(to_ir(model, form.shapes(given, capacity, other)), form))
+    # the same graph after a past of 1 row (2 where a full cache is 1 row): what differs is
+    # computed from the past's length
+    reference = front(_derive_inputs(to_ir(model, form.shapes(given, capacity, 1 if full != 1 else 2)), form))
     growing = GrowingCache(_input(graph, POSITION), rows, capacity)
     weights = {t.name for t in model.graph.initializer}
     growing.past_dependent = _past_dependent(graph, reference, rows, form, weights)
@@ -174,11 +176,11 @@ def _derive_inputs(graph: Graph, form: Form) -> Graph:
         mask.data = np.ones(mask.shape, mask.dtype)
     if POSITIONS in by_name:
         ids = by_name[POSITIONS]
+        if np.dtype(ids.dtype) != np.int64:
+            raise CompileError(f"input '{POSITIONS}' is {np.dtype(ids.dtype).name}; optimum's form has int64 "
+                               f"positions ({FIX}).")
         steps = np.arange(ids.shape[1], dtype=np.int64)[None]
         arange = Value(f"{POSITIONS}/steps", steps.dtype, steps.shape, data=steps)
-        ids.dtype = np.dtype(ids.dtype)
-        if ids.dtype != np.int64:
-            raise CompileError(f"input '{POSITIONS}' is {ids.dtype.name}; optimum's form has int64 positions.")
         derived.append(Node("Add", f"{POSITIONS}/from_position", [position, arange], [ids],
                             sources=[f"{POSITIONS} = {POSITION} + arange"]))
     graph.inputs = [v for v in graph.inputs if v.name not in (MASK, POSITIONS)]
@@ -194,10 +196,7 @@ def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weigh
     causal mask at both lengths or a shape operand of a cache read; anything else is refused."""
     other = {v.name: v for v in reference.values()}
     found = {}
-    pasts = {p for p, _, _ in form.pairs}
     for node in graph.nodes:
-        if is_onnx(node, "Concat") and node.inputs[0] is not None and node.inputs[0].name in pasts:
-            continue
         for i, v in enumerate(node.inputs):
             if v is None or not v.is_constant or v.name in weights:
                 continue

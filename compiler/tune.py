@@ -77,7 +77,7 @@ PROFILE_OWN = "(the profile's own tiles)"
 
 
 def measure(model, base, fields_list, *, device=None, input_shapes=None, precision: str = "fp32",
-            repeat: int = 5, log=print):
+            repeat: int = 5, log=print, max_context: int | None = None):
     """Each candidate applied to every matmul of the model at once and timed (time_dispatches):
     (device name, [{problem: seconds} per candidate]). An empty candidate is the profile's own
     choice."""
@@ -86,7 +86,7 @@ def measure(model, base, fields_list, *, device=None, input_shapes=None, precisi
         # Each candidate's tile as it is (exact_tile), as a tuned problem will get it.
         target = replace(base, **fields, exact_tile=True) if fields else base
         bundle, kernels = compile_with_kernels(model, input_shapes=input_shapes, precision=precision,
-                                               target=target)
+                                               target=target, max_context=max_context)
         device_name, times = time_dispatches(bundle, device, repeat)
         per_problem: dict[str, float] = {}
         for kernel, t in zip(kernels, times):
@@ -98,13 +98,13 @@ def measure(model, base, fields_list, *, device=None, input_shapes=None, precisi
 
 
 def tune(model, *, target: str = "host", device=None, input_shapes=None, precision: str = "fp32",
-         repeat: int = 5, path: Path | None = None, log=print) -> dict[str, dict]:
+         repeat: int = 5, path: Path | None = None, log=print, max_context: int | None = None) -> dict[str, dict]:
     """Measure the profile's own choice and every candidate, store and return {problem: fastest
     fields} ({} where the profile's own choice is the fastest: what a compile does untuned)."""
     base = replace(resolve_target(target, device), tuned=())
     fields_list = [{}] + candidates(base, precision, log)
     device_name, measured = measure(model, base, fields_list, device=device, input_shapes=input_shapes,
-                                    precision=precision, repeat=repeat, log=log)
+                                    precision=precision, repeat=repeat, log=log, max_context=max_context)
     choice = {}
     for problem in measured[0]:
         times = [(m[problem], i) for i, m in enumerate(measured) if problem in m]
