@@ -40,7 +40,8 @@ from .passes.fuse_attention import CAUSAL_MASKED
 from .passes.onnx_node import evaluate
 
 IDS, MASK, POSITIONS, POSITION = "input_ids", "attention_mask", "position_ids", "position"
-FIX = "export the model with optimum-cli's text-generation-with-past task as it writes it, or compile it without --max-context (every input pinned with --input-shape)"
+FIX = ("export the model with optimum-cli's text-generation-with-past task as it writes it, or compile it "
+       "without --max-context, every input pinned with --input-shape")
 
 
 @dataclass
@@ -272,9 +273,10 @@ def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
             for p, w in zip(sorted({0, capacity - rows}), windows))
         if not ok:
             reader = next(c for c in v.consumers if id(c) not in member) if v.consumers else None
-            raise CompileError(f"'{v.name}' (read by {reader.op_type + ' ' + repr(reader.name) if reader else 'an output'}) "
-                               f"is computed from {POSITIONS} but not one row per position; vkc computes such values "
-                               f"for positions 0..{capacity - 1} and gathers their rows ({FIX}).")
+            by = f"{reader.op_type} '{reader.name}'" if reader else "an output"
+            raise CompileError(f"'{v.name}' (read by {by}) is computed from {POSITIONS} but not one row per "
+                               f"position; vkc computes such values for positions 0..{capacity - 1} and gathers "
+                               f"their rows ({FIX}).")
         values = next((t for t in tables if t.data.shape == full.shape and np.array_equal(t.data, full)), None)
         if values is None:  # every layer's equal table is one constant
             values = _const(f"{v.name}/by_position", np.ascontiguousarray(full))
