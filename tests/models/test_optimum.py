@@ -17,7 +17,7 @@ from runtime_min import load
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROMPT = [3, 17, 42, 5, 9, 11, 2]   # longer than the prefill variant: chunks of 4, 1, 1, 1
 STEPS = 33
-CONTEXT = 48
+CONTEXT = 160   # past 64 keys: decode steps and the prefill chunk take split-KV attention
 VARIANTS = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
 
 
