@@ -18,7 +18,8 @@ compile_model(..., max_context=N) compiles it for N cache rows, for each shape v
   passes/cache_reads.py makes every attention over a cache read its first position + S rows
   (a count read at run time: one bundle serves every position);
 - a value computed from position_ids and constants alone (the rotary cos and sin) is computed
-  here for positions 0..N-1 and its rows gathered at run time.
+  here for positions 0..N-1 and its rows gathered at run time (fuse_rotary then makes
+  rotate_half over such rows one rotary kernel reading the positions).
 
 What makes it provably that form: the graph is also built at a past of another length, and
 each value computed from the past's length (a constant that differs between the two) may only

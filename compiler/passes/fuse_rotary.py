@@ -7,10 +7,13 @@ the last axis of x [B, H, S, D]:
 
 with cos and sin constant [.., S, D] tables whose two halves are equal (cos(cat(freqs, freqs)),
 the positions fixed at export, as when position_ids is no model input), the same for every batch
-and head. The node it becomes is com.microsoft's RotaryEmbedding from position 0 with the tables'
-first halves. Where x is the head split `Transpose(Reshape(p, [B, S, H, D]), [0, 2, 1, 3])` of a
-projection p, p itself is rotated ([B, S, H*D], num_heads H) and the head split moves after the
-rotation, where fuse_attention reads it as strides: no copy kernel for it.
+and head, or such tables' rows [.., N, D] gathered at run-time positions, for batch 1 (a growing
+cache's rotary, compiler/growing_cache.py). The node it becomes is com.microsoft's
+RotaryEmbedding with the tables' first halves (one pair of constants for every rotation by the
+same tables), from position 0 or at the gathered positions. Where x is the head split
+`Transpose(Reshape(p, [B, S, H, D]), [0, 2, 1, 3])` of a projection p, p itself is rotated
+([B, S, H*D], num_heads H) and the head split moves after the rotation, where fuse_attention
+reads it as strides: no copy kernel for it.
 
 Runs on ONNX nodes, before make_views.
 """
@@ -26,10 +29,11 @@ HEAD_SPLIT = [0, 2, 1, 3]
 
 
 def fuse_rotary(graph: Graph) -> Graph:
+    halves: dict[tuple, list[Value]] = {}   # rotations of the same tables share their halves
     for add in [n for n in graph.nodes if is_onnx(n, "Add")]:
         match = _match(graph, add)
         if match is not None:
-            _rewrite(graph, add, *match)
+            _rewrite(graph, add, *match, halves)
     return graph
 
 
@@ -50,6 +54,33 @@ def _table(v: Value, s: int, d: int) -> np.ndarray | None:
         return None
     plane = v.data.reshape(s, d)
     return np.ascontiguousarray(plane[:, :d // 2]) if (plane[:, :d // 2] == plane[:, d // 2:]).all() else None
+
+
+def _gathered(v: Value, s: int, d: int) -> tuple[np.ndarray, Value, Value] | None:
+    """(the [N, D/2] first half, the positions [S], the table) of v = Gather(table, positions)
+    along the rows of a constant [1, .., 1, N, D] table with equal halves."""
+    g = v.producer
+    if not is_onnx(g, "Gather") or not g.inputs[0].is_constant:
+        return None
+    table, rows = g.inputs
+    rank = len(table.shape)
+    if rank < 2 or g.attrs.get("axis", 0) % rank != rank - 2 or any(n != 1 for n in table.shape[:-2]) or \
+            tuple(rows.shape) != (s,) or np.dtype(rows.dtype) != np.int64 or table.shape[-1] != d:
+        return None
+    half = _table(table, table.shape[-2], d)
+    return (half, rows, table) if half is not None else None
+
+
+def _tables(cos: Value, sin: Value, s: int, d: int):
+    """(cos half, sin half, positions or None, the constants they come from) of constant tables
+    or tables gathered at the same positions, else None."""
+    cos_t, sin_t = _table(cos, s, d), _table(sin, s, d)
+    if cos_t is not None and sin_t is not None:
+        return cos_t, sin_t, None, (cos, sin)
+    cos_g, sin_g = _gathered(cos, s, d), _gathered(sin, s, d)
+    if cos_g is None or sin_g is None or cos_g[1] is not sin_g[1]:
+        return None
+    return cos_g[0], sin_g[0], cos_g[1], (cos_g[2], sin_g[2])
 
 
 def _rotated_half(graph: Graph, r: Value, x: Value) -> list[Node] | None:
@@ -81,11 +112,13 @@ def _match(graph: Graph, add: Node):
             for r, sin in (rotated.inputs, rotated.inputs[::-1]):
                 half = _rotated_half(graph, r, x) if r.producer is not None else None
                 b, h, s, d = x.shape
-                cos_t, sin_t = _table(cos, s, d), _table(sin, s, d)
-                if half is None or cos_t is None or sin_t is None or \
-                        graph.sole_consumer(r) is not rotated:
+                tables = _tables(cos, sin, s, d)
+                if half is None or tables is None or graph.sole_consumer(r) is not rotated or \
+                        (tables[2] is not None and b != 1):
                     continue
-                return [plain, rotated, *half], x, cos_t.astype(cos.dtype), sin_t.astype(sin.dtype)
+                cos_t, sin_t, positions, sources = tables
+                return [plain, rotated, *half], x, cos_t.astype(cos.dtype), sin_t.astype(sin.dtype), positions, \
+                    sources
     return None
 
 
@@ -106,18 +139,23 @@ def _head_split_of(graph: Graph, x: Value):
 
 
 def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.ndarray,
-             sin: np.ndarray) -> None:
+             sin: np.ndarray, positions: Value | None, origin: tuple[Value, Value], halves: dict) -> None:
     b, h, s, d = x.shape
     y = add.outputs[0]
     name = add.name
+    tables = halves.setdefault((id(origin[0]), id(origin[1])), [_const(f"{name}/cos", cos), _const(f"{name}/sin", sin)])
     sources = [src for n in sorted(removed + [add], key=graph.nodes.index) for src in n.sources]
 
     def const(what, array):
-        array = np.asarray(array)
-        return Value(f"{name}/{what}", array.dtype, array.shape, data=array)
+        return _const(f"{name}/{what}", array)
 
-    start = const("start", np.zeros(1, np.int64))
-    tables = [const("cos", cos), const("sin", sin)]
+    gathered = []
+    if positions is None:
+        start = const("start", np.zeros(1, np.int64))
+    else:  # the gathered rows' positions as [1, S]
+        start = Value(f"{name}/positions", positions.dtype, (1, s))
+        gathered = [Node("Reshape", f"{name}/positions", [positions, const("positions_shape", [1, s])], [start],
+                         sources=sources)]
     split = _head_split_of(graph, x)
     if split is None:
         nodes = [Node("RotaryEmbedding", f"{name}/rotary", [x, start, *tables], [y],
@@ -133,7 +171,7 @@ def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.nda
                       sources=sources)]
     at = graph.nodes.index(add)
     gone = {id(n) for n in removed}
-    graph.nodes[at:at + 1] = nodes
+    graph.nodes[at:at + 1] = gathered + nodes
     graph.nodes = [n for n in graph.nodes if id(n) not in gone]
     graph.relink()
     # The unrotated head split goes when nothing else reads it (a dead Transpose would keep
@@ -143,3 +181,8 @@ def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.nda
         graph.nodes.remove(dead)
         graph.relink()
         x = dead.inputs[0]
+
+
+def _const(name: str, array) -> Value:
+    array = np.asarray(array)
+    return Value(name, array.dtype, array.shape, data=array)

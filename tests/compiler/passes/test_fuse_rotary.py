@@ -49,6 +49,46 @@ def _rope_model(equal_halves=True, head_split=True, extra_reader=False):
     return make_model(helper.make_graph(nodes, "rope", [x_in], outputs, initializer=inits))
 
 
+N = 12  # positions the gathered tables hold
+
+
+def _gathered_model(batch: int):
+    """x [batch, H, S, D] rotated by rows of [1, 1, N, D] tables gathered at run-time positions
+    pos [S] (a growing cache's rotary, compiler/growing_cache.py)."""
+    freqs = np.outer(np.arange(N), 1.0 / 10000 ** (np.arange(0, D, 2) / D)).astype(np.float32)
+    angles = np.concatenate([freqs, freqs], axis=-1)[None, None]
+    inits = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos_table"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin_table"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([D // 2], np.int64), "half"),
+             numpy_helper.from_array(np.array([D], np.int64), "end"),
+             numpy_helper.from_array(np.array([-1], np.int64), "last")]
+    nodes = [helper.make_node("Gather", ["cos_table", "pos"], ["cos"], axis=2, name="cos_rows"),
+             helper.make_node("Gather", ["sin_table", "pos"], ["sin"], axis=2, name="sin_rows"),
+             helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
+             helper.make_node("Slice", ["x", "half", "end", "last"], ["x2"], name="slice2"),
+             helper.make_node("Neg", ["x2"], ["nx2"], name="neg"),
+             helper.make_node("Concat", ["nx2", "x1"], ["r"], axis=-1, name="concat"),
+             helper.make_node("Mul", ["x", "cos"], ["xc"], name="mul_cos"),
+             helper.make_node("Mul", ["r", "sin"], ["rs"], name="mul_sin"),
+             helper.make_node("Add", ["xc", "rs"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "rope", [tensor_info("x", [batch, H, S, D]), tensor_info("pos", [S], np.int64)],
+                              [tensor_info("y", [batch, H, S, D])], initializer=inits)
+    return make_model(graph)
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_tables_gathered_at_run_time_positions(batch):
+    """One sequence: one rotary kernel reading the positions; a batch of several (whose rows
+    the kernel would read per batch) stays as it is. Both as onnxruntime computes them."""
+    model = _gathered_model(batch)
+    ops = _ops(model)
+    assert (ops.count("RotaryEmbedding") == 1 and not {"Gather", "Mul", "Concat"} & set(ops)) == (batch == 1), ops
+    feeds = {"x": np.random.default_rng(0).standard_normal((batch, H, S, D)).astype(np.float32),
+             "pos": np.array([7, 8, 9, 10, 11], np.int64)}
+    check_against_onnxruntime(model, target="lavapipe", feeds=feeds)
+
+
 def _ops(model):
     return [n.op_type for n in run_passes(fold_constants(to_ir(model))).nodes]
 
