@@ -5,15 +5,19 @@ import numpy as np
 
 from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
-from .kernel import Kernel, constant_input, grid_1d, register
-from .strided_copy import MOVES, element_words
+from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
+from ..dtypes import element_bits
+from .strided_copy import element_words
 
 MODES = ("constant", "reflect", "edge", "wrap")
 PAD_LIMIT = "pads or constant_value computed at run time"
+PADS = "8-, 16-, 32- and 64-bit types (float16, int8, bool, float32, int64, ...)"
 
 
 def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kernel]:
-    words = element_words(node, [x, out])
+    sizes = {element_bits(v.dtype) for v in (x, out)}
+    bits = min(sizes) if len(sizes) == 1 and min(sizes) in (8, 16) else 32
+    words = 1 if bits < 32 else element_words(node, [x, out])
     in_shape, out_shape, begins = list(x.shape), list(out.shape), list(begins)
     if words == 2:
         in_shape, out_shape, begins = in_shape + [2], out_shape + [2], begins + [0]
@@ -22,7 +26,8 @@ def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kerne
         return []
     if prod(in_shape) == 0:
         raise CompileError(f"{node.op_type} '{node.name}' pads an empty tensor.")
-    bits = np.asarray(value).astype(np.dtype(x.dtype)).reshape(1).view(np.uint32)
+    value_bits = np.asarray(value).astype(np.dtype(x.dtype)).reshape(1).view(
+        {8: np.uint8, 16: np.uint16}.get(bits, np.uint32))
     rank = len(out_shape)
     strides = contiguous_strides(in_shape)
     # Negative pads crop first; the mode then pads the cropped tensor (onnxruntime's reading:
@@ -39,10 +44,12 @@ def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kerne
     spec += [(f"S{d}", "int32", strides[d]) for d in range(rank)]
     spec += [("OFFSET", "int32", sum(lo * st for lo, st in zip(lows, strides)))]
     if mode == "constant":
-        spec += [(f"VALUE{w}", "uint32", int(b)) for w, b in enumerate(bits)]
+        spec += [(f"VALUE{w}", "uint32", int(b)) for w, b in enumerate(value_bits)]
     local = target.elementwise_local
-    return [Kernel("pad", dict(LOCAL=local, rank=rank, mode=mode, words=words), spec, [x, out],
-                   writes=[1], groups=grid_1d(total, local), local_size=(local, 1, 1),
+    per_word = 32 // bits
+    return [Kernel("pad", dict(LOCAL=local, rank=rank, mode=mode, words=words, bits=bits), spec,
+                   [buffer_view(x), buffer_view(out)],
+                   writes=[1], groups=grid_1d(-(-total // per_word), local), local_size=(local, 1, 1),
                    nodes=node.sources)]
 
 
@@ -54,14 +61,14 @@ def _mode(node) -> str:
     return mode
 
 
-@register("Pad", since=1, dtypes=None, dtypes_doc=MOVES, limits=PAD_LIMIT)
+@register("Pad", since=1, dtypes=None, float16=True, dtypes_doc=PADS, limits=PAD_LIMIT)
 def lower_pad_v1(node, target):
     pads = list(node.attrs.get("pads", node.attrs.get("paddings", [])))
     return pad_kernel(node, target, node.inputs[0], node.outputs[0], pads[:len(pads) // 2],
                       _mode(node), node.attrs.get("value", 0.0))
 
 
-@register("Pad", since=11, dtypes=None, dtypes_doc=MOVES, constant_inputs=(1, 2, 3),
+@register("Pad", since=11, dtypes=None, float16=True, dtypes_doc=PADS, constant_inputs=(1, 2, 3),
           limits=PAD_LIMIT)
 def lower_pad(node, target):
     x = node.inputs[0]
@@ -77,7 +84,7 @@ def lower_pad(node, target):
     return pad_kernel(node, target, x, node.outputs[0], begins, _mode(node), value)
 
 
-@register("Tile", since=6, dtypes=None, dtypes_doc=MOVES, constant_inputs=(1,),
+@register("Tile", since=6, dtypes=None, float16=True, dtypes_doc=PADS, constant_inputs=(1,),
           limits="repeats computed at run time")
 def lower_tile(node, target):
     """out[c] = x[c mod len]: a wrap pad at the end of every axis."""
