@@ -22,26 +22,30 @@ def _tables(equal_halves=True):
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+# y = x * cos + rotate_half(x) * sin, as transformers' apply_rotary_pos_emb is exported
+HALVES = [numpy_helper.from_array(np.array([0], np.int64), "zero"),
+          numpy_helper.from_array(np.array([D // 2], np.int64), "half"),
+          numpy_helper.from_array(np.array([D], np.int64), "end"),
+          numpy_helper.from_array(np.array([-1], np.int64), "last")]
+ROTATE_HALF = [helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
+               helper.make_node("Slice", ["x", "half", "end", "last"], ["x2"], name="slice2"),
+               helper.make_node("Neg", ["x2"], ["nx2"], name="neg"),
+               helper.make_node("Concat", ["nx2", "x1"], ["r"], axis=-1, name="concat"),
+               helper.make_node("Mul", ["x", "cos"], ["xc"], name="mul_cos"),
+               helper.make_node("Mul", ["r", "sin"], ["rs"], name="mul_sin"),
+               helper.make_node("Add", ["xc", "rs"], ["y"], name="add")]
+
+
 def _rope_model(equal_halves=True, head_split=True, extra_reader=False):
     """p [B, S, H*D] -> head split -> x*cos + rotate_half(x)*sin, as Llama's export writes it."""
     cos, sin = _tables(equal_halves)
     inits = [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin"),
-             numpy_helper.from_array(np.array([B, S, H, D], np.int64), "heads"),
-             numpy_helper.from_array(np.array([0], np.int64), "zero"),
-             numpy_helper.from_array(np.array([D // 2], np.int64), "half"),
-             numpy_helper.from_array(np.array([D], np.int64), "end"),
-             numpy_helper.from_array(np.array([-1], np.int64), "last")]
+             numpy_helper.from_array(np.array([B, S, H, D], np.int64), "heads"), *HALVES]
     nodes = []
     if head_split:
         nodes += [helper.make_node("Reshape", ["p", "heads"], ["p4"], name="reshape"),
                   helper.make_node("Transpose", ["p4"], ["x"], perm=[0, 2, 1, 3], name="transpose")]
-    nodes += [helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
-              helper.make_node("Slice", ["x", "half", "end", "last"], ["x2"], name="slice2"),
-              helper.make_node("Neg", ["x2"], ["nx2"], name="neg"),
-              helper.make_node("Concat", ["nx2", "x1"], ["r"], axis=-1, name="concat"),
-              helper.make_node("Mul", ["x", "cos"], ["xc"], name="mul_cos"),
-              helper.make_node("Mul", ["r", "sin"], ["rs"], name="mul_sin"),
-              helper.make_node("Add", ["xc", "rs"], ["y"], name="add")]
+    nodes += ROTATE_HALF
     outputs = [tensor_info("y", [B, H, S, D])]
     if extra_reader:
         outputs.append(tensor_info("x1", [B, H, S, D // 2]))
@@ -58,20 +62,9 @@ def _gathered_model(batch: int):
     freqs = np.outer(np.arange(N), 1.0 / 10000 ** (np.arange(0, D, 2) / D)).astype(np.float32)
     angles = np.concatenate([freqs, freqs], axis=-1)[None, None]
     inits = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos_table"),
-             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin_table"),
-             numpy_helper.from_array(np.array([0], np.int64), "zero"),
-             numpy_helper.from_array(np.array([D // 2], np.int64), "half"),
-             numpy_helper.from_array(np.array([D], np.int64), "end"),
-             numpy_helper.from_array(np.array([-1], np.int64), "last")]
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin_table"), *HALVES]
     nodes = [helper.make_node("Gather", ["cos_table", "pos"], ["cos"], axis=2, name="cos_rows"),
-             helper.make_node("Gather", ["sin_table", "pos"], ["sin"], axis=2, name="sin_rows"),
-             helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
-             helper.make_node("Slice", ["x", "half", "end", "last"], ["x2"], name="slice2"),
-             helper.make_node("Neg", ["x2"], ["nx2"], name="neg"),
-             helper.make_node("Concat", ["nx2", "x1"], ["r"], axis=-1, name="concat"),
-             helper.make_node("Mul", ["x", "cos"], ["xc"], name="mul_cos"),
-             helper.make_node("Mul", ["r", "sin"], ["rs"], name="mul_sin"),
-             helper.make_node("Add", ["xc", "rs"], ["y"], name="add")]
+             helper.make_node("Gather", ["sin_table", "pos"], ["sin"], axis=2, name="sin_rows"), *ROTATE_HALF]
     graph = helper.make_graph(nodes, "rope", [tensor_info("x", [batch, H, S, D]), tensor_info("pos", [S], np.int64)],
                               [tensor_info("y", [batch, H, S, D])], initializer=inits)
     return make_model(graph)
