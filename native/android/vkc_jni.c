@@ -225,6 +225,76 @@ JNIEXPORT jobject JNICALL Java_dev_vkc_VkcModel_nativeInputBuffer(JNIEnv *env, j
     return (*env)->NewDirectByteBuffer(env, vkc_input_data(h->model, (uint32_t)index), (jlong)t.nbytes);
 }
 
+/* Each token to the app's java.util.function.LongPredicate; false (or an exception) ends the sequence. */
+typedef struct listener { JNIEnv *env; jobject predicate; jmethodID test; } listener;
+
+static int on_token(void *user, int64_t token) {
+    listener *l = user;
+    jboolean more = (*l->env)->CallBooleanMethod(l->env, l->predicate, l->test, (jlong)token);
+    return (*l->env)->ExceptionCheck(l->env) || !more;
+}
+
+/* vkc_generate: token ids after `prompt` (the state reset first). temperature 0: greedy; topP 0
+ * means 1; seed < 0: from the clock; eos < 0: none; onToken (a LongPredicate, may be null) sees each
+ * token as it comes. */
+JNIEXPORT jlongArray JNICALL Java_dev_vkc_VkcModel_nativeGenerate(JNIEnv *env, jclass cls, jlong ptr, jlongArray prompt,
+                                                                 jint max_new, jdouble temperature, jint top_k,
+                                                                 jdouble top_p, jlong seed, jlong eos, jobject on) {
+    handle *h = get(env, ptr);
+    vkc_generate_options o;
+    listener l = {env, on, NULL};
+    jsize n = prompt ? (*env)->GetArrayLength(env, prompt) : 0;
+    int64_t *ids, *tokens;
+    uint32_t made = 0;
+    jlongArray out = NULL;
+    vkc_error e;
+    vkc_status st;
+    (void)cls;
+    if (!h) return NULL;
+    if (max_new < 0 || top_k < 0) { throw_vkc(env, "maxNewTokens and topK must be >= 0"); return NULL; }
+    memset(&o, 0, sizeof o);
+    o.temperature = temperature;
+    o.top_k = (uint32_t)top_k;
+    o.top_p = top_p;
+    o.seeded = seed >= 0;
+    o.seed = (uint64_t)seed;
+    o.has_eos = eos >= 0;
+    o.eos_token_id = eos;
+    if (on) {
+        jclass pc = (*env)->FindClass(env, "java/util/function/LongPredicate");
+        if (!pc || !(l.test = (*env)->GetMethodID(env, pc, "test", "(J)Z"))) return NULL;  /* exception pending */
+        o.on_token = on_token;
+        o.user = &l;
+    }
+    ids = malloc(((size_t)n + 1) * sizeof *ids);
+    tokens = malloc(((size_t)max_new + 1) * sizeof *tokens);
+    if (!ids || !tokens) {
+        free(ids);
+        free(tokens);
+        throw_vkc(env, "out of memory");
+        return NULL;
+    }
+    if (n) (*env)->GetLongArrayRegion(env, prompt, 0, n, (jlong *)ids);
+    st = vkc_generate(h->model, ids, (size_t)n, (uint32_t)max_new, &o, tokens, &made, &e);
+    if ((*env)->ExceptionCheck(env)) {  /* the callback threw: that exception goes on */
+    } else if (st != VKC_OK) {
+        throw_vkc(env, e.message);
+    } else if ((out = (*env)->NewLongArray(env, (jsize)made)) != NULL) {
+        (*env)->SetLongArrayRegion(env, out, 0, (jsize)made, (const jlong *)tokens);
+    }
+    free(ids);
+    free(tokens);
+    return out;
+}
+
+/* Every state tensor back to zeros, as at load. */
+JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeResetState(JNIEnv *env, jclass cls, jlong ptr) {
+    handle *h = get(env, ptr);
+    vkc_error e;
+    (void)cls;
+    if (h && vkc_reset_state(h->model, &e) != VKC_OK) throw_vkc(env, e.message);
+}
+
 JNIEXPORT void JNICALL Java_dev_vkc_VkcModel_nativeClose(JNIEnv *env, jclass cls, jlong ptr) {
     handle *h = (handle *)(intptr_t)ptr;
     (void)env;

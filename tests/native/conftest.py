@@ -1,6 +1,7 @@
 """The native runtime's builds, shared by tests/native: `make -C native` (build/) and the same
-under AddressSanitizer + UBSan (`make -C native asan`, build-asan/), and C test drivers linked
-against either."""
+under AddressSanitizer + UBSan (`make -C native asan`, build-asan/), C test drivers linked
+against either, and the JNI layer built for the desktop JDK."""
+import glob
 import os
 import subprocess
 from pathlib import Path
@@ -51,3 +52,17 @@ def c_program():
         assert r.returncode == 0, r.stderr
         return exe
     return compile_
+
+
+@pytest.fixture(scope="session")
+def jni_lib(build, tmp_path_factory):
+    """libvkc_jni.so built against the JDK's jni.h (desktop: without the AssetManager entry point)."""
+    jni = sorted(glob.glob("/usr/lib/jvm/*/include/jni.h"))
+    assert jni, "no JDK with jni.h under /usr/lib/jvm: bash .ci/setup installs default-jdk-headless"
+    inc, lib = Path(jni[0]).parent, tmp_path_factory.mktemp("jni") / "libvkc_jni.so"
+    r = subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
+                        f"-I{inc}", f"-I{inc / 'linux'}", f"-I{NATIVE / 'include'}", "-DVKC_JNI_DESKTOP",
+                        str(NATIVE / "android" / "vkc_jni.c"), str(build / "libvkc.a"), "-ldl", "-lpthread", "-lm",
+                        "-o", str(lib)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return lib

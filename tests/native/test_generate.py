@@ -9,6 +9,7 @@ what is refused, in one line; under ASan + UBSan; the validation layer silent.""
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -223,3 +224,21 @@ def test_vkcrun_generate_under_asan(asan_build, llama_bundles):
     r = vkcrun(asan_build, llama_bundles("fp16", True), "--generate", IDS, "--max-new-tokens", 6, "--temperature", 1,
                "--top-k", 3, "--seed", 1, env=ASAN_ENV)
     assert r.returncode == 0 and len(r.stdout.splitlines()[0].split()) == 6, r.stdout + r.stderr[-4000:]
+
+
+def test_jni_generate(jni_lib, llama_bundles):
+    """The JNI calls VkcModel.generate and resetState make, from Java (tests/native/JniCheck.java):
+    greedy tokens runtime_min's; a LongPredicate sees each token and ends the sequence by returning
+    false; seeded draws repeat; a sequence past the cache is a VkcException in vkc's words."""
+    java = shutil.which("java")
+    assert java, "no java on PATH: bash .ci/setup installs default-jdk-headless"
+    bundle = llama_bundles("fp32", True)
+    r = subprocess.run([java, str(Path(__file__).with_name("JniCheck.java")), str(jni_lib), "generate", str(bundle),
+                        IDS, "6"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = reference(bundle, 6)
+    listed = "[" + ", ".join(map(str, want)) + "]"
+    assert r.stdout.splitlines() == [
+        f"tokens {listed}", f"streamed {listed}", f"stopped [{want[0]}]", "sampled same 6", "reset ok",
+        "error VkcException: 7 prompt tokens + 1000 new ones exceed the 64 rows of the model's cache; compile it for "
+        "a longer context or ask for fewer tokens."], r.stdout

@@ -761,20 +761,6 @@ def test_in_place_rules_under_asan(asan_build, c_program, bundles, tmp_path):
 
 # ---- Android -----------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def jni_lib(build, tmp_path_factory):
-    """libvkc_jni.so built against the JDK's jni.h (desktop: without the AssetManager entry point)."""
-    jni = sorted(glob.glob("/usr/lib/jvm/*/include/jni.h"))
-    assert jni, "no JDK with jni.h under /usr/lib/jvm: bash .ci/setup installs default-jdk-headless"
-    inc, lib = Path(jni[0]).parent, tmp_path_factory.mktemp("jni") / "libvkc_jni.so"
-    r = subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared",
-                        f"-I{inc}", f"-I{inc / 'linux'}", f"-I{NATIVE / 'include'}", "-DVKC_JNI_DESKTOP",
-                        str(NATIVE / "android" / "vkc_jni.c"), str(build / "libvkc.a"), "-ldl", "-lpthread", "-lm",
-                        "-o", str(lib)], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return lib
-
-
 def test_jni_layer_compiles(jni_lib):
     assert jni_lib.exists()
 

@@ -4,6 +4,7 @@ import android.content.res.AssetManager
 import java.nio.ByteBuffer
 import java.nio.ByteOrder
 import java.nio.FloatBuffer
+import java.util.function.LongPredicate
 
 /** A failed bundle check, device choice or Vulkan call; the message says which and why. */
 class VkcException(message: String) : RuntimeException(message)
@@ -21,6 +22,9 @@ class VkcException(message: String) : RuntimeException(message)
  * A bundle with several variants (format 1.2): load picks the profile for the device ([profile]);
  * `run(feeds, shapes)` runs the variant compiled for those input shapes (an error lists the
  * compiled ones); `run(feeds)` runs the first variant, whose shapes [inputs] and [outputs] give.
+ *
+ * A decoder whose KV cache is the bundle's state (format 1.3): [generate] streams token ids after a
+ * prompt; [resetState] zeros the state.
  */
 class VkcModel private constructor(private var handle: Long) : AutoCloseable {
     data class TensorSpec(val name: String, val dtype: Int, val shape: LongArray) {
@@ -77,6 +81,21 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
             }
         }).mapValues { (_, b) -> b.asFloatBuffer() }
 
+    /**
+     * Token ids after [prompt], for a decoder whose KV cache is the bundle's state (vkc_generate: the
+     * state is reset first, the prompt runs in chunks of the compiled lengths, then one token a run).
+     * Greedy unless [temperature] > 0 (then [topK], [topP] and [seed] >= 0 for repeatable draws);
+     * ends after [eosTokenId]; [onToken] sees each token as it comes and ends the sequence by
+     * returning false.
+     */
+    fun generate(prompt: LongArray, maxNewTokens: Int, temperature: Double = 0.0, topK: Int = 0, topP: Double = 1.0,
+                 seed: Long? = null, eosTokenId: Long? = null, onToken: ((Long) -> Boolean)? = null): LongArray =
+        nativeGenerate(handle, prompt, maxNewTokens, temperature, topK, topP, seed ?: -1, eosTokenId ?: -1,
+                       onToken?.let { f -> LongPredicate { f(it) } })
+
+    /** Every state tensor back to zeros, as at load (generate does it itself). */
+    fun resetState() = nativeResetState(handle)
+
     override fun close() {
         if (handle != 0L) nativeClose(handle)
         handle = 0L
@@ -104,6 +123,10 @@ class VkcModel private constructor(private var handle: Long) : AutoCloseable {
         @JvmStatic private external fun nativeRun(handle: Long, variant: Int, inputs: Array<ByteBuffer>,
                                                   outputs: Array<ByteBuffer?>)
         @JvmStatic private external fun nativeInputBuffer(handle: Long, variant: Int, index: Int): ByteBuffer
+        @JvmStatic private external fun nativeGenerate(handle: Long, prompt: LongArray, maxNewTokens: Int,
+                                                       temperature: Double, topK: Int, topP: Double, seed: Long,
+                                                       eos: Long, onToken: LongPredicate?): LongArray
+        @JvmStatic private external fun nativeResetState(handle: Long)
         @JvmStatic private external fun nativeClose(handle: Long)
     }
 }
