@@ -1,5 +1,6 @@
 """`vkc package --android`: asset placement, 16 KiB re-layout, requirements JSON, Gradle edits."""
 import json
+import re
 import textwrap
 
 import pytest
@@ -250,7 +251,10 @@ def test_native_runtime_copied(tmp_path, bundle_file):
     assert (module / "src/main/java/dev/vkc/VkcModel.kt").is_file()
     assert 'path = file("src/main/cpp/vkc/CMakeLists.txt")' in result.native_snippet
     assert "externalNativeBuild" not in (module / "build.gradle.kts").read_text()
-    # the copied CMake file finds the sources beside it (the packaged layout)
-    assert "EXISTS ${CMAKE_CURRENT_LIST_DIR}/src/runtime.c" in (cpp / "CMakeLists.txt").read_text()
+    # the copied CMake file finds the sources beside it (the packaged layout), every one it compiles
+    cmake = (cpp / "CMakeLists.txt").read_text()
+    assert "EXISTS ${CMAKE_CURRENT_LIST_DIR}/src/runtime.c" in cmake
+    compiled = re.findall(r"\$\{VKC_ROOT\}/(src/\w+\.c)", cmake)
+    assert "src/generate.c" in compiled and all((cpp / rel).is_file() for rel in compiled), compiled
     plain = package_android(bundle_file, make_app(tmp_path / "Plain", "build.gradle.kts", KTS))
     assert plain.native == [] and not (plain.module / "src/main/cpp").exists()
