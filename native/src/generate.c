@@ -105,11 +105,19 @@ static vkc_status sample(const double *row, uint32_t n, const vkc_generate_optio
                          cand *c, double *p, int64_t *token, vkc_error *err) {
     uint32_t m = o->top_k && o->top_k < n ? o->top_k : n, keep;
     double sum = 0, mass = 0, u;
-    if (m < n) top(row, n, m, c);
-    else {
-        for (uint32_t i = 0; i < n; i++) { c[i].v = row[i]; c[i].i = i; }
-        if (top_p < 1) qsort(c, n, sizeof *c, by_order);
-        else for (uint32_t i = 0; i < n; i++) if (before(&c[i], &c[0])) { cand t = c[0]; c[0] = c[i]; c[i] = t; }
+    if (m < n) {
+        top(row, n, m, c);
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            c[i].v = row[i];
+            c[i].i = i;
+        }
+        if (top_p < 1) {
+            qsort(c, n, sizeof *c, by_order);
+        } else {  /* every token is kept: only the first must be the likeliest (the shift of exp) */
+            for (uint32_t i = 1; i < n; i++)
+                if (before(&c[i], &c[0])) { cand t = c[0]; c[0] = c[i]; c[i] = t; }
+        }
     }
     for (uint32_t i = 0; i < m; i++) sum += p[i] = exp((c[i].v - c[0].v) / o->temperature);
     if (!(sum > 0) || !isfinite(sum))
