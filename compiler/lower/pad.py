@@ -1,4 +1,5 @@
-"""Pad (constant, reflect, edge, wrap) and Tile (a wrap pad) on templates/pad.comp.j2."""
+"""Pad (constant, reflect, edge, wrap), Tile (a wrap pad) and vkc.Roll (a wrap of the whole input,
+started part way) on templates/pad.comp.j2."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,32 +16,46 @@ PADS = "8-, 16-, 32- and 64-bit types (float16, int8, bool, float32, int64, ...)
 
 
 def pad_kernel(node, target, x, out, begins, mode: str, value=0.0) -> list[Kernel]:
+    if prod(out.shape) and not prod(x.shape):
+        raise CompileError(f"{node.op_type} '{node.name}' pads an empty tensor.")
+    # Negative pads crop first; the mode then pads the cropped tensor (onnxruntime's reading:
+    # edge, reflect and wrap see the cropped edges).
+    lows = [max(-b, 0) for b in begins]
+    ends = [o - i - b for o, i, b in zip(out.shape, x.shape, begins)]
+    lengths = [i - lo - max(-e, 0) for i, lo, e in zip(x.shape, lows, ends)]
+    if prod(out.shape) and min(lengths, default=1) <= 0:
+        raise CompileError(f"{node.op_type} '{node.name}' crops an axis to nothing.")
+    return _kernel(node, target, x, out, lengths, [max(b, 0) for b in begins], lows, mode, value)
+
+
+def roll_kernel(node, target, x, out, shifts: dict[int, int]) -> list[Kernel]:
+    """out[c] = x[(c - shift) mod n] along each rolled axis (torch.roll): a wrap of the whole
+    input, started `shift` elements in."""
+    return _kernel(node, target, x, out, list(x.shape), [shifts.get(d, 0) for d in range(len(x.shape))],
+                   [0] * len(x.shape), "wrap")
+
+
+def _kernel(node, target, x, out, lengths, starts, lows, mode: str, value=0.0) -> list[Kernel]:
+    """Output coordinate c_d reads input coordinate c_d - starts_d of the input cropped to
+    `lengths` from `lows`, by `mode` outside it."""
     sizes = {element_bits(v.dtype) for v in (x, out)}
     bits = min(sizes) if len(sizes) == 1 and min(sizes) in (8, 16) else 32
     words = 1 if bits < 32 else element_words(node, [x, out])
-    in_shape, out_shape, begins = list(x.shape), list(out.shape), list(begins)
-    if words == 2:
-        in_shape, out_shape, begins = in_shape + [2], out_shape + [2], begins + [0]
+    in_shape, out_shape = list(x.shape), list(out.shape)
+    if words == 2:   # a 64-bit element is two words: an innermost axis of 2, never padded
+        in_shape, out_shape = in_shape + [2], out_shape + [2]
+        lengths, starts, lows = list(lengths) + [2], list(starts) + [0], list(lows) + [0]
     total = prod(out_shape)
     if total == 0:
         return []
-    if prod(in_shape) == 0:
-        raise CompileError(f"{node.op_type} '{node.name}' pads an empty tensor.")
     value_bits = np.asarray(value).astype(np.dtype(x.dtype)).reshape(1).view(
         {8: np.uint8, 16: np.uint16}.get(bits, np.uint32))
     rank = len(out_shape)
     strides = contiguous_strides(in_shape)
-    # Negative pads crop first; the mode then pads the cropped tensor (onnxruntime's reading:
-    # edge, reflect and wrap see the cropped edges).
-    lows = [max(-b, 0) for b in begins]
-    ends = [o - i - b for o, i, b in zip(out_shape, in_shape, begins)]
-    lengths = [i - lo - max(-e, 0) for i, lo, e in zip(in_shape, lows, ends)]
-    if min(lengths) <= 0:
-        raise CompileError(f"{node.op_type} '{node.name}' crops an axis to nothing.")
     spec = [("TOTAL", "int32", total)]
     spec += [(f"D{d}", "int32", out_shape[d]) for d in range(1, rank)]
     spec += [(f"I{d}", "int32", lengths[d]) for d in range(rank)]
-    spec += [(f"P{d}", "int32", max(begins[d], 0)) for d in range(rank)]
+    spec += [(f"P{d}", "int32", starts[d]) for d in range(rank)]
     spec += [(f"S{d}", "int32", strides[d]) for d in range(rank)]
     spec += [("OFFSET", "int32", sum(lo * st for lo, st in zip(lows, strides)))]
     if mode == "constant":
@@ -90,3 +105,9 @@ def lower_tile(node, target):
     """out[c] = x[c mod len]: a wrap pad at the end of every axis."""
     return pad_kernel(node, target, node.inputs[0], node.outputs[0],
                       [0] * len(node.inputs[0].shape), "wrap")
+
+
+@register("vkc.Roll", dtypes=None, float16=True, dtypes_doc=PADS)
+def lower_roll(node, target):
+    """torch.roll over the axes of attribute `shifts` ({axis: shift}; passes/rolls.py)."""
+    return roll_kernel(node, target, node.inputs[0], node.outputs[0], node.attrs["shifts"])
