@@ -9,7 +9,9 @@ PyTorch + transformers `generate` (eager, dynamic cache) on the same model shape
 The model is tests/llm_models.tiny_llama at the given widths (default Llama-3.2-1B's: hidden 2048,
 16 layers, 32 heads, 8 KV heads, FFN 8192, vocab 128256, tied embeddings), random weights, ONNX's
 in-place cache form (TensorScatter + Attention with nonpad_kv_seqlen), written with external data
-and compiled by vkc here with variants input_ids=1xPREFILL and 1x1 (`--precision`, default fp16).
+and compiled by vkc here with variants input_ids=1xPREFILL and 1x1 (`--precision`, default fp16) and
+`--argmax-output logits` (a greedy step copies back one token id), once per --weights format (float:
+the precision's; int8 and int4: `vkc compile --weights`, block-wise as MatMulNBits stores them).
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
@@ -18,8 +20,9 @@ Figures:
       prefill included), as a user sees it;
   decode profile: the decode step's GPU time per kernel (dispatches, us, GB/s), from Model.profile
       (a barrier between dispatches there, so the sum exceeds a run's time);
-  memory bound: the bytes of the weights read once per token (embedding rows excluded, the LM head
-      included) over the card's bandwidth (--bandwidth, GB/s).
+  memory bound: the bytes of the float weights read once per token (embedding rows excluded, the LM
+      head included) over the card's bandwidth (--bandwidth, GB/s); int8 and int4 read about 1/2 and
+      1/4 of them (plus their scales).
 torch: LlamaForCausalLM of the same config in the same dtype on CUDA, `generate(do_sample=False,
 min/max_new_tokens=N)` from the same prompt length, eager with the default dynamic cache: decode
 tokens/s = N / (time(N + 1 tokens) - time(1 token)). Absent transformers, the row says so.
@@ -49,21 +52,22 @@ from runtime_min import load
 from tests.llm_models import tiny_llama
 
 
-def _median_run(model, feeds, repeat: int) -> float:
+def _median_run(model, feeds, repeat: int, fetch=None) -> float:
     for _ in range(3):
-        model.run(feeds)
+        model.run(feeds, fetch=fetch)
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        model.run(feeds)
+        model.run(feeds, fetch=fetch)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def vkc_figures(args, path: Path) -> dict:
+def vkc_figures(args, path: Path, weights: str) -> dict:
     t0 = time.perf_counter()
     bundle = compile_model(str(path), variants=[{"input_ids": [1, args.prefill]}, {"input_ids": [1, 1]}],
-                           target=args.target, precision=args.precision)
+                           target=args.target, precision=args.precision,
+                           weights=None if weights == "float" else weights, argmax_output="logits")
     compiled = time.perf_counter() - t0
     out = {"compile_s": compiled, "bundle_bytes": len(bundle)}
     with load(bundle) as model:
@@ -73,7 +77,9 @@ def vkc_figures(args, path: Path) -> dict:
         out["prefill_tokens_per_s"] = args.prefill / t
         token = np.array([[1]], np.int64)
         for c in args.contexts:
-            t = _median_run(model, {"input_ids": token, "position": np.array([c])}, args.repeat)
+            # as a greedy generate step runs: the token id comes back, not the logits
+            t = _median_run(model, {"input_ids": token, "position": np.array([c])}, args.repeat,
+                            fetch=["logits_argmax"])
             out[f"decode_ms_at_{c}"] = 1e3 * t
             out[f"decode_tokens_per_s_at_{c}"] = 1 / t
         # Where a decode step's GPU time goes: per kernel, summed over its dispatches.
@@ -135,6 +141,8 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--precision", default="fp16")
+    p.add_argument("--weights", nargs="+", default=["float", "int8", "int4"],
+                   help="vkc's weight formats, each compiled and timed: float (--precision's), int8, int4")
     p.add_argument("--target", default="host")
     p.add_argument("--bandwidth", type=float, default=3350.0, help="GB/s of the card (H100 SXM: 3350)")
     p.add_argument("--skip-torch", action="store_true")
@@ -154,8 +162,10 @@ def main() -> None:
     result = {"config": {k: v for k, v in vars(args).items() if k != "json"},
               "weights_read_per_token_bytes": weights * itemsize,
               "memory_bound_tokens_per_s": args.bandwidth * 1e9 / (weights * itemsize)}
-    result["vkc"] = vkc_figures(args, path)
-    print(json.dumps(result["vkc"]), file=sys.stderr, flush=True)
+    result["vkc"] = {}
+    for w in args.weights:
+        result["vkc"][w] = vkc_figures(args, path, w)
+        print(json.dumps({w: result["vkc"][w]}), file=sys.stderr, flush=True)
     result["torch"] = {"skipped": True} if args.skip_torch else torch_figures(args)
     print(json.dumps(result, indent=1))
     if args.json:
