@@ -92,6 +92,9 @@ class OpRule:
     # product: a matrix product whose kernel takes a fused epilogue, and how that kernel sees its
     # output: "matmul" (batch, m, n) or "conv" (image, channel, pixel) (epilogue_operands.py).
     product: str | None = None
+    # linear_in: node -> the input slots its result is linear in: an input scaled by a constant
+    # scales the result by it (a matrix product without a bias; passes/scale_products.py).
+    linear_in: Callable | None = None
     # evaluate: node, *input arrays -> output arrays, where fold_constants must not use onnx's
     # reference evaluator (passes/onnx_node.py).
     evaluate: Callable | None = None

@@ -46,7 +46,8 @@ def _as_2d(shape):
 
 
 @register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims",
-          magnitude=weighted_sum(conv_taps), product="conv")
+          magnitude=weighted_sum(conv_taps), product="conv",
+          linear_in=lambda node: (0, 1) if node.input(2) is None else ())
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]

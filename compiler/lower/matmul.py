@@ -564,7 +564,8 @@ def _matmul_rows(graph, node, rows: Rows):
     return [aligned(a, y, rows), aligned(b, y, rows)]   # a batch axis
 
 
-@register("Gemm", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_gemm_rows, product="matmul")
+@register("Gemm", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_gemm_rows, product="matmul",
+          linear_in=lambda node: (0, 1) if node.input(2) is None else ())
 def lower_gemm(node, target):
     a, b, c = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
@@ -592,6 +593,7 @@ def lower_gemm(node, target):
 
 
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
+          linear_in=lambda node: (0, 1),
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)

@@ -163,7 +163,7 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bi
 
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),
           dtypes_doc="float32, float16; B and uint8 zero points packed 2, 4 or 8 bits",
-          limits=LIMITS, output_shape=_output_shape)
+          limits=LIMITS, output_shape=_output_shape, linear_in=lambda node: (0,) if node.input(5) is None else ())
 def lower_matmul_nbits(node, target):
     if node.input(4) is not None:
         raise CompileError(f"MatMulNBits '{node.name}': g_idx (act-order quantization) is not "

@@ -1,5 +1,5 @@
 """Scaled products: under `--precision fp16`, a product of two computed values that only matrix
-products read (SwiGLU's silu(gate) * up, read by down_proj) is scaled by 2^-s and every matrix
+products read (SwiGLU's silu(gate) * up, read by down_proj, float or MatMulNBits) is scaled by 2^-s and every matrix
 product reading it by 2^s, where that lets both compute in float16.
 
 float16_range bounds each factor by an activation's size (ACTIVATION), so their product may
@@ -13,8 +13,9 @@ subnormal). The matrix product's result times 2^s has the bound it had before (A
 2^s), so float16_range keeps it, and what reads it, float32 as before.
 
 Not done where a factor may itself pass float16's range (LIMIT), where the scaled product's
-typical size would fall below float16's normal range, where a reader adds a bias (Conv's B,
-Gemm's C: they would need scaling too), or where the product is a graph output.
+typical size would fall below float16's normal range, where a reader's result is not linear in
+it (a bias: Conv's B, Gemm's C; the op declares `linear_in`), or where the product is a graph
+output.
 
 Runs on ONNX nodes right before apply_precision, which decides with the scaled values.
 """
@@ -69,9 +70,10 @@ def _plan(graph: Graph, node: Node, size: dict) -> tuple[int, int] | None:
 
 
 def _linear_in(reader: Node, y: Value) -> bool:
-    """Whether the reader is a matrix product of y and another operand only (no bias input)."""
-    return bool(fact(reader, "product")) and len([v for v in reader.inputs if v is not None]) == 2 \
-        and any(v is y for v in reader.inputs[:2])
+    """Whether the reader's result is linear in y, its one operand that is y (a matrix product
+    without a bias: the op declares `linear_in`)."""
+    slots = (fact(reader, "linear_in") or (lambda node: ()))(reader)
+    return [i for i, v in enumerate(reader.inputs) if v is y] in ([i] for i in slots)
 
 
 def _constant(name: str, k: float) -> Value:

@@ -82,3 +82,12 @@ def test_left_alone():
     assert {"gated"} <= _kept(passes_graph(_swiglu(weight_scale=0.05), "fp16"))
     # float32 bundles are not touched
     assert not any(n.name.endswith("/rescale") for n in passes_graph(_swiglu(), "fp32").nodes)
+
+
+def test_a_block_quantized_projection_reads_the_scaled_product():
+    from bundles import read_bundle
+    from compiler.compile import compile_model
+
+    manifest = read_bundle(compile_model(_swiglu(), target="generic", precision="fp16", weights="int4")).manifest
+    assert {q["node"]: q["op"] for q in manifest["quantized_weights"]["quantized"]}["down_proj"] == "MatMulNBits"
+    assert [e["node"] for e in manifest["float32_nodes"]] == ["down_proj/rescale"]
