@@ -47,7 +47,8 @@ declare("Attention", handled_by="vkc.Attention", module=__name__, schema=25, flo
 
 
 def expand_onnx_attention(graph: Graph) -> Graph:
-    return expand_nodes(graph, lambda node: _attention(graph, node) if is_onnx(node, "Attention") else None)
+    counts: dict[int, Value] = {}   # id(nonpad_kv_seqlen) -> its int32 key counts, cast once for every layer
+    return expand_nodes(graph, lambda node: _attention(graph, node, counts) if is_onnx(node, "Attention") else None)
 
 
 def _layout(shape, heads: int) -> tuple[int, int, tuple]:
@@ -95,7 +96,7 @@ def heads_first(node: Node, t: Value, heads: int, size: int, nodes: list) -> Val
     return out
 
 
-def _attention(graph: Graph, node: Node) -> list[Node]:
+def _attention(graph: Graph, node: Node, key_counts: dict[int, Value]) -> list[Node]:
     a = node.attrs
     name = node.name
     if int(a.get("left_window_size", -1)) >= 0 or int(a.get("right_window_size", -1)) >= 0:
@@ -152,9 +153,9 @@ def _attention(graph: Graph, node: Node) -> list[Node]:
         else:
             raise CompileError(f"Attention '{name}': attn_mask '{mask.name}' is {np.dtype(mask.dtype).name}; "
                                f"vkc takes a bool mask or one of Q's type ({np.dtype(q.dtype).name}).")
-    counts = None
-    if lengths is not None:
-        counts = Value(f"{name}/key_counts", np.dtype(np.int32), (b,))
+    counts = None if lengths is None else key_counts.get(id(lengths))
+    if lengths is not None and counts is None:
+        counts = key_counts[id(lengths)] = Value(f"{name}/key_counts", np.dtype(np.int32), (b,))
         nodes.append(Node("Cast", f"{name}/key_counts", [lengths], [counts], {"to": 6}, sources=node.sources))
     y = node.outputs[0]
     y.dtype = q.dtype

@@ -121,6 +121,21 @@ def test_float16_gqa_cache():
                               full_check=False, precision="fp16", rtol_l2=1e-2, rtol=1e9, atol=1e9)
 
 
+def test_layers_share_the_key_counts():
+    """Two Attention nodes over one nonpad_kv_seqlen (a decoder's layers): its int32 key counts
+    are cast once, for both (one elementwise kernel, not one a layer)."""
+    one = attention_model(b=2, hq=4, hkv=2, sq=1, skv=16, causal=1, lengths=True)
+    g = one.graph
+    second = helper.make_node("Attention", ["y", "k", "v", "", "", "", "lengths"], ["y2"], is_causal=1)
+    del g.output[:]
+    g.node.append(second)
+    g.output.append(helper.make_tensor_value_info("y2", F, None))
+    model = onnx.shape_inference.infer_shapes(one)
+    kernels = compile_with_kernels(model, target="lavapipe")[1]
+    assert [k.template for k in kernels].count("elementwise_typed") == 1
+    _check(model, "lavapipe", lengths=[5, 12])
+
+
 @pytest.mark.parametrize("kw, phrase", [
     (dict(opset=25, left_window_size=2), "sliding-window"),
 ])
