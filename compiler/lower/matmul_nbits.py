@@ -14,12 +14,15 @@ Decoding generates one row of A a token (M small): the kernel is a GEMV over row
 workgroup reducing ROWS rows of W for up to M_TILE rows of A at once (on CPU profiles an
 invocation, alone), so each weight word is read once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
 (templates/gather_block_quantized.comp.j2, every row) for the tiled GEMM of lower/matmul.py.
+Either stores through a fused epilogue (passes/fuse_epilogues.py: a SwiGLU gate, a residual
+add, a cast to float32 after a float16 product), as the float products do.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..dtypes import kernel_types
+from ..epilogue_operands import epilogue_strides
 from ..errors import CompileError
 from ..registry import FLOATS
 from ..shapes import prod
@@ -27,6 +30,7 @@ from ..ir import Value
 from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
 from .matmul import tiled_matmul
+from .store_expression import build_epilogue
 
 MS = "com.microsoft"
 # Rows of W a workgroup computes, rows of A (tokens) at most, and its invocations.
@@ -103,15 +107,20 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     if bias is not None and bias.size != n:
         raise CompileError(f"{where}: bias '{bias.name}' {list(bias.shape)} must be [N] = [{n}].")
     m = prod(a.shape[:-1])
+    # A fused epilogue (passes/fuse_epilogues.py) sees the output as (batch, m, n): the kernels'
+    # rows are the leading dims flattened, out_shape[-2] of them a batch.
+    out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, n)
     scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
-            scratch.nbytes <= MAX_BINDING_BYTES:
+            scratch.nbytes <= MAX_BINDING_BYTES and _rows_of_one_matrix(node, out_shape):
         return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,
-                                 w=scratch, m=m, k=k, n=n, bits=bits, block_size=block_size)
+                                 w=scratch, m=m, k=k, n=n, bits=bits, block_size=block_size,
+                                 out_shape=out_shape)
     m_tile = min(m, M_TILE)
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape)
     spec = [("M", "int32", m), ("N", "int32", n), ("K", "int32", k), ("BLOCKS", "int32", blocks),
             ("ROW_WORDS", "int32", row_bytes // 4),
-            ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8))]
+            ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
     local = min(LOCAL, target.max_invocations)
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
@@ -127,23 +136,36 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
                   A_VEC4=k == blocks * block_size and k % 4 == 0,
-                  zero_points=zp_kind, has_bias=bias is not None, **kernel_types(a),
-                  TS=kernel_types(scales)["T"],
-                  TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None)
+                  zero_points=zp_kind, has_bias=bias is not None,
+                  # T: what Y stores (float32 under a float16 A where the epilogue widens); AB: A's
+                  **kernel_types(y), AB=kernel_types(a)["T"], TS=kernel_types(scales)["T"],
+                  TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None,
+                  TBIAS=kernel_types(bias)["T"] if bias is not None else None,
+                  n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers)
     bindings = [a, buffer_view(b), scales]
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
-    bindings += [y]
+    bindings += [y, *operands]
     groups = (-(-n // (ROWS if split_k else ROWS * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
-    return [Kernel("matmul_nbits", params, spec, bindings, writes=[len(bindings) - 1],
+    return [Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
-                   flops=2 * m * n * k,
+                   flops=m * n * (2 * k + ep_ops),
                    shared_memory_bytes=4 * local * ROWS * m_tile if split_k else 0)]
 
 
-def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size):
+def _rows_of_one_matrix(node, out_shape) -> bool:
+    """Whether every fused epilogue operand indexes batch b, row m as row b * rows + m of one
+    matrix would (what the tiled GEMM's epilogue sees: lower/matmul.py's rows_per_batch); an
+    operand broadcast over a batch's rows does not."""
+    rows = out_shape[-2]
+    fused = node.inputs[node.attrs.get("n_op_inputs", len(node.inputs)):]
+    return rows == 1 or all(s[0] == rows * s[1] for s in (epilogue_strides("matmul", out_shape, v.shape)
+                                                          for v in fused))
+
+
+def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size, out_shape):
     """A prompt's product: W dequantized into scratch ([N, K], A's dtype: a word of W an
     invocation, stores along W's rows), then the tiled GEMM reading it as Bᵀ, each weight once
     per tile of rows instead of once per M_TILE rows. (Dequantized as [K, N], the scratch took
@@ -158,12 +180,13 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bi
                    SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=n, SC_N=1)  # B [N, K]: Wᵀ
     return dequantize + tiled_matmul(node, target, a=a, b=w, c=node.outputs[0], M=m, N=n, K=k,
                                      batch0=1, batch1=1, strides=strides, coords="matmul",
-                                     out_shape=(m, n))
+                                     out_shape=out_shape, rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
 
 
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),
           dtypes_doc="float32, float16; B and uint8 zero points packed 2, 4 or 8 bits",
-          limits=LIMITS, output_shape=_output_shape, linear_in=lambda node: (0,) if node.input(5) is None else ())
+          limits=LIMITS, output_shape=_output_shape, product="matmul",
+          linear_in=lambda node: (0,) if node.input(5) is None else ())
 def lower_matmul_nbits(node, target):
     if node.input(4) is not None:
         raise CompileError(f"MatMulNBits '{node.name}': g_idx (act-order quantization) is not "

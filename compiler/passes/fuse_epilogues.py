@@ -1,8 +1,8 @@
-"""Epilogue fusion: an elementwise expression that reads only a Conv/Gemm/MatMul result (plus
-biases, per-channel tensors or same-shape residuals) is rendered into that kernel's store. The
-expression may read the result through a reshape (GPT-2's export applies its GELU to the
-[B, S, 4E] view of a [B*S, 4E] Gemm): the kernel then writes the expression's value in its own
-shape, and the expression's output becomes a view of it."""
+"""Epilogue fusion: an elementwise expression that reads only a Conv/Gemm/MatMul/MatMulNBits
+result (plus biases, per-channel tensors or same-shape residuals) is rendered into that kernel's
+store. The expression may read the result through a reshape (GPT-2's export applies its GELU to
+the [B, S, 4E] view of a [B*S, 4E] Gemm): the kernel then writes the expression's value in its
+own shape, and the expression's output becomes a view of it."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
-from ..registry import fact
+from ..registry import constant_inputs, fact
 
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
 # computes the expression in float32 and rounds once, at the store.
@@ -38,7 +38,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
             if not widen and any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
             if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
-                # a cast through int64 or a low-precision type: the Conv/Gemm/MatMul templates
+                # a cast through int64 or a low-precision type: the product templates
                 # enable neither 64-bit integers nor include templates/low_precision.glsl
                 break
             others = [v for v in ew.inputs if v is not read]
@@ -73,10 +73,12 @@ def _widens(anchor: Node, ew: Node, read: Value) -> bool:
 
 def _bias_to_float32(anchor: Node) -> None:
     """A widened product's float16 constants (a Gemm's bias, a fused epilogue's), in the float32
-    its kernel now reads them in."""
+    its kernel now reads them in. The op's constant inputs (MatMulNBits' packed weight and
+    scales) keep their form: the kernel reads them as they are."""
+    weights = constant_inputs(anchor.op_type, anchor.domain)
     for i in range(2, len(anchor.inputs)):
         v = anchor.inputs[i]
-        if v is not None and np.dtype(v.dtype) == F16:
+        if v is not None and np.dtype(v.dtype) == F16 and i not in weights:
             anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))
 
 

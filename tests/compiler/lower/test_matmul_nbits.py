@@ -116,7 +116,9 @@ def test_matmul_nbits_fp16(a_shape, kw):
     model = nbits_model(a_shape, 48, **kw)
     kernels = compile_with_kernels(model, precision="fp16")[1]
     products = [k for k in kernels if k.template.startswith("matmul")]
-    assert [k.params["T"].name for k in products] == ["float16"]
+    # float16 A; the output's cast to float32 is the product's store
+    assert [(k.params["AB"].name, k.params["T"].name) for k in products] == [("float16", "float32")]
+    assert kernels[-1] is products[0]
     check_against_onnxruntime(model, precision="fp16", rtol_l2=1e-2, rtol=1e-2, atol=1e-2)
 
 
@@ -191,7 +193,8 @@ def test_dequantize_matmul_weights_stay_packed():
 def test_dequantize_matmul_fp16():
     model = dequantize_matmul_model([1, 2, 256], 48)
     kernels = compile_with_kernels(model, precision="fp16")[1]
-    assert [k.params["T"].name for k in kernels if k.template == "matmul_nbits"] == ["float16"]
+    assert [(k.params["AB"].name, k.params["T"].name) for k in kernels if k.template == "matmul_nbits"] == \
+        [("float16", "float32")]   # float16 A, the output's cast to float32 in the store
     check_against_onnxruntime(model, precision="fp16", rtol_l2=1e-2, rtol=1e-2, atol=1e-2,
                               optimized=False)
 
@@ -202,3 +205,73 @@ def test_other_dequantize_forms_fold_to_float():
     kernels = compile_with_kernels(model)[1]
     assert "matmul_nbits" not in [k.template for k in kernels]
     check_against_onnxruntime(model, optimized=False)
+
+
+def nbits_epilogue_model(a_shape, n, operand_shape, **kw):
+    """z = sigmoid(y) * y + r: MatMulNBits' y through an expression reading an input r (a
+    residual, or one broadcast over rows or batches)."""
+    model = nbits_model(a_shape, n, **kw)
+    g = model.graph
+    g.input.append(tensor_info("r", operand_shape))
+    g.node.extend([onnx.helper.make_node("Sigmoid", ["y"], ["s"]), onnx.helper.make_node("Mul", ["y", "s"], ["silu"]),
+                   onnx.helper.make_node("Add", ["silu", "r"], ["z"])])
+    g.output[0].CopyFrom(tensor_info("z", [*a_shape[:-1], n]))
+    return model
+
+
+EPILOGUE_CASES = [
+    pytest.param([1, 1, 256], 96, [1, 1, 96], {"zero_points": "packed"}, id="decode-residual"),
+    pytest.param([2, 3, 128], 40, [2, 1, 40], {"bias": True}, id="per-batch-operand-bias"),
+    pytest.param([2, 3, 128], 40, [3, 40], {"bits": 8}, id="per-row-operand"),
+    pytest.param([1, 64, 256], 70, [1, 64, 70], {"zero_points": "packed"}, id="prompt-gemm"),
+    pytest.param([2, 32, 128], 24, [2, 32, 24], {}, id="prompt-gemm-batches"),
+    # an operand broadcast over a batch's rows: the GEMV (the tiled GEMM sees one matrix)
+    pytest.param([2, 32, 128], 24, [2, 1, 24], {}, id="prompt-per-batch-operand"),
+]
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe", SUBGROUP_SUMS])
+@pytest.mark.parametrize("a_shape,n,operand,kw", EPILOGUE_CASES)
+def test_epilogue(a_shape, n, operand, kw, target):
+    """The expression after the product is its kernel's store (passes/fuse_epilogues.py): one
+    dispatch where the product is a GEMV; a prompt's tiled GEMM stores it too."""
+    model = nbits_epilogue_model(a_shape, n, operand, **kw)
+    kernels = compile_with_kernels(model, target=target)[1]
+    assert not any(k.template.startswith("elementwise") for k in kernels), [k.template for k in kernels]
+    check_against_onnxruntime(model, target=target)
+
+
+def test_epilogue_widens_to_float32():
+    """--precision fp16 with the residual add kept float32: the float16 product's Cast to float32
+    and the add are its store (float16 A, float32 Y), against onnxruntime's float32."""
+    from tests.harness import assert_close, random_feeds, run_bundle, run_onnxruntime
+    model = nbits_epilogue_model([1, 1, 256], 96, [1, 1, 96], zero_points="packed")
+    model.graph.node[-1].name = "residual"
+    bundle, kernels = compile_with_kernels(model, target="generic", precision="fp16", keep_fp32=["residual"])
+    # the float32 input's cast to float16, then the product
+    assert [k.template for k in kernels] == ["elementwise_typed", "matmul_nbits"]
+    assert kernels[1].params["T"].name == "float32" and kernels[1].params["AB"].name == "float16"
+    feeds = random_feeds(model)
+    assert_close("z", run_bundle(bundle, feeds)[0]["z"], run_onnxruntime(model, feeds)["z"],
+                 rtol_l2=1e-2, rtol=1e9, atol=1e9)
+
+
+def test_float16_product_widens_with_its_scales_as_they_are():
+    """A float16 model's product read by a Cast to float32 and a float32 add: the kernel stores
+    the float32 sum itself, and its float16 scales stay float16 in the bundle (no float32 copy)."""
+    from tests.onnx_builders import tensor_info
+    model = nbits_model([1, 1, 256], 96, zero_points="packed")
+    g = model.graph
+    for i, t in enumerate(g.initializer):
+        if t.name == "scales":
+            g.initializer[i].CopyFrom(init("scales", onnx.numpy_helper.to_array(t).astype(np.float16)))
+    g.input[0].CopyFrom(tensor_info("a", [1, 1, 256], np.float16))
+    g.input.append(tensor_info("r", [1, 1, 96]))
+    g.node.extend([onnx.helper.make_node("Cast", ["y"], ["y32"], to=onnx.TensorProto.FLOAT),
+                   onnx.helper.make_node("Add", ["y32", "r"], ["z"])])
+    g.output[0].CopyFrom(tensor_info("z", [1, 1, 96]))
+    bundle, kernels = compile_with_kernels(model)
+    assert [k.template for k in kernels] == ["matmul_nbits"]
+    tensors = {t["name"]: t["dtype"] for t in read_bundle(bundle).manifest["tensors"]}
+    assert tensors["scales"] == "float16"
+    check_against_onnxruntime(model, rtol_l2=1e-3, rtol=1e-2, atol=1e-2)
