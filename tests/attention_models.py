@@ -79,6 +79,40 @@ def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const
     return _model(graph, opset)
 
 
+def window_attention(images, windows, h, n, d, *, mask_input=False, seed=0, opset=17):
+    """Swin's shifted-window attention as torchvision exports it, on Q, K and V inputs of
+    [images * windows, H, N, D] (K Transposed in the graph): scores * D^-1/2 + a relative
+    position bias [1, H, N, N], viewed as [images, windows, H, N, N] + the window mask
+    [1, windows, 1, N, N] (0 / -100: a constant, or an input where mask_input), viewed back ->
+    Softmax -> ·V. The bias is random; the constant mask hides a random half of each window's
+    keys from each query (never all of them)."""
+    rng = np.random.default_rng(seed)
+    bw = images * windows
+    inputs = [tensor_info(name, [bw, h, n, d]) for name in "qkv"]
+    hidden = rng.random((windows, n, n)) < 0.5
+    hidden[:, np.arange(n), rng.integers(0, n, n)] = False
+    inits = {"scale": np.array(d ** -0.5, np.float32),
+             "bias": rng.normal(0, 1, (1, h, n, n)).astype(np.float32),
+             "windowed": np.array([images, windows, h, n, n], np.int64),
+             "unwindowed": np.array([bw, h, n, n], np.int64)}
+    if mask_input:
+        inputs.append(tensor_info("mask", [1, windows, 1, n, n]))
+    else:
+        inits["mask"] = np.where(hidden, -100.0, 0.0).astype(np.float32)[None, :, None]
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="k_t"),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+             helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale"),
+             helper.make_node("Add", ["scaled", "bias"], ["biased"], name="add_bias"),
+             helper.make_node("Reshape", ["biased", "windowed"], ["per_image"], name="view_windows"),
+             helper.make_node("Add", ["per_image", "mask"], ["masked"], name="add_mask"),
+             helper.make_node("Reshape", ["masked", "unwindowed"], ["logits"], name="view_back"),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax"),
+             helper.make_node("MatMul", ["probs", "v"], ["y"], name="pv")]
+    graph = helper.make_graph(nodes, "window_attention", inputs, [tensor_info("y", None)],
+                              initializer=[numpy_helper.from_array(a, k) for k, a in inits.items()])
+    return _model(graph, opset)
+
+
 def self_attention_block(b, s, h, d, *, mask="padding", seed=0, opset=17):
     """x [B, S, H*D] -> Q, K, V projections (MatMul + bias) -> Reshape [B, S, H, D] ->
     Transpose -> scores / sqrt(D) (+ mask) -> Softmax -> ·V -> Transpose -> Reshape [B, S, H*D]

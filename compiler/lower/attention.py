@@ -12,7 +12,9 @@ layouts:
             only other strides), V's rows keys and columns DV, the output's rows queries. A
             Transpose feeding Q/K/V or following the output is these strides, not a kernel; Q, K
             and V may be one packed tensor at three offsets.
-            "mask": (0, (sb, sh, s_query, s_key)), stride 0 on broadcast dims
+            "mask": (0, (sb, sh, s_query, s_key)), stride 0 on broadcast dims; "bias" likewise
+  batch_period  {"mask" or "bias": n}: that operand repeats every n batches, batch b reading its
+            batch b % n (Swin's window mask, the same for every image of a batch of windows)
   scale     multiplies Q·Kᵀ before the mask is added
   mask_kind "none", "add" (a float32 mask added to the scores) or "keep" (an int32 mask: where it
             is not positive, mask_filter is added; onnxruntime's raw key-padding masks)
@@ -27,7 +29,9 @@ layouts:
   empty_rows_zero   a row that sees no key gives 0 (ONNX Attention), not NaN (the unfused softmax)
 An optional fifth input, int32 [B], is each batch's key count (a KV cache's filled rows, ONNX
 Attention's nonpad_kv_seqlen), read at run time: keys at and past it are not attended and not
-read, and SK in the causal rule is that count.
+read, and SK in the causal rule is that count. An optional sixth, the bias, is a second float
+term added to the scores beside an "add" mask (Swin's relative position bias, per head, beside
+its window mask, per window): two strided operands where their sum would be [B, H, SQ, SK].
 
 The kernels: a workgroup per (batch * head, block of query rows), every row's running max, sum
 and output row kept through an online softmax over blocks of keys (flash attention), no score
@@ -216,7 +220,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2, attention_logits),
           dtypes_doc="float32, float16; key-padding masks int32", store_cast_absorbing=True)
 def lower_attention(node, target):
-    q, k, v, mask, lengths = (node.input(i) for i in range(5))
+    q, k, v, mask, lengths, bias = (node.input(i) for i in range(6))
     out = node.outputs[0]
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
@@ -237,6 +241,9 @@ def lower_attention(node, target):
         raise CompileError(f"Attention '{node.name}': mask '{mask.name}' is "
                            f"{np.dtype(mask.dtype).name}; a {mask_kind} mask must be "
                            f"{np.dtype(want).name}.")
+    if bias is not None and (mask_kind != "add" or np.dtype(bias.dtype) != q.dtype):
+        raise CompileError(f"Attention '{node.name}': bias '{bias.name}' ({np.dtype(bias.dtype).name}) "
+                           f"goes with an add mask of Q's type {np.dtype(q.dtype).name} (a vkc bug).")
 
     if lengths is not None and (np.dtype(lengths.dtype) != np.int32 or tuple(lengths.shape) != (b,)):
         raise CompileError(f"Attention '{node.name}': key counts '{lengths.name}' must be int32 [{b}] "
@@ -257,16 +264,20 @@ def lower_attention(node, target):
     spec = [("H", "int32", h), ("SQ", "int32", sq), ("SK", "int32", sk),
             ("SCALE", "float32", float(a["scale"])),
             ("MASK_FILTER", "float32", float(a.get("mask_filter", 0.0)))]
-    for name in ("q", "k", "v", "out") + (("mask",) if mask is not None else ()):
+    terms = [name for name, x in (("mask", mask), ("bias", bias)) if x is not None]
+    for name in ("q", "k", "v", "out", *terms):
         offset, strides = a["layouts"][name]
         prefix = name.upper()
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
-    inputs = [q, k, v] + ([mask] if mask is not None else []) + ([lengths] if lengths is not None else [])
+    spec += [(f"{name.upper()}_BATCHES", "int32", int(a.get("batch_period", {}).get(name, b)))
+             for name in terms]
+    inputs = [q, k, v] + ([mask] if mask is not None else []) + ([bias] if bias is not None else []) \
+        + ([lengths] if lengths is not None else [])
     if split:
         spec += [("CHUNKS", "int32", chunks)]
     softcap = float(a.get("softcap", 0.0))
-    common = dict(mask_kind=mask_kind, causal=bool(a.get("causal", False)), lengths=lengths is not None,
+    common = dict(mask_kind=mask_kind, bias=bias is not None, causal=bool(a.get("causal", False)), lengths=lengths is not None,
                   KV_GROUP=kv_group, KEYS=keys, causal_top_left=a.get("causal_align") == "top_left",
                   SOFTCAP=float_literal(softcap) if softcap > 0 else None,
                   keep_to_inf=bool(a.get("keep_to_inf", False)),
@@ -280,7 +291,7 @@ def lower_attention(node, target):
     grid = b * h // heads, chunks
     # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
     # stays a storage buffer. float16 (no texel format) takes the tiled kernel there too.
-    floats = [q, k, v] + ([mask] if mask_kind == "add" else [])
+    floats = [q, k, v] + ([mask] if mask_kind == "add" else []) + ([bias] if bias is not None else [])
     if texel_format(q.dtype) and (split or texel_format(out.dtype)) and texel_reads(target, *floats):
         per_lane = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
                               rows // max(1, target.subgroup_size)))
@@ -290,7 +301,8 @@ def lower_attention(node, target):
         return [Kernel("attention", params, spec, inputs + [dest], writes=[len(inputs)],
                        groups=(-(-rows // bq), *grid), local_size=(lanes, 1, 1),
                        nodes=node.sources, flops=flops,
-                       texel_buffers={i: "r32f" for i in range(len(floats))})] + then
+                       texel_buffers={i: "r32f" for i, x in enumerate(inputs)
+                                      if any(x is f for f in floats)})] + then
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])

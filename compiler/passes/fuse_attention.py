@@ -1,11 +1,16 @@
 """Attention chains as exporters write them become one vkc.Attention node (lower/attention.py):
 
-    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> Softmax(last axis)
-        -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
+    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> [Add mask]
+        -> Softmax(last axis) -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
 
 with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
 scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a
-row that sees no key gives 0, not NaN). Transposes feeding Q, Kᵀ or V
+row that sees no key gives 0, not NaN). The scores may be reshaped between the steps, and up to
+two additive terms each broadcast over them as strides: Swin's shifted windows add a relative
+position bias [H, N, N] to the [B*nW, H, N, N] scores, view them as [B, nW, H, N, N], add the
+window mask [nW, 1, N, N] and view them back; the kernel reads the bias at stride 0 over the
+windows and the mask at stride 0 over the heads, every nW windows again (the same for every
+image). Transposes feeding Q, Kᵀ or V
 (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
 output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
 instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
@@ -76,18 +81,37 @@ def _variable_operand(node: Node) -> Value | None:
     return next((x for x in node.inputs if x is not None and not x.is_constant), None)
 
 
-def _leads_to_scores(graph: Graph, v: Value) -> bool:
-    """Whether v is Q·Kᵀ, possibly scaled, read by one node only: which operand of the mask's
-    Add is the chain."""
-    for _ in range(2):
-        if v.producer is None or graph.sole_consumer(v) is None:
+# Steps between Q·Kᵀ and the Softmax: a scale, two masks, a reshape around each.
+CHAIN_STEPS = 8
+# Additive terms the kernel reads (mask and bias).
+MAX_ADDENDS = 2
+
+
+def _read_by(graph: Graph, v: Value, reader: Node) -> bool:
+    """Whether `reader` alone reads v's bytes, as v or through one reshape of all of them."""
+    read = graph.sole_reader(v)
+    return read is not None and read[0] is reader
+
+
+def _leads_to_scores(graph: Graph, v: Value, reader: Node, steps: int = CHAIN_STEPS) -> bool:
+    """Whether v is Q·Kᵀ, possibly scaled, masked and reshaped, read by `reader` alone: which
+    operand of a mask's Add is the chain."""
+    for _ in range(steps):
+        if v.alias_of is not None:  # a reshape: _read_by checks its root is read through it alone
+            v = v.alias_of
+            continue
+        if v.producer is None or not _read_by(graph, v, reader):
             return False
-        if is_onnx(v.producer, "MatMul"):
+        node = v.producer
+        if is_onnx(node, "MatMul"):
             return True
-        chain = _variable_operand(v.producer)
-        if chain is None or _scale_of(graph, v.producer, chain) is None:
+        if is_onnx(node, "Add"):
+            return any(x is not None and not x.is_constant and _leads_to_scores(graph, x, node, steps - 1)
+                       for x in node.inputs)
+        chain = _variable_operand(node)
+        if chain is None or _scale_of(graph, node, chain) is None:
             return False
-        v = chain
+        v, reader = chain, node
     return False
 
 
@@ -293,6 +317,29 @@ def _is_causal(mask: Value, sq: int, sk: int) -> bool:
     return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
 
 
+def _addend_strides(term: Value, at, full) -> tuple[list[int], int] | None:
+    """(strides over (batch, head, query, key), batch period) of an additive term broadcast to
+    scores of shape `at`, a regrouping of `full` [B, H, SQ, SK]: stride 0 where it broadcasts.
+    A term the same for every image of a batch of windows (Swin's window mask [nW, N, N], added
+    to the scores viewed as [images, nW, H, N, N]) repeats every nW batches: batch b reads its
+    batch b % nW. None where the kernel cannot read it so."""
+    if len(term.shape) > len(at):
+        return None
+    shape = [1] * (len(at) - len(term.shape)) + list(term.shape)
+    if any(n not in (1, a) for n, a in zip(shape, at)):
+        return None
+    dims = [[(a, st if n != 1 else 0)] for a, n, st in zip(at, shape, contiguous_strides(shape))]
+    four = _reshape_dims(dims, full)
+    if four is None:
+        return None
+    batch = [p for p in four[0] if p[0] != 1]
+    period = full[0]
+    if len(batch) == 2 and batch[0][1] == 0:  # the same for every outer batch
+        period, four = batch[1][0], [[batch[1]]] + four[1:]
+    strides = _strides(four)
+    return None if strides is None else (strides, period)
+
+
 def _nan_guard(graph: Graph, probs: Value) -> list[Node] | None:
     """[IsNaN, Where] of `Where(IsNaN(P), 0, P)` on the probabilities P, when those two nodes
     are P's only readers: the guard the TorchScript export of scaled_dot_product_attention writes
@@ -329,30 +376,35 @@ def _match(graph: Graph, softmax: Node):
     if not is_onnx(pv, "MatMul") or pv.inputs[0] is not probs:
         return None
 
-    # Back from the softmax: an additive mask, a scale, Q·Kᵀ, in the orders exporters write.
-    x, scale, mask, qk = softmax.inputs[0], 1.0, None, None
-    for _ in range(3):
+    # Back from the softmax: additive masks, a scale, Q·Kᵀ, in the orders exporters write, the
+    # scores reshaped between them. `addends`: each mask and the shape of the scores it is added to.
+    x, reader, scale, addends, qk = softmax.inputs[0], softmax, 1.0, [], None
+    for _ in range(CHAIN_STEPS):
+        if x.alias_of is not None:  # a reshape: _read_by checks its root is read through it alone
+            x = x.alias_of
+            continue
         node = x.producer
-        if node is None or graph.sole_consumer(x) is None:
+        if node is None or not _read_by(graph, x, reader):
             return None
         if is_onnx(node, "MatMul"):
             qk = node
             break
-        if is_onnx(node, "Add") and mask is None:
-            a, b = node.inputs
-            chain, mask = (a, b) if _leads_to_scores(graph, a) else (b, a)
-            if chain.shape != x.shape or np.dtype(mask.dtype) != np.float32:
+        if is_onnx(node, "Add"):
+            if len(addends) == MAX_ADDENDS or scale != 1.0:  # a third mask; a mask the scale multiplies
                 return None
-            removed.append(node)
-            x = chain
-            continue
-        chain = _variable_operand(node)
-        factor = _scale_of(graph, node, chain) if chain is not None else None
-        if factor is None or scale != 1.0:
-            return None
-        scale *= factor
+            a, b = node.inputs
+            chain, term = (a, b) if _leads_to_scores(graph, a, node) else (b, a)
+            if chain.shape != x.shape or np.dtype(term.dtype) != np.float32:
+                return None
+            addends.append((term, x.shape))
+        else:
+            chain = _variable_operand(node)
+            factor = _scale_of(graph, node, chain) if chain is not None else None
+            if factor is None or scale != 1.0:
+                return None
+            scale *= factor
         removed.append(node)
-        x = chain
+        x, reader = chain, node
     if qk is None:
         return None
     removed.append(qk)
@@ -373,7 +425,7 @@ def _match(graph: Graph, softmax: Node):
     found = {}
     for name, t in operands.items():
         found[name] = _layout(graph, t, walked := []) + (walked,)
-    batch = _head_split(found, batch) if mask is None else batch
+    batch = _head_split(found, batch) if not addends else batch
     layouts, walked, groups = {}, [], {}
     for name, t in operands.items():
         bound, offset, dims, passed = found[name]
@@ -392,19 +444,17 @@ def _match(graph: Graph, softmax: Node):
     kv_group = groups.get("k", 1)
     if groups.get("v", 1) != kv_group:
         return None
-    causal = False
-    if mask is not None:
-        if len(mask.shape) > 4:
+    causal, periods = False, {}
+    if len(addends) == 1 and _is_causal(addends[0][0], sq, sk):
+        causal, addends = True, []
+    for name, (term, at) in zip(("mask", "bias"), addends):
+        read = _addend_strides(term, at, batch + [sq, sk])
+        if read is None:
             return None
-        mshape = [1] * (4 - len(mask.shape)) + list(mask.shape)
-        full = batch + [sq, sk]
-        if any(n not in (1, f) for n, f in zip(mshape, full)):
-            return None
-        if _is_causal(mask, sq, sk):
-            causal, mask = True, None
-        else:
-            mstrides = [s if n != 1 else 0 for n, s in zip(mshape, contiguous_strides(mshape))]
-            layouts["mask"] = (mask, 0, mstrides)
+        layouts[name] = (term, 0, read[0])
+        if read[1] != batch[0]:
+            periods[name] = read[1]
+    mask, bias = (layouts[n][0] if n in layouts else None for n in ("mask", "bias"))
 
     # A Transpose after the output (to [B, S, H, DV], or [S, B*H, DV]) is written in place.
     out_shape, out_dims = out.shape, _contiguous(out.shape)
@@ -424,7 +474,9 @@ def _match(graph: Graph, softmax: Node):
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, out_strides)
-    inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask]
+    if periods:
+        attrs["batch_period"] = periods
+    inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask] + ([None, bias] if bias is not None else [])
     return removed, pv, inputs, out, attrs
 
 

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.attention_models import causal_mask, core_attention, padding_mask
+from tests.attention_models import causal_mask, core_attention, padding_mask, window_attention
 from tests.harness import (check_against_onnxruntime, compile_cached, declared_shared_bytes,
                      function_local_variables, random_feeds, run_bundle, run_onnxruntime)
 
@@ -175,6 +175,26 @@ def test_attention_forms(name, target):
     model = core_attention(2, 2, 9, 16, **FORMS[name])
     _fused(model, target)
     check_against_onnxruntime(model, target=target)
+
+
+@pytest.mark.parametrize("target,precision", [(t, "fp32") for t in TARGETS] + [("generic", "fp16")])
+def test_shifted_windows(target, precision):
+    """Swin's shifted-window scores: a relative position bias per head and a window mask per
+    window (0 / -100), read as two operands, the mask every 4 batches again (2 images of 4
+    windows); at Swin-T's window (N = 49) and head size (32)."""
+    model = window_attention(2, 4, 3, 49, 32)
+    if precision == "fp32":  # (fp16 adds the Casts of the float32 inputs)
+        _fused(model, TARGETS[target])
+    tol = dict(rtol_l2=1e-2, rtol=2e-2, atol=2e-2) if precision == "fp16" else {}
+    check_against_onnxruntime(model, target=TARGETS[target], precision=precision, **tol)
+
+
+def test_window_mask_input():
+    """A window mask given at run time is read as the constant is."""
+    model = window_attention(2, 3, 2, 9, 16, mask_input=True)
+    mask = np.where(np.random.default_rng(1).random((1, 3, 1, 9, 9)) < 0.3, -100.0, 0.0)
+    _fused(model)
+    check_against_onnxruntime(model, feeds=_feeds(model, mask.astype(np.float32)))
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -9,7 +9,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from tests.attention_models import causal_mask, core_attention, padding_mask, self_attention_block
+from tests.attention_models import (causal_mask, core_attention, padding_mask, self_attention_block,
+                                    window_attention)
 from tests.harness import random_feeds, run_bundle, run_onnxruntime
 from tests.onnx_builders import _fill_output_shapes, make_model, tensor_info
 
@@ -170,6 +171,16 @@ NOT_FUSED = {
     "probs-on-the-right": _chain(
         [_mm("q", "k", "s", "qk"), helper.make_node("Softmax", ["s"], ["p"], axis=-1),
          _mm("v", "p", "y", "pv")], [QKV[0], QKV[1], tensor_info("v", [1, 2, 8, 5])]),
+    # (scores + mask) * scale: the kernel adds its mask after scaling
+    "mask-before-scale": _chain(
+        [_mm("q", "k", "s", "qk"), helper.make_node("Add", ["s", "m"], ["t"]),
+         helper.make_node("Mul", ["t", "c"], ["u"]), helper.make_node("Softmax", ["u"], ["p"], axis=-1),
+         _mm("p", "v", "y", "pv")], QKV + [tensor_info("m", [1, 1, 5, 5])], inits=[("c", 0.125)]),
+    "three-masks": _chain(
+        [_mm("q", "k", "s", "qk")] + [helper.make_node("Add", [x, m], [o]) for x, m, o in
+                                      (("s", "m", "t"), ("t", "m", "u"), ("u", "m", "w"))]
+        + [helper.make_node("Softmax", ["w"], ["p"], axis=-1), _mm("p", "v", "y", "pv")],
+        QKV + [tensor_info("m", [1, 1, 5, 5])]),
     "softmax-of-other-op": _chain(
         [helper.make_node("Add", ["q", "v"], ["s"]), helper.make_node("Softmax", ["s"], ["p"]),
          _mm("p", "k", "y", "pv")], QKV),
@@ -180,6 +191,37 @@ NOT_FUSED = {
 def test_not_fused(name):
     assert "vkc.Attention" not in _ops(NOT_FUSED[name])
     assert "Softmax" in _ops(NOT_FUSED[name])
+
+
+@pytest.mark.parametrize("images", [1, 2])
+def test_shifted_window_masks_are_strides(images):
+    """Swin's shifted windows: the relative position bias [1, H, N, N] added to the scores, then
+    the window mask [1, nW, 1, N, N] added to them viewed as [images, nW, H, N, N] (and viewed
+    back) are two operands the kernel reads at their own strides, the bias at stride 0 over the
+    windows, the mask at stride 0 over the heads and, at 2 images, again every nW batches."""
+    windows, h, n = 4, 3, 9
+    model = window_attention(images, windows, h, n, 16)
+    [node] = run_passes(fold_constants(to_ir(model))).nodes
+    assert node.op_type == "vkc.Attention"
+    assert node.sources == ["k_t", "qk", "scale", "add_bias", "add_mask", "softmax", "pv"]
+    assert node.attrs["dims"] == [images * windows, h, n, n, 16, 16]
+    mask, bias = node.input(3), node.input(5)
+    assert mask.shape == (1, windows, 1, n, n) and bias.shape == (1, h, n, n)
+    assert node.attrs["layouts"]["mask"] == (0, [n * n, 0, n, 1])
+    assert node.attrs["layouts"]["bias"] == (0, [0, n * n, n, 1])
+    assert node.attrs.get("batch_period", {}) == ({"mask": windows} if images > 1 else {})
+
+
+def test_window_mask_varying_per_image_stays():
+    """A mask that differs per image and is the same for every window is no stride pattern the
+    kernel reads (images at a stride, windows at stride 0): the chain stays; one per window, an
+    input, is read as the constant is."""
+    model = window_attention(2, 4, 2, 4, 8, mask_input=True)
+    assert _ops(model) == ["vkc.Attention"]
+    mask = next(i for i in model.graph.input if i.name == "mask")
+    for dim, size in zip(mask.type.tensor_type.shape.dim, [2, 1, 1, 4, 4]):
+        dim.dim_value = size
+    assert "vkc.Attention" not in _ops(model)
 
 
 def test_transpose_read_elsewhere_stays():
