@@ -35,3 +35,33 @@ def identity_perm(node: Node) -> bool:
         return False
     rank = len(node.inputs[0].shape)
     return list(node.attrs.get("perm", range(rank - 1, -1, -1))) == list(range(rank))
+
+
+def zero_pads(node: Node) -> bool:
+    """A Pad that adds nothing on any side (Swin pads its maps to whole windows: nothing where
+    they are whole already)."""
+    if not same_shape(node):
+        return False
+    if len(node.inputs) > 1:  # opset 11 on: the pads are an input
+        pads = node.inputs[1]
+        return pads is not None and pads.is_constant and not pads.data.any()
+    return not any(node.attrs.get("pads", node.attrs.get("paddings", [])))
+
+
+def whole_slice(node: Node) -> bool:
+    """A Slice that keeps every element in order (Swin's crop back to the size before padding,
+    where nothing was padded): its output's shape is its input's and no axis longer than 1 is
+    stepped through backwards. n elements picked at a positive step from n in order are all of
+    them, whatever the starts and ends say."""
+    if not same_shape(node):
+        return False
+    if len(node.inputs) == 1:  # opset 1: starts, ends and axes attributes, no steps
+        return True
+    starts, axes, steps = node.inputs[1], node.input(3), node.input(4)
+    if starts is None or any(v is not None and not v.is_constant for v in (axes, steps)):
+        return False
+    count = starts.size
+    axes = range(count) if axes is None else [int(a) for a in axes.data.reshape(-1)]
+    steps = [1] * count if steps is None else [int(s) for s in steps.data.reshape(-1)]
+    shape = node.inputs[0].shape
+    return all(step > 0 or shape[axis] <= 1 for axis, step in zip(axes, steps))

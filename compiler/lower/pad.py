@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
+from ..noops import zero_pads
 from ..shapes import contiguous_strides, prod
 from .kernel import Kernel, buffer_view, constant_input, grid_1d, register
 from ..dtypes import element_bits
@@ -76,7 +77,7 @@ def _mode(node) -> str:
     return mode
 
 
-@register("Pad", since=1, dtypes=None, float16=True, dtypes_doc=PADS, limits=PAD_LIMIT)
+@register("Pad", since=1, dtypes=None, float16=True, dtypes_doc=PADS, limits=PAD_LIMIT, noop=zero_pads)
 def lower_pad_v1(node, target):
     pads = list(node.attrs.get("pads", node.attrs.get("paddings", [])))
     return pad_kernel(node, target, node.inputs[0], node.outputs[0], pads[:len(pads) // 2],
@@ -84,7 +85,7 @@ def lower_pad_v1(node, target):
 
 
 @register("Pad", since=11, dtypes=None, float16=True, dtypes_doc=PADS, constant_inputs=(1, 2, 3),
-          limits=PAD_LIMIT)
+          limits=PAD_LIMIT, noop=zero_pads)
 def lower_pad(node, target):
     x = node.inputs[0]
     rank = len(x.shape)

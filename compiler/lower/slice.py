@@ -7,6 +7,7 @@ import numpy as np
 from ..errors import CompileError
 from ..ir import Value
 from ..memory import ALIGNMENT
+from ..noops import whole_slice
 from ..shapes import contiguous_strides
 from .strided_copy import COPIES, strided_copy
 from .kernel import Kernel, constant_input, kernels_by_root, register
@@ -37,14 +38,14 @@ def _slice(node, target, starts, ends, axes, steps):
     return strided_copy(node, target, x, out, strides, offset)
 
 
-@register("Slice", since=1, dtypes=None, float16=True, dtypes_doc=COPIES, limits=SLICE_LIMIT)
+@register("Slice", since=1, dtypes=None, float16=True, dtypes_doc=COPIES, limits=SLICE_LIMIT, noop=whole_slice)
 def lower_slice_v1(node, target):
     a = node.attrs
     return _slice(node, target, list(a["starts"]), list(a["ends"]), a.get("axes"), None)
 
 
 @register("Slice", since=10, dtypes=None, float16=True, dtypes_doc=COPIES,
-          constant_inputs=(1, 2, 3, 4), limits=SLICE_LIMIT)
+          constant_inputs=(1, 2, 3, 4), limits=SLICE_LIMIT, noop=whole_slice)
 def lower_slice(node, target):
     starts = _constant_ints(node, 1, "starts")
     ends = _constant_ints(node, 2, "ends")

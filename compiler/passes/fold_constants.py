@@ -1,9 +1,10 @@
 """Constant folding, no-ops and static shapes.
 
 Walks the graph once in order: a node its op declares a no-op (registry `noop`: an Identity, an
-inference Dropout, a Cast to its own dtype, a Reshape to its own shape) hands its readers its input
-itself and disappears, so an Identity of an initializer (what the TorchScript exporter writes
-for tied or equal weights) leaves one shared constant and every pattern after sees through it;
+inference Dropout, a Cast to its own dtype, a Reshape to its own shape, a Pad of zeros, a Slice
+that keeps every element) hands its readers its input itself and disappears, so an Identity of
+an initializer (what the TorchScript exporter writes for tied or equal weights) leaves one shared
+constant and every pattern after sees through it;
 one whose output is a graph output stays (a view, passes/views.py). A node whose inputs are all
 constants (or that only reads static shapes) is evaluated with onnx's reference evaluator and
 disappears (one the evaluator fails on stays, for a kernel to compute; one its op's declaration

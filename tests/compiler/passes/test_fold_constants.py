@@ -158,6 +158,30 @@ def test_noops_go_before_the_passes_and_leave_initializers_shared():
     assert all(v.producer is None for v in graph.values() if v.is_constant)
 
 
+def test_whole_pads_and_slices_are_noops():
+    """A Pad of zeros and a Slice that keeps every element in order (Swin's padding to whole
+    windows and its crop back, where the map is whole windows already) go; a Slice that reverses
+    an axis, or a Pad that adds a row and crops one, keeps its shape but not its elements, and
+    stays. The graph agrees with onnxruntime."""
+    from compiler.frontend import to_ir
+    from compiler.passes import fold_constants
+
+    def ints(name, values):
+        return g.const(name, np.array(values, np.int64))
+    g = GraphBuilder("whole", seed=5)
+    x = g.input("x", [1, 4, 3, 2])
+    x = g.node("Pad", [x, ints("zeros", [0] * 8)])
+    x = g.node("Slice", [x, ints("s0", [0, 0]), ints("big", [2 ** 62, 2 ** 62]), ints("ax12", [1, 2])])
+    x = g.node("Slice", [x, ints("s1", [-1]), ints("e1", [-2 ** 62]), ints("ax0", [0]), ints("m1", [-1])])
+    kept = g.node("Slice", [x, ints("s2", [3]), ints("e2", [-2 ** 62]), ints("ax1", [1]), ints("m2", [-1])])
+    g.node("Pad", [kept, ints("shift", [0, 1, 0, 0, 0, -1, 0, 0])], out="y")
+    model = g.build(["y"])
+    graph = fold_constants(to_ir(model))
+    assert [n.op_type for n in graph.nodes] == ["Slice", "Pad"]
+    assert graph.nodes[0].inputs[0] is graph.inputs[0]
+    check_against_onnxruntime(model)
+
+
 def test_training_dropout_is_refused_by_name():
     g = GraphBuilder("training_dropout", seed=4)
     g.node("Dropout", [g.input("x", [2, 4]), g.const("ratio", np.array(0.5, np.float32)),
