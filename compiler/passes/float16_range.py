@@ -61,6 +61,7 @@ overflow.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -310,21 +311,46 @@ class _Range:
         """(its magnitude, float16's largest rounding relative to its largest finite |value|)."""
         key = id(c)
         if key not in self.constants:
-            data = np.asarray(c.data, np.float32)
-            finite = np.abs(data[np.isfinite(data)])
-            top = float(finite.max()) if finite.size else 0.0
-            # values past LIMIT are sentinels (a -1e9 or float32-lowest mask), not data: rule 1
-            # sees them; its typical size is the rest's
-            values = data[np.isfinite(data) & (np.abs(data) <= LIMIT)].astype(np.float64)
-            rms = float(np.sqrt(np.mean(values * values))) if values.size else 0.0
-            mean = min(abs(float(np.mean(values))), rms) if values.size else 0.0
-            if 0 < top <= F16_MAX:
-                rounded = finite.astype(np.float16).astype(np.float32)
-                rounding = float(np.max(np.abs(rounded - finite))) / top
-            else:
-                rounding = 0.0
-            self.constants[key] = (Magnitude(top, rms, mean), rounding)
+            cached = _CONSTANTS.get(c)
+            if cached is None or cached[0] is not c.data:
+                cached = (c.data, _constant_magnitude(np.asarray(c.data)))
+                _CONSTANTS[c] = cached
+            self.constants[key] = cached[1]
         return self.constants[key]
+
+
+# Constants' magnitudes, kept while the constant lives: every variant's graph, and each pass that
+# asks (scale_products, then apply_precision twice), reads the same weights.
+_CONSTANTS: "weakref.WeakKeyDictionary[Value, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
+    data = data.astype(np.float32, copy=False).reshape(-1)
+    plain = bool(np.isfinite(data).all())
+    finite = data if plain else data[np.isfinite(data)]
+    top = float(np.abs(finite).max()) if finite.size else 0.0
+    # values past LIMIT are sentinels (a -1e9 or float32-lowest mask), not data: rule 1 sees
+    # them; its typical size is the rest's
+    values = finite if top <= LIMIT else finite[np.abs(finite) <= LIMIT]
+    # float64 sums a chunk at a time (numpy's pairwise sums, not BLAS: every machine gets the
+    # same figures, so the same bundle)
+    squares = total = 0.0
+    for start in range(0, values.size, 1 << 20):
+        chunk = values[start:start + (1 << 20)].astype(np.float64)
+        squares += float(np.sum(chunk * chunk))
+        total += float(np.sum(chunk))
+    rms = math.sqrt(squares / values.size) if values.size else 0.0
+    mean = min(abs(total) / values.size, rms) if values.size else 0.0
+    if SMALL <= top <= F16_MAX:
+        # every value within float16's range rounds by at most 2^-11 of itself (normal) or of
+        # SMALL (subnormal), both at most 2^-11 of top: below ROUNDING
+        rounding = 2.0 ** -11
+    elif 0 < top <= F16_MAX:
+        rounded = finite.astype(np.float16).astype(np.float32)
+        rounding = float(np.max(np.abs(rounded - finite))) / top
+    else:
+        rounding = 0.0
+    return Magnitude(top, rms, mean), rounding
 
 
 def _gates_itself(graph: Graph, node: Node) -> bool:
