@@ -276,7 +276,11 @@ def _type_name(elem_type: int) -> str:
         return onnx.helper.tensor_dtype_to_string(elem_type).removeprefix("TensorProto.").lower()
 
 
-def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None) -> Graph:
+def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
+          arrays: dict[str, np.ndarray] | None = None) -> Graph:
+    """The IR graph of `model` with its inputs pinned to `input_shapes`. arrays: initializers'
+    arrays by name, used instead of converting those initializers again (a second graph of the
+    same model shares the first one's)."""
     opset = model_opset(model)
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise CompileError(f"the model uses opset {opset}; vkc supports opsets {MIN_OPSET} to "
@@ -296,7 +300,8 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
     g = model.graph
     values: dict[str, Value] = {}
     for init in g.initializer:
-        data = numpy_helper.to_array(init)
+        data = (arrays or {}).get(init.name)
+        data = numpy_helper.to_array(init) if data is None else data
         values[init.name] = Value(init.name, data.dtype, tuple(data.shape), data=data)
     for vi in [*g.input, *g.value_info, *g.output]:
         if vi.name not in values:

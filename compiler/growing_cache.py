@@ -147,13 +147,16 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     shapes = form.shapes(given, capacity, 0)
     rows = shapes[IDS][1]
     full = capacity - rows
-    graph = front(_derive_inputs(to_ir(model, form.shapes(given, capacity, full)), form))
-    # the same graph after a past of 1 row (2 where a full cache is 1 row): what differs is
-    # computed from the past's length
-    reference = front(_derive_inputs(to_ir(model, form.shapes(given, capacity, 1 if full != 1 else 2)), form))
+    graph = to_ir(model, form.shapes(given, capacity, full))
+    names = {t.name for t in model.graph.initializer}
+    weights = {v.name: v.data for v in graph.values() if v.is_constant and v.name in names}
+    graph = front(_derive_inputs(graph, form))
+    # the same graph after a past of 1 row (2 where a full cache is 1 row), sharing the weights:
+    # what differs is computed from the past's length
+    reference = to_ir(model, form.shapes(given, capacity, 1 if full != 1 else 2), weights)
+    reference = front(_derive_inputs(reference, form))
     growing = GrowingCache(_input(graph, POSITION), rows, capacity)
-    weights = {t.name for t in model.graph.initializer}
-    growing.past_dependent = _past_dependent(graph, reference, rows, form, weights)
+    growing.past_dependent = _past_dependent(graph, reference, rows, form, set(weights))
     _tabulate_positions(graph, capacity, rows)
     growing.caches = _write_in_place(graph, form, growing)
     graph.growing = growing
