@@ -87,8 +87,7 @@ class Form:
 
     def describe(self) -> str:
         past, present, _ = self.pairs[0]
-        dims = "x".join(d.dim_param or str(d.dim_value) for d in self.inputs[past].type.tensor_type.shape.dim)
-        return f"{present} = Concat({past} [{dims}], new rows)"
+        return f"{present} = Concat({past} [{_dims(self.inputs[past].type.tensor_type.shape.dim)}], new rows)"
 
     def shapes(self, given: dict | None, capacity: int, past: int) -> dict[str, list[int]]:
         """Every input's shape for a run of input_ids' S tokens after `past` cache rows."""
