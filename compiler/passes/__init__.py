@@ -17,6 +17,7 @@ from .fuse_rotary import fuse_rotary
 from .gather_nd import rewrite_gather_nd
 from .group_query_attention import expand_group_query_attention
 from .in_place_scatter import scatter_in_place
+from .interleaved_slices import merge_interleaved_slices
 from .merge_projections import merge_projections
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
@@ -45,7 +46,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, move_row_transposes, merge_projections, read_rotary_inputs_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
