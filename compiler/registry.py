@@ -103,6 +103,10 @@ class OpRule:
     unfolded: Callable | None = None
     # output_types: node -> None, typing the outputs of an op ONNX shape inference does not know.
     output_types: Callable | None = None
+    # reads_columns: the input slot (one, as a 1-tuple) the kernel can read as columns of a wider
+    # tensor's rows, where the node's `input_columns` (first, width, shape) says so: a part of a
+    # merged projection read without the Split's copy (passes/split_parts.py).
+    reads_columns: tuple[int, ...] = ()
     # updates_in_place: (output, input) index pairs where the output is the input's tensor with
     # some of it written (a KV cache update): such a graph input and output of one shape become
     # bundle state by default (compiler/state.py).

@@ -43,11 +43,11 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     num_heads, its head size then being the tables' rotary dim."""
     y = node.outputs[0]
     where = f"{node.op_type} '{node.name}'"
-    # input_columns (first, width): X is [B, S, width], of whose rows the node rotates `hidden`
-    # columns from `first` on (one part of a packed Q/K/V projection, read in place:
-    # passes/rotary_inputs.py); Y has the part's shape.
+    # input_columns (first, width, shape): X is [..., width], of whose rows the node rotates a
+    # part's columns from `first` on (one part of a packed Q/K/V projection, read in place:
+    # passes/split_parts.py); `shape` is the part's (or a view of all of it), Y's.
     packed = node.attrs.get("input_columns")
-    shape = tuple(y.shape) if packed else tuple(x.shape)
+    shape = tuple(packed[2]) if packed else tuple(x.shape)
     for v in (x, cos, sin):  # position_ids aside, the op computes on floats (dtypes=None)
         if np.dtype(v.dtype).name not in FLOATS:
             raise unsupported_dtype(node, v, "a rotary embedding")
@@ -114,11 +114,13 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
             ("S_DIV", "int32", s_div), ("B_DIV", "int32", y.size // b), ("HALF", "int32", half),
             ("TABLE_ROWS", "int32", table_rows)]
     if packed:
-        if len(shape) != 3 or len(x.shape) != 3 or packed[0] + shape[2] > x.shape[2]:
-            raise CompileError(f"{where}: columns {list(packed)} of '{x.name}' {list(x.shape)} "
+        first, width = packed[0], x.shape[-1]
+        rows = x.size // width
+        part = y.size // rows
+        if y.size != rows * part or first + part > width:
+            raise CompileError(f"{where}: columns {list(packed[:2])} of '{x.name}' {list(x.shape)} "
                                f"do not hold its {list(shape)} part (a vkc bug).")
-        spec += [("X_OFF", "int32", int(packed[0])), ("X_ROW", "int32", int(x.shape[2])),
-                 ("Y_ROW", "int32", shape[2])]
+        spec += [("X_OFF", "int32", int(first)), ("X_ROW", "int32", int(width)), ("Y_ROW", "int32", part)]
     local = target.elementwise_local
     # position_ids is int64: read as two int words (the low one holds any valid position).
     params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
@@ -131,7 +133,7 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
 
 
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
-          dtypes_doc=DTYPES, magnitude=_magnitude)
+          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,))
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -154,7 +156,7 @@ def _contrib_attrs(node) -> None:
 @register("RotaryEmbedding", domain="com.microsoft", dtypes=None, float16=True,
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
-          output_shape=shape_of_input0, magnitude=_magnitude)
+          output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,))
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

@@ -19,11 +19,16 @@ LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the
 
 # vkc.TensorScatter: the same, for passes that write a cache update into graphs of any opset
 # (passes/group_query_attention.py).
-@register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),))
+@register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),), reads_columns=(1,))
 @register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
-          updates_in_place=((0, 0),), dtypes_doc=COPIES + "; write_indices int64", limits=LIMITS)
+          updates_in_place=((0, 0),), reads_columns=(1,), dtypes_doc=COPIES + "; write_indices int64",
+          limits=LIMITS)
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    # input_columns (first, width, shape): the update, of `shape`, is columns of the rows of a
+    # wider tensor (a part of a packed projection: passes/split_parts.py)
+    columns = node.attrs.get("input_columns")
+    update_shape = tuple(columns[2]) if columns else tuple(update.shape)
     indices = node.input(2)
     mode = node.attrs.get("mode", "linear")
     mode = mode.decode() if isinstance(mode, bytes) else mode
@@ -31,9 +36,9 @@ def lower_tensor_scatter(node, target):
         raise CompileError(f"TensorScatter '{node.name}': mode {mode!r} is not linear or circular.")
     rank = len(cache.shape)
     axis = node.attrs.get("axis", -2) % rank
-    if axis == 0 or len(update.shape) != rank or \
-            any(u != c for i, (u, c) in enumerate(zip(update.shape, cache.shape)) if i != axis):
-        raise CompileError(f"TensorScatter '{node.name}': update {list(update.shape)} does not fit cache "
+    if axis == 0 or len(update_shape) != rank or \
+            any(u != c for i, (u, c) in enumerate(zip(update_shape, cache.shape)) if i != axis):
+        raise CompileError(f"TensorScatter '{node.name}': update {list(update_shape)} does not fit cache "
                            f"{list(cache.shape)} along axis {axis} (the batch axis 0 cannot be it).")
     if np.dtype(update.dtype) != np.dtype(cache.dtype):
         raise CompileError(f"TensorScatter '{node.name}': update is {np.dtype(update.dtype).name}, the cache "
@@ -44,14 +49,22 @@ def lower_tensor_scatter(node, target):
                            "writes whole 32-bit words.")
     kernels = [] if out.root() is cache.root() else \
         strided_copy(node, target, cache, out, contiguous_strides(cache.shape))
-    total = update.nbytes // 4
+    total = prod(update_shape) * element_bits(cache.dtype) // 32
     if total == 0:
         return kernels
     spec = [("TOTAL", "int32", total), ("INNER", "int32", inner_bits // 32),
-            ("S", "int32", update.shape[axis]), ("M", "int32", cache.shape[axis]),
+            ("S", "int32", update_shape[axis]), ("M", "int32", cache.shape[axis]),
             ("PER_BATCH", "int32", prod(cache.shape[1:axis]))]
+    if columns:
+        bits = element_bits(cache.dtype)
+        rows = update.size // update.shape[-1]
+        words = [columns[0] * bits, update.shape[-1] * bits, prod(update_shape) // rows * bits]
+        if any(w % 32 for w in words) or prod(update_shape) % rows:
+            raise CompileError(f"TensorScatter '{node.name}': its update's columns {list(columns[:2])} of "
+                               f"'{update.name}' {list(update.shape)} are not whole 32-bit words (a vkc bug).")
+        spec += [(name, "int32", w // 32) for name, w in zip(("U_OFF", "U_ROW", "U_PART"), words)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, circular=mode == "circular", indices=indices is not None,
+    params = dict(LOCAL=local, circular=mode == "circular", indices=indices is not None, columns=bool(columns),
                   idx_words=np.dtype(indices.dtype).itemsize // 4 if indices is not None else 1)
     bindings = [update] + ([indices] if indices is not None else []) + [out]
     return kernels + [Kernel("tensor_scatter", params, spec, bindings, writes=[len(bindings) - 1],

@@ -3,11 +3,16 @@ Whisper's exports write them (MatMuls of the same activations by constant weight
 own bias Add), become one MatMul by the weights side by side, one bias Add and a Split: the form
 GPT-2's export has. One GEMM of N = 3 * hidden fills the device where three of N = hidden each
 needed split-K at batch 1 (twice the dispatches), and passes/fuse_attention.py reads Q, K and V in
-place from its output through the Split, so the Split costs no copy.
+place from its output through the Split, so the Split costs no copy. Block-quantized projections
+(MatMulNBits of one K, bits and block size) merge alike: their packed rows, scales and zero
+points are per output column, so the merged weight is theirs one after the other.
 
 Only projections whose results feed matmuls through views, Transposes and scalings by a constant
-right before the product (which fuse_attention takes over) alone are merged: where another op (a
-GLU's gate, Whisper's scaling before the head split) reads one, the Split would become copy kernels.
+right before the product (which fuse_attention takes over), or ops that read their columns of the
+merged product in place (a rotary embedding, a cache write: passes/split_parts.py; a decode
+step's head split is a view), alone are merged: where another op (a GLU's gate, Whisper's scaling
+before the head split, a prompt's head-split Transpose before a rotary embedding) reads one, the
+Split would become copy kernels. A merged weight over what every device binds stays apart.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before fuse_attention.
 """
@@ -17,51 +22,70 @@ import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx, reaches_only
 from .fuse_attention import scaling_factor
-from .rotary_inputs import is_rotary_of
+from .split_large_weights import MAX_BINDING_BYTES
+from .split_parts import reads_part
+
+MS = "com.microsoft"
 
 
 def merge_projections(graph: Graph) -> Graph:
-    by_input: dict[int, list[tuple[Node, Node | None]]] = {}
+    by_kind: dict[tuple, list[tuple[Node, Node | None]]] = {}
     for node in graph.nodes:
         member = _projection(graph, node)
         if member is not None:
-            by_input.setdefault(id(node.inputs[0]), []).append(member)
-    for members in by_input.values():
-        k = members[0][0].inputs[1].shape[0]
-        members = [m for m in members if m[0].inputs[1].shape[0] == k
-                   and m[0].inputs[1].dtype == members[0][0].inputs[1].dtype]
-        if len(members) > 1:
+            by_kind.setdefault((id(node.inputs[0]), _kind(node)), []).append(member)
+    for members in by_kind.values():
+        if len(members) > 1 and sum(mm.inputs[1].nbytes for mm, _ in members) <= MAX_BINDING_BYTES:
             _merge(graph, members)
     graph.relink()
     return graph
 
 
+def _kind(node: Node) -> tuple:
+    """What projections of one input must share to merge: K and the weight's dtype, and for
+    block-quantized ones the packing (bits, block size, scales' and zero points' types)."""
+    if node.op_type == "MatMul":
+        return ("MatMul", node.inputs[1].shape[0], np.dtype(node.inputs[1].dtype).name)
+    zp = node.input(3)
+    return ("MatMulNBits", node.attrs["K"], node.attrs.get("bits", 4), node.attrs["block_size"],
+            np.dtype(node.inputs[2].dtype).name, None if zp is None else np.dtype(zp.dtype).name)
+
+
+def _is_product(node: Node) -> bool:
+    """X x W with W a constant 2-D weight, or a block-quantized one (MatMulNBits without
+    act-order, its packed inputs constants)."""
+    if is_onnx(node, "MatMul"):
+        w = node.inputs[1]
+        return len(node.inputs) == 2 and w.is_constant and len(w.shape) == 2 and w.dtype == node.inputs[0].dtype
+    return node.op_type == "MatMulNBits" and node.domain == MS and node.input(4) is None and \
+        node.input(5) is None and all(v is None or v.is_constant for v in node.inputs[1:4])
+
+
 def _projection(graph: Graph, node: Node) -> tuple[Node, Node | None] | None:
-    """(MatMul, its bias Add or None) when `node` is X x W with W a constant 2-D weight whose
-    result (after the bias) only feeds matmuls."""
-    if not is_onnx(node, "MatMul") or len(node.inputs) != 2:
+    """(the product, its bias Add or None) when `node` is X x W with W a constant weight whose
+    result (after the bias) only feeds matmuls or column readers."""
+    if not _is_product(node):
         return None
-    x, w = node.inputs
+    x = node.inputs[0]
     y = node.outputs[0]
-    if (x.is_constant or not w.is_constant or len(w.shape) != 2 or len(x.shape) < 2
-            or w.dtype != x.dtype or graph.is_output(y)):
+    if x.is_constant or len(x.shape) < 2 or graph.is_output(y):
         return None
     add = y.consumers[0] if len(y.consumers) == 1 else None
     if is_onnx(add, "Add") and y.alias_of is None and graph.used_only_by(y, add):
         bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
-        if bias.is_constant and bias.dtype == y.dtype and bias.size == w.shape[1] and \
+        if bias.is_constant and bias.dtype == y.dtype and bias.size == y.shape[-1] and \
                 add.outputs[0].shape == y.shape and all(d == 1 for d in bias.shape[:-1]):
             return (node, add) if _feeds_matmuls(graph, add.outputs[0]) else None
     return (node, None) if _feeds_matmuls(graph, y) else None
 
 
 def _feeds_matmuls(graph: Graph, v: Value) -> bool:
-    """Whether every reader of v's bytes is a MatMul or a rotary embedding of v (which reads its
-    part of the merged product in place: passes/rotary_inputs.py), or a Transpose, an Expand (GQA's
-    repeated K/V heads, read at stride 0), a view of v or a scaling by
-    a constant scalar (the split scale of SDPA's export, which fuse_attention takes over) whose own
-    readers are."""
-    return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul") or is_rotary_of(n, v),
+    """Whether every reader of v's bytes is a MatMul or reads v (or a view of all of it) where it
+    can read its columns of the merged product in place (a rotary embedding, a cache write:
+    passes/split_parts.py), or is a Transpose, an Expand (GQA's repeated K/V heads, read at stride
+    0), a view of v or a scaling by a constant scalar (the split scale of SDPA's export, which
+    fuse_attention takes over) whose own readers are."""
+    return reaches_only(graph, v, ends=lambda n: is_onnx(n, "MatMul") or reads_part(n, v),
                         through=lambda n: is_onnx(n, "Transpose", "Expand") or _scales_matmul_operand(graph, n))
 
 
@@ -75,31 +99,43 @@ def _scales_matmul_operand(graph: Graph, node: Node) -> bool:
 
 
 def _merge(graph: Graph, members: list[tuple[Node, Node | None]]) -> None:
-    first = members[0][0]
-    x = first.inputs[0]
-    weights = [mm.inputs[1].data for mm, _ in members]
-    sizes = [w.shape[1] for w in weights]
+    """One product of the members' weights side by side, their biases (zeros where one has
+    none: Whisper's key) added after it, and a Split into the members' results, where the first
+    member stood."""
+    mm0 = members[0][0]
+    x = mm0.inputs[0]
     name = "+".join(mm.name for mm, _ in members)
-    weight = Value(f"{name}/weight", x.dtype, (weights[0].shape[0], sum(sizes)),
-                   data=np.ascontiguousarray(np.concatenate(weights, axis=1)))
-    results = [(add or mm).outputs[0] for mm, add in members]
-    shape = tuple(results[0].shape[:-1]) + (sum(sizes),)
-    product = Value(f"{name}/product", x.dtype, shape)
     sources = [s for mm, add in members for n in (mm, add) if n is not None for s in n.sources]
-    nodes = [Node("MatMul", f"{name}/matmul", [x, weight], [product], sources=sources)]
+    results = [(add or mm).outputs[0] for mm, add in members]
+    sizes = [r.shape[-1] for r in results]
+    product = Value(f"{name}/product", results[0].dtype, tuple(results[0].shape[:-1]) + (sum(sizes),))
+    if mm0.op_type == "MatMul":
+        data = np.ascontiguousarray(np.concatenate([mm.inputs[1].data for mm, _ in members], axis=1))
+        nodes = [Node("MatMul", f"{name}/matmul", [x, Value(f"{name}/weight", x.dtype, data.shape, data=data)],
+                      [product], sources=sources)]
+    else:
+        # MatMulNBits' packed rows, scales and zero points are per output column (zero points
+        # padded to whole bytes a column): the members' one after the other.
+        inputs = [x]
+        for slot, what in ((1, "weight"), (2, "scales"), (3, "zero_points")):
+            if mm0.input(slot) is not None:
+                data = np.ascontiguousarray(np.concatenate([mm.inputs[slot].data.reshape(n, -1)
+                                                            for (mm, _), n in zip(members, sizes)]))
+                inputs.append(Value(f"{name}/{what}", data.dtype, data.shape, data=data))
+        attrs = {k: mm0.attrs[k] for k in ("K", "bits", "block_size") if k in mm0.attrs}
+        nodes = [Node("MatMulNBits", f"{name}/matmul", inputs, [product], {**attrs, "N": sum(sizes)}, MS, sources)]
     if any(add is not None for _, add in members):
-        # A projection without a bias (Whisper's key) adds zeros.
-        bias = np.concatenate([np.zeros(n, x.dtype) if add is None else
+        bias = np.concatenate([np.zeros(n, product.dtype) if add is None else
                                next(i for i in add.inputs if i.is_constant).data.reshape(-1)
                                for (_, add), n in zip(members, sizes)])
-        biased = Value(f"{name}/biased", x.dtype, shape)
-        nodes.append(Node("Add", f"{name}/bias", [product, Value(f"{name}/bias_values", x.dtype, bias.shape, data=bias)],
-                          [biased], sources=sources))
+        biased = Value(f"{name}/biased", product.dtype, product.shape)
+        nodes.append(Node("Add", f"{name}/bias", [product, Value(f"{name}/bias_values", product.dtype, bias.shape,
+                                                                  data=bias)], [biased], sources=sources))
         product = biased
     split = Value(f"{name}/split", np.dtype(np.int64), (len(sizes),), data=np.array(sizes, np.int64))
-    nodes.append(Node("Split", f"{name}/split", [product, split], results, {"axis": len(shape) - 1},
+    nodes.append(Node("Split", f"{name}/split", [product, split], results, {"axis": len(product.shape) - 1},
                       sources=sources))
     gone = {id(n) for mm, add in members for n in (mm, add) if n is not None}
-    at = graph.nodes.index(first)
+    at = graph.nodes.index(mm0)
     graph.nodes[at:at + 1] = nodes
     graph.nodes = [n for n in graph.nodes if id(n) not in gone]

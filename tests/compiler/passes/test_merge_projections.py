@@ -75,3 +75,71 @@ def test_projection_read_by_another_op_stays_apart():
     weights = sorted(n.inputs[1].shape for n in graph.nodes if n.op_type == "MatMul" and n.inputs[1].is_constant)
     assert weights == [(16, 16), (16, 32)]
     check_against_onnxruntime(model, target="generic")
+
+
+def _decode_step(llama, weights=None, s=1):
+    """The passes' graph of tiny_llama's step of s tokens, and the bundle (caches as inputs and
+    outputs: state none) with its feeds: 5 cache rows filled with random values."""
+    from compiler.compile import compile_model, lower_model
+    shapes = {"input_ids": [1, s]}
+    graph = lower_model(llama, input_shapes=shapes, target="lavapipe", weights=weights, state="none")[1]
+    bundle = compile_model(llama, input_shapes=shapes, target="lavapipe", weights=weights, state="none")
+    rng = np.random.default_rng(1)
+    feeds = {"input_ids": np.array([[7, 3, 9, 1][:s]], np.int64), "position": np.array([5], np.int64)}
+    for vi in llama.graph.input:
+        if vi.name.startswith("past_"):
+            feeds[vi.name] = rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+    return graph, bundle, feeds
+
+
+@pytest.mark.parametrize("weights", [None, "int4"])
+def test_decode_step_merges_qkv(weights):
+    """ONNX's in-place cache form (tests/llm_models.py) at one token: Q, K and V are one product
+    (MatMul, or MatMulNBits of the three packed weights), the rotary embeddings of Q and K and the
+    cache write of V read their columns of it in place (the head split is a view), no Split is
+    left; the logits and the caches as onnxruntime computes them (for int4 the same quantization
+    as MatMulNBits nodes: tests/quantized_onnx.py)."""
+    from bundles import read_bundle
+    from tests.harness import assert_close, run_bundle, run_onnxruntime
+    from tests.llm_models import tiny_llama
+    from tests.quantized_onnx import quantized_onnx
+    llama = tiny_llama(layers=2, context=16)
+    graph, bundle, feeds = _decode_step(llama, weights)
+    product = "MatMul" if weights is None else "MatMulNBits"
+    projections = [n for n in graph.nodes if n.op_type == product and n.name.endswith(".v/matmul")]
+    assert [n.name for n in projections] == [f"layers.{i}.q+layers.{i}.k+layers.{i}.v/matmul" for i in range(2)]
+    readers = [n for n in graph.nodes if "input_columns" in n.attrs]
+    assert sorted(n.op_type for n in readers) == ["RotaryEmbedding"] * 4 + ["TensorScatter"] * 2
+    assert not any(n.op_type == "Split" for n in graph.nodes)
+    oracle = llama if weights is None else quantized_onnx(llama, read_bundle(bundle).manifest)
+    got, ref = run_bundle(bundle, feeds)[0], run_onnxruntime(oracle, feeds)
+    for name in ref:
+        assert_close(name, got[name], ref[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+
+
+def test_prompt_keeps_qkv_apart():
+    """At 4 tokens the head split is a Transpose that a rotary embedding reads: Q, K and V stay
+    three products (a Split would need copies)."""
+    from tests.llm_models import tiny_llama
+    graph = _decode_step(tiny_llama(layers=1, context=16), s=4)[0]
+    assert [n.name for n in graph.nodes if n.op_type == "MatMul"][:3] == ["layers.0.q", "layers.0.k", "layers.0.v"]
+
+
+@pytest.mark.parametrize("weights", ["int4", "int8"])
+def test_block_quantized_projections_merge(weights):
+    """--weights: BERT's Q, K and V MatMulNBits become one (packed rows, scales and zero points
+    one after the other) that attention reads through the Split; against onnxruntime running the
+    same quantization as three MatMulNBits nodes."""
+    from bundles import read_bundle
+    from compiler.compile import compile_model, lower_model
+    from tests.harness import assert_close, random_feeds, run_bundle, run_onnxruntime
+    from tests.quantized_onnx import quantized_onnx
+    model = self_attention_block(2, 7, 2, 32)
+    graph = lower_model(model, target="lavapipe", weights=weights)[1]
+    assert [n.op_type for n in graph.nodes].count("MatMulNBits") == 2   # Q+K+V, the output projection
+    bundle = compile_model(model, target="lavapipe", weights=weights)
+    oracle = quantized_onnx(model, read_bundle(bundle).manifest)
+    feeds = random_feeds(model)
+    got, ref = run_bundle(bundle, feeds)[0], run_onnxruntime(oracle, feeds)
+    for name in ref:
+        assert_close(name, got[name], ref[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
