@@ -92,6 +92,9 @@ class OpRule:
     # product: a matrix product whose kernel takes a fused epilogue, and how that kernel sees its
     # output: "matmul" (batch, m, n) or "conv" (image, channel, pixel) (epilogue_operands.py).
     product: str | None = None
+    # pairs: the product's kernel takes a second product of the same activations, its weights
+    # side by side with the first's, for one fused epilogue to read both (passes/paired_products.py).
+    pairs: bool = False
     # linear_in: node -> the input slots its result is linear in: an input scaled by a constant
     # scales the result by it (a matrix product without a bias; passes/scale_products.py).
     linear_in: Callable | None = None

@@ -5,12 +5,15 @@ the cache's first position + S rows (nonpad_kv_seqlen, causal, grouped-query), S
 norm and the LM head. Inputs: input_ids [1, S] and position [1] (the cache rows already
 filled); caches past_key.N / past_value.N [1, kv heads, max context, head size]; outputs logits
 [1, S, vocab] and present_key.N / present_value.N. vkc keeps the caches as bundle state.
+Also: feeds of one step with random caches (step_feeds), and a SwiGLU MLP alone (swiglu_model).
 """
 from __future__ import annotations
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from tests.onnx_builders import make_model, tensor_info
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -111,3 +114,33 @@ def onnxruntime_greedy(model: onnx.ModelProto, prompt: list[int], steps: int) ->
         tokens.append(token)
         feed = np.array([[token]], np.int64)
     return tokens
+
+
+def step_feeds(model: onnx.ModelProto, ids: list[int], position: int, seed: int = 1) -> dict:
+    """Feeds of one run of `model` with its caches as inputs (compiled with state none): the
+    tokens `ids` at `position`, every cache row random (the rows past position + len(ids) are
+    never read)."""
+    rng = np.random.default_rng(seed)
+    feeds = {"input_ids": np.array([ids], np.int64), "position": np.array([position], np.int64)}
+    for vi in model.graph.input:
+        if vi.name.startswith("past_"):
+            shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            feeds[vi.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def swiglu_model(rows=1, k=64, f=96, extra_reader=False, down=False):
+    """x [1, rows, k] -> silu(x Wg) * (x Wu) [1, rows, f]; extra_reader: up is an output too;
+    down: the MLP's down projection after it, back to [1, rows, k]."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) / 8).astype(np.float32), n)
+             for n, shape in (("wg", (k, f)), ("wu", (k, f)), ("wd", (f, k)))]
+    nodes = [helper.make_node("MatMul", ["x", "wg"], ["gate"], name="gate"),
+             helper.make_node("MatMul", ["x", "wu"], ["up"], name="up"),
+             helper.make_node("Sigmoid", ["gate"], ["sig"]), helper.make_node("Mul", ["gate", "sig"], ["silu"]),
+             helper.make_node("Mul", ["silu", "up"], ["act" if down else "y"])]
+    nodes += [helper.make_node("MatMul", ["act", "wd"], ["y"], name="down")] if down else []
+    outputs = [tensor_info("y", [1, rows, k if down else f])]
+    outputs += [tensor_info("up", [1, rows, f])] if extra_reader else []
+    return make_model(helper.make_graph(nodes, "swiglu", [tensor_info("x", [1, rows, k])], outputs,
+                                        inits if down else inits[:2]))

@@ -10,6 +10,7 @@ from ..magnitudes import shared_axis, weighted_sum
 from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
+from .paired import columns, unpaired
 from .store_expression import build_epilogue
 from ..registry import FLOATS
 from ..rows import Rows, aligned
@@ -115,14 +116,17 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_r
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
-                 fused=True, rows_per_batch=None, b_row_elements=None) -> list[Kernel]:
+                 fused=True, rows_per_batch=None, b_row_elements=None, paired=None) -> list[Kernel] | None:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
     (a step inside a larger lowering, such as Winograd's, that applies the epilogue itself).
     coords "conv_cols": a convolution whose images lie side by side along N (strides PIX and
     SC_IMG say where each image's pixels go in C). b_row_elements: B's rows (along N) are
-    allocated this many elements long, so vector loads may run past N (padded im2col rows)."""
+    allocated this many elements long, so vector loads may run past N (padded im2col rows).
+    paired: B holds two products' weights side by side, the second `paired` columns after the
+    first, and the epilogue reads both (passes/paired_products.py): the GEMV kernel computes
+    them together; None where another kernel fits (the caller lowers the two apart then)."""
     if fused:
         expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
             node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands)
@@ -176,6 +180,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     elif (gemv := _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4)) is not None:
         template, params, groups, extra = gemv
         split, depth = 1, K
+        if paired:
+            params["PAIRED"] = True
+            spec.append(("PAIR", "int32", paired))
+            extra["shared_memory_bytes"] *= 2
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -188,6 +196,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                               types, b_row_elements or N)
         split, depth = _split_k(target, groups, K, params["BK"],
                                 max(target.min_workgroups, target.splitk_workgroups))
+    if paired and template != "matmul_gemv":
+        return None
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
@@ -199,7 +209,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
                        spec + ep_spec, [a, b, c, *operands], groups=groups,
-                       flops=batches * M * N * (2 * K + ep_ops),
+                       flops=batches * M * N * ((4 if paired else 2) * K + ep_ops),
                        # coopmat2's tensor-layout store keeps C's rows 16-byte aligned: no shifted window
                        store_offset=None if template == "matmul_coopmat2" else 2, **common)]
     # Split-K: slices of K write partial sums; who adds them up depends on how much there is to add.
@@ -523,7 +533,7 @@ def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4):
         return None
     ct = next((c for c in GEMV_COLUMN_THREADS if -(-N // (4 * c)) * batches >= target.min_workgroups),
               GEMV_COLUMN_THREADS[-1])
-    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode)
+    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=False)
     groups = (-(-N // (4 * ct)), 1, batches)
     return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1),
                                                shared_memory_bytes=16 * GEMV_THREADS * M)
@@ -592,8 +602,13 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
+def _weight_columns(node, part):
+    """The MatMul by part 0 or 1 of a paired node's weight columns (lower/paired.py)."""
+    return [node.inputs[0], columns(node.inputs[1], part, node.name)], {}
+
+
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
-          linear_in=lambda node: (0, 1),
+          linear_in=lambda node: (0, 1), pairs=True,
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
@@ -601,7 +616,9 @@ def lower_matmul(node, target):
     a_shape = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)
     b_shape = tuple(b.shape) + (1,) if len(b.shape) == 1 else tuple(b.shape)
     M, K = a_shape[-2:]
-    N = b_shape[-1]
+    # paired (passes/paired_products.py): B [K, 2N] holds two products' weights side by side
+    paired = node.attrs.get("paired")
+    N = paired or b_shape[-1]
     batch = _batch_dims(a_shape, b_shape)
     # Walk the broadcast batch dims of A, B and C as (b0, b1): at most two groups of dims.
     a_b = broadcast_strides(a_shape[:-2], batch)
@@ -626,14 +643,19 @@ def lower_matmul(node, target):
         # [L, B, E] x [E, F] projection is one GEMM of L*B rows, not L GEMMs of B rows that each
         # read the whole weight).
         strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                       SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
-        return tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
-                            batch1=1, strides=strides, coords="matmul", out_shape=ep_shape,
-                            rows_per_batch=M)
-    strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
-                   SA_M=K, SA_K=1, SB_K=N, SB_N=1, SC_M=N, SC_N=1)
-    return tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
-                        batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape)
+                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
+        kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
+                               batch1=1, strides=strides, coords="matmul", out_shape=ep_shape,
+                               rows_per_batch=M, paired=paired)
+    else:
+        strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
+                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
+        kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
+                               batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape,
+                               paired=paired)
+    if kernels is None:  # the kernel that fits cannot pair
+        return [k for half in unpaired(node, _weight_columns) for k in lower_matmul(half, target)]
+    return kernels
 
 
 def _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape) -> bool:

@@ -15,7 +15,10 @@ workgroup reducing ROWS rows of W for up to M_TILE rows of A at once (on CPU pro
 invocation, alone), so each weight word is read once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
 (templates/gather_block_quantized.comp.j2, every row) for the tiled GEMM of lower/matmul.py.
 Either stores through a fused epilogue (passes/fuse_epilogues.py: a SwiGLU gate, a residual
-add, a cast to float32 after a float16 product), as the float products do.
+add, a cast to float32 after a float16 product), as the float products do. A paired product
+(passes/paired_products.py: two products' packed weights one after the other, SwiGLU's gate and
+up) takes ROWS / 2 output columns a workgroup, each from a row of both; a prompt's tiled GEMM
+computes the two apart (lower/paired.py).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from ..ir import Value
 from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
 from .matmul import tiled_matmul
+from .paired import rows, unpaired
 from .store_expression import build_epilogue
 
 MS = "com.microsoft"
@@ -107,20 +111,26 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     if bias is not None and bias.size != n:
         raise CompileError(f"{where}: bias '{bias.name}' {list(bias.shape)} must be [N] = [{n}].")
     m = prod(a.shape[:-1])
+    # paired (passes/paired_products.py): W's N rows are two products' weights, `paired` rows each
+    paired = node.attrs.get("paired")
+    columns = paired or n
     # A fused epilogue (passes/fuse_epilogues.py) sees the output as (batch, m, n): the kernels'
     # rows are the leading dims flattened, out_shape[-2] of them a batch.
-    out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, n)
+    out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, columns)
     scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
-            scratch.nbytes <= MAX_BINDING_BYTES and _rows_of_one_matrix(node, out_shape):
+            scratch.nbytes <= MAX_BINDING_BYTES and _rows_of_one_matrix(node, out_shape, m):
+        if paired:  # the tiled GEMM computes one product
+            return [k for half in unpaired(node, _weight_rows) for k in lower_matmul_nbits(half, target)]
         return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,
                                  w=scratch, m=m, k=k, n=n, bits=bits, block_size=block_size,
                                  out_shape=out_shape)
     m_tile = min(m, M_TILE)
     expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape)
-    spec = [("M", "int32", m), ("N", "int32", n), ("K", "int32", k), ("BLOCKS", "int32", blocks),
+    spec = [("M", "int32", m), ("N", "int32", columns), ("K", "int32", k), ("BLOCKS", "int32", blocks),
             ("ROW_WORDS", "int32", row_bytes // 4),
             ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
+    spec += [("PAIR", "int32", paired)] if paired else []
     local = min(LOCAL, target.max_invocations)
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
@@ -131,7 +141,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     # invocation 14, 13 and 2.9 ms.
     split_k = target.matmul != "texel"
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
-                  SPLIT_K=split_k,
+                  SPLIT_K=split_k, PAIRED=bool(paired),
                   SUBGROUP_SUM=target.subgroup_reductions,
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
@@ -146,23 +156,34 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
     bindings += [y, *operands]
-    groups = (-(-n // (ROWS if split_k else ROWS * local)), -(-m // m_tile), 1)
+    # a workgroup's (CPU profiles: an invocation's) ROWS rows of W: as many output columns, or
+    # half as many of a paired product (each from a row of both halves)
+    per = ROWS // 2 if paired else ROWS
+    groups = (-(-columns // (per if split_k else per * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
     return [Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
-                   flops=m * n * (2 * k + ep_ops),
+                   flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
                    shared_memory_bytes=4 * local * ROWS * m_tile if split_k else 0)]
 
 
-def _rows_of_one_matrix(node, out_shape) -> bool:
-    """Whether every fused epilogue operand indexes batch b, row m as row b * rows + m of one
-    matrix would (what the tiled GEMM's epilogue sees: lower/matmul.py's rows_per_batch); an
-    operand broadcast over a batch's rows does not."""
+def _weight_rows(node, part):
+    """The MatMulNBits by part 0 or 1 of a paired node's packed rows (lower/paired.py)."""
+    inputs = [node.inputs[0]] + [rows(node.inputs[i], part, node.name + f"/{i}")
+                                 for i in (1, 2, 3) if node.input(i) is not None]
+    attrs = {k: v for k, v in node.attrs.items() if k in ("K", "bits", "block_size")}
+    return inputs, {**attrs, "N": node.attrs["paired"]}
+
+
+def _rows_of_one_matrix(node, out_shape, m: int) -> bool:
+    """Whether every fused epilogue operand indexes batch b, row r as row b * rows + r of one
+    matrix would, for the m rows of A (what the tiled GEMM's epilogue sees: lower/matmul.py's
+    rows_per_batch); an operand broadcast over a batch's rows does not."""
     rows = out_shape[-2]
     fused = node.inputs[node.attrs.get("n_op_inputs", len(node.inputs)):]
-    return rows == 1 or all(s[0] == rows * s[1] for s in (epilogue_strides("matmul", out_shape, v.shape)
-                                                          for v in fused))
+    return rows in (1, m) or all(s[0] == rows * s[1] for s in (epilogue_strides("matmul", out_shape, v.shape)
+                                                               for v in fused))
 
 
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size, out_shape):
@@ -185,7 +206,7 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bi
 
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),
           dtypes_doc="float32, float16; B and uint8 zero points packed 2, 4 or 8 bits",
-          limits=LIMITS, output_shape=_output_shape, product="matmul",
+          limits=LIMITS, output_shape=_output_shape, product="matmul", pairs=True,
           linear_in=lambda node: (0,) if node.input(5) is None else ())
 def lower_matmul_nbits(node, target):
     if node.input(4) is not None:

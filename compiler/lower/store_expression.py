@@ -11,13 +11,15 @@ from ..ir import Node, Value
 
 
 def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=()):
-    """Returns (GLSL expression over acc_v/e0/e1/e2, operand Values, spec entries, op count,
-    the texts of the helper functions the expression calls: erf, GELU's tanh)."""
+    """Returns (GLSL expression over acc_v/e0/e1/e2 (and acc_w, a paired product's second
+    column), operand Values, spec entries, op count, the texts of the helper functions the
+    expression calls: erf, GELU's tanh)."""
     n_own = node.attrs.get("n_op_inputs", len(node.inputs))
     _check_operand_dtypes(node, n_own)
     fused = node.attrs.get("epilogue", ("acc",))
     shift = len(own_operands)
-    tree = E.substitute(fused, lambda t: own_tail if t[0] == "acc" else ("in", t[1] + shift))
+    # ("acc", 1): the second product's column of a paired product (passes/paired_products.py)
+    tree = E.substitute(fused, lambda t: (own_tail if t == ("acc",) else t) if t[0] == "acc" else ("in", t[1] + shift))
     operands: list[Value] = [*own_operands, *node.inputs[n_own:]]
     spec = []
     for j, v in enumerate(operands):
@@ -26,7 +28,7 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
 
     def leaf(t):
         if t[0] == "acc":
-            return "acc_v"
+            return "acc_v" if t == ("acc",) else "acc_w"
         j = t[1]
         return f"EP{j}_AT(e0 * EP{j}_SB + e1 * EP{j}_SM + e2 * EP{j}_SN)"
 

@@ -11,6 +11,7 @@ from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
 from ..registry import constant_inputs, fact
+from .paired_products import pair, partner
 
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
 # computes the expression in float32 and rounds once, at the store.
@@ -19,10 +20,11 @@ EPILOGUE_DTYPES = (F32, F16)
 
 
 def fuse_epilogues(graph: Graph) -> Graph:
+    paired_away: set[int] = set()   # products another took in (paired_products)
     for anchor in list(graph.nodes):
         kind = fact(anchor, "product")  # the anchors: matrix products and convolutions
         dtype = np.dtype(anchor.outputs[0].dtype)
-        if kind is None or dtype not in EPILOGUE_DTYPES:
+        if kind is None or dtype not in EPILOGUE_DTYPES or id(anchor) in paired_away:
             continue
         if anchor.op_type == "MatMul" and any(len(v.shape) < 2 for v in anchor.inputs):
             continue  # a vector product's output drops a dim the epilogue indexes by
@@ -34,22 +36,30 @@ def fuse_epilogues(graph: Graph) -> Graph:
             ew, read = found
             if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(read.shape):
                 break
-            widen = _widens(anchor, ew, read)
+            # A second product of the same activations that the expression reads (SwiGLU's up
+            # for the gate) becomes this kernel's too (passes/paired_products.py): its column is
+            # a sum the kernel computes, no operand.
+            other = partner(graph, anchor, ew, read) if read is out else None
+            second = other.outputs[0] if other is not None else None
+            widen = _widens(anchor, ew, read, second)
             if not widen and any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
                 break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
             if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
                 # a cast through int64 or a low-precision type: the product templates
                 # enable neither 64-bit integers nor include templates/low_precision.glsl
                 break
-            others = [v for v in ew.inputs if v is not read]
+            others = [v for v in ew.inputs if v is not read and v is not second]
             if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
                 break
             if read is not out and not all(_same_through_reshape(v, read, out) for v in others):
                 break
+            if other is not None:
+                pair(graph, anchor, other)
+                paired_away.add(id(other))
             if widen:  # the product stores float32 from here on
                 dtype = F32
                 _bias_to_float32(anchor)
-            _absorb(anchor, ew, read)
+            _absorb(anchor, ew, read, second)
             # The fused node runs where the elementwise node ran: its other operands (say the
             # other branch of a residual Add) may be computed after the anchor's old position.
             graph.nodes.remove(anchor)
@@ -58,17 +68,19 @@ def fuse_epilogues(graph: Graph) -> Graph:
     return graph
 
 
-def _widens(anchor: Node, ew: Node, read: Value) -> bool:
+def _widens(anchor: Node, ew: Node, read: Value, second: Value | None = None) -> bool:
     """Whether the chain takes a float16 MatMul's or Gemm's result into float32 (--precision
     fp16-matmul's Cast after a product, and what follows it in float32): the kernel then reads
     float16 A and B and stores float32 (lower/matmul.py's AB type). Every other input, a Gemm's
     own bias and the operands of an epilogue fused before (a float16 bias and residual under
     --precision fp16), is read in the kernel's T: the float16 ones must be constants (they become
-    float32). A Conv never widens (its depthwise and Winograd kernels take one type)."""
+    float32). A Conv never widens (its depthwise and Winograd kernels take one type). `second`,
+    the result of a product paired with the anchor's, is a sum the kernel computes, no input."""
     return (fact(anchor, "product") == "matmul" and np.dtype(read.dtype) == F16
             and all(v.is_constant for v in anchor.inputs[2:]
                     if v is not None and np.dtype(v.dtype) != F32)
-            and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs] if v is not read))
+            and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs]
+                    if v is not read and v is not second))
 
 
 def _bias_to_float32(anchor: Node) -> None:
@@ -91,7 +103,9 @@ def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:
     return (out.shape[-1:] == (n,) and v.size == n and v.shape[-1] == n)
 
 
-def _absorb(anchor: Node, ew: Node, read: Value) -> None:
+def _absorb(anchor: Node, ew: Node, read: Value, paired: Value | None = None) -> None:
+    """ew into anchor's store; `paired`: the result of the product paired with anchor's, which
+    the epilogue reads as ("acc", 1)."""
     out = anchor.outputs[0]
     prev = anchor.attrs.get("epilogue")
     n_own = anchor.attrs.setdefault("n_op_inputs", len(anchor.inputs))
@@ -101,6 +115,8 @@ def _absorb(anchor: Node, ew: Node, read: Value) -> None:
         v = ew.inputs[t[1]]
         if v is read:
             return prev if prev is not None else ("acc",)
+        if v is paired:
+            return ("acc", 1)
         for i, o in enumerate(operands):
             if o is v:
                 return ("in", i)

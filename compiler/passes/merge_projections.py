@@ -33,7 +33,7 @@ def merge_projections(graph: Graph) -> Graph:
     for node in graph.nodes:
         member = _projection(graph, node)
         if member is not None:
-            by_kind.setdefault((id(node.inputs[0]), _kind(node)), []).append(member)
+            by_kind.setdefault((id(node.inputs[0]), product_kind(node)), []).append(member)
     for members in by_kind.values():
         if len(members) > 1 and sum(mm.inputs[1].nbytes for mm, _ in members) <= MAX_BINDING_BYTES:
             _merge(graph, members)
@@ -41,30 +41,29 @@ def merge_projections(graph: Graph) -> Graph:
     return graph
 
 
-def _kind(node: Node) -> tuple:
-    """What projections of one input must share to merge: K and the weight's dtype, and for
-    block-quantized ones the packing (bits, block size, scales' and zero points' types)."""
-    if node.op_type == "MatMul":
-        return ("MatMul", node.inputs[1].shape[0], np.dtype(node.inputs[1].dtype).name)
+def product_kind(node: Node) -> tuple | None:
+    """What products of one input must share to merge, for X x W with W a constant 2-D weight
+    (K and its dtype) or a block-quantized one (MatMulNBits without act-order or bias, its packed
+    inputs constants: K, bits, block size, the scales' and zero points' types); None for any
+    other node."""
+    if is_onnx(node, "MatMul"):
+        w = node.inputs[1]
+        if node.attrs.get("n_op_inputs", len(node.inputs)) == 2 and w.is_constant and len(w.shape) == 2 \
+                and w.dtype == node.inputs[0].dtype:
+            return ("MatMul", w.shape[0], np.dtype(w.dtype).name)
+        return None
+    if node.op_type != "MatMulNBits" or node.domain != MS or node.input(4) is not None or \
+            node.input(5) is not None or not all(node.input(i) is None or node.input(i).is_constant for i in (1, 2, 3)):
+        return None
     zp = node.input(3)
     return ("MatMulNBits", node.attrs["K"], node.attrs.get("bits", 4), node.attrs["block_size"],
             np.dtype(node.inputs[2].dtype).name, None if zp is None else np.dtype(zp.dtype).name)
 
 
-def _is_product(node: Node) -> bool:
-    """X x W with W a constant 2-D weight, or a block-quantized one (MatMulNBits without
-    act-order, its packed inputs constants)."""
-    if is_onnx(node, "MatMul"):
-        w = node.inputs[1]
-        return len(node.inputs) == 2 and w.is_constant and len(w.shape) == 2 and w.dtype == node.inputs[0].dtype
-    return node.op_type == "MatMulNBits" and node.domain == MS and node.input(4) is None and \
-        node.input(5) is None and all(v is None or v.is_constant for v in node.inputs[1:4])
-
-
 def _projection(graph: Graph, node: Node) -> tuple[Node, Node | None] | None:
     """(the product, its bias Add or None) when `node` is X x W with W a constant weight whose
     result (after the bias) only feeds matmuls or column readers."""
-    if not _is_product(node):
+    if product_kind(node) is None:
         return None
     x = node.inputs[0]
     y = node.outputs[0]
@@ -103,27 +102,13 @@ def _merge(graph: Graph, members: list[tuple[Node, Node | None]]) -> None:
     none: Whisper's key) added after it, and a Split into the members' results, where the first
     member stood."""
     mm0 = members[0][0]
-    x = mm0.inputs[0]
     name = "+".join(mm.name for mm, _ in members)
     sources = [s for mm, add in members for n in (mm, add) if n is not None for s in n.sources]
     results = [(add or mm).outputs[0] for mm, add in members]
     sizes = [r.shape[-1] for r in results]
     product = Value(f"{name}/product", results[0].dtype, tuple(results[0].shape[:-1]) + (sum(sizes),))
-    if mm0.op_type == "MatMul":
-        data = np.ascontiguousarray(np.concatenate([mm.inputs[1].data for mm, _ in members], axis=1))
-        nodes = [Node("MatMul", f"{name}/matmul", [x, Value(f"{name}/weight", x.dtype, data.shape, data=data)],
-                      [product], sources=sources)]
-    else:
-        # MatMulNBits' packed rows, scales and zero points are per output column (zero points
-        # padded to whole bytes a column): the members' one after the other.
-        inputs = [x]
-        for slot, what in ((1, "weight"), (2, "scales"), (3, "zero_points")):
-            if mm0.input(slot) is not None:
-                data = np.ascontiguousarray(np.concatenate([mm.inputs[slot].data.reshape(n, -1)
-                                                            for (mm, _), n in zip(members, sizes)]))
-                inputs.append(Value(f"{name}/{what}", data.dtype, data.shape, data=data))
-        attrs = {k: mm0.attrs[k] for k in ("K", "bits", "block_size") if k in mm0.attrs}
-        nodes = [Node("MatMulNBits", f"{name}/matmul", inputs, [product], {**attrs, "N": sum(sizes)}, MS, sources)]
+    inputs, attrs = side_by_side([mm for mm, _ in members], name)
+    nodes = [Node(mm0.op_type, f"{name}/matmul", inputs, [product], attrs, mm0.domain, sources)]
     if any(add is not None for _, add in members):
         bias = np.concatenate([np.zeros(n, product.dtype) if add is None else
                                next(i for i in add.inputs if i.is_constant).data.reshape(-1)
@@ -139,3 +124,21 @@ def _merge(graph: Graph, members: list[tuple[Node, Node | None]]) -> None:
     at = graph.nodes.index(mm0)
     graph.nodes[at:at + 1] = nodes
     graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+
+
+def side_by_side(products: list[Node], name: str) -> tuple[list[Value], dict]:
+    """The inputs and attributes of one product of the products' input by their weights side by
+    side (products of one product_kind). MatMulNBits' packed rows, scales and zero points are per
+    output column (zero points padded to whole bytes a column): theirs one after the other."""
+    first = products[0]
+    if first.op_type == "MatMul":
+        data = np.ascontiguousarray(np.concatenate([p.inputs[1].data for p in products], axis=1))
+        return [first.inputs[0], Value(f"{name}/weight", data.dtype, data.shape, data=data)], {}
+    inputs, sizes = [first.inputs[0]], [p.attrs["N"] for p in products]
+    for slot, what in ((1, "weight"), (2, "scales"), (3, "zero_points")):
+        if first.input(slot) is not None:
+            data = np.ascontiguousarray(np.concatenate([p.inputs[slot].data.reshape(n, -1)
+                                                        for p, n in zip(products, sizes)]))
+            inputs.append(Value(f"{name}/{what}", data.dtype, data.shape, data=data))
+    attrs = {k: first.attrs[k] for k in ("K", "bits", "block_size") if k in first.attrs}
+    return inputs, {**attrs, "N": sum(sizes)}

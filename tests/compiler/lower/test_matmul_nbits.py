@@ -220,24 +220,25 @@ def nbits_epilogue_model(a_shape, n, operand_shape, **kw):
 
 
 EPILOGUE_CASES = [
-    pytest.param([1, 1, 256], 96, [1, 1, 96], {"zero_points": "packed"}, id="decode-residual"),
-    pytest.param([2, 3, 128], 40, [2, 1, 40], {"bias": True}, id="per-batch-operand-bias"),
-    pytest.param([2, 3, 128], 40, [3, 40], {"bits": 8}, id="per-row-operand"),
-    pytest.param([1, 64, 256], 70, [1, 64, 70], {"zero_points": "packed"}, id="prompt-gemm"),
-    pytest.param([2, 32, 128], 24, [2, 32, 24], {}, id="prompt-gemm-batches"),
+    pytest.param([1, 1, 256], 96, [1, 1, 96], {"zero_points": "packed"}, False, id="decode-residual"),
+    pytest.param([2, 3, 128], 40, [2, 1, 40], {"bias": True}, False, id="per-batch-operand-bias"),
+    pytest.param([2, 3, 128], 40, [3, 40], {"bits": 8}, False, id="per-row-operand"),
+    pytest.param([1, 64, 256], 70, [1, 64, 70], {"zero_points": "packed"}, True, id="prompt-gemm"),
+    pytest.param([2, 32, 128], 24, [2, 32, 24], {}, True, id="prompt-gemm-batches"),
     # an operand broadcast over a batch's rows: the GEMV (the tiled GEMM sees one matrix)
-    pytest.param([2, 32, 128], 24, [2, 1, 24], {}, id="prompt-per-batch-operand"),
+    pytest.param([2, 32, 128], 24, [2, 1, 24], {}, False, id="prompt-per-batch-operand"),
 ]
 
 
 @pytest.mark.parametrize("target", ["generic", "lavapipe", SUBGROUP_SUMS])
-@pytest.mark.parametrize("a_shape,n,operand,kw", EPILOGUE_CASES)
-def test_epilogue(a_shape, n, operand, kw, target):
+@pytest.mark.parametrize("a_shape,n,operand,kw,tiled", EPILOGUE_CASES)
+def test_epilogue(a_shape, n, operand, kw, tiled, target):
     """The expression after the product is its kernel's store (passes/fuse_epilogues.py): one
     dispatch where the product is a GEMV; a prompt's tiled GEMM stores it too."""
     model = nbits_epilogue_model(a_shape, n, operand, **kw)
-    kernels = compile_with_kernels(model, target=target)[1]
-    assert not any(k.template.startswith("elementwise") for k in kernels), [k.template for k in kernels]
+    templates = [k.template for k in compile_with_kernels(model, target=target)[1]]
+    assert not any(t.startswith("elementwise") for t in templates), templates
+    assert ("gather_block_quantized" in templates) == tiled, templates
     check_against_onnxruntime(model, target=target)
 
 

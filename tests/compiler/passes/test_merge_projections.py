@@ -81,15 +81,11 @@ def _decode_step(llama, weights=None, s=1):
     """The passes' graph of tiny_llama's step of s tokens, and the bundle (caches as inputs and
     outputs: state none) with its feeds: 5 cache rows filled with random values."""
     from compiler.compile import compile_model, lower_model
+    from tests.llm_models import step_feeds
     shapes = {"input_ids": [1, s]}
     graph = lower_model(llama, input_shapes=shapes, target="lavapipe", weights=weights, state="none")[1]
     bundle = compile_model(llama, input_shapes=shapes, target="lavapipe", weights=weights, state="none")
-    rng = np.random.default_rng(1)
-    feeds = {"input_ids": np.array([[7, 3, 9, 1][:s]], np.int64), "position": np.array([5], np.int64)}
-    for vi in llama.graph.input:
-        if vi.name.startswith("past_"):
-            feeds[vi.name] = rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
-    return graph, bundle, feeds
+    return graph, bundle, step_feeds(llama, [7, 3, 9, 1][:s], 5)
 
 
 @pytest.mark.parametrize("weights", [None, "int4"])

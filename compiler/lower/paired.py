@@ -1,0 +1,39 @@
+"""A paired product (passes/paired_products.py: two products of one A, their weights side by
+side, a fused epilogue reading the first's column j as ("acc",) and the second's as ("acc", 1))
+where the kernel that fits cannot compute both columns (a prompt's tiled GEMM, a CPU profile's
+register tiles): the second product first, into scratch, then the first, whose epilogue reads
+that scratch as an operand: the kernels the two products had before pairing."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import expr as E
+from ..ir import Node, Value
+
+
+def unpaired(node: Node, half) -> list[Node]:
+    """The two products of a paired `node`, second first; `half(node, part)` gives the inputs and
+    attributes of the product by part 0 or 1 of its weights."""
+    n_own = node.attrs["n_op_inputs"]
+    operands = list(node.inputs[n_own:])
+    y = node.outputs[0]
+    scratch = Value(f"{y.name}/second", y.dtype, tuple(y.shape))
+    inputs, attrs = half(node, 1)
+    second = Node(node.op_type, f"{node.name}/second", inputs, [scratch], attrs, node.domain, node.sources)
+    tree = E.substitute(node.attrs["epilogue"], lambda t: ("in", len(operands)) if t == ("acc", 1) else None)
+    inputs, attrs = half(node, 0)
+    first = Node(node.op_type, node.name, [*inputs, *operands, scratch], list(node.outputs),
+                 {**attrs, "epilogue": tree, "n_op_inputs": len(inputs)}, node.domain, node.sources)
+    return [second, first]
+
+
+def columns(v: Value, part: int, name: str) -> Value:
+    """Part 0 or 1 of a constant 2-D weight's columns."""
+    data = np.ascontiguousarray(np.split(v.data, 2, axis=1)[part])
+    return Value(f"{name}/part{part}", data.dtype, data.shape, data=data)
+
+
+def rows(v: Value, part: int, name: str) -> Value:
+    """Part 0 or 1 of a packed constant's rows (2-D, or flat: scales, zero points)."""
+    data = np.ascontiguousarray(np.split(v.data.reshape(2, -1), 2)[part].reshape(-1))
+    return Value(f"{name}/part{part}", data.dtype, data.shape, data=data)

@@ -1,0 +1,63 @@
+"""A decode step (one token) of the Llama-shaped decoders: ONNX's in-place cache form
+(tests/llm_models.py) and optimum's growing cache (--max-context), float and --weights int4/int8.
+
+The dispatches, compiled for nvidia with --precision fp16. A layer is: RMSNorm; Q, K and V as one
+product (passes/merge_projections.py) whose columns the two rotary embeddings and V's cache
+write read in place (passes/split_parts.py); K's cache write; attention; the output projection
+with the residual add in its store; RMSNorm; gate and up as one product storing silu(gate) * up
+(passes/paired_products.py); the down projection with the residual add in its store. Per model:
+the position arithmetic (position ids, the keys filled: once, not a layer), the embedding, the
+final norm and the head, and one float32 residual add in the first layer (its float16 operand
+and float32 result are of two types, which no product's store reads yet).
+
+The step's logits and caches on this device, on the generic profile's GEMV kernels (the ones
+the decode step runs on GPUs: paired and merged products), against onnxruntime's."""
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bundles import read_bundle
+from compiler.compile import compile_model, compile_with_kernels
+from tests.harness import assert_close, run_bundle, run_onnxruntime
+from tests.llm_models import step_feeds, tiny_llama
+from tests.quantized_onnx import quantized_onnx
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+LAYERS = 2
+
+
+def _layer(product):
+    """One layer's kernels (the cache write of K aside: its node names no layer)."""
+    return {"layernorm": 2, product: 4, "rotary": 2, "tensor_scatter": 2}
+
+
+@pytest.mark.parametrize("weights", [None, "int4", "int8"])
+@pytest.mark.parametrize("form", ["in-place", "optimum"])
+def test_dispatches(form, weights):
+    model, extra = (tiny_llama(layers=LAYERS, context=64), {}) if form == "in-place" else \
+        (FIXTURES / "llama_tiny_optimum.onnx", {"max_context": 64})
+    kernels = compile_with_kernels(model, input_shapes={"input_ids": [1, 1]}, target="nvidia",
+                                   precision="fp16", weights=weights, **extra)[1]
+    product = "matmul_gemv" if weights is None else "matmul_nbits"
+    want = Counter({k: LAYERS * n for k, n in _layer(product).items()})
+    attention = "attention_tiled" if form == "in-place" else "attention_coopmat"
+    want.update({attention: LAYERS, product: 1, "layernorm": 1,
+                 "gather" if weights is None else "gather_block_quantized": 1,
+                 # position ids and keys filled (in-place: int64, and its int32 cast for attention;
+                 # optimum: keys filled int64 and int32, position ids), the first layer's add
+                 "elementwise_typed": 4})
+    assert Counter(k.template for k in kernels) == want
+
+
+@pytest.mark.parametrize("precision, weights", [("fp32", None), ("fp16", None), ("fp32", "int4")])
+def test_step_on_gemv_kernels(precision, weights):
+    llama = tiny_llama(layers=LAYERS, context=16)
+    bundle = compile_model(llama, input_shapes={"input_ids": [1, 1]}, target="generic", state="none",
+                           precision=precision, weights=weights)
+    oracle = quantized_onnx(llama, read_bundle(bundle).manifest) if weights else llama
+    feeds = step_feeds(llama, [7], 5)
+    got, ref = run_bundle(bundle, feeds)[0], run_onnxruntime(oracle, feeds)
+    tol = dict(rtol_l2=1e-2, rtol=1e9, atol=1e9) if precision == "fp16" else dict(rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+    for name in ref:
+        assert_close(name, got[name], ref[name], **tol)
