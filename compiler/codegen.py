@@ -176,8 +176,10 @@ def toolchain_for(source: str) -> Toolchain:
 # Extensions whose SPIR-V needs a newer environment than TARGET_ENV: a kernel gets the oldest
 # environment its source allows. Cooperative matrices compile for Vulkan 1.1 too, but their
 # scopes need GL_KHR_memory_scope_semantics, i.e. the Vulkan memory model, core (the
-# vulkanMemoryModel feature of VkPhysicalDeviceVulkan12Features) from Vulkan 1.2 on.
-EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.2", "GL_NV_cooperative_matrix2": "vulkan1.3"}
+# vulkanMemoryModel feature of VkPhysicalDeviceVulkan12Features) from Vulkan 1.2 on; so do the
+# kernels' split-K atomics at queue-family scope where the cooperative matrices are emulated.
+EXTENSION_TARGET_ENV = {"GL_KHR_cooperative_matrix": "vulkan1.2", "GL_KHR_memory_scope_semantics": "vulkan1.2",
+                        "GL_NV_cooperative_matrix2": "vulkan1.3"}
 _EXTENSION = re.compile(r"^[ \t]*#[ \t]*extension[ \t]+(\w+)", re.MULTILINE)
 
 

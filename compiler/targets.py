@@ -111,6 +111,12 @@ class Target:
     coopmat2_tile: tuple = ()
     # Most float16 elements one global load of the cooperative-matrix kernel fetches: 8 (16 bytes), 4, 1.
     coopmat_load: int = 8
+    # The cooperative-matrix kernels (matmul_coopmat, attention_coopmat) with their
+    # cooperative-matrix operations done element by element in portable GLSL
+    # (templates/coopmat.glsl.j2), chosen and tiled as the profile's device lists them: the same
+    # kernels on a device without cooperative matrices, so that tests check their numbers on
+    # lavapipe (emulating_cooperative_matrix). Slow; for checking, never for speed.
+    emulate_cooperative_matrix: bool = False
     # Workgroup reductions (LayerNorm's statistics) add within each subgroup first
     # (GL_KHR_shader_subgroup_arithmetic, which the bundle then requires), then the subgroups'
     # sums through shared memory: two barriers per sum instead of one per level of a tree.
@@ -168,6 +174,13 @@ def with_cores(target: Target, cores: int) -> Target:
         return target
     return replace(target, min_workgroups=MIN_WORKGROUPS_PER_CORE * cores,
                    splitk_workgroups=SPLITK_WORKGROUPS_PER_CORE * cores if target.splitk_workgroups else 0)
+
+
+def emulating_cooperative_matrix(target: Target) -> Target:
+    """`target`'s kernels and tiles, its cooperative matrices emulated (emulate_cooperative_matrix),
+    for any device that has float16 arithmetic and the shared memory its tiles take."""
+    return replace(target, name=f"{target.name}-emulated", emulate_cooperative_matrix=True,
+                   vendor_ids=(), device_types=())
 
 
 TARGETS = {

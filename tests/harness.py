@@ -454,12 +454,13 @@ def check_against_onnxruntime(
             "manifest": manifest, "feeds": feeds}
 
 
-SHARED_TYPE_BYTES = {"float": 4, "vec4": 16, "uvec4": 16, "uint": 4}
+SHARED_TYPE_BYTES = {"float": 4, "vec4": 16, "uvec4": 16, "uint": 4, "float16_t": 2, "f16vec4": 8}
 
 
 def declared_shared_bytes(source: str) -> int:
-    """The bytes of the shared arrays a rendered kernel declares, their sizes evaluated with the
-    kernel's `const int`s and numeric #defines: what a lowering's shared_memory_bytes must match."""
+    """The bytes of the shared variables and arrays a rendered kernel declares, array sizes evaluated
+    with the kernel's `const int`s and numeric #defines: what a lowering's shared_memory_bytes must
+    match."""
     consts = {}
     for line in source.splitlines():
         if line.startswith("const int "):
@@ -467,7 +468,7 @@ def declared_shared_bytes(source: str) -> int:
                 consts[name] = eval(value, {}, dict(consts))
         elif m := re.match(r"#define (\w+) ([0-9 +*/()-]+)$", line):
             consts[m[1]] = eval(m[2], {}, {})
-    arrays = re.findall(r"^shared (\w+) \w+((?:\[[^\]]+\])+);", source, re.M)
+    arrays = re.findall(r"^shared (\w+) \w+((?:\[[^\]]+\])*);", source, re.M)
     assert arrays, "no shared arrays found"
     total = 0
     for t, dims in arrays:

@@ -53,6 +53,7 @@ from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import attention_logits, weighted_average
 from .attention_split import CHUNK_STEP, combine, partials, split_kv
+from .coopmat_emulation import emulation_shared_bytes
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
 from .matmul import COOPMAT_TYPES
 
@@ -213,7 +214,8 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
             t = dict(WQ=w, BQ=16 * w, BK=bk, D=d, DV=dv, SUBGROUP=sub)
             if bk % (8 * sub // 16) == 0 and coopmat_shared_bytes(t) <= target.max_shared_memory:
                 regs = -(-bk * d // (8 * w * sub)) + -(-bk * dv // (8 * w * sub))
-                return dict(t, PREFETCH=regs <= COOPMAT_PREFETCH_REGS)
+                return dict(t, PREFETCH=regs <= COOPMAT_PREFETCH_REGS,
+                            emulate_coopmat=target.emulate_cooperative_matrix)
     return None
 
 
@@ -308,10 +310,11 @@ def lower_attention(node, target):
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
     cm = None if split else coopmat_tiles(b * h, sq, d, dv, a["layouts"], target, q.dtype)
     if cm is not None:
+        shared = coopmat_shared_bytes(cm) + emulation_shared_bytes(target, 16, 16, 16, cm["WQ"])
         return [Kernel("attention_coopmat", dict(**cm, **common, **types), spec, inputs + [out],
                        writes=[len(inputs)], groups=(-(-sq // cm["BQ"]), b * h, 1),
                        local_size=(cm["WQ"] * cm["SUBGROUP"], 1, 1), nodes=node.sources,
-                       flops=flops, shared_memory_bytes=coopmat_shared_bytes(cm))]
+                       flops=flops, shared_memory_bytes=shared)]
     t = tiled_tiles(b * h // heads * chunks, rows, sk, d, dv, target, one_row=split is not None)
     if t is None:
         raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "

@@ -11,6 +11,7 @@ from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
 from .paired import columns, unpaired
+from .coopmat_emulation import emulation_shared_bytes
 from .store_expression import build_epilogue
 from ..registry import FLOATS
 from ..rows import Rows, aligned
@@ -169,6 +170,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
     elif (coop2 := _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches)):
+        if target.emulate_cooperative_matrix:
+            raise CompileError(f"{node.op_type} '{node.name}': target '{target.name}' emulates cooperative "
+                               "matrices, and VK_NV_cooperative_matrix2 kernels have no emulation; "
+                               "compile without the tuned coopmat2 tile.")
         template, (params, groups, extra) = "matmul_coopmat2", coop2
         split, depth = 1, K
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
@@ -366,8 +371,10 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
                      A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
                      A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
                      aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
-                     DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch),
-                groups, dict(local_size=(threads, 1, 1), shared_memory_bytes=shared))
+                     DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch,
+                     emulate_coopmat=target.emulate_cooperative_matrix),
+                groups, dict(local_size=(threads, 1, 1),
+                             shared_memory_bytes=shared + emulation_shared_bytes(target, lm, ln, lk, wm * wn)))
 
     tiles = [(t, f) for t in target.coopmat_tiles if (f := fit(*t, depths))]
     if not tiles:
