@@ -10,7 +10,8 @@ tiles are taken within lavapipe's 32 KiB of shared memory ("nvidia-32k": the sam
 blocks halved where nvidia's 48 KiB would hold more). Its row groups of 16 lanes are wider than
 lavapipe's subgroups of 8, so they exchange row maxima and sums through shared memory there, as on
 a device with narrow subgroups; test_row_groups_by_shuffle runs the shuffles with narrower groups.
-float16 on a device with cooperative matrices takes attention_coopmat.comp.j2 (its own test file).
+float16 on a device with cooperative matrices takes attention_coopmat.comp.j2 (its own test files:
+test_attention_coopmat.py, and test_coopmat_emulation.py, which runs it here).
 """
 from dataclasses import replace
 

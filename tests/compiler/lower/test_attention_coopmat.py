@@ -1,7 +1,8 @@
 """The cooperative-matrix attention kernel (templates/attention_coopmat.comp.j2): which attention
 takes it, and every module variant the lowering produces passes spirv-val. lavapipe has no
-cooperative matrix, so its numerics are checked against onnxruntime on the H200
-(benchmarks/gpu/coopmat.py check); test_attention.py runs the other attention kernels here."""
+cooperative matrix: test_coopmat_emulation.py checks its numbers against onnxruntime with the
+cooperative matrices emulated, the H200 with them (benchmarks/gpu/coopmat.py check);
+test_attention.py runs the other attention kernels here."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,7 +1,7 @@
 """Cooperative-matrix kernels (templates/matmul_coopmat.comp.j2): which matmuls take them, and every
-module variant the lowering produces passes spirv-val. lavapipe has no cooperative matrix, so their
-numerics are checked on the H200 (benchmarks/gpu/coopmat.py); here a bundle holding one is
-refused by name."""
+module variant the lowering produces passes spirv-val. lavapipe has no cooperative matrix: a bundle
+holding one is refused by name; test_coopmat_emulation.py checks the kernels' numbers there with the
+cooperative matrices emulated, the H200 with them (benchmarks/gpu/coopmat.py)."""
 from __future__ import annotations
 
 from dataclasses import replace
