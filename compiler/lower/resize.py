@@ -98,6 +98,15 @@ def resize_kernel(node, target, *, mode, transform, nearest_mode, scales, roi=No
             start, n_taps[tag], s = _filter(mode, 1.0, False)
         else:
             n_in, n_out = x.shape[axis], out.shape[axis]
+            width = scales[axis] * n_in
+            if transform == "align_corners" and abs(width - n_out) > 1e-6 * n_out:
+                # ONNX's reference (and its node-test data) divide by width - 1; onnxruntime and
+                # torch by the output length - 1: no answer is right for both
+                raise CompileError(
+                    f"{node.op_type} '{node.name}': align_corners with scale {scales[axis]:g} on axis {axis} "
+                    f"makes {width:g} of {n_in} elements, not the {n_out} it outputs, where ONNX's "
+                    "reference and onnxruntime map coordinates differently; give the output size "
+                    "(sizes) or a scale whose product with the input length is whole.")
             a, mul, div, b = _transform(transform, scales[axis], n_in, n_out,
                                         (roi[axis], roi[axis + rank]))
             start, n_taps[tag], s = _filter(mode, scales[axis], antialias)

@@ -686,7 +686,8 @@ def resize(g: GraphBuilder, op: str) -> None:
     mode = str(g.rng.choice(("nearest", "linear")))
     transform = str(g.rng.choice(("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel")))
     # align_corners divides by the output length: onnxruntime takes the whole length, ONNX's test
-    # data scale * n_in (cases/resize_align_corners_fractional_length): drawn where they agree.
+    # data scale * n_in, and vkc refuses where they differ (cases/resize_align_corners_fractional_length):
+    # drawn where they agree.
     fits = lambda s, d: transform != "align_corners" or float(s * d).is_integer()
     scales = [1.0, 1.0] + [float(g.rng.choice([s for s in (0.5, 1.0, 2.0, 3.0) if fits(s, d)]))
                            for d in g.shape(x)[2:]]
