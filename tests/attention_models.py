@@ -79,11 +79,11 @@ def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const
     return _model(graph, opset)
 
 
-def window_attention(images, windows, h, n, d, *, mask_input=False, seed=0, opset=17):
+def window_attention(images, windows, h, n, d, *, mask_shape=None, seed=0, opset=17):
     """Swin's shifted-window attention as torchvision exports it, on Q, K and V inputs of
     [images * windows, H, N, D] (K Transposed in the graph): scores * D^-1/2 + a relative
     position bias [1, H, N, N], viewed as [images, windows, H, N, N] + the window mask
-    [1, windows, 1, N, N] (0 / -100: a constant, or an input where mask_input), viewed back ->
+    [1, windows, 1, N, N] (0 / -100: a constant; or an input of mask_shape), viewed back ->
     Softmax -> ·V. The bias is random; the constant mask hides a random half of each window's
     keys from each query (never all of them)."""
     rng = np.random.default_rng(seed)
@@ -95,8 +95,8 @@ def window_attention(images, windows, h, n, d, *, mask_input=False, seed=0, opse
              "bias": rng.normal(0, 1, (1, h, n, n)).astype(np.float32),
              "windowed": np.array([images, windows, h, n, n], np.int64),
              "unwindowed": np.array([bw, h, n, n], np.int64)}
-    if mask_input:
-        inputs.append(tensor_info("mask", [1, windows, 1, n, n]))
+    if mask_shape is not None:
+        inputs.append(tensor_info("mask", mask_shape))
     else:
         inits["mask"] = np.where(hidden, -100.0, 0.0).astype(np.float32)[None, :, None]
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="k_t"),
@@ -109,6 +109,75 @@ def window_attention(images, windows, h, n, d, *, mask_input=False, seed=0, opse
              helper.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax"),
              helper.make_node("MatMul", ["probs", "v"], ["y"], name="pv")]
     graph = helper.make_graph(nodes, "window_attention", inputs, [tensor_info("y", None)],
+                              initializer=[numpy_helper.from_array(a, k) for k, a in inits.items()])
+    return _model(graph, opset)
+
+
+def window_block(images, grid, ws, heads, d, *, shift=0, seed=0, opset=17):
+    """A Swin block's attention as torchvision exports it: x [images, H, W, C] (H = W = grid *
+    ws, C = heads * d) -> [torch.roll by -shift on H and W: Slices and a Concat per axis] ->
+    windows (Reshape [images, grid, ws, grid, ws, C], Transpose, Reshape [images * grid², ws², C])
+    -> qkv MatMul + bias -> Reshape [.., ws², 3, heads, d] -> Transpose -> Gather 0, 1, 2 -> Q
+    scaled, Kᵀ -> scores + relative position bias [1, heads, ws², ws²] [+ the window mask
+    [1, nW, 1, ws², ws²] where shifted] -> Softmax -> ·V -> Transpose, Reshape [.., ws², C] ->
+    proj MatMul + bias -> windows back (Reshape, Transpose, Reshape [images, H, W, C]) [-> roll
+    back]. Random weights, a mask of 0 / -100 hiding a random half of each window's keys."""
+    rng = np.random.default_rng(seed)
+    c, n, side, windows = heads * d, ws * ws, grid * ws, grid * grid
+    inits = {}
+
+    def const(name, array, dtype=np.float32):
+        inits[name] = np.asarray(array, dtype)
+        return name
+
+    def shape(name, dims):
+        return const(f"{name}_dims", dims, np.int64)
+    nodes = []
+
+    def node(op, inputs, out, **attrs):
+        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def roll(x, by, tag):
+        for axis in (1, 2):
+            k = by % side
+            tail = node("Slice", [x, shape(f"{tag}{axis}s", [side - k]), shape(f"{tag}{axis}e", [side]),
+                                  shape(f"{tag}{axis}a", [axis])], f"{tag}_tail{axis}")
+            head = node("Slice", [x, shape(f"{tag}{axis}s0", [0]), shape(f"{tag}{axis}e0", [side - k]),
+                                  shape(f"{tag}{axis}a0", [axis])], f"{tag}_head{axis}")
+            x = node("Concat", [tail, head], f"{tag}_roll{axis}", axis=axis)
+        return x
+    x = roll("x", -shift, "shift") if shift else "x"
+    x = node("Reshape", [x, shape("grid", [images, grid, ws, grid, ws, c])], "grid_view")
+    x = node("Transpose", [x], "partition", perm=[0, 1, 3, 2, 4, 5])
+    x = node("Reshape", [x, shape("windows", [images * windows, n, c])], "windows_view")
+    x = node("MatMul", [x, const("w_qkv", rng.normal(0, c ** -0.5, (c, 3 * c)))], "qkv")
+    x = node("Add", [x, const("b_qkv", rng.normal(0, 0.1, 3 * c))], "qkv_bias")
+    x = node("Reshape", [x, shape("qkv_heads", [images * windows, n, 3, heads, d])], "qkv_view")
+    x = node("Transpose", [x], "qkv_t", perm=[2, 0, 3, 1, 4])
+    q, k, v = (node("Gather", [x, const(f"i{i}", i, np.int64)], f"g{i}", axis=0) for i in range(3))
+    q = node("Mul", [q, const("scale", d ** -0.5)], "q_scaled")
+    scores = node("MatMul", [q, node("Transpose", [k], "k_t", perm=[0, 1, 3, 2])], "scores")
+    x = node("Add", [scores, const("rel_bias", rng.normal(0, 1, (1, heads, n, n)))], "biased")
+    if shift:
+        hidden = rng.random((windows, n, n)) < 0.5
+        hidden[:, np.arange(n), rng.integers(0, n, n)] = False
+        x = node("Reshape", [x, shape("per_image", [images, windows, heads, n, n])], "per_image")
+        x = node("Add", [x, const("mask", np.where(hidden, -100.0, 0.0)[None, :, None])], "masked")
+        x = node("Reshape", [x, shape("scores_shape", [images * windows, heads, n, n])], "logits")
+    x = node("MatMul", [node("Softmax", [x], "probs", axis=-1), v], "pv")
+    x = node("Reshape", [node("Transpose", [x], "heads_merged", perm=[0, 2, 1, 3]),
+                         shape("merged", [images * windows, n, c])], "merged_view")
+    x = node("MatMul", [x, const("w_proj", rng.normal(0, c ** -0.5, (c, c)))], "proj")
+    x = node("Add", [x, const("b_proj", rng.normal(0, 0.1, c))], "proj_bias")
+    x = node("Reshape", [x, shape("grid_back", [images, grid, grid, ws, ws, c])], "grid_back_view")
+    x = node("Transpose", [x], "reverse", perm=[0, 1, 3, 2, 4, 5])
+    x = node("Reshape", [x, shape("image", [images, side, side, c])], "image_view")
+    if shift:
+        x = roll(x, shift, "unshift")
+    node("Identity", [x], "y")
+    graph = helper.make_graph(nodes, "window_block", [tensor_info("x", [images, side, side, c])],
+                              [tensor_info("y", None)],
                               initializer=[numpy_helper.from_array(a, k) for k, a in inits.items()])
     return _model(graph, opset)
 

@@ -13,8 +13,11 @@ layouts:
             Transpose feeding Q/K/V or following the output is these strides, not a kernel; Q, K
             and V may be one packed tensor at three offsets.
             "mask": (0, (sb, sh, s_query, s_key)), stride 0 on broadcast dims; "bias" likewise
-  batch_period  {"mask" or "bias": n}: that operand repeats every n batches, batch b reading its
-            batch b % n (Swin's window mask, the same for every image of a batch of windows)
+  parts     {operand: {"batch" or "row": (inner, outer stride)}}: that dim of the operand is two
+            parts no one stride walks, index i at (i / inner) * outer stride + (i % inner) * its
+            stride in `layouts` (Swin's windows: a grid of windows of a grid of tokens each, read
+            where the projection wrote them; a window mask the same for every image: outer
+            stride 0)
   scale     multiplies Q·Kᵀ before the mask is added
   mask_kind "none", "add" (a float32 mask added to the scores) or "keep" (an int32 mask: where it
             is not positive, mask_filter is added; onnxruntime's raw key-padding masks)
@@ -126,11 +129,17 @@ TEXEL_ROWS = 8
 TEXEL_ROW_FLOATS = 1024
 
 
+def _layout(attrs: dict, name: str) -> tuple[int, list[int]]:
+    """An operand's offset and strides, its two-part dims' outer strides after the four."""
+    offset, strides = attrs["layouts"][name]
+    return offset, list(strides) + [outer for _, outer in attrs.get("parts", {}).get(name, {}).values()]
+
+
 def _vec4_rows(layout) -> bool:
     """Whether an operand's rows are runs of whole, aligned vec4s: contiguous along the row, and
     its offset and other strides multiples of 4 elements."""
     offset, strides = layout
-    return strides[3] == 1 and offset % 4 == 0 and all(s % 4 == 0 for s in strides[:3])
+    return strides[3] == 1 and offset % 4 == 0 and all(s % 4 == 0 for i, s in enumerate(strides) if i != 3)
 
 
 def _texel_lanes(rows: int, target) -> int:
@@ -202,7 +211,7 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
         return None
     for name in ("q", "k", "v"):
         offset, strides = layouts[name]
-        if strides[3] != 1 or offset % 8 or any(s % 8 for s in strides[:3]):
+        if strides[3] != 1 or offset % 8 or any(s % 8 for i, s in enumerate(strides) if i != 3):
             return None
     enough = target.min_workgroups // COOPMAT_WORKGROUP_SHARE
     wq = next((w for w in COOPMAT_SUBGROUPS if -(-sq // (16 * w)) * bh >= enough),
@@ -257,7 +266,9 @@ def lower_attention(node, target):
     keys = int(a.get("key_limit", sk))
     if not 0 <= keys <= sk:
         raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
-    split = split_kv(b, h, sq, keys, kv_group, target)
+    parts = a.get("parts", {})
+    # (the combine kernel writes the output at one stride per dim)
+    split = None if "out" in parts else split_kv(b, h, sq, keys, kv_group, target)
     heads, chunks = split or (1, 1)
     rows = heads * sq  # a workgroup's rows: `heads` query heads' sq rows each
     if b * h > 65535:
@@ -272,14 +283,18 @@ def lower_attention(node, target):
         prefix = name.upper()
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
-    spec += [(f"{name.upper()}_BATCHES", "int32", int(a.get("batch_period", {}).get(name, b)))
-             for name in terms]
+    for name, dims in parts.items():
+        if name in ("q", "k", "v", "out", *terms):
+            for dim, (inner, outer) in dims.items():
+                i = {"batch": ("BI", "S0O"), "row": ("RI", "S2O")}[dim]
+                spec += [(f"{name.upper()}_{i[0]}", "int32", int(inner)), (f"{name.upper()}_{i[1]}", "int32", int(outer))]
     inputs = [q, k, v] + ([mask] if mask is not None else []) + ([bias] if bias is not None else []) \
         + ([lengths] if lengths is not None else [])
     if split:
         spec += [("CHUNKS", "int32", chunks)]
     softcap = float(a.get("softcap", 0.0))
-    common = dict(mask_kind=mask_kind, bias=bias is not None, causal=bool(a.get("causal", False)), lengths=lengths is not None,
+    split_dims = {dim: [n.upper() for n, d in parts.items() if dim in d] for dim in ("batch", "row")}
+    common = dict(mask_kind=mask_kind, bias=bias is not None, parts=split_dims, causal=bool(a.get("causal", False)), lengths=lengths is not None,
                   KV_GROUP=kv_group, KEYS=keys, causal_top_left=a.get("causal_align") == "top_left",
                   SOFTCAP=float_literal(softcap) if softcap > 0 else None,
                   keep_to_inf=bool(a.get("keep_to_inf", False)),
@@ -308,7 +323,8 @@ def lower_attention(node, target):
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
-    cm = None if split else coopmat_tiles(b * h, sq, d, dv, a["layouts"], target, q.dtype)
+    cm = None if split else coopmat_tiles(b * h, sq, d, dv, {n: _layout(a, n) for n in ("q", "k", "v")},
+                                          target, q.dtype)
     if cm is not None:
         shared = coopmat_shared_bytes(cm) + emulation_shared_bytes(target, 16, 16, 16, cm["WQ"])
         return [Kernel("attention_coopmat", dict(**cm, **common, **types), spec, inputs + [out],
@@ -322,7 +338,7 @@ def lower_attention(node, target):
                            "bytes of shared memory.")
     vec_reads = [name.upper() for name, whole in (("q", t["VEC"] == "vec4"), ("k", t["VEC"] == "vec4"),
                                                   ("v", t["VW"] == 4))
-                 if whole and types["T"].vec4 is not None and _vec4_rows(a["layouts"][name])]
+                 if whole and types["T"].vec4 is not None and _vec4_rows(_layout(a, name))]
     return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads,
                                           PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P), spec,
                    inputs + [dest], writes=[len(inputs)], groups=(-(-rows // t["BQ"]), *grid),

@@ -39,15 +39,16 @@ from .views import make_views
 # embeddings fuse while their head splits are still Reshape and Transpose nodes. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
-# move_row_transposes and merge_projections hand attention Transposes it reads as strides and one
-# packed Q/K/V projection, as GPT-2's export has.
+# merge_projections and move_row_transposes hand attention one packed Q/K/V projection, as GPT-2's
+# export has, and Transposes it reads as strides; merged first, so that a Transpose the three
+# projections read (HF Swin's window partition) moves across the one product.
 # sink_row_selection walks raw row-wise ONNX ops, before views and fusions (which then see fewer rows).
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, fold_batchnorm,
-            split_large_weights, fuse_layernorm, fuse_gelu, move_row_transposes, merge_projections, read_split_parts_in_place, fuse_attention,
+            split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
 

@@ -46,7 +46,7 @@ def bound_cache_reads(graph: Graph) -> Graph:
             raise CompileError(f"Attention '{node.name}' reads the cache '{cache.name}' with a mask or key counts of "
                                f"its own; {FIX}.")
         for i, what in ((1, "k"), (2, "v")):
-            _check_rows(node, node.inputs[i], a["layouts"][what], growing.capacity)
+            _check_rows(node, node.inputs[i], a["layouts"][what], growing.capacity, a.get("parts", {}).get(what))
         if a["dims"][2] != growing.rows:
             raise CompileError(f"Attention '{node.name}': {a['dims'][2]} query rows over the cache '{cache.name}', "
                                f"not the run's {growing.rows}; {FIX}.")
@@ -57,13 +57,13 @@ def bound_cache_reads(graph: Graph) -> Graph:
     return graph
 
 
-def _check_rows(node: Node, kv: Value, layout, capacity: int) -> None:
+def _check_rows(node: Node, kv: Value, layout, capacity: int, parts) -> None:
     """K or V is the whole cache [1, heads, N, size], its keys the cache's rows."""
     root = kv.root()
     offset, strides = layout
     b, heads, rows, size = root.shape
     if kv.root_offset() or offset or rows != capacity or node.attrs["dims"][3] != capacity or \
-            strides[2] != size or strides[3] != 1:
+            strides[2] != size or strides[3] != 1 or parts:
         raise CompileError(f"Attention '{node.name}' reads the cache '{root.name}' in another layout than its "
                            f"{capacity} rows of keys; {FIX}.")
 

@@ -10,14 +10,17 @@ two additive terms each broadcast over them as strides: Swin's shifted windows a
 position bias [H, N, N] to the [B*nW, H, N, N] scores, view them as [B, nW, H, N, N], add the
 window mask [nW, 1, N, N] and view them back; the kernel reads the bias at stride 0 over the
 windows and the mask at stride 0 over the heads, every nW windows again (the same for every
-image). Transposes feeding Q, Kᵀ or V
-(the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's [B, H, D, S]) and one following the
-output (back to [B, S, H, D] before the Reshape to [B, S, hidden]) become the kernel's strides
-instead of copy kernels, and so do the views, Transposes, Splits and constant-index Gathers that
-split Q, K and V out of one packed projection (GPT-2's and nn.MultiheadAttention's exports): the
-kernel reads them where the projection wrote them, and those nodes go when nothing else reads
-them. Every intermediate of the chain (scores, scaled scores, probabilities) must have no other
-reader; anything that does not fit leaves the chain as it is.
+image). Transposes feeding Q, Kᵀ or V (the [B, S, H, D] -> [B, H, S, D] of a projection, Kᵀ's
+[B, H, D, S]) and those following the output (back to [B, S, H, D] before the Reshape to
+[B, S, hidden]) become the kernel's strides instead of copy kernels, and so do the views,
+Transposes, Splits and constant-index Gathers that split Q, K and V out of one packed projection
+(GPT-2's and nn.MultiheadAttention's exports): the kernel reads them where the projection wrote
+them, and those nodes go when nothing else reads them. An operand's batch or rows may be two
+parts no one stride walks: Swin's windows where move_row_transposes left the window partition
+after the qkv projection and its reverse before the output projection, a grid of windows of a
+grid of tokens each, read and written in image order. Every intermediate of the chain (scores,
+scaled scores, probabilities) must have no other reader; anything that does not fit leaves the
+chain as it is.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
 """
@@ -254,15 +257,14 @@ def _read_only_by(graph: Graph, v: Value, nodes: set[int]) -> bool:
     return True
 
 
-def _four_d(shape, dims: Dims, batch) -> list[int] | None:
-    """Strides over (batch, head, row, col) of an operand of rank 2..4 whose leading dims are
+def _four_d(shape, dims: Dims, batch) -> Dims | None:
+    """The dims (batch, head, row, col) of an operand of rank 2..4 whose leading dims are
     `batch` (B, H) regrouped, or broadcast to it: stride 0 on broadcast and size-1 dims."""
     lead = list(shape[:-2])
     if len(lead) > 2:
         return None
     if int(np.prod(lead)) == batch[0] * batch[1]:
-        four = _reshape_dims(dims, list(batch) + list(shape[-2:]))
-        return None if four is None else _strides(four)
+        return _reshape_dims(dims, list(batch) + list(shape[-2:]))
     strides = _strides(dims)
     if strides is None:
         return None
@@ -271,22 +273,51 @@ def _four_d(shape, dims: Dims, batch) -> list[int] | None:
     for n, st, want in zip(lead, lead_strides, batch):
         if n not in (1, want):
             return None
-        out.append(st if n == want and n != 1 else 0)
-    return out + strides[-2:]
+        out.append([(want, st if n == want and n != 1 else 0)])
+    return out + [[(n, st)] for n, st in zip(shape[-2:], strides[-2:])]
 
 
-def _kv_heads(shape, dims: Dims, batch) -> tuple[int, list[int] | None]:
-    """(group, strides over (batch, K/V head, row, col)) of a K or V whose heads repeat each K/V
-    head `group` times at stride 0 (GQA's repeat_kv: Expand, then a Reshape merging the copies
-    into the heads); (1, None) otherwise."""
+def _kv_heads(shape, dims: Dims, batch) -> tuple[int, Dims | None]:
+    """(group, dims (batch, K/V head, row, col)) of a K or V whose heads repeat each K/V head
+    `group` times at stride 0 (GQA's repeat_kv: Expand, then a Reshape merging the copies into
+    the heads); (1, None) otherwise."""
     if len(shape) != 4 or shape[0] * shape[1] != batch[0] * batch[1]:
         return 1, None
     four = _reshape_dims(dims, list(batch) + list(shape[-2:]))
     heads = [p for p in four[1] if p[0] != 1] if four is not None else []
     if len(heads) != 2 or heads[1][1] != 0 or heads[0][1] == 0:
         return 1, None
-    strides = _strides([four[0], [heads[0]], *four[2:]])
-    return (heads[1][0], strides) if strides is not None else (1, None)
+    return heads[1][0], [four[0], [heads[0]], *four[2:]]
+
+
+def _read(four: Dims) -> tuple[list[int], dict] | None:
+    """(strides over (batch, head, row, col), parts) of an operand's four dims. The batch and
+    the rows may each be two parts, outer and inner, that no one stride walks (Swin's windows: a
+    grid of windows of a grid of tokens each; a mask the same for every image of a batch of
+    windows): parts {"batch" or "row": (inner size, outer stride)}, the dim's stride the inner
+    part's, so that index i is at (i / inner) * outer stride + (i % inner) * stride. None where
+    a dim is more parts than that."""
+    strides, parts = [], {}
+    for i, dim in enumerate(four):
+        runs = [p for p in dim if p[0] != 1]
+        if len(runs) == 2 and i in (0, 2):
+            parts["batch" if i == 0 else "row"] = (runs[1][0], runs[0][1])
+            runs = runs[1:]
+        if len(runs) > 1:
+            return None
+        strides.append(runs[0][1] if runs else 0)
+    return strides, parts
+
+
+def _operand(shape, dims: Dims, batch, name: str) -> tuple[int, list[int], dict] | None:
+    """(K/V group, strides, parts) of Q, Kᵀ or V over the kernel's (batch, head, row, col)."""
+    for group, four in [(1, _four_d(shape, dims, batch))] + ([_kv_heads(shape, dims, batch)] if name != "q" else []):
+        if four is not None and name == "k":  # Kᵀ's rows are D, its columns keys: the kernel walks (key, d)
+            four = four[:2] + [four[3], four[2]]
+        read = None if four is None else _read(four)
+        if read is not None:
+            return group, *read
+    return None
 
 
 def _head_split(found: dict, batch) -> list[int]:
@@ -317,12 +348,12 @@ def _is_causal(mask: Value, sq: int, sk: int) -> bool:
     return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
 
 
-def _addend_strides(term: Value, at, full) -> tuple[list[int], int] | None:
-    """(strides over (batch, head, query, key), batch period) of an additive term broadcast to
+def _addend_read(term: Value, at, full) -> tuple[list[int], dict] | None:
+    """(strides over (batch, head, query, key), parts: _read's) of an additive term broadcast to
     scores of shape `at`, a regrouping of `full` [B, H, SQ, SK]: stride 0 where it broadcasts.
     A term the same for every image of a batch of windows (Swin's window mask [nW, N, N], added
-    to the scores viewed as [images, nW, H, N, N]) repeats every nW batches: batch b reads its
-    batch b % nW. None where the kernel cannot read it so."""
+    to the scores viewed as [images, nW, H, N, N]) repeats every nW batches: its batch is the
+    parts (images, stride 0) and (nW, N * N). None where the kernel cannot read it so."""
     if len(term.shape) > len(at):
         return None
     shape = [1] * (len(at) - len(term.shape)) + list(term.shape)
@@ -330,14 +361,25 @@ def _addend_strides(term: Value, at, full) -> tuple[list[int], int] | None:
         return None
     dims = [[(a, st if n != 1 else 0)] for a, n, st in zip(at, shape, contiguous_strides(shape))]
     four = _reshape_dims(dims, full)
-    if four is None:
-        return None
-    batch = [p for p in four[0] if p[0] != 1]
-    period = full[0]
-    if len(batch) == 2 and batch[0][1] == 0:  # the same for every outer batch
-        period, four = batch[1][0], [[batch[1]]] + four[1:]
-    strides = _strides(four)
-    return None if strides is None else (strides, period)
+    return None if four is None else _read(four)
+
+
+def _written(graph: Graph, v: Value, most: int) -> tuple[Value, Dims, list[Node]]:
+    """The value to write for v, v's dims in it and the Transposes passed: through a Transpose
+    that alone reads v (itself or through a reshape of it), and so on after it up to `most` of
+    them, the last one's output; v itself where none does."""
+    read = None if graph.is_output(v) or not most else graph.sole_reader(v)
+    if read is None or not is_onnx(read[0], "Transpose"):
+        return v, _contiguous(v.shape), []
+    t, r = read
+    final, dims, passed = _written(graph, t.outputs[0], most - 1)
+    perm = list(t.attrs.get("perm", range(len(r.shape) - 1, -1, -1)))
+    dims = [dims[perm.index(i)] for i in range(len(r.shape))]
+    if r is not v:
+        dims = _reshape_dims(dims, v.shape)
+        if dims is None:
+            return v, _contiguous(v.shape), []
+    return final, dims, [t] + passed
 
 
 def _nan_guard(graph: Graph, probs: Value) -> list[Node] | None:
@@ -426,46 +468,46 @@ def _match(graph: Graph, softmax: Node):
     for name, t in operands.items():
         found[name] = _layout(graph, t, walked := []) + (walked,)
     batch = _head_split(found, batch) if not addends else batch
-    layouts, walked, groups = {}, [], {}
+    layouts, walked, groups, parts = {}, [], {}, {}
     for name, t in operands.items():
         bound, offset, dims, passed = found[name]
-        four = _four_d(t.shape, dims, batch)
-        if four is None and name != "q":
-            groups[name], four = _kv_heads(t.shape, dims, batch)
-        if four is None:  # read it as it is, a copy where its producers leave it strided
+        read = _operand(t.shape, dims, batch, name)
+        if read is None:  # read it as it is, a copy where its producers leave it strided
             bound, offset, passed = t, 0, []
-            four = _four_d(t.shape, _contiguous(t.shape), batch)
-            if four is None:
+            read = _operand(t.shape, _contiguous(t.shape), batch, name)
+            if read is None:
                 return None
-        if name == "k":  # Kᵀ's rows are D, its columns keys: the kernel walks (key, d)
-            four = four[:2] + [four[3], four[2]]
-        layouts[name] = (bound, offset, four)
+        groups[name], strides, parts[name] = read
+        layouts[name] = (bound, offset, strides)
         walked += passed
-    kv_group = groups.get("k", 1)
-    if groups.get("v", 1) != kv_group:
+    kv_group = groups["k"]
+    if groups["v"] != kv_group:
         return None
-    causal, periods = False, {}
+    causal = False
     if len(addends) == 1 and _is_causal(addends[0][0], sq, sk):
         causal, addends = True, []
     for name, (term, at) in zip(("mask", "bias"), addends):
-        read = _addend_strides(term, at, batch + [sq, sk])
+        read = _addend_read(term, at, batch + [sq, sk])
         if read is None:
             return None
         layouts[name] = (term, 0, read[0])
-        if read[1] != batch[0]:
-            periods[name] = read[1]
+        parts[name] = read[1]
     mask, bias = (layouts[n][0] if n in layouts else None for n in ("mask", "bias"))
 
-    # A Transpose after the output (to [B, S, H, DV], or [S, B*H, DV]) is written in place.
-    out_shape, out_dims = out.shape, _contiguous(out.shape)
-    t = graph.sole_consumer(out)
-    if is_onnx(t, "Transpose") and rank >= 3 and not graph.is_output(out):
-        perm = list(t.attrs.get("perm", range(rank - 1, -1, -1)))
-        t_strides = contiguous_strides(t.outputs[0].shape)
-        out_dims = [[(out.shape[i], t_strides[perm.index(i)])] for i in range(rank)]
-        removed.append(t)
-        out = t.outputs[0]
-    out_strides = _four_d(out_shape, out_dims, batch)
+    # Transposes after the output (to [B, S, H, DV], or [S, B*H, DV]; and then Swin's windows back
+    # in place, [B, nW, ws, ws, C] -> [B, H, W, C]) are written in place: all of them, else the
+    # first, where the kernel can write them.
+    for most in (len(graph.nodes), 1, 0) if rank >= 3 else (0,):
+        final, out_dims, passed = _written(graph, out, most)
+        four = _four_d(out.shape, out_dims, batch)
+        written = None if four is None else _read(four)
+        if written is not None:
+            break
+    if written is None:
+        return None
+    out = final
+    removed += passed
+    parts["out"] = written[1]
     removed.append(pv)
     removed += _removable(graph, walked, removed)
     attrs = dict(dims=[*batch, sq, sk, d, dv], scale=scale, causal=causal,
@@ -473,9 +515,9 @@ def _match(graph: Graph, softmax: Node):
                  empty_rows_zero=guard is not None, kv_group=kv_group,
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
-    attrs["layouts"]["out"] = (0, out_strides)
-    if periods:
-        attrs["batch_period"] = periods
+    attrs["layouts"]["out"] = (0, written[0])
+    if any(parts.values()):
+        attrs["parts"] = {name: p for name, p in parts.items() if p}
     inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask] + ([None, bias] if bias is not None else [])
     return removed, pv, inputs, out, attrs
 

@@ -16,7 +16,10 @@ along its last dim) treats every row alike, so the two commute:
     in place);
   - out of the product: Transpose(view(MatMul(view(X), W))) computes the product over the rows of
     X transposed alike, done where X is itself a Transpose's output (the two Transposes become one,
-    which fuse_attention writes as the attention's output strides).
+    which fuse_attention writes as the attention's output strides); where the product has a bias
+    or X's rows are regrouped (Swin's windows put back in place after the output projection:
+    [B * nW, ws * ws, C] viewed [B, nW, ws, ws, C] and transposed to [B, H, W, C]), it moves
+    next to X's Transpose, the attention's heads merge, and fuse_attention writes both.
 
 Either way a copy of the activations per layer goes (ViT-B/16 at batch 8: 24 of 4.8 MB each).
 
@@ -27,15 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value, is_onnx, reaches_only
+from ..ir import Graph, Node, Value, is_onnx, reaches_only, written_in_shape
 from .sink_row_selection import row_selection
 
 
 def move_row_transposes(graph: Graph) -> Graph:
     for node in [n for n in graph.nodes if is_onnx(n, "Transpose")]:
         if node in graph.nodes and _row_perm(node) is not None:
-            if not _into_product(graph, node):
-                _out_of_product(graph, node)
+            if not _into_product(graph, node) and not _out_of_product(graph, node):
+                _before_product(graph, node)
     return graph
 
 
@@ -87,10 +90,23 @@ def _feeds_attention(graph: Graph, v: Value) -> bool:
             or (is_onnx(n, "Slice") and row_selection(graph, n) is not None)))
 
 
+def _sole_reader(graph: Graph, y: Value) -> tuple[Node, Value] | None:
+    """(node, what it reads) when one node alone reads all of y's bytes, through y itself or
+    through reshapes of it (of reshapes: HF's Swin views its windows twice)."""
+    reads = {(id(n), id(w)): (n, w) for w in graph.values() if w.root() is y for n in w.consumers}
+    if len(reads) != 1:
+        return None
+    node, read = next(iter(reads.values()))
+    ok = graph.used_only_by(y, node) and read.nbytes == y.nbytes and not read.root_offset()
+    return (node, read) if ok else None
+
+
 def _into_product(graph: Graph, t: Node) -> bool:
     x, y = t.inputs[0], t.outputs[0]
-    product = y.consumers[0] if len(y.consumers) == 1 else None
-    if not is_onnx(product, "MatMul") or not _product(product, y) or not graph.used_only_by(y, product):
+    reader = _sole_reader(graph, y)
+    product, read = reader if reader is not None else (None, None)
+    if not is_onnx(product, "MatMul") or not _product(product, read) or \
+            (read is not y and read.shape[-1] != y.shape[-1]):
         return False
     chain = [product]
     if (add := _row_bias(graph, product.outputs[0])) is not None:
@@ -98,17 +114,68 @@ def _into_product(graph: Graph, t: Node) -> bool:
     result = chain[-1].outputs[0]
     if not _feeds_attention(graph, result):
         return False
-    # The product (and bias) run over X's rows as they are; the Transpose moves after them.
-    rows, read = x, y
+    # The product (and bias) run over X's rows as they are; the Transpose moves after them. Where
+    # the product read Y through a view (Swin's windows, [B, nW, ws, ws, C] read as
+    # [B * nW, ws * ws, C]), its result becomes that view of the Transpose's.
+    rows = x
     for node in chain:
         out = node.outputs[0]
         mine = Value(f"{out.name}/rows", out.dtype, tuple(x.shape[:-1]) + (out.shape[-1],))
         node.inputs = [rows if v is read else v for v in node.inputs]
         node.outputs = [mine]
         rows, read = mine, out
-    moved = Node("Transpose", t.name, [rows], [result], {"perm": _perm(t)}, sources=t.sources)
+    moved_out = result if read is y else written_in_shape(result, tuple(y.shape[:-1]) + (result.shape[-1],))
+    moved = Node("Transpose", t.name, [rows], [moved_out], {"perm": _perm(t)}, sources=t.sources)
     graph.nodes.remove(t)
     graph.nodes.insert(graph.nodes.index(chain[-1]) + 1, moved)
+    graph.relink()
+    return True
+
+
+def _attention_output(x: Value) -> bool:
+    """Whether x is an attention's P·V (a MatMul of a Softmax, SDPA's guard after it or not), or
+    its Transpose (the heads merged): what fuse_attention writes at its output strides."""
+    pv = x.producer
+    if is_onnx(pv, "Transpose"):
+        pv = pv.inputs[0].root().producer
+    probs = pv.inputs[0].producer if is_onnx(pv, "MatMul") else None
+    return is_onnx(probs, "Softmax") or (is_onnx(probs, "Where") and is_onnx(probs.inputs[2].producer, "Softmax"))
+
+
+def _before_product(graph: Graph, t: Node) -> bool:
+    """Transpose(view(MatMul(view(X), W) [+ bias])) -> MatMul(Transpose(view(X)), W) [+ bias],
+    where X is an attention's output: fuse_attention then writes the Transpose."""
+    y, z = t.inputs[0], t.outputs[0]
+    g = y.root()
+    if y.root_offset() or g.producer is None or y.shape[-1] != g.shape[-1] or not graph.used_only_by(g, t):
+        return False
+    chain = [g.producer]
+    if is_onnx(g.producer, "Add"):
+        product = next((v.producer for v in g.producer.inputs if v is not None and v.producer is not None), None)
+        if product is None or _row_bias(graph, product.outputs[0]) is not g.producer:
+            return False
+        chain.insert(0, product)
+    product = chain[0]
+    a = product.inputs[0] if product.inputs else None
+    if a is None or not _product(product, a) or a.root_offset() or not graph.used_only_by(a, product):
+        return False
+    x = a.root()
+    if not _attention_output(x):
+        return False
+    # X's rows grouped as Y's and transposed alike; the product (and bias) over them writes Z.
+    lead = tuple(y.shape[:-1])
+    grouped = Value(f"{x.name}/{'x'.join(map(str, lead))}", x.dtype, lead + (a.shape[-1],), alias_of=x)
+    rows = Value(f"{t.name}/rows", x.dtype, tuple(z.shape[:-1]) + (a.shape[-1],))
+    moved = Node("Transpose", t.name, [grouped], [rows], {"perm": _perm(t)}, sources=t.sources)
+    read = a
+    for node in chain:
+        old = node.outputs[0]
+        new = z if node is chain[-1] else Value(f"{old.name}/rows", old.dtype, tuple(z.shape[:-1]) + (old.shape[-1],))
+        node.inputs = [rows if v is read else v for v in node.inputs]
+        node.outputs = [new]
+        read, rows = old, new
+    graph.nodes.remove(t)
+    graph.nodes.insert(graph.nodes.index(product), moved)
     graph.relink()
     return True
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from export import build_hf, export
+from export import Positional, build_hf, export
 from recipe import float_input
 
 OUT = Path(__file__).resolve().parents[2] / "tests" / "models" / "fixtures" / "exports"
@@ -39,6 +39,17 @@ def swin():
     model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2], num_heads=[2],
                             window_size=[2, 2], num_classes=10)
     return model, [float_input("input", [1, 3, 32, 32])], {"class": "SwinTransformer"}
+
+
+def hf_swin():
+    """transformers' SwinModel, the same shape as swin() (one stage of two blocks, the second
+    shifted, window 2, 32x32): its own export of the windows (separate Q, K and V projections, the
+    windows viewed twice, the relative position bias and window mask folded into one constant);
+    library-default init. (The zoo's shrunk config does not build: docs/ZOO.md.)"""
+    from transformers import SwinConfig, SwinModel
+    config = SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2], num_heads=[2], window_size=2)
+    return Positional(SwinModel(config), ["pixel_values"]), [float_input("pixel_values", [1, 3, 32, 32])], \
+        {"class": "SwinModel"}
 
 
 def mobilenet():
@@ -76,6 +87,8 @@ FIXTURES = {
     "bert_random": (hf("bert", "BertModel", "random"), "BERT, random weights normal(0, 0.5)", None),
     "swin_default": (swin, "shifted windows (Roll), relative position bias; Identity of "
                      "initializers; exported at batch 1", [1]),
+    "swin_hf_default": (hf_swin, "transformers' Swin: windows viewed twice, separate Q, K and V "
+                        "projections, bias and window mask one constant", None),
     "mobilenet_v3_default": (mobilenet, "depthwise convolutions, hardswish, squeeze-excitation", None),
     "mlp_static_out": (mlp, "a graph exported at batch 1 (declared output [1, 10]) compiled with batch "
                        "variants 1 and 4", [1, 4]),

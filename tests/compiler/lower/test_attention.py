@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.attention_models import causal_mask, core_attention, padding_mask, window_attention
+from tests.attention_models import causal_mask, core_attention, padding_mask, window_attention, window_block
 from tests.harness import (check_against_onnxruntime, compile_cached, declared_shared_bytes,
                      function_local_variables, random_feeds, run_bundle, run_onnxruntime)
 
@@ -190,10 +190,25 @@ def test_shifted_windows(target, precision):
     check_against_onnxruntime(model, target=TARGETS[target], precision=precision, **tol)
 
 
-def test_window_mask_input():
-    """A window mask given at run time is read as the constant is."""
-    model = window_attention(2, 3, 2, 9, 16, mask_input=True)
-    mask = np.where(np.random.default_rng(1).random((1, 3, 1, 9, 9)) < 0.3, -100.0, 0.0)
+@pytest.mark.parametrize("target,precision", [(t, "fp32") for t in TARGETS] + [("generic", "fp16")])
+def test_windows_in_place(target, precision):
+    """A shifted Swin block at Swin-T's window (7 x 7 tokens) and head size (32), 2 images of 2 x 2
+    windows: Q, K and V read in the un-partitioned qkv projection, the output written in image
+    order, each window and each token at two strides."""
+    model = window_block(2, 2, 7, 3, 32, shift=3)
+    [kernel] = [k for k in compile_with_kernels(model, target=TARGETS[target], precision=precision)[1]
+                if k.template.startswith("attention")]
+    assert kernel.params["parts"] == {"batch": ["Q", "K", "V", "MASK", "OUT"], "row": ["Q", "K", "V", "OUT"]}
+    tol = dict(rtol_l2=1e-2, rtol=2e-2, atol=2e-2) if precision == "fp16" else {}
+    check_against_onnxruntime(model, target=TARGETS[target], precision=precision, **tol)
+
+
+@pytest.mark.parametrize("shape", [[1, 3, 1, 9, 9], [2, 1, 1, 9, 9]], ids=["per-window", "per-image"])
+def test_window_mask_input(shape):
+    """A window mask given at run time, one per window (repeating for each image) or one per
+    image (the same for its windows)."""
+    model = window_attention(2, 3, 2, 9, 16, mask_shape=shape)
+    mask = np.where(np.random.default_rng(1).random(shape) < 0.3, -100.0, 0.0)
     _fused(model)
     check_against_onnxruntime(model, feeds=_feeds(model, mask.astype(np.float32)))
 

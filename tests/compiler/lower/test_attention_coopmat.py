@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.attention_models import causal_mask, core_attention, window_attention
+from tests.attention_models import causal_mask, core_attention, window_attention, window_block
 from tests.harness import declared_shared_bytes, spirv_val
 
 import compiler.lower.attention as attention
@@ -32,7 +32,8 @@ def attention_kernel(model, target=NVIDIA, precision="fp16"):
 
 # (model, target): BERT and ViT shapes at batch 1 and 8 (one subgroup a workgroup, four with
 # the next key block prefetched), causal and additive masks, head size 128 and cross attention
-# with unequal head sizes, Swin's shifted windows (bias and window mask), wave64.
+# with unequal head sizes, Swin's shifted windows (bias and window mask; Q, K, V and the output
+# in image order), wave64.
 VARIANTS = {
     "bert-b1-padding": (core_attention(1, 12, 128, 64, k_transposed=False, mask_shape=[1, 1, 1, 128]), NVIDIA),
     "bert-b8-full-mask": (core_attention(8, 12, 128, 64, k_transposed=False, mask_shape=[8, 1, 128, 128]), NVIDIA),
@@ -42,6 +43,7 @@ VARIANTS = {
     "causal-d128-b8": (core_attention(8, 12, 100, 128, mask_const=causal_mask(100, 100), k_transposed=False), NVIDIA),
     "cross-sk70-d32-dv48": (core_attention(2, 2, 40, 32, sk=70, dv=48, k_transposed=False), NVIDIA),
     "swin-shifted-windows": (window_attention(2, 4, 3, 49, 32), NVIDIA),
+    "swin-windows-in-place": (window_block(2, 2, 7, 3, 32, shift=3), NVIDIA),
     "wave64": (core_attention(2, 4, 50, 64, k_transposed=False, mask_shape=[2, 1, 1, 50]), WAVE64),
 }
 

@@ -209,19 +209,18 @@ def test_shifted_window_masks_are_strides(images):
     assert mask.shape == (1, windows, 1, n, n) and bias.shape == (1, h, n, n)
     assert node.attrs["layouts"]["mask"] == (0, [n * n, 0, n, 1])
     assert node.attrs["layouts"]["bias"] == (0, [0, n * n, n, 1])
-    assert node.attrs.get("batch_period", {}) == ({"mask": windows} if images > 1 else {})
+    # 2 images: the mask's batch is the parts (images, stride 0) and (windows, N * N)
+    assert node.attrs.get("parts", {}) == ({"mask": {"batch": (windows, 0)}} if images > 1 else {})
 
 
-def test_window_mask_varying_per_image_stays():
-    """A mask that differs per image and is the same for every window is no stride pattern the
-    kernel reads (images at a stride, windows at stride 0): the chain stays; one per window, an
-    input, is read as the constant is."""
-    model = window_attention(2, 4, 2, 4, 8, mask_input=True)
-    assert _ops(model) == ["vkc.Attention"]
-    mask = next(i for i in model.graph.input if i.name == "mask")
-    for dim, size in zip(mask.type.tensor_type.shape.dim, [2, 1, 1, 4, 4]):
-        dim.dim_value = size
-    assert "vkc.Attention" not in _ops(model)
+def test_window_mask_per_image():
+    """A window mask given at run time is read as the constant is; one that differs per image
+    and is the same for every window is the batch parts (images, N * N) and (windows, stride 0)."""
+    [node] = run_passes(fold_constants(to_ir(window_attention(2, 4, 2, 4, 8, mask_shape=[1, 4, 1, 4, 4])))).nodes
+    assert node.attrs["layouts"]["mask"] == (0, [16, 0, 4, 1])
+    [node] = run_passes(fold_constants(to_ir(window_attention(2, 4, 2, 4, 8, mask_shape=[2, 1, 1, 4, 4])))).nodes
+    assert node.attrs["layouts"]["mask"] == (0, [0, 0, 4, 1])
+    assert node.attrs["parts"] == {"mask": {"batch": (4, 16)}}
 
 
 def test_transpose_read_elsewhere_stays():

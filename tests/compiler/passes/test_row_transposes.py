@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from onnx import helper, load, numpy_helper
 
+from tests.attention_models import window_block
 from tests.harness import check_against_onnxruntime
 from tests.onnx_builders import make_model, tensor_info
 
@@ -101,4 +102,25 @@ def test_transpose_moves_out_of_a_product_into_the_transpose_before_it(row_bias)
         assert [n.name for n in transposes] == ["inner", "outer"]
     else:
         assert [(n.name, n.attrs["perm"]) for n in transposes] == [("inner", [0, 1, 2, 3])]
+    check_against_onnxruntime(model, target="generic")
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["windows", "shifted-windows"])
+def test_swin_windows_move_next_to_the_attention(shift):
+    """Swin's window partition before the qkv projection moves after it, and the windows put
+    back after the output projection (+ bias) move before it, next to the heads' merge: the
+    attention reads Q, K and V in the un-partitioned projection and writes its output in image
+    order, each window and each token two strides (a grid of windows of a grid of tokens). No
+    copy is left but the shifted window's rolls."""
+    model = window_block(2, 3, 3, 2, 8, shift=shift)
+    graph = _graph(model)
+    rolls = ["vkc.Roll"] if shift else []
+    assert [n.op_type for n in graph.nodes] == rolls + ["MatMul", "vkc.Attention", "MatMul"] + rolls
+    att = next(n for n in graph.nodes if n.op_type == "vkc.Attention")
+    c3, row = 3 * 16, 9 * 3 * 16   # the qkv projection's columns, one row of tokens of the image
+    qkv = {"batch": (3, 3 * row), "row": (3, row)}   # (windows per row, a row of windows); (ws, a row)
+    mask = {"mask": {"batch": (9, 0)}} if shift else {}   # the same for both images
+    assert att.attrs["parts"] == {"q": qkv, "k": qkv, "v": qkv,
+                                  "out": {"batch": (3, 3 * 9 * 16), "row": (3, 9 * 16)}, **mask}
+    assert att.attrs["layouts"]["q"] == (0, [3 * c3, 8, c3, 1])
     check_against_onnxruntime(model, target="generic")
