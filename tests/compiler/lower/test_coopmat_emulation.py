@@ -22,7 +22,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from tests.attention_models import core_attention
+from tests.attention_models import core_attention, window_block
 from tests.compiler.lower.test_matmul_coopmat import conv, gemm
 from tests.compiler.passes.test_onnx_attention import attention_model, feeds_for
 from tests.harness import (assert_close, declared_shared_bytes, random_feeds, run_bundle,
@@ -160,7 +160,9 @@ def test_matmuls_cover_the_template():
 # (model, target, how the feeds differ from random ones): additive masks, key-padding (boolean)
 # masks, causal, grouped-query heads, per-batch key counts; rows and keys not multiples of the
 # tiles (a partial key block after a whole one), unequal head sizes, rows that see no key (NaN
-# after a softmax; 0 in ONNX Attention); one and two subgroups, the next key block fetched ahead or not.
+# after a softmax; 0 in ONNX Attention); one and two subgroups, the next key block fetched ahead or
+# not; Swin's shifted windows (a relative position bias beside the window mask, Q, K, V and the
+# output each window and token at two strides).
 GQA = dict(b=2, hq=4, hkv=2, sq=40, skv=70, d=16)
 ATTENTIONS = {
     "additive_mask_ragged_empty_row": (
@@ -169,10 +171,13 @@ ATTENTIONS = {
     "gqa_key_padding_empty_row": (attention_model(mask="bool", **GQA), KEYS_32, "empty row"),
     "gqa_causal_key_counts_two_subgroups": (attention_model(causal=1, lengths=True, **GQA),
                                             KEYS_32_TWO_SUBGROUPS, [45, 70]),
+    "swin_shifted_windows_in_place": (window_block(2, 2, 7, 3, 32, shift=3), EMULATED, None),
 }
 
 
 def _attention_feeds(model, how):
+    if how is None:
+        return random_feeds(model)
     if how == "-inf row":
         feeds = random_feeds(model)
         feeds["mask"][1, 0, 7] = -np.inf
@@ -198,10 +203,12 @@ def test_attentions_cover_the_template():
                 p = k.params
                 seen |= {("WQ", p["WQ"]), ("prefetch", p["PREFETCH"]), ("mask", p["mask_kind"]),
                          ("causal", p["causal"]), ("gqa", p["KV_GROUP"] > 1), ("lengths", p["lengths"]),
-                         ("empty_rows_zero", p["empty_rows_zero"]), ("dv", p["D"] == p["DV"])}
+                         ("empty_rows_zero", p["empty_rows_zero"]), ("dv", p["D"] == p["DV"]),
+                         ("bias", p["bias"]), ("two-part rows", "Q" in p["parts"]["row"])}
     for want in [("WQ", 1), ("WQ", 2), ("prefetch", True), ("prefetch", False), ("mask", "none"),
                  ("mask", "add"), ("mask", "keep"), ("causal", True), ("causal", False), ("gqa", True),
-                 ("lengths", True), ("empty_rows_zero", True), ("empty_rows_zero", False), ("dv", False)]:
+                 ("lengths", True), ("empty_rows_zero", True), ("empty_rows_zero", False), ("dv", False),
+                 ("bias", True), ("two-part rows", True)]:
         assert want in seen, want
 
 
