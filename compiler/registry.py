@@ -110,6 +110,9 @@ class OpRule:
     # tensor's rows, where the node's `input_columns` (first, width, shape) says so: a part of a
     # merged projection read without the Split's copy (passes/split_parts.py).
     reads_columns: tuple[int, ...] = ()
+    # joins: (node, node) -> one node computing both, with an output each, where two nodes of the
+    # op read neighbouring columns of one tensor (Q's and K's rotary embeddings), or None.
+    joins: Callable | None = None
     # updates_in_place: (output, input) index pairs where the output is the input's tensor with
     # some of it written (a KV cache update): such a graph input and output of one shape become
     # bundle state by default (compiler/state.py).

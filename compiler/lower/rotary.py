@@ -15,8 +15,10 @@ import numpy as np
 
 from ..dtypes import kernel_types
 from ..errors import CompileError
+from ..ir import Node
 from ..magnitudes import Magnitude
 from ..registry import FLOATS, shape_of_input0
+from ..shapes import prod
 from .kernel import Kernel, grid_1d, register, unsupported_dtype
 
 DTYPES = "float32, float16; position_ids int64"
@@ -41,13 +43,15 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     [B, S] positions, or for the contrib op (`contrib`) also a one-element start position
     (token s of the sequence is at start + s); the contrib op also takes a 3-D input without
     num_heads, its head size then being the tables' rotary dim."""
-    y = node.outputs[0]
     where = f"{node.op_type} '{node.name}'"
     # input_columns (first, width, shape): X is [..., width], of whose rows the node rotates a
     # part's columns from `first` on (one part of a packed Q/K/V projection, read in place:
-    # passes/split_parts.py); `shape` is the part's (or a view of all of it), Y's.
+    # passes/split_parts.py); `shape` is the part's (or a view of all of it), Y's. Two outputs
+    # (joined: Q's and K's parts side by side): the first takes the first `output_columns`
+    # columns of each row of the rotated [B, S, hidden], the second the rest.
     packed = node.attrs.get("input_columns")
     shape = tuple(packed[2]) if packed else tuple(x.shape)
+    size = prod(shape)
     for v in (x, cos, sin):  # position_ids aside, the op computes on floats (dtypes=None)
         if np.dtype(v.dtype).name not in FLOATS:
             raise unsupported_dtype(node, v, "a rotary embedding")
@@ -110,30 +114,72 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
                                f"[batch, sequence] = [{b}, {s}]"
                                + (" or one start position [1]." if contrib else "."))
         table_rows = cos.shape[0]
-    spec = [("TOTAL", "int32", y.size), ("HEAD", "int32", head), ("S", "int32", s),
-            ("S_DIV", "int32", s_div), ("B_DIV", "int32", y.size // b), ("HALF", "int32", half),
+    spec = [("TOTAL", "int32", size), ("HEAD", "int32", head), ("S", "int32", s),
+            ("S_DIV", "int32", s_div), ("B_DIV", "int32", size // b), ("HALF", "int32", half),
             ("TABLE_ROWS", "int32", table_rows)]
+    split = node.attrs.get("output_columns")
     if packed:
         first, width = packed[0], x.shape[-1]
         rows = x.size // width
-        part = y.size // rows
-        if y.size != rows * part or first + part > width:
+        part = size // rows
+        if size != rows * part or first + part > width or \
+                sum(y.size for y in node.outputs) != size or (split and node.outputs[0].size != rows * split):
             raise CompileError(f"{where}: columns {list(packed[:2])} of '{x.name}' {list(x.shape)} "
                                f"do not hold its {list(shape)} part (a vkc bug).")
         spec += [("X_OFF", "int32", int(first)), ("X_ROW", "int32", int(width)), ("Y_ROW", "int32", part)]
+        spec += [("Y_SPLIT", "int32", split)] if split else []
     local = target.elementwise_local
     # position_ids is int64: read as two int words (the low one holds any valid position).
     params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
-                  partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b,
+                  partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b, split=bool(split),
                   **kernel_types(x), TC=kernel_types(cos)["T"])
-    bindings = [x, cos, sin] + ([position_ids] if positions else []) + [y]
-    return [Kernel("rotary", params, spec, bindings, writes=[len(bindings) - 1],
-                   groups=grid_1d(y.size, local), local_size=(local, 1, 1), nodes=node.sources,
-                   flops=3 * y.size)]
+    bindings = [x, cos, sin] + ([position_ids] if positions else []) + list(node.outputs)
+    return [Kernel("rotary", params, spec, bindings, writes=list(range(len(bindings) - len(node.outputs), len(bindings))),
+                   groups=grid_1d(size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   flops=3 * size)]
+
+
+def _tokens(node, shape) -> tuple | None:
+    """(batch, tokens, head size, a token's elements) of a rotary embedding whose tokens'
+    elements lie together (3-D with num_heads, or 4-D at one token); None otherwise."""
+    if len(shape) == 4 and shape[2] == 1:
+        return shape[0], 1, shape[3], shape[1] * shape[3]
+    heads = node.attrs.get("num_heads", 0)
+    if len(shape) == 3 and heads and shape[2] % heads == 0:
+        return shape[0], shape[1], shape[2] // heads, shape[2]
+    return None
+
+
+def _same(u, v) -> bool:
+    """Whether u and v are one tensor, or views of the same bytes in one shape (the positions
+    each rotary embedding of an optimum export reshapes apart)."""
+    return u is v or (u is not None and v is not None and u.root() is v.root() and u.dtype == v.dtype and
+                      u.root_offset() == v.root_offset() and tuple(u.shape) == tuple(v.shape))
+
+
+def _joined(a, b):
+    """One node rotating the parts of two, side by side in the tensor both read their columns
+    of (Q's and K's, passes/split_parts.py), with an output each: where they share the tables,
+    positions, attributes (the head count aside), tokens and head size, b's columns right
+    after a's. None otherwise."""
+    ca, cb = a.attrs.get("input_columns"), b.attrs.get("input_columns")
+    if ca is None or cb is None or (a.op_type, a.domain) != (b.op_type, b.domain) or \
+            len(a.outputs) != 1 or len(b.outputs) != 1 or len(a.inputs) != len(b.inputs) or \
+            not all(_same(u, v) for u, v in zip(a.inputs, b.inputs)) or a.outputs[0].dtype != b.outputs[0].dtype:
+        return None
+    own = lambda n: {k: v for k, v in n.attrs.items() if k not in ("num_heads", "input_columns")}  # noqa: E731
+    ta, tb = _tokens(a, ca[2]), _tokens(b, cb[2])
+    if own(a) != own(b) or ta is None or tb is None or ta[:3] != tb[:3] or cb[0] != ca[0] + ta[3]:
+        return None
+    batch, tokens, head, width = ta
+    attrs = {**a.attrs, "input_columns": (ca[0], ca[1], (batch, tokens, width + tb[3])),
+             "num_heads": (width + tb[3]) // head, "output_columns": width}
+    return Node(a.op_type, f"{a.name}+{b.name}", list(a.inputs), [a.outputs[0], b.outputs[0]], attrs,
+                a.domain, a.sources + b.sources)
 
 
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
-          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,))
+          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined)
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -156,7 +202,7 @@ def _contrib_attrs(node) -> None:
 @register("RotaryEmbedding", domain="com.microsoft", dtypes=None, float16=True,
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
-          output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,))
+          output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined)
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

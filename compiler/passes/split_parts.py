@@ -4,7 +4,8 @@
 columns of the product's rows (the node's `input_columns`), as fuse_attention's kernel reads V.
 It may read the part through a view of all of it: a decode step's head split, [1, 1, heads *
 size] as [1, heads, 1, size], keeps the order of the bytes. The Split then writes nothing any
-kernel reads and goes.
+kernel reads and goes. Two such readers of neighbouring columns whose op joins them (Q's and K's
+rotary embeddings, same tables and positions) become one kernel with an output each.
 
 Runs on ONNX nodes, after merge_projections and before fuse_attention.
 """
@@ -62,4 +63,26 @@ def read_split_parts_in_place(graph: Graph) -> Graph:
         changed = True
     if changed:
         graph.relink()
+        _join(graph)
     return graph
+
+
+def _join(graph: Graph) -> None:
+    """Two nodes reading neighbouring columns of one tensor whose op `joins` them (Q's and K's
+    rotary embeddings) become one kernel, where the first stood."""
+    readers: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        slot = column_slot(node)
+        if slot is not None and "input_columns" in node.attrs and fact(node, "joins"):
+            readers.setdefault(id(node.inputs[slot]), []).append(node)
+    for nodes in readers.values():
+        nodes.sort(key=lambda n: n.attrs["input_columns"][0])
+        for a, b in zip(nodes, nodes[1:]):
+            if a not in graph.nodes:
+                continue
+            joined = fact(a, "joins")(a, b)
+            if joined is not None:
+                at = min(graph.nodes.index(a), graph.nodes.index(b))
+                graph.nodes = [n for n in graph.nodes if n is not a and n is not b]
+                graph.nodes.insert(at, joined)
+    graph.relink()

@@ -56,3 +56,36 @@ def test_parts_read_in_place(widths, in_place, target):
     feeds = {**FEEDS, "x": rng.standard_normal([1, 1, sum(widths)]).astype(np.float32),
              "cache": rng.standard_normal(cache).astype(np.float32)}
     check_against_onnxruntime(model, target=target, feeds=feeds)
+
+
+def rotated_parts(k_tables="same"):
+    """x [1, 1, 24] split into q (2 heads of 8) and k (1 head), each rotated (as [1, heads, 1,
+    8]) by the same tables and positions, or k by tables of its own (`k_tables` "own")."""
+    angles = np.outer(np.arange(6), 1.0 / 10000 ** (np.arange(0, 8, 2) / 8))
+    inits = [numpy_helper.from_array(np.array([16, 8], np.int64), "sizes"),
+             numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
+             numpy_helper.from_array(np.sin(2 * angles).astype(np.float32), "sin2"),
+             numpy_helper.from_array(np.array([1, 2, 1, 8], np.int64), "q_heads"),
+             numpy_helper.from_array(np.array([1, 1, 1, 8], np.int64), "k_heads")]
+    nodes = [helper.make_node("Split", ["x", "sizes"], ["q", "k"], axis=-1),
+             helper.make_node("Reshape", ["q", "q_heads"], ["q4"]),
+             helper.make_node("Reshape", ["k", "k_heads"], ["k4"]),
+             helper.make_node("RotaryEmbedding", ["q4", "cos", "sin", "ids"], ["q_rope"]),
+             helper.make_node("RotaryEmbedding", ["k4", "cos", "sin" if k_tables == "same" else "sin2", "ids"],
+                              ["k_rope"])]
+    inputs = [tensor_info("x", [1, 1, 24]), tensor_info("ids", [1, 1], np.int64)]
+    graph = helper.make_graph(nodes, "rotated_parts", inputs, [tensor_info("q_rope", [1, 2, 1, 8]),
+                                                               tensor_info("k_rope", [1, 1, 1, 8])], inits)
+    return make_model(graph, opset=24)
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("k_tables, kernels", [("same", 1), ("own", 2)])
+def test_rotations_of_neighbouring_parts_join(k_tables, kernels, target):
+    """Q's and K's rotary embeddings of one packed tensor with the same tables and positions are
+    one kernel with an output each; with tables of their own, two."""
+    model = rotated_parts(k_tables)
+    assert [k.template for k in compile_with_kernels(model, target=target)[1]] == ["rotary"] * kernels
+    feeds = {"ids": np.array([[4]], np.int64), "x": np.random.default_rng(0).standard_normal([1, 1, 24]).astype(np.float32)}
+    check_against_onnxruntime(model, target=target, feeds=feeds)
