@@ -34,3 +34,21 @@ def test_gemm_with_an_oversized_weight_becomes_column_blocks(monkeypatch, trans_
     assert len(gemms) > 2 and all(g.inputs[1].nbytes <= 4096 for g in gemms)
     assert sum(g.outputs[0].shape[1] for g in gemms) == n
     check_against_onnxruntime(model)
+
+
+def test_decode_step_blocks_are_whole_columns(monkeypatch):
+    """One token through an oversized weight (an LM head): blocks of whole 128 columns, each a
+    GEMV writing its slice of the Concat in place (no copy), the last one the rest."""
+    from compiler.compile import compile_with_kernels
+    monkeypatch.setattr(split, "MAX_BINDING_BYTES", 1 << 16)
+    rng = np.random.default_rng(1)
+    k, n = 32, 1000   # 128,000 bytes: three blocks of 334 columns, made 384, 384 and 232
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "head",
+                              [helper.make_tensor_value_info("x", 1, [1, 1, k])],
+                              [helper.make_tensor_value_info("y", 1, [1, 1, n])],
+                              [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    lowered = run_passes(fold_constants(to_ir(model)))
+    assert [m.outputs[0].shape[-1] for m in lowered.nodes if m.op_type == "MatMul"] == [384, 384, 232]
+    assert [kernel.template for kernel in compile_with_kernels(model)[1]] == ["matmul_gemv"] * 3
+    check_against_onnxruntime(model)
