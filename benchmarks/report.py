@@ -9,8 +9,8 @@ A block of RESULTS.md between `<!-- report: data/NAME.json -->` and `<!-- end re
 generated from benchmarks/data/NAME.json; everything outside the markers is written by hand.
 Understood: benchmarks/bench.py --json, benchmarks/transformers.py --json,
 benchmarks/gpu/transformers.py --json (with meta.precisions, or without: its hand-written models'
-rows), and the JSON lines of benchmarks/gpu/models.py and benchmarks/gpu/coopmat.py (models,
-gemm) gathered as {"meta": {...}, "rows": [...]}.
+rows), benchmarks/lavapipe/decode.py --json, and the JSON lines of benchmarks/gpu/models.py and
+benchmarks/gpu/coopmat.py (models, gemm) gathered as {"meta": {...}, "rows": [...]}.
 """
 from __future__ import annotations
 
@@ -264,6 +264,37 @@ def render_gemm_fp16(data: dict) -> str:
     return _meta(data["meta"], None, None) + "\n\n" + _table(head, body) + "\n"
 
 
+def _agreement(a: dict) -> str:
+    return f"{a['equal_in_checked']}/{a['checked']}" if "checked" in a else "-"
+
+
+def render_llm_decode(data: dict) -> str:
+    """benchmarks/lavapipe/decode.py: vkc's and llama.cpp's prefill and decode tokens/s per model
+    and precision, and how many of the first 16 greedy tokens equal transformers'."""
+    m, v = data["meta"], data["meta"].get("versions", {})
+    items = [f"- command: `{m['command']}`",
+             f"- vkc commit `{m['vkc_commit']}`; device {m['device']}; CPU {m['cpu']}",
+             f"- llama-cpp-python {v.get('llama_cpp_python', '?')} (CPU backend, {m['threads']} threads); torch "
+             f"{v.get('torch', '?')}, transformers {v.get('transformers', '?')}",
+             f"- prompt {m['prompt']} tokens, {m['new_tokens']} new tokens; median of {m['rounds']} rounds x "
+             f"{m['repeat']} generations; load average {m['load_average_start']:.1f} at the start, "
+             f"{m['load_average_end']:.1f} at the end"]
+    head = ["model", "params", "vkc / llama.cpp", "vkc prefill tok/s", "llama.cpp prefill tok/s", "vkc/llama.cpp",
+            "vkc decode tok/s", "llama.cpp decode tok/s", "vkc/llama.cpp",
+            "leading greedy tokens = transformers' (vkc, llama.cpp)"]
+    body = []
+    for r in data["rows"]:
+        k, c = r["vkc"], r["llama_cpp"]
+        body.append([f"{r['model']} ({r['hidden']} x {r['layers']}, vocab {r['vocab']})", f"{r['params'] / 1e6:.1f} M",
+                     f"{r['precision']} / {r['llama_cpp_type']}", _f(k.get("prefill_tokens_per_s"), ".0f"),
+                     _f(c.get("prefill_tokens_per_s"), ".0f"),
+                     _div(k.get("prefill_tokens_per_s"), c.get("prefill_tokens_per_s")),
+                     _f(k.get("decode_tokens_per_s"), ".1f"), _f(c.get("decode_tokens_per_s"), ".1f"),
+                     _div(k.get("decode_tokens_per_s"), c.get("decode_tokens_per_s")),
+                     f"{_agreement(k.get('agreement', {}))}, {_agreement(c.get('agreement', {}))}"])
+    return "\n".join(items) + "\n\n" + _table(head, body) + "\n"
+
+
 def render(data: dict) -> str:
     """The tables of one JSON file, whichever benchmark wrote it."""
     if "models" in data or "gemm" in data and isinstance(data["gemm"], list):
@@ -273,7 +304,7 @@ def render(data: dict) -> str:
         return render_transformers_classes(data)
     if "settings" in data and "ort_ms" in rows[0]:
         return render_transformers_ort(data)
-    for key, fn in [("eager_ms", render_transformers_torch), ("torch_eager_ms", render_cnn_fp32),
+    for key, fn in [("llama_cpp", render_llm_decode), ("eager_ms", render_transformers_torch), ("torch_eager_ms", render_cnn_fp32),
                     ("vkc_fp16_ms", render_cnn_fp16), ("gemm", render_gemm_fp16)]:
         if key in rows[0]:
             return fn(data)
