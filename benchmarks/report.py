@@ -270,28 +270,32 @@ def _agreement(a: dict) -> str:
 
 def render_llm_decode(data: dict) -> str:
     """benchmarks/lavapipe/decode.py: vkc's and llama.cpp's prefill and decode tokens/s per model
-    and precision, and how many of the first 16 greedy tokens equal transformers'."""
+    and precision (median, best in parentheses; ratios of the medians), and how many of the first
+    16 greedy tokens equal transformers'."""
     m, v = data["meta"], data["meta"].get("versions", {})
+    busy = [r["cpu_busy"] for rounds in m.get("rounds_before", {}).values() for r in rounds]
     items = [f"- command: `{m['command']}`",
              f"- vkc commit `{m['vkc_commit']}`; device {m['device']}; CPU {m['cpu']}",
              f"- llama-cpp-python {v.get('llama_cpp_python', '?')} (CPU backend, {m['threads']} threads); torch "
              f"{v.get('torch', '?')}, transformers {v.get('transformers', '?')}",
-             f"- prompt {m['prompt']} tokens, {m['new_tokens']} new tokens; median of {m['rounds']} rounds x "
-             f"{m['repeat']} generations; load average {m['load_average_start']:.1f} at the start, "
-             f"{m['load_average_end']:.1f} at the end"]
+             f"- prompt {m['prompt']} tokens, {m['new_tokens']} new tokens; {m['rounds']} rounds x {m['repeat']} "
+             f"generations per system and row" + (f", each round after the CPU was at most {100 * max(busy):.0f}% busy "
+                                                  f"for 1 s" if busy else "")
+             + f"; load average {m['load_average_start']:.1f} at the start, {m['load_average_end']:.1f} at the end"]
     head = ["model", "params", "vkc / llama.cpp", "vkc prefill tok/s", "llama.cpp prefill tok/s", "vkc/llama.cpp",
             "vkc decode tok/s", "llama.cpp decode tok/s", "vkc/llama.cpp",
             "leading greedy tokens = transformers' (vkc, llama.cpp)"]
     body = []
     for r in data["rows"]:
         k, c = r["vkc"], r["llama_cpp"]
-        body.append([f"{r['model']} ({r['hidden']} x {r['layers']}, vocab {r['vocab']})", f"{r['params'] / 1e6:.1f} M",
-                     f"{r['precision']} / {r['llama_cpp_type']}", _f(k.get("prefill_tokens_per_s"), ".0f"),
-                     _f(c.get("prefill_tokens_per_s"), ".0f"),
-                     _div(k.get("prefill_tokens_per_s"), c.get("prefill_tokens_per_s")),
-                     _f(k.get("decode_tokens_per_s"), ".1f"), _f(c.get("decode_tokens_per_s"), ".1f"),
-                     _div(k.get("decode_tokens_per_s"), c.get("decode_tokens_per_s")),
-                     f"{_agreement(k.get('agreement', {}))}, {_agreement(c.get('agreement', {}))}"])
+        cells = [f"{r['model']} ({r['hidden']} x {r['layers']}, vocab {r['vocab']})", f"{r['params'] / 1e6:.1f} M",
+                 f"{r['precision']} / {r['llama_cpp_type']}"]
+        for key, fmt in [("prefill", ".0f"), ("decode", ".1f")]:
+            a, b = k.get(f"{key}_tokens_per_s"), c.get(f"{key}_tokens_per_s")
+            cells += [f"{_f(a, fmt)} ({_f(k.get(f'{key}_tokens_per_s_best'), fmt)})",
+                      f"{_f(b, fmt)} ({_f(c.get(f'{key}_tokens_per_s_best'), fmt)})", _div(a, b)]
+        cells.append(f"{_agreement(k.get('agreement', {}))}, {_agreement(c.get('agreement', {}))}")
+        body.append(cells)
     return "\n".join(items) + "\n\n" + _table(head, body) + "\n"
 
 

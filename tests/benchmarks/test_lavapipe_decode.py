@@ -27,3 +27,4 @@ def test_summarize_takes_the_median_and_counts_decode_steps_after_the_first_toke
     assert s["prefill_tokens_per_s"] == pytest.approx(32 / 0.2)
     assert s["decode_tokens_per_s"] == pytest.approx(64 / 2.0)
     assert s["decode_tokens_per_s_runs"] == pytest.approx([64.0, 64 / 3, 32.0])
+    assert s["prefill_tokens_per_s_best"] == pytest.approx(320.0) and s["decode_tokens_per_s_best"] == 64.0

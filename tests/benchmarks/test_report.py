@@ -54,13 +54,17 @@ def test_transformers_classes_rows_render_with_their_profile():
 def test_llm_decode_rows_render_with_ratios_and_agreement():
     meta = {"command": "python -m benchmarks.lavapipe.decode", "vkc_commit": "abc1234", "device": "llvmpipe",
             "cpu": "EPYC x 2", "threads": 2, "prompt": 32, "new_tokens": 64, "rounds": 3, "repeat": 3,
-            "load_average_start": 2.0, "load_average_end": 3.0, "versions": {"llama_cpp_python": "0.3.36"}}
+            "load_average_start": 2.0, "load_average_end": 3.0, "versions": {"llama_cpp_python": "0.3.36"},
+            "rounds_before": {"tiny": [{"cpu_busy": 0.1, "waited_s": 0.0}, {"cpu_busy": 0.2, "waited_s": 8.0}]}}
     agree = {"checked": 16, "equal_in_checked": 16}
     row = {"model": "tiny", "hidden": 256, "layers": 4, "vocab": 4096, "params": 5.2e6, "precision": "int8",
            "llama_cpp_type": "Q8_0",
-           "vkc": {"prefill_tokens_per_s": 400.0, "decode_tokens_per_s": 50.0, "agreement": agree},
+           "vkc": {"prefill_tokens_per_s": 400.0, "decode_tokens_per_s": 50.0, "prefill_tokens_per_s_best": 450.0,
+                   "decode_tokens_per_s_best": 60.0, "agreement": agree},
            "llama_cpp": {"prefill_tokens_per_s": 2000.0, "decode_tokens_per_s": 500.0,
+                         "prefill_tokens_per_s_best": 2100.0, "decode_tokens_per_s_best": 700.0,
                          "agreement": {"checked": 16, "equal_in_checked": 3}}}
     text = report.render({"meta": meta, "rows": [row]})
-    assert "| tiny (256 x 4, vocab 4096) | 5.2 M | int8 / Q8_0 | 400 | 2000 | 0.20 | 50.0 | 500.0 | 0.10 | 16/16, 3/16 |" in text
-    assert "llama-cpp-python 0.3.36" in text and "vkc commit `abc1234`" in text
+    assert ("| tiny (256 x 4, vocab 4096) | 5.2 M | int8 / Q8_0 | 400 (450) | 2000 (2100) | 0.20 | 50.0 (60.0) "
+            "| 500.0 (700.0) | 0.10 | 16/16, 3/16 |") in text
+    assert "llama-cpp-python 0.3.36" in text and "vkc commit `abc1234`" in text and "at most 20% busy" in text
