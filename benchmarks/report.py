@@ -308,8 +308,8 @@ def render(data: dict) -> str:
         return render_transformers_classes(data)
     if "settings" in data and "ort_ms" in rows[0]:
         return render_transformers_ort(data)
-    for key, fn in [("llama_cpp", render_llm_decode), ("eager_ms", render_transformers_torch), ("torch_eager_ms", render_cnn_fp32),
-                    ("vkc_fp16_ms", render_cnn_fp16), ("gemm", render_gemm_fp16)]:
+    for key, fn in [("llama_cpp", render_llm_decode), ("eager_ms", render_transformers_torch),
+                    ("torch_eager_ms", render_cnn_fp32), ("vkc_fp16_ms", render_cnn_fp16), ("gemm", render_gemm_fp16)]:
         if key in rows[0]:
             return fn(data)
     raise SystemExit("error: unknown benchmark JSON (no key this report knows); see benchmarks/report.py's docstring")

@@ -16,7 +16,8 @@ too). Rows, vkc and llama.cpp paired: fp32 / F32, fp16 / F16, int8 / Q8_0, int4 
       int8|int4` (block 32; int4 asymmetric with a zero point, Q4_0 symmetric), loaded with every
       pipeline built, one warm-up; a figure is Model.generate's wall time, as `vkc generate`
       reports it: prefill tokens/s = P / (time to the first token), decode tokens/s = (N - 1) /
-      (time from the first token to the last).
+      (time from the first token to the last). Then one decode step alone: its wall time and, from
+      Model.profile, its dispatches and each kernel's time (in the JSON).
   llama.cpp: llama-cpp-python built from its sdist with the default CPU backend, in the
       --llamacpp-python venv (benchmarks/lavapipe/decode_llamacpp.py: each type quantized from the
       F32 file by llama.cpp, n_threads 2, the prompt in one batch, greedy sampler); figures are
@@ -34,9 +35,9 @@ about 30 minutes on 2 cores):
     python3.11 -m venv /work/venvs/optimum
     /work/venvs/optimum/bin/pip install optimum-onnx "transformers<5" torch onnxruntime sentencepiece
     python3.11 -m venv /work/venvs/llamacpp
-    /work/venvs/llamacpp/bin/pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d /work/venvs/llamacpp-src
-    tar xzf /work/venvs/llamacpp-src/llama_cpp_python-0.3.36.tar.gz -C /work/venvs/llamacpp-src
-    CMAKE_BUILD_PARALLEL_LEVEL=2 /work/venvs/llamacpp/bin/pip install /work/venvs/llamacpp-src/llama_cpp_python-0.3.36.tar.gz
+    cd /work/venvs && llamacpp/bin/pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d llamacpp-src
+    tar xzf llamacpp-src/llama_cpp_python-0.3.36.tar.gz -C llamacpp-src
+    CMAKE_BUILD_PARALLEL_LEVEL=2 llamacpp/bin/pip install llamacpp-src/llama_cpp_python-0.3.36.tar.gz
 
 Prints the table (benchmarks/report.py renders it) and writes everything to --json.
 """
@@ -57,6 +58,8 @@ from benchmarks.cli import command_line, exit_on_help, vkc_commit
 
 if __name__ == "__main__":
     exit_on_help(__doc__)
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 VENVS = Path("/work/venvs")
@@ -149,6 +152,25 @@ def vkc_generation(model, prompt: list[int], new_tokens: int) -> tuple[list[int]
     return tokens, first - start, time.perf_counter() - first
 
 
+def decode_step(model, token: int, position: int, repeat: int = 20) -> dict:
+    """One decode step alone: its wall time (median, the token id fetched as generate fetches it)
+    and, from Model.profile, its dispatches and the time of each kernel (barriers between them)."""
+    feeds = {"input_ids": np.array([[token]], np.int64), "position": np.array([position], np.int64)}
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model.run(feeds, fetch=["logits_argmax"])
+        times.append(time.perf_counter() - t0)
+    kernels: dict[str, list] = {}
+    for d in model.profile(feeds, repeat=10):
+        row = kernels.setdefault(d.kernel, [0, 0.0])
+        row[0] += 1
+        row[1] += 1e3 * d.seconds
+    return {"run_ms": 1e3 * statistics.median(times), "dispatches": sum(n for n, _ in kernels.values()),
+            "profile_ms": sum(ms for _, ms in kernels.values()),
+            "kernels": dict(sorted(kernels.items(), key=lambda kv: -kv[1][1]))}
+
+
 def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[dict]]:
     from compiler.compile import compile_model
     from runtime_min import load
@@ -175,8 +197,9 @@ def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[
     try:
         for r in range(args.rounds):
             quiet.append(wait_for_quiet(args.quiet, args.quiet_wait))
-            log(f"[{name}] round {r + 1}/{args.rounds}: llama.cpp, then vkc (CPU {100 * quiet[-1]['cpu_busy']:.0f}% busy "
-                f"before it, after {quiet[-1]['waited_s']:.0f} s)")
+            busy, waited = quiet[-1]["cpu_busy"], quiet[-1]["waited_s"]
+            log(f"[{name}] round {r + 1}/{args.rounds}: llama.cpp, then vkc (CPU {100 * busy:.0f}% busy before it, "
+                f"after {waited:.0f} s)")
             llama_runs.append(run_json([args.llamacpp_python, "-m", "benchmarks.lavapipe.decode_llamacpp", "--gguf",
                                         made["gguf_f32"], "--prompt", ",".join(map(str, prompt)), "--new-tokens",
                                         str(args.new_tokens), "--threads", str(args.threads), "--repeat",
@@ -187,6 +210,8 @@ def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[
                     if got != tokens:
                         raise SystemExit(f"error: vkc {label} gave other tokens on a later run: {got} after {tokens}")
                     samples[label].append((pre, dec))
+        steps = {label: decode_step(model, tokens[-1], args.prompt + args.new_tokens // 2)
+                 for label, (model, tokens, _, _) in models.items()}
         device = next(iter(models.values()))[0].device_name
     finally:
         for model, *_ in models.values():
@@ -195,6 +220,7 @@ def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[
         _, _, kind = ROWS[label]
         model, tokens, compile_s, size = models[label]
         vkc = {"device": device, "compile_s": compile_s, "bundle_bytes": size, "tokens": tokens,
+               "decode_step": steps[label],
                "agreement": agreement(tokens, reference, margins), **summarize(samples[label], args.prompt,
                                                                                args.new_tokens)}
         runs = [lr["types"][kind] for lr in llama_runs]
