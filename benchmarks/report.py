@@ -273,14 +273,16 @@ def render_llm_decode(data: dict) -> str:
     and precision (median, best in parentheses; ratios of the medians), and how many of the first
     16 greedy tokens equal transformers'."""
     m, v = data["meta"], data["meta"].get("versions", {})
-    busy = [r["cpu_busy"] for rounds in m.get("rounds_before", {}).values() for r in rounds]
+    blocks = [b for rounds in m.get("turns", {}).values() for r in rounds for b in r.values()]
+    during = sorted(b["others_during"] for b in blocks)
     items = [f"- command: `{m['command']}`",
              f"- vkc commit `{m['vkc_commit']}`; device {m['device']}; CPU {m['cpu']}",
              f"- llama-cpp-python {v.get('llama_cpp_python', '?')} (CPU backend, {m['threads']} threads); torch "
              f"{v.get('torch', '?')}, transformers {v.get('transformers', '?')}",
              f"- prompt {m['prompt']} tokens, {m['new_tokens']} new tokens; {m['rounds']} rounds x {m['repeat']} "
-             f"generations per system and row" + (f", each round after the CPU was at most {100 * max(busy):.0f}% busy "
-                                                  f"for 1 s" if busy else "")
+             f"generations per system and row"
+             + (f"; other processes took {100 * during[len(during) // 2]:.0f}% of the CPU while a system ran (median "
+                f"of {len(during)} turns, at most {100 * during[-1]:.0f}%)" if during else "")
              + f"; load average {m['load_average_start']:.1f} at the start, {m['load_average_end']:.1f} at the end"]
     head = ["model", "params", "vkc / llama.cpp", "vkc prefill tok/s", "llama.cpp prefill tok/s", "vkc/llama.cpp",
             "vkc decode tok/s", "llama.cpp decode tok/s", "vkc/llama.cpp",

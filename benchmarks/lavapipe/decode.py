@@ -22,9 +22,10 @@ too). Rows, vkc and llama.cpp paired: fp32 / F32, fp16 / F16, int8 / Q8_0, int4 
       --llamacpp-python venv (benchmarks/lavapipe/decode_llamacpp.py: each type quantized from the
       F32 file by llama.cpp, n_threads 2, the prompt in one batch, greedy sampler); figures are
       its own timings (llama_perf_context: prompt eval and eval), which leave out Python's loop.
-Each of --rounds waits for a quiet machine (--quiet, --quiet-wait), then runs llama.cpp (all
-types) and vkc (all rows), --repeat generations each; a figure is the median over all of them, so
-that load from other processes hits both alike, and the best is kept beside it.
+Each of --rounds runs llama.cpp (all types) and then vkc (all rows), --repeat generations each,
+each system after waiting for a quiet machine (--quiet, --quiet-wait); a figure is the median over
+all of them, so that load from other processes hits both alike, and the best is kept beside it.
+The share of the CPU other processes took while each system ran is in the JSON.
 Agreement: how many leading greedy tokens equal transformers' (of the first 16 and of all N); on
 random weights the top two logits are often close (the JSON keeps each step's margin), so the
 lower precisions may part from the reference at a near-tie.
@@ -114,24 +115,37 @@ def figures_of(key: str, rates: list[float]) -> dict:
     return {f"{key}_tokens_per_s": statistics.median(rates), f"{key}_tokens_per_s_best": max(rates)}
 
 
-def cpu_busy(seconds: float = 1.0) -> float:
-    """The share of the machine's CPU time spent busy over `seconds` (/proc/stat), by every process."""
-    def snap():
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # idle + iowait
-    (t0, i0), _, (t1, i1) = snap(), time.sleep(seconds), snap()
-    return 1 - (i1 - i0) / max(1, t1 - t0)
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds so far: the machine's busy time (/proc/stat: every process, steal included) and
+    this process's own with its finished children's."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    t = os.times()
+    return ((sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK"),
+            t.user + t.system + t.children_user + t.children_system)
+
+
+class OthersShare:
+    """The share of the machine's CPU that other processes took while the block ran."""
+
+    def __enter__(self):
+        self.start = (time.perf_counter(), *cpu_seconds())
+        return self
+
+    def __exit__(self, *exc):
+        (t0, busy0, own0), t1, (busy1, own1) = self.start, time.perf_counter(), cpu_seconds()
+        self.share = max(0.0, (busy1 - busy0 - (own1 - own0)) / (max(t1 - t0, 1e-3) * (os.cpu_count() or 1)))
 
 
 def wait_for_quiet(limit: float, wait_s: float) -> dict:
-    """Wait (up to wait_s) until other processes use at most `limit` of the CPU: a round starts on
-    a quiet machine where one comes, and says how busy it was where none did."""
+    """Wait (up to wait_s) until other processes take at most `limit` of the CPU over 1 s: a block
+    starts on a quiet machine where one comes, and says how busy it was where none did."""
     start = time.perf_counter()
     while True:
-        busy = cpu_busy()
+        with OthersShare() as others:
+            time.sleep(1)
         waited = time.perf_counter() - start
-        if busy <= limit or waited >= wait_s:
-            return {"cpu_busy": busy, "waited_s": waited}
+        if others.share <= limit or waited >= wait_s:
+            return {"busy_before": others.share, "waited_s": waited}
         time.sleep(4)
 
 
@@ -193,23 +207,31 @@ def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[
         tokens, _, _ = vkc_generation(model, prompt, args.new_tokens)  # warm-up
         models[label] = (model, tokens, compile_s, len(bundle))
     samples: dict[str, list] = {label: [] for label in args.rows}
-    llama_runs, quiet = [], []
+    llama_runs, rounds = [], []
     try:
         for r in range(args.rounds):
-            quiet.append(wait_for_quiet(args.quiet, args.quiet_wait))
-            busy, waited = quiet[-1]["cpu_busy"], quiet[-1]["waited_s"]
-            log(f"[{name}] round {r + 1}/{args.rounds}: llama.cpp, then vkc (CPU {100 * busy:.0f}% busy before it, "
-                f"after {waited:.0f} s)")
-            llama_runs.append(run_json([args.llamacpp_python, "-m", "benchmarks.lavapipe.decode_llamacpp", "--gguf",
-                                        made["gguf_f32"], "--prompt", ",".join(map(str, prompt)), "--new-tokens",
-                                        str(args.new_tokens), "--threads", str(args.threads), "--repeat",
-                                        str(args.repeat), "--types", ",".join(ROWS[lb][2] for lb in args.rows)]))
-            for label, (model, tokens, _, _) in models.items():
-                for _ in range(args.repeat):
-                    got, pre, dec = vkc_generation(model, prompt, args.new_tokens)
-                    if got != tokens:
-                        raise SystemExit(f"error: vkc {label} gave other tokens on a later run: {got} after {tokens}")
-                    samples[label].append((pre, dec))
+            rounds.append({})
+            for system in ("llama_cpp", "vkc"):
+                rounds[-1][system] = wait_for_quiet(args.quiet, args.quiet_wait)
+                log(f"[{name}] round {r + 1}/{args.rounds}, {system}: the CPU "
+                    f"{100 * rounds[-1][system]['busy_before']:.0f}% busy before it, after "
+                    f"{rounds[-1][system]['waited_s']:.0f} s")
+                with OthersShare() as others:
+                    if system == "llama_cpp":
+                        llama_runs.append(run_json([
+                            args.llamacpp_python, "-m", "benchmarks.lavapipe.decode_llamacpp", "--gguf",
+                            made["gguf_f32"], "--prompt", ",".join(map(str, prompt)), "--new-tokens",
+                            str(args.new_tokens), "--threads", str(args.threads), "--repeat", str(args.repeat),
+                            "--types", ",".join(ROWS[lb][2] for lb in args.rows)]))
+                    else:
+                        for label, (model, tokens, _, _) in models.items():
+                            for _ in range(args.repeat):
+                                got, pre, dec = vkc_generation(model, prompt, args.new_tokens)
+                                if got != tokens:
+                                    raise SystemExit(f"error: vkc {label} gave other tokens on a later run: {got} "
+                                                     f"after {tokens}")
+                                samples[label].append((pre, dec))
+                rounds[-1][system]["others_during"] = others.share
         steps = {label: decode_step(model, tokens[-1], args.prompt + args.new_tokens // 2)
                  for label, (model, tokens, _, _) in models.items()}
         device = next(iter(models.values()))[0].device_name
@@ -238,7 +260,7 @@ def measure_size(name: str, args, folder: Path) -> tuple[list[dict], dict, list[
                             "onnxruntime_agreement": agreement(made["onnxruntime_tokens"], reference, margins)}
     versions = {**made["versions"], "llama_cpp_python": llama_runs[0]["llama_cpp_python"],
                 "llama_cpp_system_info": llama_runs[0]["system_info"]}
-    return rows, versions, quiet
+    return rows, versions, rounds
 
 
 def cpu_name() -> str:
@@ -261,7 +283,7 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="generations per system and row in each round")
     p.add_argument("--threads", type=int, default=2, help="llama.cpp's threads")
     p.add_argument("--quiet", type=float, default=0.25,
-                   help="a round waits until the CPU is at most this busy (a share, over 1 s) ...")
+                   help="each system's turn in a round waits until others take at most this share of the CPU ...")
     p.add_argument("--quiet-wait", type=float, default=300, help="... or this many seconds have passed")
     p.add_argument("--hf-python", default=str(VENVS / "optimum/bin/python"),
                    help="a python with torch, transformers < 5, optimum-onnx, onnxruntime and sentencepiece")
@@ -285,11 +307,11 @@ def main() -> None:
     meta = {"command": command_line(), "vkc_commit": vkc_commit(), "cpu": f"{cpu_name()} x {os.cpu_count()}",
             "prompt": args.prompt, "new_tokens": args.new_tokens, "rounds": args.rounds, "repeat": args.repeat,
             "threads": args.threads, "quiet": args.quiet, "quiet_wait_s": args.quiet_wait,
-            "load_average_start": os.getloadavg()[0], "rounds_before": {}}
+            "load_average_start": os.getloadavg()[0], "turns": {}}
     rows = []
     for name in sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            got, meta["versions"], meta["rounds_before"][name] = measure_size(name, args, Path(tmp))
+            got, meta["versions"], meta["turns"][name] = measure_size(name, args, Path(tmp))
             rows += got
     meta["load_average_end"] = os.getloadavg()[0]
     meta["device"] = rows[0]["vkc"]["device"]

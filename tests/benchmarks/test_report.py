@@ -55,7 +55,8 @@ def test_llm_decode_rows_render_with_ratios_and_agreement():
     meta = {"command": "python -m benchmarks.lavapipe.decode", "vkc_commit": "abc1234", "device": "llvmpipe",
             "cpu": "EPYC x 2", "threads": 2, "prompt": 32, "new_tokens": 64, "rounds": 3, "repeat": 3,
             "load_average_start": 2.0, "load_average_end": 3.0, "versions": {"llama_cpp_python": "0.3.36"},
-            "rounds_before": {"tiny": [{"cpu_busy": 0.1, "waited_s": 0.0}, {"cpu_busy": 0.2, "waited_s": 8.0}]}}
+            "turns": {"tiny": [{"llama_cpp": {"others_during": 0.02}, "vkc": {"others_during": 0.2}},
+                                {"llama_cpp": {"others_during": 0.05}, "vkc": {"others_during": 0.01}}]}}
     agree = {"checked": 16, "equal_in_checked": 16}
     row = {"model": "tiny", "hidden": 256, "layers": 4, "vocab": 4096, "params": 5.2e6, "precision": "int8",
            "llama_cpp_type": "Q8_0",
@@ -67,4 +68,4 @@ def test_llm_decode_rows_render_with_ratios_and_agreement():
     text = report.render({"meta": meta, "rows": [row]})
     assert ("| tiny (256 x 4, vocab 4096) | 5.2 M | int8 / Q8_0 | 400 (450) | 2000 (2100) | 0.20 | 50.0 (60.0) "
             "| 500.0 (700.0) | 0.10 | 16/16, 3/16 |") in text
-    assert "llama-cpp-python 0.3.36" in text and "vkc commit `abc1234`" in text and "at most 20% busy" in text
+    assert "llama-cpp-python 0.3.36" in text and "vkc commit `abc1234`" in text and "5% of the CPU while a system ran (median of 4 turns, at most 20%)" in text
