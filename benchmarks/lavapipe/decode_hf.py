@@ -63,22 +63,9 @@ def transformers_greedy(model, prompt: list[int], steps: int) -> tuple[list[int]
 
 
 def onnxruntime_greedy(path: Path, prompt: list[int], steps: int) -> list[int]:
-    """The export's own greedy loop under onnxruntime: the grown cache fed back."""
-    import onnxruntime as ort
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
-            for i in sess.get_inputs() if i.name.startswith("past_key_values")}
-    feed, filled, tokens = np.array([prompt], np.int64), 0, []
-    for _ in range(steps):
-        s = feed.shape[1]
-        out = dict(zip(names, sess.run(None, {"input_ids": feed, "attention_mask": np.ones((1, filled + s), np.int64),
-                                              "position_ids": np.arange(filled, filled + s)[None], **past})))
-        filled += s
-        past = {k: out[k.replace("past_key_values", "present")] for k in past}
-        tokens.append(int(np.argmax(out["logits"][0, -1])))
-        feed = np.array([[tokens[-1]]], np.int64)
-    return tokens
+    """The export's own greedy loop under onnxruntime, as the optimum fixtures check theirs."""
+    from tests.models.fixtures.make_optimum import onnxruntime_greedy as greedy
+    return greedy(path, steps, prompt)
 
 
 def main() -> None:
