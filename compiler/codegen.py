@@ -29,6 +29,7 @@ from templates import TEMPLATE_DIR
 
 from .errors import CompileError
 from .lower.kernel import Kernel
+from .spirv_modulo import unsigned_modulo
 
 TARGET_ENV = "vulkan1.1"
 
@@ -193,11 +194,11 @@ def target_env_for(source: str) -> str:
 
 @lru_cache(maxsize=4096)
 def compile_glsl(source: str, name: str = "kernel", target_env: str | None = None) -> bytes:
-    """SPIR-V for a GLSL compute shader (for `target_env`, by default `target_env_for(source)`);
-    memoized in-process and on disk by the hash of source, environment and toolchain."""
+    """SPIR-V for a GLSL compute shader (for `target_env`, by default `target_env_for(source)`),
+    its signed remainders made unsigned (spirv_modulo); memoized in-process and on disk by the hash of source, environment and toolchain."""
     tc = toolchain_for(source)
     env = target_env or target_env_for(source)
-    key = hashlib.sha256(f"{tc.identity}\0{env}\0{source}".encode()).hexdigest()
+    key = hashlib.sha256(f"{tc.identity}\0{env}\0unsigned-modulo\0{source}".encode()).hexdigest()
     cache = _spirv_cache()
     cached = cache / f"{key}.spv" if cache else None
     if cached and cached.exists():
@@ -207,6 +208,7 @@ def compile_glsl(source: str, name: str = "kernel", target_env: str | None = Non
         numbered = "\n".join(f"{i + 1:4d} {line}" for i, line in enumerate(source.splitlines()))
         raise CompileError(f"the GLSL compiler rejected kernel '{name}' (a vkc bug; please report "
                            f"it):\n{messages}\n{numbered}")
+    spirv = unsigned_modulo(spirv)   # signed remainders of negatives differ by driver: see spirv_modulo
     if cached:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
