@@ -1,13 +1,15 @@
 """ArgMax and ArgMin against onnxruntime, index for index: rows split over invocations (GPU
 profiles) or walked by one (lavapipe), inner axes, ties to the first index and, with
 select_last_index, the last, keepdims, negative axes, int32 / int64 / float16 inputs; an LLM's
-vocabulary row."""
+vocabulary row, split into chunks that workgroups of their own scan."""
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from bundles import read_bundle
 from compiler import compile_model
+from runtime_min import load
 from compiler.errors import CompileError
 from tests.harness import check_against_onnxruntime
 
@@ -53,3 +55,30 @@ def test_arg_reduce(shape, axis, kw, op, target):
 def test_empty_axis_refused():
     with pytest.raises(CompileError, match="axis 1 .* is empty"):
         compile_model(arg_model("ArgMax", [3, 0], 1), target="lavapipe")
+
+
+def kernels(model, target):
+    m = read_bundle(compile_model(model, target=target)).manifest
+    return [m["kernels"][d["kernel"]]["name"] for d in m["dispatches"]]
+
+
+@pytest.mark.parametrize("target", ["lavapipe", "nvidia"])
+def test_long_rows_split_into_chunks(target):
+    """A few long rows take a workgroup a chunk and a second pass; ties across chunks still go to
+    the first index (the last with select_last_index), here on Llama-3's vocabulary."""
+    model = arg_model("ArgMax", [2, 128256], -1, keepdims=0)
+    assert kernels(model, target) == ["arg_reduce", "arg_reduce"]
+    x = np.random.default_rng(1).integers(-4, 5, [2, 128256]).astype(np.float16)
+    x[:, [5, 70000, 128255]] = 9   # the same maximum in three chunks
+    check_against_onnxruntime(arg_model("ArgMax", [2, 128256], -1, keepdims=0, dtype=np.float16),
+                              feeds={"x": x}, target=target, exact=True)
+    check_against_onnxruntime(arg_model("ArgMin", [2, 128256], -1, last=1), feeds={"x": -x.astype(np.float32)},
+                              target=target, exact=True)
+
+
+def test_nan_in_a_later_chunk_wins_as_numpy():
+    x = np.random.default_rng(2).standard_normal([1, 50000]).astype(np.float32)
+    x[0, [30000, 41000]] = np.nan
+    x[0, 10] = 100.0
+    with load(compile_model(arg_model("ArgMax", [1, 50000], -1), target="lavapipe")) as m:
+        assert m.run({"x": x})["y"].item() == np.argmax(x) == 30000
