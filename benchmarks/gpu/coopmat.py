@@ -238,15 +238,14 @@ SWEEP = [((2, 4, 4, 2), 32, 8, 2), ((4, 2, 2, 4), 32, 8, 2), ((2, 4, 4, 2), 32, 
          ((2, 4, 4, 2), 64, 8, 1), ((4, 2, 4, 4), 32, 8, 1), ((2, 4, 4, 4), 32, 8, 1),
          ((2, 2, 4, 4), 64, 8, 1), ((4, 2, 2, 4), 64, 8, 1), ((4, 2, 2, 2), 64, 8, 1),
          ((4, 4, 2, 2), 32, 8, 1), ((2, 2, 2, 2), 64, 8, 1),
-         # 11-14 (session 13): half the invocations a workgroup, for two or more workgroups a core
+         # 11-14: half the invocations a workgroup, for two or more workgroups a core
          ((2, 2, 4, 2), 64, 8, 1), ((2, 2, 2, 4), 64, 8, 1), ((1, 4, 4, 2), 64, 8, 1), ((2, 2, 4, 2), 32, 8, 2),
          # 15-16: two K steps in flight (a Target field) on the large tiles. Tiles walked in groups of
-         # 8 or 16 rows for L2 reuse were measured in session 13 too (1-2 % at 8192^3) and dropped.
+         # 8 or 16 rows for L2 reuse gained 1-2 % at 8192^3 and were dropped.
          ((2, 4, 4, 2), 64, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8)),
-         # Session 14 measured entry 0 with two K steps in flight, its next step written between its
-         # first fragments and the rest (constant buffer indices): 6.51 ms at 8192^3 against 4.03 for
-         # entry 3, 6.64 without them; dropped. Session 15 moved the two-buffer stash ahead of the
-         # products (entry 0: 166 -> 212 TFLOP/s).
+         # Entry 0 with two K steps in flight, its next step written between its first fragments and
+         # the rest (constant buffer indices), took 6.51 ms at 8192^3 against 4.03 for entry 3: dropped.
+         # The two-buffer stash sits ahead of the products (entry 0: 166 -> 212 TFLOP/s).
          # 17: four subgroups of 4x4 accumulators, two workgroups an SM (tune's PAIRED_TILE); 18: the
          # 128x256 tile in K steps of 48 (a K that is a multiple of 48 keeps it whole).
          ((2, 2, 4, 4), 32, 8, 1, dict(coopmat_deep_prefetch=8)), ((2, 4, 4, 4), 48, 8, 1),

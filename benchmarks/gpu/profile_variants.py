@@ -44,7 +44,7 @@ VARIANTS = {
     "sf792": replace(NV, splitk_workgroups=792),
     "sf528fused": replace(NV, splitk_fused_sums=64),
     "shrink-first": replace(NV, splitk_workgroups=0),
-    "shrink-first-fused": replace(NV, splitk_workgroups=0, splitk_fused_sums=64),   # session 6's
+    "shrink-first-fused": replace(NV, splitk_workgroups=0, splitk_fused_sums=64),
     "sk2": replace(NV, splitk_min_steps=2),
     "sk8": replace(NV, splitk_min_steps=8),
     # the 32x32 tile as one subgroup of 2x2 accumulators instead of four of one

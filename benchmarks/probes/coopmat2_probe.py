@@ -91,7 +91,7 @@ class Gpu:
 
         # The features, read first (to report coopmat2's), then only the needed ones enabled: no
         # robustness features (vkc's runtime enables robustBufferAccess unless told not to; on an
-        # H200 it made no difference to the coopmat2 kernels' times, session 14).
+        # H200 it made no difference to the coopmat2 kernels' times).
         f11 = new("VkPhysicalDeviceVulkan11Features", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
         f12 = new("VkPhysicalDeviceVulkan12Features", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES)
         f13 = new("VkPhysicalDeviceVulkan13Features", sType=vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES)
