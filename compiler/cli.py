@@ -28,6 +28,7 @@ from . import verify_layers
 from .check import check_model
 from .compile import compile_model, target_list
 from .targets import DEFAULT_TARGETS
+from .tokenizer import DEFAULT_NAME as DEFAULT_TOKENIZER, encode, load_tokenizer, tokenizer_path
 from .errors import CompileError
 from .frontend import load_model, one_line
 from .output_file import OutputError, check_output, write_atomically
@@ -495,23 +496,46 @@ def run(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
 
 @app.command()
 def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
-             prompt_ids: str = typer.Option(..., "--prompt-ids", help="The prompt's token ids: ID,ID,..."),
+             prompt_ids: Optional[str] = typer.Option(None, "--prompt-ids", help="The prompt's token ids: ID,ID,..."),
+             prompt: Optional[str] = typer.Option(None, "--prompt", help="The prompt as text, encoded by the "
+                                                  "tokenizer (needs `pip install 'vkc[text]'`)."),
+             tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", dir_okay=False, help="A Hugging "
+                                                      "Face tokenizer.json (default: the one beside the bundle, if "
+                                                      "any); with it, the tokens are printed as text too."),
              max_new_tokens: int = typer.Option(32, "--max-new-tokens", min=0),
              temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0: greedy."),
              top_k: int = typer.Option(0, "--top-k", min=0, help="Sample from the k likeliest (0: all)."),
              top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
              eos: Optional[int] = typer.Option(None, "--eos", help="Stop after this token id."),
              seed: int = SeedOpt, device: Optional[str] = DeviceOpt, target: Optional[str] = RunTargetOpt):
-    """Generate tokens with a decoder bundle whose KV cache is its state; print them and tokens/s."""
+    """Generate tokens with a decoder bundle whose KV cache is its state; print them (and their text,
+    given a tokenizer) and tokens/s."""
+    if (prompt is None) == (prompt_ids is None):
+        _fail("give the prompt as --prompt TEXT (with a tokenizer.json) or as --prompt-ids ID,ID,..., one of them.")
+    text = tokenizer_path(bundle, tokenizer)
+    if prompt is not None and text is None:
+        _fail(f"--prompt needs a tokenizer: no {DEFAULT_TOKENIZER} beside {bundle.name}; give --tokenizer "
+              "PATH (the model folder's) or --prompt-ids.")
     try:
-        prompt = [int(t) for t in prompt_ids.split(",") if t.strip()]
-    except ValueError:
-        _fail(f"--prompt-ids {prompt_ids!r} is not a list of integers (ID,ID,...).")
+        text = text and load_tokenizer(text)
+    except ValueError as exc:
+        _fail(str(exc))
+    if prompt_ids is not None:
+        try:
+            ids = [int(t) for t in prompt_ids.split(",") if t.strip()]
+        except ValueError:
+            _fail(f"--prompt-ids {prompt_ids!r} is not a list of integers (ID,ID,...).")
     model = _load(bundle, _device_arg(device), target)
     with model:
+        if prompt is not None:
+            vocabulary = next((o.shape[-1] for o in model.outputs if o.name == "logits"), None)
+            try:
+                ids = encode(text, prompt, vocabulary)
+            except ValueError as exc:
+                _fail(str(exc))
         start, tokens, first = time.perf_counter(), [], None
         try:
-            for token in model.generate(prompt, max_new_tokens, eos_token_id=eos, temperature=temperature,
+            for token in model.generate(ids, max_new_tokens, eos_token_id=eos, temperature=temperature,
                                         top_k=top_k, top_p=top_p or 1.0, seed=seed):
                 first = first or time.perf_counter()
                 tokens.append(token)
@@ -519,13 +543,15 @@ def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             _fail(str(exc))
         end = time.perf_counter()
     console.print(" ".join(map(str, tokens)), highlight=False)
+    if text:
+        console.print(text.decode(tokens), highlight=False, markup=False)
     if tokens:
         decode = f", decode {(len(tokens) - 1) / (end - first):.1f} tokens/s" if len(tokens) > 1 else ""
         picked = ("argmax on the device" if temperature == 0 and argmax_output(model) else
                   "argmax on the host (compile with --argmax-output logits to pick on the device)"
                   if temperature == 0 else "sampled on the host")
-        console.print(f"prefill {len(prompt)} tokens in {1e3 * (first - start):.1f} ms "
-                      f"({len(prompt) / (first - start):.1f} tokens/s){decode} on {model.device_name}; "
+        console.print(f"prefill {len(ids)} tokens in {1e3 * (first - start):.1f} ms "
+                      f"({len(ids) / (first - start):.1f} tokens/s){decode} on {model.device_name}; "
                       f"{picked}", highlight=False)
 
 

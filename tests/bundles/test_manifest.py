@@ -144,7 +144,7 @@ def test_sample_is_valid(manifest):
     check(manifest)
 
 
-@pytest.mark.parametrize("path, value, fragment", CASES, ids=[f"{p}={v!r}"[:60] for p, v, _ in CASES])
+@pytest.mark.parametrize("path, value, fragment", CASES, ids=[(f"{p}=" + ("deleted" if v is DELETE else repr(v)))[:60] for p, v, _ in CASES])
 def test_rule(manifest, path, value, fragment):
     set_path(manifest, path, value)
     if fragment is None:
