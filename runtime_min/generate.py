@@ -31,14 +31,25 @@ class Sampler:
         logits = np.asarray(logits, np.float64)
         if self.temperature == 0:
             return int(np.argmax(logits))
-        order = np.argsort(-logits, kind="stable")
-        if self.top_k:
-            order = order[:self.top_k]
+        order = _largest(logits, self.top_k) if self.top_k else np.argsort(-logits, kind="stable")
         z = (logits[order] - logits[order[0]]) / self.temperature
         p = np.exp(z) / np.exp(z).sum()
         keep = min(int(np.searchsorted(np.cumsum(p), self.top_p)) + 1, len(p))  # the fewest whose mass reaches top_p
         p = p[:keep] / p[:keep].sum()
         return int(order[self.rng.choice(keep, p=p)])
+
+
+def _largest(logits: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the k largest logits, largest first, ties to the lower index: what a stable
+    sort's first k are, without sorting a whole vocabulary (13 ms a token at 128 K entries)."""
+    if k >= len(logits):
+        return np.argsort(-logits, kind="stable")
+    kth = np.partition(logits, len(logits) - k)[len(logits) - k]
+    if np.isnan(kth):
+        return np.argsort(-logits, kind="stable")[:k]
+    above = np.flatnonzero(logits > kth)
+    picked = np.concatenate([above, np.flatnonzero(logits == kth)[:k - len(above)]])
+    return picked[np.lexsort((picked, -logits[picked]))]
 
 
 def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sampler: Sampler | None = None,

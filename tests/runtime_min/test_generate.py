@@ -10,7 +10,7 @@ from tests.llm_models import onnxruntime_greedy, tiny_llama
 
 from compiler.compile import compile_model
 from runtime_min import load
-from runtime_min.generate import Sampler
+from runtime_min.generate import Sampler, _largest
 
 PROMPT = [3, 17, 42, 5, 9, 11, 2]
 STEPS = 33
@@ -135,6 +135,19 @@ def test_sampler_rules():
     assert Sampler()(logits) == 1
     assert {Sampler(1.0, top_k=2, seed=s)(logits) for s in range(50)} == {1, 3}
     assert {Sampler(1.0, top_p=0.01, seed=s)(logits) for s in range(20)} == {1}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_top_k_is_a_stable_sorts_first_k(ties):
+    """The top-k candidates come in a stable sort's order without sorting the vocabulary: ties
+    (many at the k-th value) to the lower index, infinities included."""
+    rng = np.random.default_rng(int(ties))
+    for _ in range(100):
+        n = int(rng.integers(1, 300))
+        x = rng.integers(-3, 4, n).astype(np.float64) if ties else rng.standard_normal(n)
+        x[rng.integers(0, n, 2)] = [np.inf, -np.inf]
+        for k in (1, int(rng.integers(1, n + 1)), n, n + 2):
+            assert np.array_equal(_largest(x, k), np.argsort(-x, kind="stable")[:k])
 
 
 def test_eos_stops(bundle, llama):
