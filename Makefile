@@ -9,7 +9,7 @@ PEERS  ?= ort
 help:
 	@echo "make setup        apt packages (Vulkan/lavapipe, validation layer) + $(VENV) (pip: vkc, its shader toolchain)"
 	@echo "make demo         setup, then compile/inspect/verify light_squeezenet (shipped + random weights)"
-	@echo "make test         the test suite (the tests turn the Khronos validation layer on themselves)"
+	@echo "make test         the test suite, a worker per core (the tests turn the Khronos validation layer on themselves)"
 	@echo "make bench        models, GEMMs, conv layers: vkc vs onnxruntime (+ ncnn, IREE with pip install -e '.[bench]')"
 	@echo "make bench-smoke  the benchmark on the MLP, 2 runs"
 
@@ -20,7 +20,7 @@ demo: setup
 	$(PY) -m benchmarks.demo
 
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n auto --dist loadfile tests
 
 bench: setup
 	$(PY) -m benchmarks.bench --peers $(PEERS) --gemm --convs --profile --json out/bench.json
