@@ -594,8 +594,10 @@ def lower_gemm(node, target):
                   data=np.ascontiguousarray(b.data.T))
         trans_b = 0
     alpha, beta = float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0))
-    M, N = out.shape
-    K = a.shape[0] if trans_a else a.shape[1]
+    # A's rows may come grouped in leading dims ([..., K]: move_row_transposes regroups them so an
+    # attention writes them in place); Y's are grouped alike.
+    M, N = prod(out.shape[:-1]), out.shape[-1]
+    K = a.shape[0] if trans_a else a.shape[-1]
     strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0, SC_M=N, SC_N=1,
                    SA_M=1 if trans_a else K, SA_K=M if trans_a else 1,
                    SB_K=1 if trans_b else N, SB_N=K if trans_b else 1)

@@ -71,6 +71,26 @@ def mlp():
     return MLP(), [float_input("input", [1, 784])], {"class": "MLP 784-64-10"}
 
 
+class SeqFirstAttention(torch.nn.Module):
+    """torch.nn.MultiheadAttention in its default sequence-first layout inside a batch-first block,
+    as WavLM and other audio encoders call it: the out projection is a Gemm over [S * B, E]
+    rows, viewed [S, B, E] and transposed back."""
+
+    def __init__(self, embed: int = 32, heads: int = 2):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(embed, heads)
+        self.norm = torch.nn.LayerNorm(embed)
+
+    def forward(self, x):
+        seq_first = x.transpose(0, 1)
+        y, _ = self.attention(seq_first, seq_first, seq_first)   # need_weights: the bmm path
+        return self.norm(x + y.transpose(0, 1))
+
+
+def seq_first_attention():
+    return SeqFirstAttention(), [float_input("input", [1, 6, 32])], {"class": "MultiheadAttention (seq-first)"}
+
+
 # name -> (build, what it covers, None (a dynamic batch axis) or the batch variants compiled from a
 # static batch-1 export)
 FIXTURES = {
@@ -90,6 +110,9 @@ FIXTURES = {
     "swin_hf_default": (hf_swin, "transformers' Swin: windows viewed twice, separate Q, K and V "
                         "projections, bias and window mask one constant", None),
     "mobilenet_v3_default": (mobilenet, "depthwise convolutions, hardswish, squeeze-excitation", None),
+    "mha_seq_first_default": (seq_first_attention, "nn.MultiheadAttention sequence-first in a batch-first "
+                              "block (WavLM's form): the out projection's Gemm over [S * B, E] rows "
+                              "between transposes", None),
     "mlp_static_out": (mlp, "a graph exported at batch 1 (declared output [1, 10]) compiled with batch "
                        "variants 1 and 4", [1, 4]),
 }
