@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx, reaches_only, written_in_shape
+from .fuse_attention import scaling_factor
 from .sink_row_selection import row_selection
 
 
@@ -76,16 +77,10 @@ def _row_bias(graph: Graph, y: Value) -> Node | None:
     return add if ok else None
 
 
-def _scaling(node: Node) -> bool:
-    """A Mul or Div by one constant (Q's and K's scale before attention's first MatMul)."""
-    return is_onnx(node, "Mul", "Div") and any(
-        v is not None and v.is_constant and v.size == 1 for v in node.inputs)
-
-
 def _feeds_attention(graph: Graph, v: Value) -> bool:
     return reaches_only(
         graph, v, ends=lambda n: is_onnx(n, "MatMul"),
-        through=lambda n: (is_onnx(n, "Transpose", "Split") or _scaling(n) or (
+        through=lambda n: (is_onnx(n, "Transpose", "Split") or scaling_factor(graph, n) is not None or (
             is_onnx(n, "Gather") and n.inputs[1].is_constant and n.inputs[1].data.ndim == 0)
             or (is_onnx(n, "Slice") and row_selection(graph, n) is not None)))
 
