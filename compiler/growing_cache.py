@@ -19,7 +19,10 @@ compile_model(..., max_context=N) compiles it for N cache rows, for each shape v
   (a count read at run time: one bundle serves every position);
 - a value computed from position_ids and constants alone (the rotary cos and sin) is computed
   here for positions 0..N-1 and its rows gathered at run time (fuse_rotary then makes
-  rotate_half over such rows one rotary kernel reading the positions).
+  rotate_half over such rows one rotary kernel reading the positions);
+- an export without position_ids (Gemma's) counts them from the past's length with a Range,
+  proven arange(P, P + S) at two past lengths: the rotary angles read position + arange(S)
+  instead, and the causal mask keeps the Range.
 
 What makes it provably that form: the graph is also built at a past of another length, and
 each value computed from the past's length (a constant that differs between the two) may only
@@ -146,14 +149,17 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     shapes = form.shapes(given, capacity, 0)
     rows = shapes[IDS][1]
     full = capacity - rows
+    other = 1 if full != 1 else 2   # a second past length, to prove what is computed from it
     graph = to_ir(model, form.shapes(given, capacity, full))
     names = {t.name for t in model.graph.initializer}
     weights = {v.name: v.data for v in graph.values() if v.is_constant and v.name in names}
-    graph = front(_derive_inputs(graph, form))
-    # the same graph after a past of 1 row (2 where a full cache is 1 row), sharing the weights:
-    # what differs is computed from the past's length
-    reference = to_ir(model, form.shapes(given, capacity, 1 if full != 1 else 2), weights)
-    reference = front(_derive_inputs(reference, form))
+    counted = None if POSITIONS in form.inputs else _counted_positions(model, form, given, capacity, (full, other),
+                                                                        weights, front)
+    graph = front(_derive_inputs(graph, form, counted))
+    # the same graph after a past of `other` rows, sharing the weights: what differs is computed
+    # from the past's length
+    reference = to_ir(model, form.shapes(given, capacity, other), weights)
+    reference = front(_derive_inputs(reference, form, counted))
     growing = GrowingCache(_input(graph, POSITION), rows, capacity)
     growing.past_dependent = _past_dependent(graph, reference, rows, form, set(weights))
     _tabulate_positions(graph, capacity, rows)
@@ -166,9 +172,30 @@ def _input(graph: Graph, name: str) -> Value:
     return next(v for v in graph.inputs if v.name == name)
 
 
-def _derive_inputs(graph: Graph, form: Form) -> Graph:
+def _counted_positions(model: onnx.ModelProto, form: Form, given: dict | None, capacity: int, pasts: tuple,
+                       weights: dict, front) -> str | None:
+    """Where an export takes no position_ids, the Range it counts the positions with from the
+    past's length (transformers' cache_position = arange(P, P + S)): its output's name, where
+    it is arange(P, P + S) at both past lengths; None if no Range is."""
+    ranges = [n.output[0] for n in model.graph.node if n.op_type == "Range"]
+    for past in pasts if ranges else ():
+        graph = to_ir(model, form.shapes(given, capacity, past), weights)
+        graph.outputs += [v for v in graph.values() if v.name in ranges]   # kept through folding
+        values = {v.name: v for v in front(graph).outputs}
+        rows = form.shapes(given, capacity, past)[IDS][1]
+        want = np.arange(past, past + rows)
+        ranges = [r for r in ranges if r in values and values[r].is_constant
+                  and np.array_equal(np.asarray(values[r].data).reshape(-1), want)]
+    if len(ranges) > 1:
+        raise CompileError(f"the positions are counted from the past's length by {len(ranges)} Ranges "
+                           f"({', '.join(ranges[:3])}); vkc derives one ({FIX}).")
+    return ranges[0] if ranges else None
+
+
+def _derive_inputs(graph: Graph, form: Form, counted: str | None = None) -> Graph:
     """attention_mask all ones and position_ids = position + arange(S), computed in the graph
-    from the new input `position`."""
+    from the new input `position`; where the export counts positions from the past's length
+    instead (`counted`, a Range's output), that Range becomes position + arange(S)."""
     by_name = {v.name: v for v in graph.inputs}
     if POSITION in by_name:
         raise CompileError(f"the model has an input '{POSITION}' already; vkc adds that input for the cache's "
@@ -187,11 +214,61 @@ def _derive_inputs(graph: Graph, form: Form) -> Graph:
         arange = Value(f"{POSITIONS}/steps", steps.dtype, steps.shape, data=steps)
         derived.append(Node("Add", f"{POSITIONS}/from_position", [position, arange], [ids],
                             sources=[f"{POSITIONS} = {POSITION} + arange"]))
+    if counted is not None:
+        _angles_at_position(graph, next(v for v in graph.values() if v.name == counted), position, derived)
     graph.inputs = [v for v in graph.inputs if v.name not in (MASK, POSITIONS)]
     graph.inputs.insert(1, position)
     graph.nodes = derived + graph.nodes
     graph.relink()
     return graph
+
+
+def _angles_at_position(graph: Graph, counted: Value, position: Value, derived: list[Node]) -> None:
+    """The nodes between the counting Range and the Cos and Sin of the rotary angles, copied to
+    read position + arange(S) instead (the causal mask keeps the Range: it folds at each past
+    length and is proven causal); the Cos and Sin readers read the copies."""
+    after = set()
+    stack = list(counted.consumers)
+    while stack:
+        n = stack.pop()
+        if id(n) not in after:
+            after.add(id(n))
+            stack += [c for o in n.outputs for c in o.consumers]
+    angles = [n for n in graph.nodes if id(n) in after and _reaches(n, ("Cos", "Sin"))]
+    if not angles:
+        return
+    steps = np.arange(next(v for v in graph.inputs if v.name == IDS).shape[1], dtype=np.int64)   # S
+    arange = Value(f"{counted.name}/steps", steps.dtype, steps.shape, data=steps)
+    at = Value(f"{counted.name}/at_{POSITION}", np.dtype(np.int64), steps.shape)
+    derived.append(Node("Add", f"{POSITIONS}/from_position", [position, arange], [at],
+                        sources=[f"{counted.producer.name}: the positions counted from the past's length = "
+                                 f"{POSITION} + arange"]))
+    copies = {id(counted): at}
+    member = {id(n) for n in angles}
+    for n in angles:
+        outs = [Value(f"{o.name}/at_{POSITION}", o.dtype, o.shape) for o in n.outputs]
+        copies.update((id(o), c) for o, c in zip(n.outputs, outs))
+        copy = Node(n.op_type, f"{n.name}/at_{POSITION}", [copies.get(id(v), v) if v is not None else None
+                                                            for v in n.inputs], outs, n.attrs, n.domain,
+                    sources=n.sources)
+        graph.nodes.insert(graph.nodes.index(n) + 1, copy)
+        if is_onnx(n, "Cos", "Sin"):
+            for c in [c for o in n.outputs for c in o.consumers if id(c) not in member]:
+                c.inputs = [copies.get(id(v), v) if v is not None else None for v in c.inputs]
+
+
+def _reaches(node: Node, ops: tuple[str, ...]) -> bool:
+    """Whether a node of one of `ops` reads what `node` computes, at any depth."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if is_onnx(n, *ops):
+            return True
+        stack += [c for o in n.outputs for c in o.consumers]
+    return False
 
 
 def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weights: set[str]) -> dict[int, str]:
@@ -223,7 +300,7 @@ def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weigh
                 raise CompileError(f"{node.op_type} '{node.name}' reads '{v.name}', computed from the past's length "
                                    f"('{form.pairs[0][0]}' has P rows, P growing each run), which a fixed-capacity "
                                    "cache does not have: vkc takes that length only in a causal attention mask, "
-                                   f"and positions from {POSITIONS} ({FIX}).")
+                                   f"and positions from {POSITIONS} or from a Range counting them from it ({FIX}).")
     return found
 
 
@@ -244,10 +321,11 @@ def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
     """Values computed from position_ids and constants alone, read elsewhere (the rotary cos
     and sin), become Gathers of their rows for positions 0..N-1, computed here: no kernel
     computes them (Cos, Sin), and float16 would not hold their angles."""
-    positions = next((v for v in graph.values() if v.name == POSITIONS and v.producer is not None
+    positions = next((v for v in graph.values() if v.producer is not None
                       and v.producer.name == f"{POSITIONS}/from_position"), None)
     if positions is None:
         return
+    lead = tuple(positions.shape[:-1])   # position_ids [1, S]; a counting Range [S]
     derived, nodes = {id(positions)}, []
     for node in graph.nodes:
         present = [v for v in node.inputs if v is not None]
@@ -260,8 +338,8 @@ def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
                 if graph.is_output(o) or any(id(c) not in member for c in o.consumers)]
     if not frontier:
         return
-    table = _run(graph, nodes, positions, np.arange(capacity, dtype=np.int64)[None])
-    windows = [_run(graph, nodes, positions, (p + np.arange(rows, dtype=np.int64))[None])
+    table = _run(graph, nodes, positions, np.arange(capacity, dtype=np.int64).reshape(lead + (capacity,)))
+    windows = [_run(graph, nodes, positions, (p + np.arange(rows, dtype=np.int64)).reshape(lead + (rows,)))
                for p in sorted({0, capacity - rows})]
     gathers, tables = [], []
     flat = Value(f"{POSITIONS}/rows", np.dtype(np.int64), (rows,))
