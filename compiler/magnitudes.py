@@ -446,7 +446,8 @@ def normalization(scale: int, bias: int | None = None, skip: int | None = None, 
                   centered=True):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the
     scale's largest |value|, plus the bias's; typically the scale's and bias's size (the row has
-    unit root mean square). The residual sum x + skip it may also write (the output its
+    unit root mean square, where its input's deviation is well above sqrt(epsilon); below, it
+    is that deviation over sqrt(epsilon)). The residual sum x + skip it may also write (the output its
     `outputs` attribute names SUM, or the fourth) adds its terms. One Magnitude per output.
     axis: the first normalized dim where the node has no `axis` attribute. centered: whether it
     subtracts the row's mean (False: RMS normalization; a callable of the node where that
@@ -466,12 +467,19 @@ def normalization(scale: int, bias: int | None = None, skip: int | None = None, 
 
         def field(m, name, default=0.0):
             return getattr(m, name) if m is not None else default
+        total = sum_of(node, [at(0), at(skip)]) if skip is not None and at(skip) is not None else at(0)
+        # A row of typical deviation d comes out at d / sqrt(d^2 + epsilon): about 1, but far
+        # smaller where d is below sqrt(epsilon) (a library-default init whose patch embedding
+        # gives 1e-9: its LayerNorm gives 1e-6, not 1).
+        d = (total.spread if (centered(node) if callable(centered) else centered) else total.rms) \
+            if total is not None else math.inf
+        eps = float(node.attrs.get("epsilon", 1e-5))
+        unit = 1.0 if math.isinf(d) or math.isnan(d) or d * d > 1e6 * eps else d / math.sqrt(d * d + eps)
         y = Magnitude(math.sqrt(n) * (field(at(scale), "top") or 1.0) + field(at(bias), "top"),
-                      math.hypot(field(at(scale), "rms", 1.0), field(at(bias), "rms")))
+                      math.hypot(field(at(scale), "rms", 1.0) * unit, field(at(bias), "rms")))
         roles = node.attrs.get("outputs") or ["Y", "MEAN", "INV_STD", "SUM"]
         if skip is None or at(skip) is None:
             return [y for _ in node.outputs]
-        total = sum_of(node, [at(0), at(skip)])
         return [total if role == "SUM" else y for role, _ in zip(roles, node.outputs)]
     def divides(node):
         if (centered(node) if callable(centered) else centered) or row_length(node) != 1:

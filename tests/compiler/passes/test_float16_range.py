@@ -177,6 +177,22 @@ def test_activations_weights_grow_past_float16s_range_stay_float32():
     check_against_onnxruntime(model, **FP16)
 
 
+def test_a_layernorm_of_values_below_its_epsilon_keeps_them_small():
+    """SAM's vision encoder at library-default init: its patch embedding gives about 1e-9, and a
+    LayerNorm of such rows gives x / sqrt(epsilon), 1e-6, not values near 1: below float16's
+    normal range, so what reads it stays float32 (it was flushed to 0: rel L2 1.0)."""
+    rng = np.random.default_rng(1)
+    model = _model([helper.make_node("Mul", ["x", "tiny"], ["t"], name="patch_embed"),
+                    helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], name="ln", epsilon=1e-6),
+                    helper.make_node("MatMul", ["n", "w"], ["y"], name="qkv")],
+                   [("x", [1, 16, 32])], [1, 16, 32],
+                   {"tiny": np.array(1e-9, np.float32), "g": np.ones(32, np.float32), "b": np.zeros(32, np.float32),
+                    "w": (rng.standard_normal((32, 32)) / np.sqrt(32)).astype(np.float32)})
+    kept = _kept(model)
+    assert "below float16's normal range" in kept["qkv"], kept
+    check_against_onnxruntime(model, **FP16)
+
+
 def test_activations_of_unit_size_keep_float16():
     """He init (each Conv and Relu keep the size): every node computes float16."""
     assert _kept(_conv_stack(gain=1.0, layers=12)) == {}
