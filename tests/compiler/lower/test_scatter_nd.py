@@ -2,11 +2,13 @@
 count from the end), element indices (float16 ones two to a word), float16 and int64 data, the reductions in update order
 with repeated indices; and what is refused, with the reason."""
 import numpy as np
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
 from compiler.errors import CompileError
+from runtime_min import load
 from tests.harness import check_against_onnxruntime
 
 TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int64: TensorProto.INT64,
@@ -58,6 +60,18 @@ def test_reductions_apply_repeated_indices_in_order(reduction, dtype, rng):
     indices = np.array([[1], [3], [1], [1]], np.int64)
     model = scatter_model([4, 5], [4, 1], [4, 5], indices, reduction=reduction, dtype=dtype)
     check_against_onnxruntime(model, feeds={"data": values(rng, [4, 5], dtype), "updates": values(rng, [4, 5], dtype)})
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_reductions_of_nan_and_infinities_as_onnxruntime(reduction):
+    special = [np.nan, -np.inf, -1.0, -0.0, 0.0, 1.0, np.inf]
+    data = np.repeat(np.array(special, np.float32)[None], 7, axis=0)        # every pair (data, update)
+    updates = np.repeat(np.array(special, np.float32)[:, None], 7, axis=1)
+    model = scatter_model([7, 7], [7, 1], [7, 7], np.arange(7)[:, None], reduction=reduction)
+    feeds = {"data": data, "updates": updates}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with load(compile_model(model, target="generic")) as m:
+        np.testing.assert_array_equal(m.run(feeds)["y"], want)   # NaN where onnxruntime has NaN
 
 
 @pytest.mark.parametrize("kw, message", [
