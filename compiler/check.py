@@ -13,7 +13,7 @@ import onnx
 
 from .compile import require_static_shapes
 from .errors import CompileError
-from .frontend import to_ir
+from .constant_ifs import take_constant_branches
 from .growing_cache import fixed_capacity
 from .host import resolve_target
 from .lower import lower_node
@@ -66,9 +66,10 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic",
     (the frontend's: opset, shapes) raise CompileError, as compile_model does. max_context: a
     growing cache compiled to that many rows (compile_model's)."""
     if max_context is None:
-        graph = to_ir(proto, input_shapes)
-        nodes = graph.nodes
-        graph = fold_constants(graph)
+        built = []
+        graph = take_constant_branches(proto, input_shapes,
+                                       lambda g: built.append(list(g.nodes)) or fold_constants(g))[1]
+        nodes = built[-1]
     else:
         built = []
         graph = fixed_capacity(proto, input_shapes, max_context,

@@ -14,7 +14,8 @@ from bundles.variants import Part, combine
 from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
-from .frontend import load_model, model_digest, to_ir
+from .constant_ifs import take_constant_branches
+from .frontend import load_model, model_digest
 from .growing_cache import Form, fixed_capacity
 from .host import resolve_target
 from .lower import lower_graph
@@ -181,7 +182,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
             raise CompileError(f"input '{past}' is a cache that grows each run ({growing.describe()}); compile "
                                f"it with --max-context N (a cache of N rows kept on the device, max_context=N in "
                                f"Python), or pin every input with --input-shape for one fixed step.")
-        graph = front(to_ir(proto, input_shapes))
+        graph = take_constant_branches(proto, input_shapes, front)[1]
     graph.precision = options
     graph.weights = quant
     graph.state = find_state(graph, state)
