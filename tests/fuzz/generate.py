@@ -37,7 +37,7 @@ POSITIVE_OPERAND = {"Log": 0, "Sqrt": 0, "Reciprocal": 0, "Div": 1, "Pow": 0, "R
 DISCONTINUOUS = {"Round", "Floor", "Ceil", "Sign", "ThresholdedRelu", "IsNaN", "IsInf", "Equal",
                  "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}
 KEEPS_EXACT = {"Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-               "Slice", "Concat", "Split", "Gather", "GatherElements", "Tile", "Expand", "Pad",
+               "Slice", "Concat", "Split", "Gather", "GatherElements", "ScatterND", "Tile", "Expand", "Pad",
                "Trilu", "Neg", "Abs", "Relu", "Max", "Min", "MaxPool", "ReduceMax", "ReduceMin",
                "GlobalMaxPool", "Round", "Floor", "Ceil", "Sign", "Where"}
 # String attributes worth drawing (the schema gives their type, not their values).
@@ -622,6 +622,23 @@ def gather(g: GraphBuilder, op: str) -> None:
         g.emit(op, [x, g.ints(g.rng.integers(-d, d, ishape))], {"axis": axis})
 
 
+def scatter_nd(g: GraphBuilder, op: str) -> None:
+    """Distinct slices of x (negative indices too) replaced by updates: a fresh input or constant;
+    add or max over repeated slices now and then on float32."""
+    x = g.pick_or_new(1, 4)
+    s = g.shape(x)
+    k = int(g.rng.integers(1, len(s) + 1))
+    places = int(np.prod(s[:k]))
+    reduction = str(g.rng.choice(("add", "max"))) if g.dtype == np.float32 and g.rng.random() < 0.3 else None
+    n = int(g.rng.integers(1, min(places, 4) + 1))
+    picked = g.rng.integers(0, places, n) if reduction else g.rng.choice(places, n, replace=False)
+    index = np.stack(np.unravel_index(picked, s[:k]), axis=-1)
+    index = np.where(g.rng.random(index.shape) < 0.2, index - np.array(s[:k]), index)   # from the end
+    shape = (n, *s[k:])
+    updates = g.new_input(shape) if g.rng.random() < 0.5 else g.const(shape)
+    g.emit(op, [x, g.ints(index), updates], {"reduction": reduction} if reduction else None)
+
+
 def pad(g: GraphBuilder, op: str) -> None:
     x = g.pick_or_new(1, 4)
     s = g.shape(x)
@@ -833,7 +850,7 @@ BUILDERS = {
                              "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")},
     "LayerNormalization": layernorm, "InstanceNormalization": instancenorm, "Transpose": transpose, "Reshape": reshape,
     "Squeeze": squeeze, "Unsqueeze": squeeze, "Concat": concat, "Split": split, "Slice": slice_,
-    "Gather": gather, "GatherElements": gather, "Pad": pad, "Tile": tile, "Expand": expand,
+    "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "Pad": pad, "Tile": tile, "Expand": expand,
     "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
     "Resize": resize, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
     "Einsum": einsum, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [
