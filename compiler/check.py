@@ -65,15 +65,13 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic",
     """Every op of the model with what compiling it would do. Errors of the model as a whole
     (the frontend's: opset, shapes) raise CompileError, as compile_model does. max_context: a
     growing cache compiled to that many rows (compile_model's)."""
+    built = []   # each graph the frontend builds, before folding
+    front = lambda g: built.append(list(g.nodes)) or fold_constants(g)  # noqa: E731
     if max_context is None:
-        built = []
-        graph = take_constant_branches(proto, input_shapes,
-                                       lambda g: built.append(list(g.nodes)) or fold_constants(g))[1]
+        graph = take_constant_branches(proto, input_shapes, front)[1]
         nodes = built[-1]
     else:
-        built = []
-        graph = fixed_capacity(proto, input_shapes, max_context,
-                               lambda g: built.append(list(g.nodes)) or fold_constants(g))
+        graph = fixed_capacity(proto, input_shapes, max_context, front)
         nodes = built[0]
     verdicts: dict[str, OpVerdict] = {}
     owner: dict[str, OpVerdict] = {}

@@ -512,12 +512,12 @@ def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     given a tokenizer) and tokens/s."""
     if (prompt is None) == (prompt_ids is None):
         _fail("give the prompt as --prompt TEXT (with a tokenizer.json) or as --prompt-ids ID,ID,..., one of them.")
-    text = tokenizer_path(bundle, tokenizer)
-    if prompt is not None and text is None:
+    tokenizer_file = tokenizer_path(bundle, tokenizer)
+    if prompt is not None and tokenizer_file is None:
         _fail(f"--prompt needs a tokenizer: no {DEFAULT_TOKENIZER} beside {bundle.name}; give --tokenizer "
               "PATH (the model folder's) or --prompt-ids.")
     try:
-        text = text and load_tokenizer(text)
+        text = load_tokenizer(tokenizer_file) if tokenizer_file is not None else None
     except ValueError as exc:
         _fail(str(exc))
     if prompt_ids is not None:
@@ -543,7 +543,7 @@ def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
             _fail(str(exc))
         end = time.perf_counter()
     console.print(" ".join(map(str, tokens)), highlight=False)
-    if text:
+    if text is not None:
         console.print(text.decode(tokens), highlight=False, markup=False)
     if tokens:
         decode = f", decode {(len(tokens) - 1) / (end - first):.1f} tokens/s" if len(tokens) > 1 else ""

@@ -40,6 +40,7 @@ import onnx
 from .errors import CompileError
 from .frontend import to_ir
 from .ir import Graph, Node, Value, is_onnx
+from .passes.fold_constants import fold_constants
 from .passes.fuse_attention import CAUSAL_MASKED
 from .passes.onnx_node import evaluate
 
@@ -154,7 +155,7 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     names = {t.name for t in model.graph.initializer}
     weights = {v.name: v.data for v in graph.values() if v.is_constant and v.name in names}
     counted = None if POSITIONS in form.inputs else _counted_positions(model, form, given, capacity, (full, other),
-                                                                        weights, front)
+                                                                        weights)
     graph = front(_derive_inputs(graph, form, counted))
     # the same graph after a past of `other` rows, sharing the weights: what differs is computed
     # from the past's length
@@ -173,7 +174,7 @@ def _input(graph: Graph, name: str) -> Value:
 
 
 def _counted_positions(model: onnx.ModelProto, form: Form, given: dict | None, capacity: int, pasts: tuple,
-                       weights: dict, front) -> str | None:
+                       weights: dict) -> str | None:
     """Where an export takes no position_ids, the Range it counts the positions with from the
     past's length (transformers' cache_position = arange(P, P + S)): its output's name, where
     it is arange(P, P + S) at both past lengths; None if no Range is."""
@@ -181,7 +182,7 @@ def _counted_positions(model: onnx.ModelProto, form: Form, given: dict | None, c
     for past in pasts if ranges else ():
         graph = to_ir(model, form.shapes(given, capacity, past), weights)
         graph.outputs += [v for v in graph.values() if v.name in ranges]   # kept through folding
-        values = {v.name: v for v in front(graph).outputs}
+        values = {v.name: v for v in fold_constants(graph).outputs}
         rows = form.shapes(given, capacity, past)[IDS][1]
         want = np.arange(past, past + rows)
         ranges = [r for r in ranges if r in values and values[r].is_constant
@@ -234,7 +235,13 @@ def _angles_at_position(graph: Graph, counted: Value, position: Value, derived: 
         if id(n) not in after:
             after.add(id(n))
             stack += [c for o in n.outputs for c in o.consumers]
-    angles = [n for n in graph.nodes if id(n) in after and _reaches(n, ("Cos", "Sin"))]
+    # in reverse graph order, a node after the Range whose result a Cos or Sin reads, at any depth
+    angle_ids: set[int] = set()
+    for n in reversed(graph.nodes):
+        if id(n) in after and (is_onnx(n, "Cos", "Sin") or any(id(c) in angle_ids for o in n.outputs
+                                                               for c in o.consumers)):
+            angle_ids.add(id(n))
+    angles = [n for n in graph.nodes if id(n) in angle_ids]
     if not angles:
         return
     steps = np.arange(next(v for v in graph.inputs if v.name == IDS).shape[1], dtype=np.int64)   # S
@@ -244,7 +251,6 @@ def _angles_at_position(graph: Graph, counted: Value, position: Value, derived: 
                         sources=[f"{counted.producer.name}: the positions counted from the past's length = "
                                  f"{POSITION} + arange"]))
     copies = {id(counted): at}
-    member = {id(n) for n in angles}
     for n in angles:
         outs = [Value(f"{o.name}/at_{POSITION}", o.dtype, o.shape) for o in n.outputs]
         copies.update((id(o), c) for o, c in zip(n.outputs, outs))
@@ -253,22 +259,8 @@ def _angles_at_position(graph: Graph, counted: Value, position: Value, derived: 
                     sources=n.sources)
         graph.nodes.insert(graph.nodes.index(n) + 1, copy)
         if is_onnx(n, "Cos", "Sin"):
-            for c in [c for o in n.outputs for c in o.consumers if id(c) not in member]:
+            for c in [c for o in n.outputs for c in o.consumers if id(c) not in angle_ids]:
                 c.inputs = [copies.get(id(v), v) if v is not None else None for v in c.inputs]
-
-
-def _reaches(node: Node, ops: tuple[str, ...]) -> bool:
-    """Whether a node of one of `ops` reads what `node` computes, at any depth."""
-    seen, stack = set(), [node]
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if is_onnx(n, *ops):
-            return True
-        stack += [c for o in n.outputs for c in o.consumers]
-    return False
 
 
 def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weights: set[str]) -> dict[int, str]:

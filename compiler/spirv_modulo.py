@@ -19,12 +19,13 @@ sets their operands.
 """
 from __future__ import annotations
 
-import struct
+import sys
+from array import array
 
-# The SPIR-V specification's opcodes.
-OP_TYPE_INT, OP_TYPE_VECTOR, OP_FUNCTION = 21, 23, 54
-OP_BITCAST, OP_UMOD, OP_SREM, OP_SMOD = 124, 137, 138, 139
-HEADER_WORDS = 5
+from bundles.spirv import HEADER_WORDS, OP_TYPE_INT, OP_TYPE_VECTOR, words_of
+
+# The SPIR-V specification's opcodes (bundles.spirv names those a bundle reader needs).
+OP_FUNCTION, OP_BITCAST, OP_UMOD, OP_SREM, OP_SMOD = 54, 124, 137, 138, 139
 
 
 def _instructions(words: list[int]):
@@ -46,7 +47,7 @@ def unsigned_modulo(spirv: bytes) -> bytes:
     """`spirv` with OpSRem and OpSMod computed as OpUMod (the module docstring)."""
     if len(spirv) % 4 or len(spirv) < 4 * HEADER_WORDS:
         raise ValueError("malformed SPIR-V: not a whole number of words")
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
+    words = list(words_of(spirv))
     instructions = list(_instructions(words))
     if not any(op in (OP_SREM, OP_SMOD) for _, op, _ in instructions):
         return spirv
@@ -97,4 +98,7 @@ def unsigned_modulo(spirv: bytes) -> bytes:
             out += words[at:at + 1 + len(args)]
     out[first_function:first_function] = declared
     out[3] = bound
-    return struct.pack(f"<{len(out)}I", *out)
+    packed = array("I", out)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()

@@ -51,7 +51,7 @@ def arg_reduce(node, target, op: str) -> list:
     shared = local * ((8 if types["T"].glsl in ("int64_t", "double") else 4) + 4) if lanes > 1 else 0
     chunks = _chunks(target, total, r, lanes)
     if chunks > 1:
-        return _split(node, target, x, out, spec, params, shared, chunks)
+        return _split(node, x, out, spec, params, shared, total, r, chunks)
     return [Kernel("arg_reduce", params, spec, [buffer_view(x), out], writes=[1],
                    groups=grid_1d(total * lanes, local), local_size=(local, 1, 1),
                    nodes=node.sources, flops=x.size, shared_memory_bytes=shared)]
@@ -66,9 +66,9 @@ def _chunks(target, rows: int, r: int, lanes: int) -> int:
     return max(1, min(-(-target.min_workgroups // rows), r // (lanes * CHUNK_LOADS)))
 
 
-def _split(node, target, x, out, spec, params, shared, chunks: int) -> list:
+def _split(node, x, out, spec, params, shared, total: int, r: int, chunks: int) -> list:
     """Two dispatches: each chunk's best index into a scratch tensor, then each row's best of them."""
-    total, r, local = spec[0][2], spec[1][2], params["LOCAL"]
+    local = params["LOCAL"]
     best = Value(f"{out.name}/arg_reduce_chunks", np.dtype(np.int32), (total * chunks,))
     spec = spec + [("CHUNKS", "int32", chunks), ("CHUNK", "int32", -(-r // chunks))]
     first = Kernel("arg_reduce", dict(params, split="chunks"), spec, [buffer_view(x), best], writes=[1],

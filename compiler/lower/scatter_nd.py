@@ -63,9 +63,9 @@ def lower_scatter_nd(node, target):
     # Slices of whole 32-bit words move a word an invocation; others (single float16 elements)
     # an element, set inside its word with atomic AND and OR, since a neighbour may share it.
     unit = 32 if slice_bits % 32 == 0 else bits
-    if unit < 32 and (reduction != "none" or 32 % bits):
-        raise CompileError(f"ScatterND '{node.name}': slices of {slice_bits} bits after the {k} indexed dims"
-                           f"{' with a reduction' if reduction != 'none' else ''}; vkc reduces whole 32-bit words.")
+    if unit < 32 and reduction != "none":
+        raise CompileError(f"ScatterND '{node.name}': slices of {slice_bits} bits after the {k} indexed dims "
+                           "with a reduction; vkc reduces whole 32-bit words.")
     kernels = strided_copy(node, target, data, out, contiguous_strides(data.shape))
     total = updates.size * bits // unit
     if total == 0:

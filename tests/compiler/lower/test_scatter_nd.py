@@ -1,6 +1,7 @@
 """ScatterND against onnxruntime: slices written at constant and run-time indices (negative ones
-count from the end), element indices (float16 ones two to a word), float16 and int64 data, the reductions in update order
-with repeated indices; and what is refused, with the reason."""
+count from the end), element indices (float16 and uint8 ones several to a word), float16, uint8
+and int64 data, the reductions in update order with repeated indices; and what is refused, with
+the reason."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -12,7 +13,7 @@ from runtime_min import load
 from tests.harness import check_against_onnxruntime
 
 TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int64: TensorProto.INT64,
-         np.int32: TensorProto.INT32}
+         np.int32: TensorProto.INT32, np.uint8: TensorProto.UINT8}
 
 
 def scatter_model(data, indices_shape, updates, constant=None, reduction=None, dtype=np.float32):
@@ -30,7 +31,7 @@ def scatter_model(data, indices_shape, updates, constant=None, reduction=None, d
 
 
 def values(rng, shape, dtype):
-    return (rng.integers(-9, 10, shape) if np.dtype(dtype).kind == "i" else rng.standard_normal(shape)).astype(dtype)
+    return (rng.integers(-9, 10, shape) if np.dtype(dtype).kind in "iu" else rng.standard_normal(shape)).astype(dtype)
 
 
 FORMS = {
@@ -40,7 +41,7 @@ FORMS = {
     "batched": ([2, 6, 8], [[[1, 2]], [[0, 5]]], [2, 1, 8]),     # indices of rank 3
 }
 CASES = [pytest.param(*FORMS[form], dtype, id=f"{form}-{np.dtype(dtype).name}")
-         for form in FORMS for dtype in (np.float32, np.float16, np.int64)]
+         for form in FORMS for dtype in (np.float32, np.float16, np.int64, np.uint8)]
 
 
 @pytest.mark.parametrize("constant", [True, False], ids=["constant-indices", "run-time-indices"])
