@@ -797,16 +797,27 @@ def serve(bundle: Path = typer.Argument(..., exists=True, dir_okay=False, help="
           host: str = typer.Option("127.0.0.1", "--host", help="Where Serve's HTTP proxy listens."),
           port: int = typer.Option(8000, "--port"),
           batch_wait_ms: float = typer.Option(0.0, "--batch-wait-ms", help="How long a batch waits for more requests "
-                                              "(0: it takes those that queued while the run before it ran).")):
+                                              "(0: it takes those that queued while the run before it ran)."),
+          tokenizer: Optional[Path] = typer.Option(None, "--tokenizer", dir_okay=False, help="A Hugging Face "
+                                                   "tokenizer.json for a decoder's POST /generate {\"prompt\": text} "
+                                                   "and text pieces (default: the one beside the bundle, if any).")):
     """Serve a bundle over HTTP and Ray handles behind Ray Serve, batching requests into its shape
-    variants (needs `pip install 'vkc[serve]'`; docs/SERVING.md)."""
+    variants; a decoder bundle whose KV cache is its state (e.g. --max-context N) streams generated tokens
+    from POST /generate instead, as newline-delimited JSON (needs `pip install 'vkc[serve]'`;
+    docs/SERVING.md)."""
     try:  # Ray is an optional dependency: import the serving package only for this command
         from serving.app import ServingError, serve_forever
     except ImportError as exc:
         _fail(f"vkc serve needs Ray Serve ({exc}); install it with `pip install 'vkc[serve]'`.")
+    tokenizer_file = tokenizer_path(bundle, tokenizer)
+    try:
+        text = load_tokenizer(tokenizer_file) if tokenizer_file is not None else None
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         serve_forever(bundle, replicas=replicas, max_batch=max_batch, address=address, host=host, port=port,
-                      batch_wait_ms=batch_wait_ms, say=lambda line: console.print(line, highlight=False))
+                      batch_wait_ms=batch_wait_ms, tokenizer=text,
+                      say=lambda line: console.print(line, highlight=False))
     except ServingError as exc:
         _fail(str(exc))
 

@@ -38,23 +38,24 @@ def replica_env(cpus_per_replica: float | None = None) -> dict:
     return env
 
 
-def _vkc_engine(bundle: str, timing: bool):
-    return VkcEngine(bundle, replica_device(), timing=timing)
+def _vkc_engine(bundle: str, timing: bool, tokenizer=None):
+    return VkcEngine(bundle, replica_device(), timing=timing, tokenizer=tokenizer)
 
 
 def application(bundle, *, replicas: int = 1, max_batch: int | None = None, batch_wait_ms: float = 0.0,
                 gpus: bool | None = None, cpus_per_replica: float = 1.0, timing: bool = True,
                 make_engine=None, max_ongoing_requests: int = 64, access_log: bool = False,
-                name: str = "BundleServer"):
+                name: str = "BundleServer", tokenizer=None):
     """The bound Serve application. `make_engine` (a picklable callable) replaces the vkc engine
     (benchmarks/serving puts onnxruntime behind the same deployment); `gpus` None asks Ray whether
-    the cluster has any. Serve's access log (a line per request) is off unless `access_log`: it
-    costs the replica time per request (docs/SERVING.md)."""
+    the cluster has any. `tokenizer` (a tokenizers.Tokenizer, pickled to the replicas) gives a
+    decoder bundle's generations text in and out. Serve's access log (a line per request) is off
+    unless `access_log`: it costs the replica time per request (docs/SERVING.md)."""
     if gpus is None:
         gpus = ray.cluster_resources().get("GPU", 0) > 0
     options = {"num_gpus": 1, "num_cpus": cpus_per_replica} if gpus else {"num_cpus": cpus_per_replica}
     options["runtime_env"] = {"env_vars": replica_env(None if gpus else cpus_per_replica)}
-    make_engine = make_engine or functools.partial(_vkc_engine, str(Path(bundle).resolve()), timing)
+    make_engine = make_engine or functools.partial(_vkc_engine, str(Path(bundle).resolve()), timing, tokenizer)
     deployment = serve.deployment(BundleServer, name=name).options(
         num_replicas=replicas, ray_actor_options=options, max_ongoing_requests=max_ongoing_requests,
         health_check_period_s=2.0, health_check_timeout_s=30.0, logging_config={"enable_access_log": access_log},
@@ -82,7 +83,7 @@ def start(app, *, host: str = "127.0.0.1", port: int = 8000, route_prefix: str =
 
 
 def serve_forever(bundle: Path, *, replicas: int, max_batch: int | None, address: str | None, host: str,
-                  port: int, batch_wait_ms: float, say=print) -> None:
+                  port: int, batch_wait_ms: float, tokenizer=None, say=print) -> None:
     """`vkc serve`: start, serve until SIGINT or SIGTERM, then drain (Serve waits for the requests
     in flight) and stop."""
     if not Path(bundle).is_file():
@@ -97,8 +98,8 @@ def serve_forever(bundle: Path, *, replicas: int, max_batch: int | None, address
             raise ServingError(f"cannot reach the Ray cluster at {address} ({' '.join(str(exc).split())}); check the "
                                "address, and on a cluster with token authentication set RAY_AUTH_MODE=token and "
                                "give its token (docs/SERVING.md, \"On a cluster\").") from None
-        start(application(bundle, replicas=replicas, max_batch=max_batch, batch_wait_ms=batch_wait_ms),
-              host=host, port=port)
+        start(application(bundle, replicas=replicas, max_batch=max_batch, batch_wait_ms=batch_wait_ms,
+                          tokenizer=tokenizer), host=host, port=port)
         say(f"serving {bundle} at http://{host}:{port}/ with {replicas} replica(s); Ctrl-C drains and stops")
         stop.wait()
         say("draining")

@@ -5,6 +5,12 @@ dynamically into the bundle's shape variants, served over HTTP and through Pytho
   GET .../health -> the replica's device, inputs and batch sizes. Bad requests answer 4xx with
   {"error": one line}; every answer names its replica in the `x-vkc-replica` header.
 - Python: `handle.infer.remote({"x": array})` -> {output: array}; a bad request raises RequestError.
+- Generation (a decoder bundle whose KV cache is its state, serving/generation.py): POST
+  .../generate with a JSON request streams newline-delimited JSON, a line per token and a summary;
+  `handle.options(stream=True).generate.remote(input_ids=[...], ...)` yields the same records.
+  One generation a replica at a time (the model's state is one sequence): the others wait their
+  turn in arrival order; the generation runs on the runner thread (serving/streaming.py) and stops
+  when its reader goes. A decoder is not run by the plain door: its runs depend on the ones before.
 - Batching: `@serve.batch` gathers up to `max_batch` rows (counted by rows, not requests): those
   that queued while the run before ran, plus what arrives within `batch_wait_s` (default 0);
   serving/batching.py packs them into the smallest variants that hold them.
@@ -15,12 +21,14 @@ dynamically into the bundle's shape variants, served over HTTP and through Pytho
   (graceful_shutdown_timeout_s), then __del__ closes the engine after its last run.
 - Metrics (ray.util.metrics, exported by every node's metrics agent): vkc_request_ms,
   vkc_batch_rows, vkc_batch_requests, vkc_batch_device_ms (timestamps; with timing on),
-  vkc_batch_run_ms (wall time of the batch's runs), vkc_rejected_requests (by status).
+  vkc_batch_run_ms (wall time of the batch's runs), vkc_rejected_requests (by status);
+  generation: vkc_generated_tokens, vkc_time_to_first_token_ms, vkc_tokens_per_s, vkc_generations.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import os
 import time
 
@@ -29,13 +37,16 @@ import runtime_min
 from ray import serve
 from ray.util import metrics
 from starlette.requests import Request as HttpRequest
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from . import codec
+from . import codec, streaming
 from .batching import Request, RequestError, plan, split
+from .generation import Generation
 
 MS_BOUNDARIES = [0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 75, 100, 200, 500, 1000, 5000]
+TOKENS_PER_S_BOUNDARIES = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 DEFAULT_BATCH = 16  # the @serve.batch default, replaced in __init__ by the bundle's
+NDJSON = "application/x-ndjson"
 
 
 def _rows(requests: list[Request]) -> int:
@@ -49,14 +60,17 @@ class BundleServer:
     def __init__(self, make_engine, max_batch: int | None = None, batch_wait_s: float = 0.0):
         self.engine = make_engine()
         self.layout = self.engine.layout
-        self.max_batch = min(max_batch or self.layout.max_batch, self.layout.max_batch)
+        self.decoder = getattr(self.engine, "decoder", None)  # None: plain runs only
+        self.max_batch = min(max_batch or self.layout.max_batch, self.layout.max_batch) if self.layout else 1
+        self._turn = asyncio.Lock()  # one generation at a time; FIFO, so requests go in arrival order
         self._batched.set_max_batch_size(self.max_batch)
         self._batched.set_batch_wait_timeout_s(batch_wait_s)
         self._runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vkc-runner")
         self.replica = serve.get_replica_context().replica_id.unique_id
         # Since the replica started; the sums of ms say where a request's time goes: in the replica
         # (arrival to outputs) and in its batches' runs (the runner thread's fill, run and split).
-        self.served = {"requests": 0, "batches": 0, "runs": 0, "rows_run": 0, "replica_ms": 0.0, "run_ms": 0.0}
+        self.served = {"requests": 0, "batches": 0, "runs": 0, "rows_run": 0, "replica_ms": 0.0, "run_ms": 0.0,
+                       "generations": 0, "generated_tokens": 0, "stopped_generations": 0}
         ctx = serve.get_replica_context()
         tags = {"application": ctx.app_name, "deployment": ctx.deployment, "replica": self.replica}
         keys, rows = tuple(tags), [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -73,6 +87,16 @@ class BundleServer:
                                      boundaries=MS_BOUNDARIES, tag_keys=keys),
             "rejected": metrics.Counter("vkc_rejected_requests", "Requests answered 4xx.",
                                         tag_keys=(*keys, "status")),
+            "tokens": metrics.Counter("vkc_generated_tokens", "Tokens generated.", tag_keys=(*keys, "kind")),
+            "first_token": metrics.Histogram("vkc_time_to_first_token_ms", "Time from a generation request's "
+                                             "arrival at the replica (its wait for its turn included) to its "
+                                             "first token, ms.", boundaries=MS_BOUNDARIES, tag_keys=keys),
+            "tokens_per_s": metrics.Histogram("vkc_tokens_per_s", "Tokens a second of a generation that ran to "
+                                              "its end, after its first token.", boundaries=TOKENS_PER_S_BOUNDARIES,
+                                              tag_keys=keys),
+            "generations": metrics.Counter("vkc_generations", "Generations, by how they ended: finished (eos or "
+                                           "max_new_tokens) or stopped (the reader went).",
+                                           tag_keys=(*keys, "end")),
         }
         for metric in self._metrics.values():
             metric.set_default_tags(tags)
@@ -86,8 +110,13 @@ class BundleServer:
         if http.method != "POST":
             return JSONResponse({"error": "POST a request body to run the model; GET .../health describes it."},
                                 status_code=405, headers=headers)
+        if http.url.path.rstrip("/").endswith("/generate"):
+            return await self._http_generate(http, headers)
         start = time.perf_counter()
         try:
+            if self.layout is None:
+                raise RequestError("this bundle is a decoder whose KV cache is its state: each run depends on the "
+                                   "runs before it, so it is served by POST .../generate alone.")
             kind = codec.media_type(http.headers.get("content-type"))
             request = self.layout.check(codec.decode(await http.body(), kind, self.layout))
         except RequestError as exc:
@@ -108,6 +137,72 @@ class BundleServer:
         outputs = await self._batched(request)
         self._done(start, "handle")
         return outputs
+
+    async def generate(self, **request):
+        """Records of a generation, streamed (`handle.options(stream=True).generate.remote(input_ids=[...],
+        max_new_tokens=8)`): {"id": token[, "text": piece]} a token, then {"done": True, ...}."""
+        try:
+            job = self._check_generation(request)
+        except RequestError as exc:
+            self._metrics["rejected"].inc(tags={"status": str(exc.status)})
+            raise
+        async for record in self._generation(job, "handle"):
+            yield record
+
+    async def _http_generate(self, http: HttpRequest, headers: dict) -> Response:
+        try:
+            if codec.media_type(http.headers.get("content-type")) != codec.JSON:
+                raise RequestError("a generation request is JSON; send content-type application/json.", status=415)
+            try:
+                doc = json.loads(await http.body())
+            except ValueError as exc:
+                raise RequestError(f"the body is not JSON ({exc}); send {{\"input_ids\": [ids], "
+                                   "\"max_new_tokens\": n}.") from None
+            job = self._check_generation(doc)
+        except RequestError as exc:
+            self._metrics["rejected"].inc(tags={"status": str(exc.status)})
+            return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=headers)
+        return StreamingResponse(self._lines(job), media_type=NDJSON, headers=headers)
+
+    def _check_generation(self, doc) -> Generation:
+        if self.decoder is None:
+            raise RequestError("this bundle is not a decoder whose KV cache is its state (inputs input_ids and "
+                               "position, output logits, a decode variant input_ids=1x1): POST to the route "
+                               "to run it; to generate, serve an LLM compiled so (e.g. `vkc compile --max-context N "
+                               "--variant input_ids=1x1`).", status=404)
+        return self.decoder.check(doc)
+
+    async def _lines(self, job: Generation):
+        """A generation as newline-delimited JSON; a failure mid-stream ends it with an error line
+        (the status, 200, is sent already)."""
+        try:
+            async for record in self._generation(job, "http"):
+                yield json.dumps(record) + "\n"
+        except (RuntimeError, ValueError) as exc:
+            yield json.dumps({"error": " ".join(str(exc).split())}) + "\n"
+
+    async def _generation(self, job: Generation, kind: str):
+        async with self._turn:
+            first = True
+            try:
+                async for record in streaming.from_thread(self._runner, self.engine.generate(job)):
+                    if first and "id" in record:
+                        first = False
+                        self._metrics["first_token"].observe((job.first_at - job.arrived) * 1e3)
+                    yield record
+            finally:
+                self._generated(job, kind)
+
+    def _generated(self, job: Generation, kind: str) -> None:
+        n = len(job.tokens)
+        self.served["generations"] += 1
+        self.served["generated_tokens"] += n
+        self.served["stopped_generations"] += not job.finished
+        if n:
+            self._metrics["tokens"].inc(n, tags={"kind": kind})
+        if job.finished and n > 1:
+            self._metrics["tokens_per_s"].observe(job.tokens_per_s)
+        self._metrics["generations"].inc(tags={"end": "finished" if job.finished else "stopped"})
 
     def _done(self, start: float, kind: str) -> None:
         ms = (time.perf_counter() - start) * 1e3
@@ -147,8 +242,10 @@ class BundleServer:
 
     def info(self) -> dict:
         """The replica: its id, process, device, inputs, batch sizes and what it served (GET .../health)."""
+        plain = {"max_batch": self.max_batch, "inputs": self.layout.expected(),
+                 "outputs": list(self.layout.outputs)} if self.layout else {}
         return {"status": "ok", "replica": self.replica, "pid": os.getpid(), "device": self.engine.device,
-                "max_batch": self.max_batch, "inputs": self.layout.expected(), "outputs": list(self.layout.outputs),
+                **plain, "generate": self.decoder.info() if self.decoder else None,
                 "served": dict(self.served)}
 
     def check_health(self) -> None:
