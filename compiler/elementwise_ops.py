@@ -22,6 +22,7 @@ expr.HELPERS); tests/compiler/test_special_values.py checks every op against onn
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -145,6 +146,16 @@ _OPS = [
                   onnx={"Selu": (("alpha", 1.67326319217681884765625),
                                  ("gamma", 1.05070102214813232421875))}),
     ElementwiseOp("erf", "{erf}({0})", onnx={"Erf": ()}, magnitude=M.bounded(1.0)),
+    # Trigonometric and hyperbolic functions: helpers accurate to a few float32 ulps over the
+    # whole range (float_functions.py; GLSL's promise far less); float64 does not take them.
+    *(ElementwiseOp(name, f"{{{name}}}({{0}})", onnx={name.capitalize(): ()}, magnitude=rule)
+      for name, rule in [("sin", M.sine), ("cos", M.cosine), ("tan", M.tangent),
+                         ("asin", M.bounded(math.pi / 2)),
+                         ("acos", M.bounded(math.pi, at_zero=math.pi / 2)),
+                         ("atan", M.bounded(math.pi / 2)), ("sinh", M.hyperbolic_sine),
+                         ("cosh", M.hyperbolic_cosine), ("asinh", M.inverse_hyperbolic_sine),
+                         ("acosh", M.inverse_hyperbolic_cosine),
+                         ("atanh", M.bounded(M.ATANH_TOP))]),
     # ONNX Gelu's `approximate` attribute, com.microsoft's Gelu, FastGelu and BiasGelu choose
     # between these two (passes/elementwise.py).
     ElementwiseOp("gelu", _GELU),

@@ -32,6 +32,7 @@ import numpy as np
 
 from .dtypes import TYPES, ScalarType, float_literal
 from .elementwise_ops import OPS, SPECIAL
+from .float_functions import HELPERS as FLOAT_FUNCTIONS
 
 FLOAT32, BOOL = TYPES["float32"], TYPES["bool"]
 
@@ -425,4 +426,6 @@ HELPERS = {
     "tanh": """{T} {name}({T} x) {{
     return """ + OPS["tanh"].float.replace("{0}", "x") + """;
 }}""",
+    # sin, cos, tan, their inverses and the hyperbolic functions in float (float_functions.py)
+    **FLOAT_FUNCTIONS,
 }

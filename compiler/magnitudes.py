@@ -487,3 +487,53 @@ def normalization(scale: int, bias: int | None = None, skip: int | None = None, 
         return [0] if skip is None or node.input(skip) is None else [0, skip]
     # x minus the row's mean (and a residual sum): terms of both signs
     return _facts(rule, terms=lambda node, signs: [0], divides=divides)
+
+
+# Past 16, float16's spacing (2^-6) moves a phase by up to 0.008 rad, and past 2048 by more than
+# a turn: Sin, Cos and Tan declare `precise_input`, so float16_range keeps their input, and what
+# it is computed from, float32 where it may pass this.
+PHASE = 16.0
+
+
+def sine(node, ins) -> Magnitude:
+    """Sin: within +-1, of either sign; typically its input's size up to 1."""
+    x = ins[0] if ins else None
+    return Magnitude(1.0, min(1.0, x.rms) if x is not None else 1.0)
+
+
+def cosine(node, ins) -> Magnitude:
+    """Cos: within +-1, of either sign; typically near 1 (1 at 0)."""
+    return Magnitude(1.0, 1.0)
+
+
+def tangent(node, ins) -> Magnitude:
+    """Tan: unbounded near its poles, of either sign."""
+    x = ins[0] if ins else None
+    return Magnitude(math.inf, x.rms if x is not None else ACTIVATION)
+
+
+for _rule in (sine, cosine, tangent):
+    _rule.precise_input = PHASE
+
+
+def _through(f, odd: bool):
+    """An op growing its input's magnitude through f, increasing on x >= 0: odd (of its input's
+    sign) or even (never negative, well conditioned)."""
+    def rule(node, ins) -> Magnitude | None:
+        x = ins[0] if ins else None
+        if x is None:
+            return None
+        rms = _grown(lambda: f(x.rms))
+        return Magnitude(_grown(lambda: f(x.top)), rms, 0.0 if odd else rms)
+    if odd:
+        return _facts(rule, sign=_first)
+    return _facts(rule, sign=_positive, conditioned=True)
+
+
+hyperbolic_sine = _through(math.sinh, odd=True)
+hyperbolic_cosine = _through(math.cosh, odd=False)
+inverse_hyperbolic_sine = _through(math.asinh, odd=True)
+# acosh is NaN below 1
+inverse_hyperbolic_cosine = _through(lambda x: math.acosh(max(x, 1.0)), odd=False)
+# atanh's largest finite float32 result (at 1 - 2^-24); +-1 give +-inf in any float type
+ATANH_TOP = math.atanh(1.0 - 2.0 ** -24)

@@ -52,6 +52,10 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
    terms (a LayerNorm's x - mean squared), as a well-conditioned op (exp, a sigmoid) does.
    So does a product of such values (ReduceProd of attention outputs): its relative error is
    the sum of its factors', each unbounded where it cancels (its magnitude is not).
+8. it computes a phase (Sin, Cos, Tan: its rule's `precise_input`) from an input that may pass
+   that bound (magnitudes.PHASE), or that input is computed from what it reads: float16 holds
+   an angle of hundreds of radians to a fraction of a turn. The node and everything its input is
+   computed from stay float32 (a graph input is exact there).
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 (or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
@@ -91,7 +95,7 @@ def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]
     that divides (or multiplies together) a cancelling sum of its float16 inputs."""
     first = _Range(graph)
     first.kept(computes_float16)
-    found = _Range(graph, first.feeding_divisions())
+    found = _Range(graph, {**first.feeding_phases(), **first.feeding_divisions()})
     kept = found.kept(computes_float16)
     found.gates = [g for g in found.gates if not _gates_itself(graph, g[0])]
     if found.gates:
@@ -121,6 +125,7 @@ class _Range:
         self.cancels: dict[int, str] = {}       # a sum that may cancel -> the node summing
         # (node, its divisor or factors, where that cancels, "divides by" or "multiplies together")
         self.divisions: list[tuple[Node, Value, str, str]] = []
+        self.phases: list[tuple[Node, Value, float]] = []   # (Sin, its input, that input's bound)
         self.size: dict[int, Magnitude] = {id(v): INPUT for v in graph.inputs if _is_float(v)}
         self.origin: dict[int, str] = {}        # a large value -> the node or constant it comes from
         self.small: dict[int, str] = {}         # a value below float16's normal range -> the same
@@ -176,6 +181,10 @@ class _Range:
                        f"{self._origin(v, self.small)}), below float16's normal range (6.1e-05)")
         why = self.forced.get(id(node)) or why
         rule = find_rule(node.op_type, node.domain, self.graph.opset)
+        bound = getattr(rule.magnitude, "precise_input", None) if rule is not None else None
+        if bound is not None:
+            self.phases += [(node, v, m.top) for v, m in zip(node.inputs, ins)
+                            if m is not None and m.top > bound]
         out = rule.magnitude(node, ins) if rule is not None and rule.magnitude is not None else None
         unbounded = self._signs(node, rule.magnitude if rule is not None else None)
         # Such values pass on through data movement (no rule) and a Clip to its floor; arithmetic
@@ -250,6 +259,19 @@ class _Range:
 
     def _cancels(self, v: Value) -> str | None:
         return self.cancels.get(id(v), self.cancels.get(id(v.root())))
+
+    def feeding_phases(self) -> dict[int, str]:
+        """{id(node): why} for every op computing a phase (rule 8) from an input that may pass its
+        bound, and every node that input is computed from."""
+        producers = {id(v): n for n in self.graph.nodes for v in n.outputs if v is not None}
+        forced = {}
+        for node, x, top in self.phases:
+            forced.setdefault(id(node), f"its input '{x.name}' may reach {top:.3g}, an angle "
+                              "float16 would hold only to a fraction of a turn")
+            for n in _computed_from(x, producers):
+                forced.setdefault(id(n), f"computes '{x.name}', the angle {node.op_type} "
+                                  f"'{node.name}' reads, which may reach {top:.3g}")
+        return forced
 
     def feeding_divisions(self) -> dict[int, str]:
         """{id(node): why} for every division by (or product of) a value that may cancel (rule 7)
@@ -351,6 +373,20 @@ def _constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
     else:
         rounding = 0.0
     return Magnitude(top, rms, mean), rounding
+
+
+def _computed_from(value: Value, producers: dict[int, Node]):
+    """The nodes `value` is computed from, through any depth (none past constants and inputs)."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop().root()
+        if id(v) in seen or v.is_constant:
+            continue
+        seen.add(id(v))
+        n = producers.get(id(v))
+        if n is not None:
+            yield n
+            stack.extend(x for x in n.inputs if x is not None)
 
 
 def _gates_itself(graph: Graph, node: Node) -> bool:

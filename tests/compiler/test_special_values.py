@@ -54,7 +54,8 @@ F16_MAX = 65504.0
 
 # Ops whose zero results carry a sign that IEEE arithmetic fixes (see the module docstring).
 SIGNED_ZERO_OPS = {"Neg", "Abs", "Mul", "Div", "Reciprocal", "Floor", "Ceil", "Round", "Sqrt",
-                   "Sign", "Tanh", "Erf", "Softsign", "Identity", "Cast", "CastLike"}
+                   "Sign", "Tanh", "Erf", "Softsign", "Identity", "Cast", "CastLike",
+                   "Sin", "Tan", "Asin", "Atan", "Sinh", "Asinh", "Atanh"}
 
 
 # ---------------------------------------------------------------------------------------------
