@@ -62,6 +62,35 @@ def test_llm_rotary_angles_stay_float32_under_fp16():
     check_against_onnxruntime(llm_rotary(), feeds=feeds, **FP16)
 
 
+def llama_rotary(seq: int = 64, heads: int = 2, dim: int = 32):
+    """transformers' LlamaRotaryEmbedding: angles = (inv_freq[:, None] @ positions[None, :])^T, a
+    MatMul that --precision fp16-matmul would otherwise compute in float16."""
+    inv_freq = (1.0 / 10000 ** (np.arange(0, dim, 2) / dim)).astype(np.float32).reshape(1, dim // 2, 1)
+    nodes = [helper.make_node("Unsqueeze", ["positions", "first_two"], ["p"]),         # [1, 1, S]
+             helper.make_node("MatMul", ["inv_freq", "p"], ["freqs"], name="freqs"),  # [1, D/2, S]
+             helper.make_node("Transpose", ["freqs"], ["angles"], perm=[0, 2, 1]),
+             helper.make_node("Concat", ["angles", "angles"], ["emb"], axis=-1),
+             helper.make_node("Unsqueeze", ["emb", "heads_axis"], ["emb4"]),
+             helper.make_node("Cos", ["emb4"], ["cos"], name="cos"),
+             helper.make_node("Sin", ["emb4"], ["sin"], name="sin"),
+             *_rotate("x", "cos", "sin", dim // 2, "x"),
+             helper.make_node("Identity", ["x_rot"], ["y"])]
+    return _model(nodes, [("positions", [seq]), ("x", [1, heads, seq, dim])], ["y"],
+                  {"inv_freq": inv_freq, "first_two": np.array([0, 1], np.int64),
+                   "heads_axis": np.array([1], np.int64),
+                   "halves": np.array([dim // 2, dim // 2], np.int64)})
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp16-matmul"])
+def test_llama_rotary_matmul_angles_stay_float32(precision):
+    kept = {e["node"]: e["why"] for e in passes_graph(llama_rotary(), precision).float32_nodes}
+    assert "computes 'emb4', the angle" in kept["freqs"], kept
+    rng = np.random.default_rng(2)
+    feeds = {"positions": np.arange(1500, 1564, dtype=np.float32),
+             "x": rng.standard_normal((1, 2, 64, 32)).astype(np.float32)}
+    check_against_onnxruntime(llama_rotary(), feeds=feeds, **{**FP16, "precision": precision})
+
+
 def test_small_angles_compute_float16():
     """Sin of a bounded value (tanh's, within +-1): no reason to keep it float32."""
     model = _model([helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Sin", ["t"], ["y"], name="sin")],
