@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from .compile import require_static_shapes
+from .compile import require_constant_shape_inputs, require_static_shapes
 from .errors import CompileError
 from .constant_ifs import take_constant_branches
 from .growing_cache import fixed_capacity
@@ -91,6 +91,7 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic",
     if unsupported_ops(graph):
         return report  # the compiler stops here too, naming them all
     try:
+        require_constant_shape_inputs(graph)
         graph = run_passes(graph)
         require_static_shapes(graph)
         tgt = resolve_target(target)

@@ -20,7 +20,7 @@ from .growing_cache import Form, fixed_capacity
 from .host import resolve_target
 from .lower import lower_graph
 from .memory import plan_memory
-from .ops import unsupported_ops
+from .ops import constant_inputs, unsupported_ops
 from .passes import fold_constants, run_passes
 from .passes.precision import Precision
 from .passes.quantize_weights import WeightQuantization
@@ -35,6 +35,19 @@ def require_static_shapes(graph) -> None:
             by = f" (written by {v.producer.op_type} '{v.producer.name}')" if v.producer else ""
             raise CompileError(f"tensor '{v.name}'{by} has no static shape after shape inference; "
                                "pin the model's inputs with --input-shape.")
+
+
+def require_constant_shape_inputs(graph) -> None:
+    """A node whose output shape an input sets (TopK's K, Tile's repeats) that the computation
+    gives: refused, naming the node, before anything asks for that shape."""
+    for node in graph.nodes:
+        if all(v.shape is not None for v in node.outputs if v.name):
+            continue
+        fixed = [node.input(i) for i in constant_inputs(node.op_type, node.domain)]
+        computed = [v for v in fixed if v is not None and not v.is_constant]
+        if computed:
+            raise CompileError(f"{node.op_type} '{node.name}': '{computed[0].name}' comes from the computation; a "
+                               "bundle's shapes are fixed at compile time, so vkc needs it constant.")
 
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
@@ -191,6 +204,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     missing = unsupported_ops(graph)
     if missing:
         raise UnsupportedOpsError(missing)
+    require_constant_shape_inputs(graph)
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)
