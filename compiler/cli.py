@@ -22,7 +22,7 @@ from bundles.spirv import CAPABILITIES, Module, device_requirements
 # The commands that run a bundle (run, bench, verify, devices) use the runtime directly; the
 # compiler proper reaches a device only through compiler/host.py.
 from runtime_min import VkcRuntimeError, list_devices, load
-from runtime_min.generate import argmax_output
+from runtime_min.generate import Sampler, argmax_output, top_k_output
 
 from . import verify_layers
 from .check import check_model
@@ -202,7 +202,12 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             argmax_output: Optional[str] = typer.Option(None, "--argmax-output", help="An output (logits): also "
                                                         "output NAME_argmax, its last row's argmax computed on the "
                                                         "device, so greedy `vkc generate` copies back one token id "
-                                                        "a step instead of the logits.")):
+                                                        "a step instead of the logits."),
+            top_k_output: Optional[str] = typer.Option(None, "--top-k-output", help="NAME:K (logits:40): also "
+                                                       "output NAME_topk_values and NAME_topk_indices, the K largest "
+                                                       "of its last row and their ids computed on the device, so "
+                                                       "`vkc generate --top-k` up to K copies back 2K numbers a step "
+                                                       "instead of the logits.")):
     """Compile an ONNX model into a .vkb bundle."""
     start = time.perf_counter()
     _output_ok(output, [model], "-o")
@@ -213,7 +218,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
                     weights=weights, weights_block=weights_block, argmax_output=argmax_output,
-                    max_context=max_context)
+                    top_k_output=top_k_output, max_context=max_context)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)
@@ -549,7 +554,8 @@ def generate(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
         decode = f", decode {(len(tokens) - 1) / (end - first):.1f} tokens/s" if len(tokens) > 1 else ""
         picked = ("argmax on the device" if temperature == 0 and argmax_output(model) else
                   "argmax on the host (compile with --argmax-output logits to pick on the device)"
-                  if temperature == 0 else "sampled on the host")
+                  if temperature == 0 else "sampled on the host from the device's top K logits"
+                  if top_k_output(model, sampler=Sampler(temperature, top_k, top_p or 1.0)) else "sampled on the host")
         console.print(f"prefill {len(ids)} tokens in {1e3 * (first - start):.1f} ms "
                       f"({len(ids) / (first - start):.1f} tokens/s){decode} on {model.device_name}; "
                       f"{picked}", highlight=False)

@@ -26,6 +26,7 @@ from .passes.precision import Precision
 from .passes.quantize_weights import WeightQuantization
 from .state import find_state, state_updates
 from .targets import DEFAULT_TARGETS, TARGETS, Target
+from .top_k_output import add_top_k_output
 
 
 def require_static_shapes(graph) -> None:
@@ -56,7 +57,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   variants: "Sequence[dict[str, list[int]]] | None" = None, precision: str = "fp32",
                   io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
                   state="auto", weights: str | None = None, weights_block: int | None = None,
-                  argmax_output: str | None = None, max_context: int | None = None) -> bytes:
+                  argmax_output: str | None = None, top_k_output: str | None = None,
+                  max_context: int | None = None) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
@@ -72,6 +74,11 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     argmax_output: an output's name ("logits"): the bundle also outputs `logits_argmax`, the
     index of the largest value of its last row, computed on the device (compiler/argmax_output.py),
     which Model.generate's greedy decoding copies back instead of the logits.
+
+    top_k_output: an output and a K, "logits:40": the bundle also outputs `logits_topk_values` and
+    `logits_topk_indices`, the K largest values of its last row and their indices, computed on the
+    device (compiler/top_k_output.py), which Model.generate's sampling with top_k <= K copies back
+    instead of the logits.
 
     max_context: the cache rows of a decoder whose cache grows each run (optimum's
     text-generation-with-past export: present = Concat(past, new)); it is compiled to a cache of
@@ -100,7 +107,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     proto = load_model(model)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output, max_context)
+                           quant, argmax_output, max_context, top_k_output)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -110,7 +117,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         profiles[tgt.name] = tgt
         for shapes in shape_sets:
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
-                                  argmax_output=argmax_output, max_context=max_context)[0])
+                                  argmax_output=argmax_output, max_context=max_context,
+                                  top_k_output=top_k_output)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -155,12 +163,12 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
              keep_intermediates=False, state="auto", weights=None, argmax_output=None,
-             max_context=None) -> tuple[Part, list]:
+             max_context=None, top_k_output=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
                                              weights=weights, argmax_output=argmax_output,
-                                             max_context=max_context)
+                                             max_context=max_context, top_k_output=top_k_output)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -179,13 +187,13 @@ def intermediates(graph, kernels) -> list:
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
                 state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
-                max_context: int | None = None):
+                max_context: int | None = None, top_k_output: str | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
-    front = lambda g: fold_constants(add_argmax_output(g, argmax_output))  # noqa: E731
+    front = lambda g: fold_constants(add_top_k_output(add_argmax_output(g, argmax_output), top_k_output))  # noqa: E731
     if max_context is not None:
         graph = fixed_capacity(proto, input_shapes, max_context, front)
     else:

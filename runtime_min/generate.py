@@ -7,7 +7,10 @@ variant that fits what is left, then one token a run. Names can be given for oth
 
 A bundle compiled with `--argmax-output logits` also outputs `logits_argmax` (the last
 position's argmax, on the device): greedy decoding then copies back that one int64 a run and
-never the logits, and prefill chunks before the last copy back nothing.
+never the logits, and prefill chunks before the last copy back nothing. One compiled with
+`--top-k-output logits:K` also outputs `logits_topk_values` / `logits_topk_indices` (the last
+position's K largest logits and their ids, on the device): sampling with 0 < top_k <= K copies
+back those 2K numbers and draws exactly the token it would draw from the whole row.
 """
 from __future__ import annotations
 
@@ -32,11 +35,24 @@ class Sampler:
         if self.temperature == 0:
             return int(np.argmax(logits))
         order = _largest(logits, self.top_k) if self.top_k else np.argsort(-logits, kind="stable")
-        z = (logits[order] - logits[order[0]]) / self.temperature
+        return self._draw(logits[order], order)
+
+    def from_top_k(self, values: np.ndarray, ids: np.ndarray) -> int:
+        """The pick from a row's largest logits and their ids, largest first and ties to the lower
+        id (a TopK of at least top_k, computed on the device): what __call__ gives for the row."""
+        k = self.top_k
+        if self.temperature == 0 or not 0 < k <= len(values):
+            raise ValueError(f"sampling from the top {len(values)} logits needs temperature > 0 and top_k in "
+                             f"1..{len(values)}; this sampler has temperature {self.temperature}, top_k {k}.")
+        return self._draw(np.asarray(values[:k], np.float64), np.asarray(ids[:k], np.int64))
+
+    def _draw(self, values: np.ndarray, ids: np.ndarray) -> int:
+        """A draw at `temperature` among `values` (largest first) within top_p; the id drawn."""
+        z = (values - values[0]) / self.temperature
         p = np.exp(z) / np.exp(z).sum()
         keep = min(int(np.searchsorted(np.cumsum(p), self.top_p)) + 1, len(p))  # the fewest whose mass reaches top_p
         p = p[:keep] / p[:keep].sum()
-        return int(order[self.rng.choice(keep, p=p)])
+        return int(ids[self.rng.choice(keep, p=p)])
 
 
 def _largest(logits: np.ndarray, k: int) -> np.ndarray:
@@ -79,7 +95,8 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
                          "of the model's cache; compile it for a longer context or ask for fewer tokens.")
     pick = sampler or Sampler()
     on_device = argmax_output(model, logits) if pick.temperature == 0 else None
-    wanted = [on_device or logits]
+    top = top_k_output(model, logits, pick)
+    wanted = [on_device] if on_device else list(top) if top else [logits]
     model.reset_state()
     filled, out = 0, None
     while filled < len(prompt):
@@ -88,7 +105,8 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
                         fetch=wanted if filled + n == len(prompt) else [])
         filled += n
     for step in range(max_new_tokens):
-        token = int(out[on_device].reshape(-1)[0]) if on_device else pick(out[logits][0, -1])
+        token = (int(out[on_device].reshape(-1)[0]) if on_device else
+                 pick.from_top_k(out[top[0]].reshape(-1), out[top[1]].reshape(-1)) if top else pick(out[logits][0, -1]))
         yield token
         if token == eos_token_id or step == max_new_tokens - 1:
             return
@@ -100,3 +118,16 @@ def argmax_output(model, logits: str = "logits") -> str | None:
     """The output holding the argmax of `logits`' last row (compile_model(argmax_output=...)), or None."""
     name = logits + "_argmax"
     return name if any(o.name == name for o in model.outputs) else None
+
+
+def top_k_output(model, logits: str = "logits", sampler: Sampler | None = None) -> tuple[str, str] | None:
+    """The outputs holding the top K of `logits`' last row and their ids
+    (compile_model(top_k_output=...)), where there are and the sampler draws from at most K of
+    them (temperature > 0, 0 < top_k <= K); else None."""
+    found = {o.name: o for o in model.outputs}
+    names = (logits + "_topk_values", logits + "_topk_indices")
+    if not all(n in found for n in names):
+        return None
+    if sampler is not None and (sampler.temperature == 0 or not 0 < sampler.top_k <= found[names[0]].shape[-1]):
+        return None
+    return names

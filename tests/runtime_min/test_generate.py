@@ -81,6 +81,31 @@ def test_argmax_on_the_device(llama, bundle, weights):
             assert tokens == list(model.generate(PROMPT, STEPS))
 
 
+def test_top_k_sampling_on_the_device(llama, bundle):
+    """--top-k-output logits:8: sampling with top_k <= 8 fetches the 8 largest logits and their ids
+    (the last prefill chunk and each step, never the logits) and draws the same tokens, seed for
+    seed, as the host path drawing from the whole row; top_k above 8, or 0, reads the logits."""
+    picked = compile_model(llama, variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}], target="lavapipe",
+                           top_k_output="logits:8")
+    both = ["logits_topk_values", "logits_topk_indices"]
+    with load(picked) as model, load(bundle) as host:
+        fetched = []
+        run = model.run
+        model.run = lambda feeds, outputs=None, fetch=None: fetched.append(fetch) or run(feeds, outputs, fetch)
+        for temperature, top_k, top_p, seed in [(0.8, 8, 1.0, 0), (1.5, 5, 0.9, 1), (3.0, 1, 1.0, 2), (5.0, 8, 1.0, 3)]:
+            fetched.clear()
+            draw = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+            tokens = list(model.generate(PROMPT, 16, **draw))
+            assert fetched == [[], [], [], both] + [both] * 15
+            assert tokens == list(host.generate(PROMPT, 16, **draw))
+        assert len(set(tokens)) > 3   # hot draws: not the greedy path
+        for top_k in (9, 0):
+            fetched.clear()
+            assert list(model.generate(PROMPT, 4, temperature=0.8, top_k=top_k, seed=4)) == \
+                list(host.generate(PROMPT, 4, temperature=0.8, top_k=top_k, seed=4))
+            assert fetched[-1] == ["logits"]
+
+
 def test_logits_every_step(llama):
     """Prefill of the whole prompt at once, then decode steps: logits against onnxruntime's."""
     import onnxruntime as ort
