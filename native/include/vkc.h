@@ -264,8 +264,10 @@ typedef struct vkc_generate_options {
  * reset first: each call is a new sequence. The prompt runs in chunks of the longest variant
  * (input ids length S) that fits what is left, then one token a run on the S = 1 variant; each run
  * replays that variant's command buffer copying back only the last row of logits, or with greedy
- * decoding and an output "<logits>_argmax" (vkc compile --argmax-output logits) only that int64 (and
- * prefill chunks before the last nothing). Refused before anything runs, one line each: an empty
+ * decoding and an output "<logits>_argmax" (vkc compile --argmax-output logits) only that int64, or
+ * sampling from top_k below the vocabulary with outputs "<logits>_topk_values" / "_topk_indices" of
+ * at least top_k (--top-k-output logits:K) only those, the same draws (and prefill chunks before
+ * the last nothing). Refused before anything runs, one line each: an empty
  * prompt, a bundle without state or without those inputs and output (or with other inputs), no
  * S = 1 variant, prompt + max_new_tokens past the cache's rows, sampling options out of range.
  * The state is one per model: generate on one model from one thread at a time. */

@@ -2,7 +2,10 @@
  * the token ids (int64 [1, S]) and the cache rows already filled (int64 [1]) and outputs logits
  * [1, S, vocab]; its shape variants are the S it runs. The prompt goes in chunks of the longest S
  * that fits what is left, then one token a run on the S = 1 variant. A step copies back the last
- * row of logits only, or, greedy with a "<logits>_argmax" output, that one int64.
+ * row of logits only, or, greedy with a "<logits>_argmax" output, that one int64, or, sampling from
+ * the top_k < vocabulary likeliest with "<logits>_topk_values" / "_topk_indices" outputs of at least
+ * top_k (vkc compile --top-k-output logits:K), those 2K numbers: the same candidates in the same
+ * order, so the same draws as from the row.
  *
  * Sampling is runtime_min's Sampler: from the top_k likeliest tokens (0: all), the fewest whose
  * probability reaches top_p, at `temperature`. Its draws come from xoshiro256** seeded by splitmix64,
@@ -100,11 +103,30 @@ static void top(const double *row, uint32_t n, uint32_t k, cand *c) {
     qsort(c, used, sizeof *c, by_order);
 }
 
+/* The draw among the m candidates c, likeliest first: runtime_min's Sampler past its choice of them. */
+static vkc_status draw(const cand *c, uint32_t m, const vkc_generate_options *o, double top_p, rng *r, double *p,
+                       int64_t *token, vkc_error *err) {
+    uint32_t keep;
+    double sum = 0, mass = 0, u;
+    for (uint32_t i = 0; i < m; i++) sum += p[i] = exp((c[i].v - c[0].v) / o->temperature);
+    if (!(sum > 0) || !isfinite(sum))
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "the logits hold NaN or infinity (largest %g); no token can be "
+                         "sampled from them: decode greedily, or check the model in float32", c[0].v);
+    keep = m;
+    for (uint32_t i = 0; top_p < 1 && i < m; i++)  /* the fewest whose probability reaches top_p */
+        if ((mass += p[i] / sum) >= top_p) { keep = i + 1; break; }
+    sum = 0;
+    for (uint32_t i = 0; i < keep; i++) sum += p[i];
+    u = uniform(r) * sum;
+    for (uint32_t i = 0; i < keep; i++)
+        if ((u -= p[i]) < 0 || i == keep - 1) { *token = c[i].i; break; }
+    return VKC_OK;
+}
+
 /* runtime_min's Sampler at temperature > 0; c holds room for the whole row, p as much. */
 static vkc_status sample(const double *row, uint32_t n, const vkc_generate_options *o, double top_p, rng *r,
                          cand *c, double *p, int64_t *token, vkc_error *err) {
-    uint32_t m = o->top_k && o->top_k < n ? o->top_k : n, keep;
-    double sum = 0, mass = 0, u;
+    uint32_t m = o->top_k && o->top_k < n ? o->top_k : n;
     if (m < n) {
         top(row, n, m, c);
     } else {
@@ -119,19 +141,7 @@ static vkc_status sample(const double *row, uint32_t n, const vkc_generate_optio
                 if (before(&c[i], &c[0])) { cand t = c[0]; c[0] = c[i]; c[i] = t; }
         }
     }
-    for (uint32_t i = 0; i < m; i++) sum += p[i] = exp((c[i].v - c[0].v) / o->temperature);
-    if (!(sum > 0) || !isfinite(sum))
-        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "the logits hold NaN or infinity (largest %g); no token can be "
-                         "sampled from them: decode greedily, or check the model in float32", c[0].v);
-    keep = m;
-    for (uint32_t i = 0; top_p < 1 && i < m; i++)  /* the fewest whose probability reaches top_p */
-        if ((mass += p[i] / sum) >= top_p) { keep = i + 1; break; }
-    sum = 0;
-    for (uint32_t i = 0; i < keep; i++) sum += p[i];
-    u = uniform(r) * sum;
-    for (uint32_t i = 0; i < keep; i++)
-        if ((u -= p[i]) < 0 || i == keep - 1) { *token = c[i].i; break; }
-    return VKC_OK;
+    return draw(c, m, o, top_p, r, p, token, err);
 }
 
 /* ---- the loop -------------------------------------------------------------------------------- */
@@ -153,7 +163,9 @@ static void list_names(const vkc_model *m, int outputs, char *buf, size_t n) {
  * length S and where the last row of logits lies. */
 typedef struct plan {
     int ids, position, logits, picked;     /* picked: the "<logits>_argmax" output, -1: none or unused */
+    int top_values, top_indices;           /* the "<logits>_topk_*" outputs, -1: none or unused */
     uint32_t n, *length, *rows, vocab;     /* per variant: S, the logits' rows; the vocabulary (largest) */
+    uint64_t top_n;                        /* the largest K of the "<logits>_topk_*" outputs */
 } plan;
 
 static vkc_status unusable(vkc_error *err, const char *what, const vkc_tensor_info *t, const char *where,
@@ -177,6 +189,11 @@ static vkc_status make_plan(vkc_model *m, const vkc_generate_options *o, const c
     p->logits = vkc_output_index(m, logits);
     snprintf(picked, sizeof picked, "%s_argmax", logits);
     p->picked = o->temperature == 0 ? vkc_output_index(m, picked) : -1;
+    snprintf(picked, sizeof picked, "%s_topk_values", logits);
+    p->top_values = o->temperature > 0 && o->top_k ? vkc_output_index(m, picked) : -1;
+    snprintf(picked, sizeof picked, "%s_topk_indices", logits);
+    p->top_indices = p->top_values >= 0 ? vkc_output_index(m, picked) : -1;
+    if (p->top_indices < 0) p->top_values = -1;
     list_names(m, 0, ins, sizeof ins);
     list_names(m, 1, outs, sizeof outs);
     if (p->ids < 0 || p->position < 0 || p->logits < 0 || !vkc_state_count(m))
@@ -209,7 +226,20 @@ static vkc_status make_plan(vkc_model *m, const vkc_generate_options *o, const c
             vkc_variant_output_info(m, k, (uint32_t)p->picked, &t);
             if (t.dtype != VKC_INT64 || t.nbytes < 8) return unusable(err, "output", &t, name, "int64");
         }
+        if (p->top_values >= 0) {  /* used where every variant's holds at least top_k */
+            vkc_tensor_info v;
+            vkc_variant_output_info(m, k, (uint32_t)p->top_values, &v);
+            vkc_variant_output_info(m, k, (uint32_t)p->top_indices, &t);
+            if ((v.dtype != VKC_FLOAT32 && v.dtype != VKC_FLOAT16) || t.dtype != VKC_INT64 || !v.rank ||
+                t.nbytes / 8 != v.nbytes / vkc_dtype_size(v.dtype) || v.shape[v.rank - 1] != (int64_t)(t.nbytes / 8))
+                return unusable(err, "outputs", &v, name, "float32 or float16 [..., K] with int64 indices of that shape");
+            if ((uint64_t)v.shape[v.rank - 1] < o->top_k) p->top_values = -1;
+            if ((uint64_t)v.shape[v.rank - 1] > p->top_n) p->top_n = (uint64_t)v.shape[v.rank - 1];
+        }
     }
+    /* top_k of the whole row draws in the row's order of its own; K past the row is no top-k output */
+    if (o->top_k >= p->vocab || p->top_n > p->vocab) p->top_values = -1;
+    if (p->top_values < 0) p->top_indices = -1;
     if (!decode) {
         char lengths[512];
         size_t used = (size_t)snprintf(lengths, sizeof lengths, "[");
@@ -247,7 +277,23 @@ static uint64_t context_of(const vkc_model *m) {
     return rows;
 }
 
-typedef struct scratch { double *row; uint8_t *raw; cand *c; double *p; } scratch;
+typedef struct scratch { double *row; uint8_t *raw; cand *c; double *p; int64_t *ids; void **outs; } scratch;
+
+/* The candidates from the device's top K: values (float32 or float16) and their ids, likeliest first. */
+static void candidates(const uint8_t *raw, vkc_dtype dtype, const int64_t *ids, uint32_t m, cand *c) {
+    for (uint32_t i = 0; i < m; i++) {
+        if (dtype == VKC_FLOAT16) {
+            uint16_t h;
+            memcpy(&h, raw + 2 * (size_t)i, 2);
+            c[i].v = half_to_double(h);
+        } else {
+            float f;
+            memcpy(&f, raw + 4 * (size_t)i, 4);
+            c[i].v = f;
+        }
+        c[i].i = (uint32_t)ids[i];
+    }
+}
 
 /* Run variant k on `ids` at `position` and pick the next token (want: 0 for a prefill chunk that
  * is not the last, which copies back nothing). */
@@ -262,6 +308,14 @@ static vkc_status step(vkc_model *m, const plan *p, uint32_t k, const int64_t *i
     ins[p->position] = &position;
     if (!want) return vkc__run_part(m, k, ins, UINT32_MAX, 0, NULL, 0, err);
     if (p->picked >= 0) return vkc__run_part(m, k, ins, (uint32_t)p->picked, 0, token, sizeof *token, err);
+    if (p->top_values >= 0) {
+        s->outs[p->top_values] = s->raw;
+        s->outs[p->top_indices] = s->ids;
+        if ((st = vkc_run_fetch(m, k, ins, s->outs, err))) return st;
+        vkc_variant_output_info(m, k, (uint32_t)p->top_values, &t);
+        candidates(s->raw, t.dtype, s->ids, o->top_k, s->c);
+        return draw(s->c, o->top_k, o, top_p, r, s->p, token, err);
+    }
     vkc_variant_output_info(m, k, (uint32_t)p->logits, &t);
     width = (size_t)t.shape[2] * vkc_dtype_size(t.dtype);
     if ((st = vkc__run_part(m, k, ins, (uint32_t)p->logits, (uint64_t)(p->rows[k] - 1) * width, s->raw, width, err)))
@@ -328,7 +382,8 @@ vkc_status vkc_generate(vkc_model *m, const int64_t *prompt, size_t n_prompt, ui
         goto done;
     }
     if (!(s.row = calloc(p.vocab, sizeof *s.row)) || !(s.raw = calloc(p.vocab, 4)) ||
-        !(s.c = calloc(p.vocab, sizeof *s.c)) || !(s.p = calloc(p.vocab, sizeof *s.p))) {
+        !(s.c = calloc(p.vocab, sizeof *s.c)) || !(s.p = calloc(p.vocab, sizeof *s.p)) ||
+        !(s.ids = calloc(p.vocab, sizeof *s.ids)) || !(s.outs = calloc(vkc_output_count(m), sizeof *s.outs))) {
         st = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
         goto done;
     }
@@ -365,6 +420,8 @@ done:
     free(s.raw);
     free(s.c);
     free(s.p);
+    free(s.ids);
+    free(s.outs);
     if (st == VKC_OK && err) { err->code = VKC_OK; err->check[0] = err->message[0] = '\0'; }
     return st;
 }

@@ -4,7 +4,8 @@ variant of 4 tokens and the decode step), through the C API (tests/native/api_ch
 tokens identical to runtime_min's Model.generate for float32 and float16 bundles, with and without
 --argmax-output logits (whose greedy steps never copy the logits back), the 7-token prompt split
 4 + 1 + 1 + 1; the callback sees each token as it comes and can stop the sequence; sampling is
-reproducible by seed, top_k=1 and a tiny top_p are greedy, top_k=3 draws only the 3 likeliest;
+reproducible by seed, top_k=1 and a tiny top_p are greedy, top_k=3 draws only the 3 likeliest,
+and with --top-k-output the device's top K give the row's draws without copying it back;
 what is refused, in one line; under ASan + UBSan; the validation layer silent."""
 import os
 import shutil
@@ -122,6 +123,25 @@ def test_sampling(api_check, llama_bundles, llama):
     assert {tokens(line)[0] for line in lines} == likeliest
 
 
+@pytest.mark.parametrize("io", [None, "fp16"], ids=["float32-logits", "float16-logits"])
+def test_sampling_from_the_device_top_k(api_check, llama, tmp_path, io):
+    """--top-k-output logits:8: sampling with top_k up to 8 copies back the 8 largest logits and
+    their ids, never the logits, and draws the tokens the same seeds draw from the logits' row;
+    top_k 9 (past K) and 64 (the whole vocabulary) read the row."""
+    from compiler.compile import compile_model
+    bundle, plain = tmp_path / "top-k.vkb", tmp_path / "plain.vkb"
+    for path, option in ((bundle, "logits:8"), (plain, None)):
+        path.write_bytes(compile_model(llama, variants=VARIANTS, target="lavapipe", precision="fp16" if io else "fp32",
+                                       io=io, top_k_output=option))
+    draws = ["temperature=0.8,top_k=8,seed=7", "temperature=2,top_k=5,top_p=0.9,seed=8", "temperature=5,top_k=1,seed=9",
+             "temperature=5,top_k=8,seed=10", "temperature=0.8,top_k=9,seed=1", "temperature=0.8,top_k=64,seed=1"]
+    lines = steps(api_check, bundle, *[x for d in draws for x in ("poison", "generate", IDS, 12, d, "untouched", "logits")])
+    rows = steps(api_check, plain, *[x for d in draws for x in ("generate", IDS, 12, d)])
+    assert [tokens(line) for line in lines[1::3]] == [tokens(line) for line in rows]
+    assert lines[2::3] == ["ok untouched logits"] * 4 + ["error: output logits was copied back"] * 2
+    assert len(set(tokens(lines[10]))) > 3   # hot draws: not the greedy path
+
+
 @pytest.mark.parametrize("args, phrase", [
     ((IDS, 60, "-"), "7 prompt tokens + 60 new ones exceed the 64 rows of the model's cache; compile it for a "
                      "longer context or ask for fewer tokens."),
@@ -154,14 +174,21 @@ def test_refused_bundles(api_check, llama, tmp_path):
                     "(compile with --variant input_ids=1x1 as well)."), line
 
 
-def test_generate_under_asan(asan_build, c_program, llama_bundles, tmp_path):
-    """float16 logits read on the host, sampled and greedy, and a refusal, under ASan + UBSan."""
+def test_generate_under_asan(asan_build, c_program, llama, llama_bundles, tmp_path):
+    """float16 logits read on the host, sampled and greedy, a refusal, and sampling from the
+    device's float16 top K, under ASan + UBSan."""
     exe = c_program("api_check.c", asan_build, tmp_path)
     bundle = llama_bundles("fp16", False)
     lines = steps(exe, bundle, "generate", IDS, 8, "-", "generate", IDS, 8, "temperature=0.7,top_k=4,top_p=0.9,seed=2",
                   "generate", IDS, 80, "-", env=ASAN_ENV)
     assert tokens(lines[0]) == reference(bundle, 8) and len(tokens(lines[1])) == 8
     assert "exceed the 64 rows" in lines[2]
+    from compiler.compile import compile_model
+    top_k = tmp_path / "top-k.vkb"
+    top_k.write_bytes(compile_model(llama, variants=VARIANTS, target="lavapipe", precision="fp16", io="fp16",
+                                    top_k_output="logits:8"))
+    line, = steps(exe, top_k, "generate", IDS, 8, "temperature=0.7,top_k=4,top_p=0.9,seed=2", env=ASAN_ENV)
+    assert len(tokens(line)) == 8
 
 
 # ---- vkcrun --generate -------------------------------------------------------------------------
