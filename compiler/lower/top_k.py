@@ -48,7 +48,10 @@ def top_k(node, target) -> list:
     types = kernel_types(x)
     rows = x.size // r
     kp = 1 << (k - 1).bit_length()   # lists padded to a power of two, for the bitonic merge
-    lists = min(target.elementwise_local, target.max_shared_memory // (kp * _entry_bytes(types)))
+    # CPU profiles (lavapipe) walk a row in one invocation: lanes cost a loop over the SIMD lanes for
+    # every divergent shared-memory access, and their workgroups spread over the cores as chunks
+    lists = 1 if target.matmul == "texel" else \
+        min(target.elementwise_local, target.max_shared_memory // (kp * _entry_bytes(types)))
     scan = _max_scan(kp)
     params = dict(KP=kp, largest=bool(node.attrs.get("largest", 1)), split=None, **types)
     spec = [("TOTAL", "int32", rows), ("R", "int32", r), ("INNER", "int32", inner), ("K", "int32", k)]
