@@ -53,7 +53,7 @@ def top_k(node, target) -> list:
     lists = 1 if target.matmul == "texel" else \
         min(target.elementwise_local, target.max_shared_memory // (kp * _entry_bytes(types)))
     scan = _max_scan(kp)
-    params = dict(KP=kp, largest=bool(node.attrs.get("largest", 1)), split=None, **types)
+    params = dict(KP=kp, largest=bool(node.attrs.get("largest", 1)), split=None, chunk_lists=False, **types)
     spec = [("TOTAL", "int32", rows), ("R", "int32", r), ("INNER", "int32", inner), ("K", "int32", k)]
     outputs = [buffer_view(values), indices]
     chunks = _chunks(target, rows, r, k, lists, scan)
@@ -65,10 +65,14 @@ def top_k(node, target) -> list:
     chunk = -(-r // chunks)
     best = Value(f"{indices.name}/top_k_chunks", np.dtype(np.int32), (rows * chunks * k,))
     spec = spec + [("CHUNKS", "int32", chunks), ("CHUNK", "int32", chunk)]
-    return [_kernel(node, dict(params, split="chunks"), spec, [buffer_view(x)], [best], rows * chunks,
-                    chunk, k, lists),
-            _kernel(node, dict(params, split="combine"), spec, [buffer_view(x), best], outputs, rows,
-                    chunks * k, k, lists)]
+    first = _kernel(node, dict(params, split="chunks"), spec, [buffer_view(x)], [best], rows * chunks, chunk, k,
+                    lists)
+    if chunks <= lists:  # each chunk's sorted list an invocation's: the lists merge, nothing to scan
+        local = 1 << (chunks - 1).bit_length()
+        return [first, _kernel(node, dict(params, split="combine", chunk_lists=True), spec, [buffer_view(x), best],
+                               outputs, rows, chunks * k, k, local)]
+    return [first, _kernel(node, dict(params, split="combine"), spec, [buffer_view(x), best], outputs, rows,
+                           chunks * k, k, lists)]
 
 
 def _k(node) -> int:
@@ -113,8 +117,9 @@ def _chunks(target, rows: int, r: int, k: int, lists: int, scan: int) -> int:
 def _kernel(node, params, spec, inputs, outputs, groups: int, scanned: int, k: int, lists: int) -> Kernel:
     """One dispatch of `groups` workgroups, each scanning `scanned` elements (or candidates) with
     invocations enough that each gets about K of them (more lists cost merge steps, fewer a longer
-    scan), or more where that would pass the loop budget (_max_scan)."""
-    local = 1
+    scan), or more where that would pass the loop budget (_max_scan); taking the chunks' lists,
+    `lists` invocations."""
+    local = lists if params["chunk_lists"] else 1
     while local * 2 <= lists and (local * 2 <= scanned // k or -(-scanned // local) > _max_scan(params["KP"])):
         local *= 2
     params = dict(params, LOCAL=local)
