@@ -7,7 +7,11 @@ sorted=0 ONNX allows any order; the result is sorted all the same.
 A workgroup keeps a list of the best K per invocation in shared memory and merges the lists
 (kernel design in the template), so K is bounded: MAX_K, refused above. A few long rows (an
 LLM's logits: top-k sampling on the device, compiler/top_k_output.py) go in chunks, a workgroup
-each, then a pass over the chunks' candidates, as ArgMax does (lower/arg_reduce.py)."""
+each, then a pass over the chunks' candidates, as ArgMax does (lower/arg_reduce.py): where the
+chunks are no more than the lists a workgroup holds, each chunk's sorted list is an invocation's
+and the lists merge. llvmpipe stops an invocation's loops after 65535 iterations, so rows also
+split where one invocation's scan would pass LOOP_BUDGET, and a row is refused whose chunks'
+candidates are more than one pass merges (at K = 256: 6 M elements on the generic profile, 24 M on nvidia)."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,27 +52,30 @@ def top_k(node, target) -> list:
     types = kernel_types(x)
     rows = x.size // r
     kp = 1 << (k - 1).bit_length()   # lists padded to a power of two, for the bitonic merge
-    # CPU profiles (lavapipe) walk a row in one invocation: lanes cost a loop over the SIMD lanes for
-    # every divergent shared-memory access, and their workgroups spread over the cores as chunks
-    lists = 1 if target.matmul == "texel" else \
-        min(target.elementwise_local, target.max_shared_memory // (kp * _entry_bytes(types)))
     scan = _max_scan(kp)
+    most = min(target.elementwise_local, target.max_shared_memory // (kp * _entry_bytes(types)))
+    # CPU profiles (lavapipe) walk a row in one invocation where the chunks' candidates fit one pass:
+    # lanes cost a loop over the SIMD lanes for every divergent shared-memory access, and the
+    # chunks' workgroups spread over the cores
+    for lists in (1, most) if target.matmul == "texel" else (most,):
+        chunks = _chunks(target, rows, r, k, lists, scan)
+        if chunks == 1 or chunks * k <= lists * scan:
+            break
+    else:
+        raise CompileError(f"TopK '{node.name}': rows of {r} elements take {chunks} chunks at K = {k}, more "
+                           f"candidates than one workgroup merges ({lists * scan}); vkc's top-k merges once.")
     params = dict(KP=kp, largest=bool(node.attrs.get("largest", 1)), split=None, chunk_lists=False, **types)
     spec = [("TOTAL", "int32", rows), ("R", "int32", r), ("INNER", "int32", inner), ("K", "int32", k)]
     outputs = [buffer_view(values), indices]
-    chunks = _chunks(target, rows, r, k, lists, scan)
     if chunks == 1:
         return [_kernel(node, params, spec, [buffer_view(x)], outputs, rows, r, k, lists)]
-    if chunks * k > lists * scan:
-        raise CompileError(f"TopK '{node.name}': rows of {r} elements take {chunks} chunks at K = {k}, more "
-                           f"candidates than one workgroup merges ({lists * scan}); vkc's top-k merges once.")
     chunk = -(-r // chunks)
     best = Value(f"{indices.name}/top_k_chunks", np.dtype(np.int32), (rows * chunks * k,))
     spec = spec + [("CHUNKS", "int32", chunks), ("CHUNK", "int32", chunk)]
     first = _kernel(node, dict(params, split="chunks"), spec, [buffer_view(x)], [best], rows * chunks, chunk, k,
                     lists)
-    if chunks <= lists:  # each chunk's sorted list an invocation's: the lists merge, nothing to scan
-        local = 1 << (chunks - 1).bit_length()
+    local = 1 << (chunks - 1).bit_length()
+    if local <= lists:  # each chunk's sorted list an invocation's: the lists merge, nothing to scan
         return [first, _kernel(node, dict(params, split="combine", chunk_lists=True), spec, [buffer_view(x), best],
                                outputs, rows, chunks * k, k, local)]
     return [first, _kernel(node, dict(params, split="combine"), spec, [buffer_view(x), best], outputs, rows,

@@ -116,8 +116,9 @@ def test_long_row_split_into_chunks(target):
 def test_every_element_a_candidate(target):
     """Rising rows: each element enters its invocation's list. llvmpipe ends an invocation's loops
     after 65535 iterations in all, so long rows take chunks even where there are rows enough for
-    the device (16 here), and K = MAX_K rows enough chunks that each invocation scans within it."""
-    for rows, r, k in ((16, 30000, MAX_K), (1, 100000, 40)):
+    the device (16 here), and K = MAX_K rows enough chunks that each invocation scans within it
+    (on lavapipe, 256 K elements take the lists of invocations that one invocation's would not)."""
+    for rows, r, k in ((16, 30000, MAX_K), (1, 100000, 40), (1, 256000, MAX_K)):
         model = top_k_model([rows, r], k)
         x = np.tile(np.arange(r, dtype=np.float32), (rows, 1))
         check_against_onnxruntime(model, feeds={"x": x}, target=target, exact=True)
@@ -144,6 +145,12 @@ def test_refused(model, words):
     with pytest.raises(CompileError) as e:
         compile_model(model, target="lavapipe")
     assert all(w in str(e.value) for w in words) and "\n" not in str(e.value), str(e.value)
+
+
+def test_row_past_one_merge_refused():
+    with pytest.raises(CompileError, match="rows of 20000000 elements take 506 chunks at K = 256, more candidates "
+                                           "than one workgroup merges"):
+        compile_model(top_k_model([1, 20_000_000], MAX_K), target="generic")
 
 
 def test_check_names_a_run_time_k():
