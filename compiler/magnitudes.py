@@ -343,13 +343,19 @@ def square_root(node, ins) -> Magnitude | None:
 _facts(square_root, sign=_positive)
 
 
-def clipped(node, ins) -> Magnitude | None:
-    """Clip: within its bounds where both are known (attributes, or constant inputs)."""
+def _clip_bounds(node) -> list:
+    """[low, high] of a Clip, each None where unknown (absent, or computed at run time)."""
     bounds = [node.attrs.get("min"), node.attrs.get("max")]
     for i in (1, 2):
         v = node.inputs[i] if i < len(node.inputs) else None
         if v is not None and v.is_constant and v.size == 1:
             bounds[i - 1] = float(np.asarray(v.data).reshape(()))
+    return bounds
+
+
+def clipped(node, ins) -> Magnitude | None:
+    """Clip: within its bounds where both are known (attributes, or constant inputs)."""
+    bounds = _clip_bounds(node)
     x = ins[0]
     if any(b is None for b in bounds):
         return x
@@ -361,12 +367,7 @@ def clipped(node, ins) -> Magnitude | None:
 
 
 def _clipped_sign(node, signs) -> int:
-    low, high = [node.attrs.get("min"), node.attrs.get("max")]
-    for i in (1, 2):
-        v = node.inputs[i] if i < len(node.inputs) else None
-        if v is not None and v.is_constant and v.size == 1:
-            low, high = (float(np.asarray(v.data).reshape(())), high) if i == 1 else \
-                (low, float(np.asarray(v.data).reshape(())))
+    low, high = _clip_bounds(node)
     if low is not None and low >= 0:
         return 1
     if high is not None and high <= 0:
@@ -374,7 +375,18 @@ def _clipped_sign(node, signs) -> int:
     return _first(node, signs)
 
 
+def _clip_window(node, ins) -> tuple[float, float] | None:
+    """(its input's typical size, the width between its bounds) where both bounds are known: what
+    a Clip passes of an input much larger than that width is what is left where its terms cancel
+    (float16_range.WINDOW)."""
+    low, high = _clip_bounds(node)
+    if low is None or high is None or not ins or ins[0] is None or not 0 < high - low < math.inf:
+        return None
+    return ins[0].rms, high - low
+
+
 _facts(clipped, sign=_clipped_sign)
+clipped.window = _clip_window
 
 
 def bounded(limit: float, at_zero: float = 0.0, weighs: bool = False, nonnegative: bool = False):

@@ -56,6 +56,11 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
    that bound (magnitudes.PHASE), or that input is computed from what it reads: float16 holds
    an angle of hundreds of radians to a fraction of a turn. The node and everything its input is
    computed from stay float32 (a graph input is exact there).
+9. (a refusal, as 6) a Clip with both bounds (ReLU6) reads values of typical size past WINDOW
+   times its width, computed from values float16 stores: what it passes of them is what is left
+   where their terms cancel, and float16's rounding of those terms (1 part in 2048 of their size)
+   is then a large part of it (random normal(0, 0.5) weights in MobileNetV2: 4e-2 at its output). As for rule 6,
+   keeping nodes float32 would not help.
 LIMIT is 2^13: float16's spacing is 8 there, so an activation-sized term added to such a value
 keeps under two significant digits; past 65504 float16 overflows. A float32 result stays large
 (or small) for the nodes that read it (rules 2 and 5), up to a bounded op. Where a rule cannot
@@ -85,6 +90,11 @@ SMALL = 2.0 ** -14   # float16's smallest normal value
 # few parts in a thousand: float16 holds what it is computed from to 1 part in 2048, so such an
 # input moves by over 1/8 where its terms cancel (near the gate's 0, between a softmax's largest).
 GATE = ACTIVATION
+# The typical input size, in widths of its window, past which a Clip's result moves by over
+# 0.4 % of that window at each such node (8 / 2048), and a network of them compounds that: the
+# random-weight MobileNetV1 whose Clips read up to 4 widths gives 2e-3, MobileNetV2 at up to 20
+# gives 4e-2.
+WINDOW = 8
 # Rules through which a value float16 rounds to 0 passes on as such (data movement declares none).
 _PASS_TINY = (None, clipped, negated, absolute, reciprocal, averaged)
 
@@ -98,16 +108,29 @@ def float16_range(graph: Graph, computes_float16) -> dict[int, tuple[Node, str]]
     found = _Range(graph, {**first.feeding_phases(), **first.feeding_divisions()})
     kept = found.kept(computes_float16)
     found.gates = [g for g in found.gates if not _gates_itself(graph, g[0])]
+    if found.windows:
+        (node, size, width, source), *more = found.windows
+        raise CompileError(
+            f"{node.op_type} '{node.name}' keeps values within a window of {width:g} from values about "
+            f"{size:.2g} ('{source}'){_more(more)}: what it passes is what is left where terms float16 "
+            f"holds to 1 part in 2048 cancel, so it moves by about {size / 2048 / width:.1%} of the "
+            "window at each such node, past float16's tolerance. Compile with --precision fp32.")
     if found.gates:
         (node, size, source), *more = found.gates
-        also = f" ({len(more)} more: {', '.join(n.name for n, _, _ in more[:4])}{'...' if len(more) > 4 else ''})" \
-            if more else ""
         raise CompileError(
-            f"{node.op_type} '{node.name}' weighs by values about {size:.2g} ('{source}'){also}, "
+            f"{node.op_type} '{node.name}' weighs by values about {size:.2g} ('{source}'){_more(more)}, "
             "computed from values float16 holds to 1 part in 2048: they move by about "
             f"{size / 2048:.2g}, and its result with them, past float16's tolerance. Compile with "
             "--precision fp32.")
     return kept
+
+
+def _more(more: list) -> str:
+    """' (N more: a, b, ...)' naming the other nodes a refusal found, if any."""
+    if not more:
+        return ""
+    names = ", ".join(m[0].name for m in more[:4])
+    return f" ({len(more)} more: {names}{'...' if len(more) > 4 else ''})"
 
 
 def value_magnitudes(graph: Graph) -> dict[int, Magnitude]:
@@ -133,6 +156,7 @@ class _Range:
         self.tiny: dict[int, str] = {}
         self.constants: dict[int, tuple[Magnitude, float]] = {}
         self.gates: list[tuple[Node, float, str]] = []   # weighing ops reading values past GATE
+        self.windows: list[tuple[Node, float, float, str]] = []   # Clips reading past WINDOW widths
         self.rounded: set[int] = set()   # values float16 storage has rounded, or computed from such
 
     def kept(self, computes_float16) -> dict[int, tuple[Node, str]]:
@@ -148,9 +172,14 @@ class _Range:
                 self.rounded.update(id(v) for v in node.outputs if v is not None)
             rule = find_rule(node.op_type, node.domain, self.graph.opset)
             weighs = getattr(rule.magnitude, "weighs", None) if rule is not None else None
-            size = weighs(node, [self._magnitude(v) for v in node.inputs]) if weighs else None
+            window = getattr(rule.magnitude, "window", None) if rule is not None else None
+            ins = [self._magnitude(v) for v in node.inputs] if weighs or window else []
+            size = weighs(node, ins) if weighs else None
             if size is not None and size > GATE and rounded:
                 self.gates.append((node, size, node.inputs[0].name))
+            size_width = window(node, ins) if window else None
+            if size_width is not None and size_width[0] > WINDOW * size_width[1] and rounded:
+                self.windows.append((node, *size_width, node.inputs[0].name))
         return found
 
     def _visit(self, node: Node) -> str | None:

@@ -125,20 +125,23 @@ def test_a_floor_float16_rounds_to_0_keeps_the_division_by_it_float32():
     check_against_onnxruntime(_normalize(), feeds={"x": x}, **FP16)
 
 
-def _conv_stack(gain: float, layers: int = 6, channels: int = 32, depthwise: bool = False):
-    """Convolutions followed by Relu, their weights drawn as library-default init draws them
-    (normal, std gain * sqrt(2 / fan_in), so each layer scales its input's size by about gain),
-    then a Linear head: a network whose activations shrink (gain < 1, depthwise convolutions
-    under kaiming fan_out) or grow (gain > 1) by the product of the gains."""
+def _conv_stack(gain: float, layers: int = 6, channels: int = 32, depthwise: bool = False, relu6: bool = False):
+    """Convolutions followed by Relu (or ReLU6: Clip(0, 6)), their weights drawn as library-default
+    init draws them (normal, std gain * sqrt(2 / fan_in), so each layer scales its input's size by
+    about gain), then a Linear head: a network whose activations shrink (gain < 1, depthwise
+    convolutions under kaiming fan_out) or grow (gain > 1) by the product of the gains."""
     rng = np.random.default_rng(4)
     nodes, inits, x = [], {}, "x"
+    if relu6:
+        inits["zero"], inits["six"] = np.array(0, np.float32), np.array(6, np.float32)
     for i in range(layers):
         shape = (channels, 1, 3, 3) if depthwise else (channels, channels, 1, 1)
         fan_in = int(np.prod(shape[1:]))
         inits[f"w{i}"] = (gain * np.sqrt(2 / fan_in) * rng.standard_normal(shape)).astype(np.float32)
         nodes += [helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1] if depthwise
                                    else [0, 0, 0, 0], group=channels if depthwise else 1),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
+                  helper.make_node("Clip", [f"c{i}", "zero", "six"], [f"r{i}"], name=f"relu{i}") if relu6
+                  else helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
         x = f"r{i}"
     inits["wh"] = (0.01 * rng.standard_normal((10, channels))).astype(np.float32)
     inits["shape"] = np.array([1, -1], np.int64)
@@ -165,6 +168,22 @@ def test_depthwise_convolutions_of_default_init_shrink_below_float16_and_stay_fl
     model = _conv_stack(gain=1 / np.sqrt(32), layers=10, depthwise=True)
     kept = _kept(model)
     assert "head" in kept and "conv0" not in kept, kept
+    check_against_onnxruntime(model, **FP16)
+
+
+def test_a_relu6_of_values_many_times_its_window_is_refused():
+    """Each layer scales its input by 30 (random weights of std 0.5 over a fan-in of hundreds):
+    the second ReLU6 reads values about 250, 40 times its window, and what it passes is what is
+    left where terms of that size cancel, which float16 holds to 0.1 each. Refused, naming it."""
+    with pytest.raises(CompileError, match=r"Clip 'relu1' keeps values within a window of 6 from "
+                                           r"values about 2.5e\+02 \('c1'\).*--precision fp32"):
+        passes_graph(_conv_stack(gain=30.0, relu6=True), "fp16")
+
+
+def test_a_relu6_of_values_within_its_window_computes_float16():
+    """He init (each layer keeps the size): every ReLU6 reads values about 1, float16 throughout."""
+    model = _conv_stack(gain=1.0, relu6=True)
+    assert _kept(model) == {}
     check_against_onnxruntime(model, **FP16)
 
 
