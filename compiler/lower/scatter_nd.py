@@ -12,7 +12,7 @@ from ..dtypes import element_bits
 from ..errors import CompileError
 from ..registry import shape_of_input0
 from ..shapes import contiguous_strides, prod
-from .kernel import Kernel, grid_1d, register
+from .kernel import Kernel, buffer_view, grid_1d, register
 from .strided_copy import COPIES, strided_copy
 
 LIMITS = ("reduction add, mul, max and min on other data than float32 and int32; constant indices "
@@ -82,5 +82,6 @@ def lower_scatter_nd(node, target):
         # ONNX applies them, one after another, without atomics.
         spec += [("UPDATES", "int32", total // inner)]
         total = inner
-    return kernels + [Kernel("scatter_nd", params, spec, [updates, indices, out], writes=[2],
+    # Y is bound as words (the atomics set an element inside its word): a last, partial word too.
+    return kernels + [Kernel("scatter_nd", params, spec, [updates, indices, buffer_view(out)], writes=[2],
                              groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources)]

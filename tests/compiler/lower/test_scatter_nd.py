@@ -39,6 +39,7 @@ FORMS = {
     "slices": ([4, 5, 6], [[0, 1], [3, -2], [2, 0]], [3, 6]),    # slices of the last dim
     "elements": ([3, 4], [[2, 3], [0, 0], [1, 2]], [3]),         # single elements
     "batched": ([2, 6, 8], [[[1, 2]], [[0, 5]]], [2, 1, 8]),     # indices of rank 3
+    "last-of-odd": ([7], [[6], [-5]], [2]),                      # the last element, in a partial word
 }
 CASES = [pytest.param(*FORMS[form], dtype, id=f"{form}-{np.dtype(dtype).name}")
          for form in FORMS for dtype in (np.float32, np.float16, np.int64, np.uint8)]
