@@ -450,6 +450,16 @@ def reduce(g: GraphBuilder, op: str) -> None:
         g.emit(op, [x, g.ints(axes)], {"keepdims": keep})
 
 
+def top_k(g: GraphBuilder, op: str) -> None:
+    """TopK's values along a drawn axis (its indices are int64: not an output the fuzzer compares,
+    and ties between equal values may order them either way)."""
+    x = g.pick_or_new(1, 4)
+    shape = g.shape(x)
+    axis = int(g.rng.integers(-len(shape), len(shape)))
+    k = int(g.rng.integers(1, shape[axis] + 1))
+    g.emit(op, [x, g.ints([k])], {"axis": axis, "largest": int(g.rng.random() < 0.7), "sorted": 1}, n_out=2)
+
+
 def layernorm(g: GraphBuilder, op: str) -> None:
     x = g.pick_or_new(2, 4)
     s = g.shape(x)
@@ -853,7 +863,7 @@ BUILDERS = {
     "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "Pad": pad, "Tile": tile, "Expand": expand,
     "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
     "Resize": resize, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
-    "Einsum": einsum, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [
+    "Einsum": einsum, "TopK": top_k, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [
         g.pick_or_new(0, 4), g.constant(g.rng.standard_normal(3).astype(g.dtype), node=True)]),
     "Shape": folded, "Size": folded, "Range": folded,
     f"{MS}.Gelu": ms_gelu, f"{MS}.FastGelu": ms_gelu, f"{MS}.BiasGelu": ms_gelu,
