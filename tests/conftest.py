@@ -25,7 +25,7 @@ if "VKC_COOPMAT2_GLSLC" not in os.environ and os.access(_NEWER_GLSLC, os.X_OK):
 
 
 # Tests of over 10 s on the 2-core machine whose size is their point (whole models; the bundle
-# fuzzer), found with `pytest --durations=60 tests/models tests/native tests/bundles
+# fuzzer), found with `pytest --durations=60 tests/models tests/bundles
 # tests/runtime_min tests/benchmarks`. Marked here so the suites' parametrizations stay as they are
 # written; `make test` runs them, `-m "not slow"` leaves them out.
 SLOW = {
@@ -37,11 +37,6 @@ SLOW = {
     "tests/models/test_fp16.py::test_generic_profile_fp16[resnet18]",
     "tests/models/test_fp16.py::test_fp16_matmul[resnet18]",
     "tests/models/test_zoo.py::test_fold_bn_same_function[resnet50]",
-    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-lavapipe-fp16]",
-    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-lavapipe]",
-    "tests/native/test_native.py::test_agrees_with_runtime_min[resnet50-64-generic]",
-    "tests/native/test_native.py::test_agrees_with_runtime_min[efficientnet_b0-64-generic]",
-    "tests/native/test_native.py::test_agrees_with_runtime_min[mobilenet_v3_small-64-op14-hardswish-generic]",
 }
 
 # The IR verifier runs after every compiler pass (compiler/verify.py).

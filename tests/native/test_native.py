@@ -1,9 +1,9 @@
 """The native runtime (native/) against runtime_min and the Python reader.
 
 - `make -C native` builds; `make -C native asan` builds the same under ASan + UBSan.
-- Agreement: bundles compiled here (MLP, small CNN, padded conv, an elementwise chain, an int64
-  Gather; generic and lavapipe targets) run in runtime_min and in vkcrun on the same random inputs
-  give bit-identical outputs (same SPIR-V, same specialization, same schedule, same device: any
+- Agreement: bundles of small models that together use every kernel family on the generic and
+  lavapipe profiles, in float32 and float16 (CASES), run in runtime_min and in vkcrun on the same
+  random inputs give bit-identical outputs (same SPIR-V, same specialization, same schedule, same device: any
   difference would be a bug, so equality is asserted, not a tolerance), with the validation layer
   (synchronization validation on) silent for the C runtime.
 - Fuzz: VKC_NATIVE_FUZZ_N (default 2000) mutations of tests/bundles/test_fuzz.py go through the C
@@ -22,6 +22,7 @@ import functools
 import glob
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -92,12 +93,12 @@ def _large_input():
 
 
 def _models():
-    """name -> builder: the small models here, and every model the model tests (tests/models)
-    compile, at their sizes: the zoo CNNs (test_zoo.CASES), test_models.MODELS, the fixtures."""
+    """name -> builder: the small models here, the transformer and 3-D CNN fixtures, the zoo
+    CNNs (test_zoo.CASES) and test_models.MODELS, at the model tests' sizes."""
     import onnx
     from tests.models import test_models
     from tests.models import test_zoo
-    from tests.onnx_builders import light_model, mlp, small_cnn
+    from tests.onnx_builders import mlp, small_cnn
     made = {"mlp": lambda: mlp(16, 32, 8, batch=2), "small_cnn": lambda: small_cnn(hw=16),
             "conv_pad": _conv_pad, "elementwise": _elementwise, "gather_int64": _gather,
             "large_input": _large_input}
@@ -107,40 +108,42 @@ def _models():
         made[case] = lambda case=case: test_zoo._model(case)
     for name, builder in test_models.MODELS.items():
         made[f"models.{name}"] = builder
-    for name in (*LIGHT, *LIGHT_HOST):
-        made[f"light_{name}"] = lambda name=name: light_model(name)
     return made
 
 
-# What the model tests compile: test_zoo's cases on the generic and lavapipe profiles, the fp16 zoo
-# and fixtures of test_fp16 (lavapipe; four on generic too), test_models on generic, the light
-# models at 224x224 (slow tests: SqueezeNet and ResNet-50 on generic, the others on the local
-# device's profile, `host`).
-ZOO_CASES = ("mobilenet_v2-64", "mobilenet_v2-w0.5-foldbn-reshape-op17-b2", "mobilenet_v3_small-64-op14-hardswish",
-             "mobilenet_v3_small-64-op13-hardsigmoid-mul", "resnet18-64", "resnet18-64-foldbn-reshape-op15",
-             "resnet50-64", "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops",
-             "shufflenet_v2-64-slice-constshapes-foldbn-op16", "unet_small-64", "unet_small-64-foldbn-op17-b2")
-FP16_ZOO = ("mobilenet_v2-64", "mobilenet_v3_small-64-op14-hardswish", "resnet18-64", "resnet50-64",
-            "efficientnet_b0-64", "shufflenet_v2-64-split-shapeops", "unet_small-64")
-MODEL_TESTS_MODELS = ("mlp-784-1024-1024-10", "mlp-batch4", "small_cnn", "small_cnn-batch2",
-                      "mobilenetv2-block-s1-residual", "mobilenetv2-block-s2", "mobilenetv2-block-s1-32ch-28x28")
-LIGHT = ("squeezenet", "resnet50")
-LIGHT_HOST = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet", "vgg19", "zfnet512")
-
-CASES = ([(name, target) for name in ["mlp", "small_cnn", "conv_pad", "elementwise", "gather_int64", "large_input",
-                                      *TRANSFORMERS, *ZOO_CASES]
-          for target in ("generic", "lavapipe")]
-         + [(name, "lavapipe-fp16") for name in (*FP16_ZOO, *TRANSFORMERS)]
-         + [(name, "generic-fp16") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "convnext_tiny")]
-         + [(f"models.{name}", "generic") for name in MODEL_TESTS_MODELS]
+# The runtimes differ in what they do around the kernels (descriptor types: storage buffers on
+# generic, texel buffers on lavapipe; specialization constants; grids; uploads of float16, int64
+# and bool data; barriers; a multi-profile bundle's pick), not in the kernels, which are the same
+# SPIR-V. So the cases are the fewest small models whose bundles, together, use every kernel
+# family the model tests' bundles use on each profile (KERNEL_FAMILIES, checked below), in
+# float32 and float16, plus the edge cases here.
+CASES = [("mlp", "generic"), ("elementwise", "generic"), ("elementwise", "lavapipe"), ("conv_pad", "generic"),
+         ("conv_pad", "lavapipe"), ("large_input", "generic"), ("large_input", "lavapipe"),
+         ("small_cnn", "lavapipe"), ("models.small_cnn", "generic"), ("models.mobilenetv2-block-s1-residual", "generic"),
+         ("bert_tiny", "lavapipe"), ("bert_tiny", "generic-fp16"), ("vit_tiny", "generic"), ("vit_tiny", "lavapipe-fp16"),
+         ("r3d_tiny", "generic"), ("r3d_tiny", "lavapipe"), ("unet_small-64", "generic"), ("unet_small-64", "lavapipe-fp16"),
+         ("shufflenet_v2-64-split-shapeops", "lavapipe-fp16"), ("convnext_tiny", "generic-fp16"),
          # `vkc compile`'s default: every profile of DEFAULT_TARGETS in one bundle (lavapipe runs here)
-         + [(name, "default") for name in ("mobilenet_v2-64", "resnet18-64", "bert_tiny", "gather_int64")]
-         + [(f"light_{name}", "generic") for name in LIGHT]
-         + [(f"light_{name}", "host") for name in LIGHT_HOST])
-# the light models at 224x224 are the model tests' slow ones: slow here too
-PARAMS = [pytest.param(name, target, id=f"{name}-{target}",
-                       marks=[pytest.mark.slow] if name.startswith("light_") else [])
-          for name, target in CASES]
+         ("gather_int64", "default"), ("bert_tiny", "default")]
+PARAMS = [pytest.param(name, target, id=f"{name}-{target}") for name, target in CASES]
+# Kernel families (a module's name less its tile sizes, operand loads and epilogue) per profile.
+KERNEL_FAMILIES = {
+    "generic": {"attention_tiled", "conv2d_depthwise", "conv3d", "conv_transpose", "copy_slice", "elementwise",
+                "elementwise_typed_bool", "elementwise_typed_float16", "elementwise_typed_float32", "gather",
+                "layernorm", "matmul_gemv", "matmul_register_im2col", "matmul_register_strided", "matmul_tiled",
+                "pool_max", "reduce", "resize", "splitk_reduce", "strided_copy", "strided_copy_16bit", "zero_fill"},
+    "lavapipe": {"attention", "attention_tiled", "conv2d_depthwise", "conv3d", "conv_transpose", "copy_slice",
+                 "elementwise", "elementwise_typed_bool", "elementwise_typed_float16", "elementwise_typed_float32",
+                 "gather", "im2col", "layernorm", "matmul_register_im2col", "matmul_register_strided", "matmul_texel",
+                 "pool_avg", "pool_max", "reduce", "resize", "strided_copy", "strided_copy_16bit", "winograd_input",
+                 "winograd_output"},
+}
+
+
+def kernel_family(module_name: str) -> str:
+    family = re.sub(r"_\d+x\d+x\d+", "", module_name)
+    family = re.sub(r"_(a|b)(scalar|k4|m4|n4|im2col)", "", family)
+    return family.removesuffix("_epilogue")
 
 
 def feeds_for(model):
@@ -163,10 +166,7 @@ class Bundles(dict):
 
     def __missing__(self, key):
         from tests.harness import compile_cached
-        from tests.onnx_builders import light_model_path
         name, target = key
-        if name.startswith("light_") and not os.path.exists(light_model_path(name[len("light_"):])):
-            pytest.skip(f"{name} is not in this onnx wheel")
         from compiler.targets import DEFAULT_TARGETS
         path = self.folder / f"{name}-{target}.vkb"
         profile, _, precision = target.partition("-")
@@ -210,6 +210,20 @@ def test_agrees_with_runtime_min(build, bundles, tmp_path, name, target):
         same &= got.tobytes() == want.tobytes()
     assert worst < 1e-6, f"{name}-{target}: max rel L2 {worst:.3g} against runtime_min"
     assert same, f"{name}-{target}: outputs differ from runtime_min (max rel L2 {worst:.3g})"
+
+
+def test_cases_use_every_kernel_family(bundles):
+    """The cases' bundles use every family of KERNEL_FAMILIES on its profile: a compiler change
+    that moves a case off a kernel (a Winograd no longer chosen) shows here, not as lost coverage."""
+    from bundles import read_bundle
+    used = {profile: set() for profile in KERNEL_FAMILIES}
+    for name, target in CASES:
+        profile = target.partition("-")[0]
+        if profile in used:
+            manifest = read_bundle(bundles[(name, target)].read_bytes()).manifest
+            used[profile] |= {kernel_family(m["name"]) for m in manifest["modules"]}
+    for profile, families in KERNEL_FAMILIES.items():
+        assert families <= used[profile], f"{profile}: no case uses {sorted(families - used[profile])}"
 
 
 def test_validation_layer_env_silent(build, bundles, tmp_path):
