@@ -30,7 +30,6 @@ if "VKC_COOPMAT2_GLSLC" not in os.environ and os.access(_NEWER_GLSLC, os.X_OK):
 # written; `make test` runs them, `-m "not slow"` leaves them out.
 SLOW = {
     "tests/bundles/test_fuzz.py::test_fuzz",
-    "tests/models/test_fp16.py::test_zoo_fp16[resnet50]",
     "tests/models/test_fp16.py::test_zoo_fp16[resnet18]",
     "tests/models/test_fp16.py::test_zoo_fp16[efficientnet_b0]",
     "tests/models/test_fp16.py::test_zoo_fp16[shufflenet_v2]",

@@ -18,8 +18,8 @@ from tests.onnx_builders import single_op_model
 
 from tests.conformance import cases  # noqa: E402
 
-# Every 4th selected ONNX node case: a spread of ops, dtypes, ranks and attributes.
-SAMPLE = cases.selected_cases()[::4]
+# Every 8th selected ONNX node case: a spread of ops, dtypes, ranks and attributes.
+SAMPLE = cases.selected_cases()[::8]
 
 
 def _frozen(case) -> onnx.ModelProto:

@@ -32,7 +32,6 @@ ZOO = {
     "mobilenet_v2": lambda: zoo.mobilenet_v2(resolution=64),
     "mobilenet_v3_small": lambda: zoo.mobilenet_v3_small(resolution=64, opset=14),
     "resnet18": lambda: zoo.resnet18(resolution=64),
-    "resnet50": lambda: zoo.resnet50(resolution=64),
     "efficientnet_b0": lambda: zoo.efficientnet_b0(resolution=64),
     "shufflenet_v2": lambda: zoo.shufflenet_v2(resolution=64),
     "unet_small": lambda: zoo.unet_small(resolution=64),

@@ -35,9 +35,10 @@ def test_model(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["squeezenet", "resnet50"])
+@pytest.mark.parametrize("name", ["squeezenet"])
 def test_light_model(name):
-    """The onnx wheel's light_*.onnx (opset 9, data_0 1x3x224x224), weights made random."""
+    """The onnx wheel's light_*.onnx (opset 9, data_0 1x3x224x224), weights made random. (ResNet-50
+    runs at 64x64 in test_zoo.)"""
     path = light_model_path(name)
     if not os.path.exists(path):
         pytest.skip(f"{path} is not in this onnx wheel (onnx {onnx.__version__})")
@@ -45,12 +46,13 @@ def test_light_model(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "shufflenet"])
+@pytest.mark.parametrize("name", ["densenet121", "inception_v1", "inception_v2", "shufflenet"])
 def test_other_light_models_on_the_host_profile(name):
     """Other light models of the wheel, compiled for the local device's profile (on lavapipe:
-    texel-buffer kernels and Winograd, several times faster than `generic` there). AlexNet has
-    classifier weights over 128 MiB, split into column blocks at compile time. Not here: ZFNet
-    and VGG-19, AlexNet's form again at two to four times its cost."""
+    texel-buffer kernels and Winograd, several times faster than `generic` there). Not here:
+    AlexNet, ZFNet and VGG-19, plain convolution stacks whose classifier weights over 128 MiB
+    are split at compile time (tests/compiler/passes/test_split_large_weights.py), at 3 to 10
+    times these models' cost."""
     path = light_model_path(name)
     if not os.path.exists(path):
         pytest.skip(f"{path} is not in this onnx wheel (onnx {onnx.__version__})")
