@@ -157,6 +157,9 @@ NVIDIA_H200_COOPERATIVE_MATRIX = tuple(
 # float16 -> float32: (M, N, K granularity, invocations) (`python3 -m benchmarks.probes.coopmat2_probe` prints it).
 NVIDIA_H200_COOPMAT2 = ((16, 16, 16, 32), (16, 16, 16, 64), (32, 16, 16, 128), (32, 32, 16, 256))
 
+# The storage-buffer range every Vulkan device binds (maxStorageBufferRange >= 2^27): what a
+# compile lays out in one binding, whatever the profile (lavapipe's is exactly this).
+GUARANTEED_BINDING_BYTES = 1 << 27
 # Workgroup counts per core (an NVIDIA streaming multiprocessor, an AMD compute unit): tiles shrink
 # until a matmul has MIN_WORKGROUPS_PER_CORE workgroups a core, so that one can run while another
 # waits at a barrier (two of the nvidia profile's 256-invocation tiles fit an SM's registers); a

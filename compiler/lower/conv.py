@@ -16,6 +16,7 @@ from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
 from ..registry import FLOATS
 from .kernel import Kernel, grid_1d, register, texel_reads
+from ..targets import GUARANTEED_BINDING_BYTES
 
 
 def conv_geometry(node, in_spatial, out_spatial, kernel):
@@ -251,7 +252,9 @@ WINOGRAD = {
 def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> bool:
     """3x3, stride 1, undilated, ungrouped 2-D layers with constant weights and enough channels
     for the batched GEMMs to pay for the two transforms, on profiles that enable it, whose
-    transformed tensors stay within the scratch budget (im2col_max_bytes)."""
+    transformed tensors stay within the scratch budget (im2col_max_bytes) and whose transformed
+    weights ((m + 2)^2 / 9 times the kernel's: 36 x 1024 x 1024 float32 in Wide ResNet-50's last
+    stage) stay within one binding."""
     # The transforms read their inputs through texel buffers (the GEMM between them takes the
     # profile's matmul kernel).
     if not (target.winograd in WINOGRAD and len(x.shape) == 4
@@ -263,8 +266,9 @@ def _winograd_fits(target, node, x, w, out, group, kernel, strides, dils) -> boo
     tiles = -(-(-(-oh // mo) * -(-ow // mo)) // 4) * 4
     scratch = np.dtype(out.dtype).itemsize * n * (mo + 2) ** 2 * tiles * max(cin, cout)
     fetched = max(x.size, n * (mo + 2) ** 2 * tiles * cout)   # X and the GEMMs' output, as texels
+    weights = np.dtype(w.dtype).itemsize * (mo + 2) ** 2 * cin * cout
     return (min(cin, cout) >= target.winograd_min_channels and scratch <= target.im2col_max_bytes
-            and fetched <= target.max_texel_elements)
+            and fetched <= target.max_texel_elements and weights <= GUARANTEED_BINDING_BYTES)
 
 
 def winograd_weights(w: np.ndarray, m: int) -> np.ndarray:

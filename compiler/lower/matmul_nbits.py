@@ -32,6 +32,7 @@ from ..shapes import prod
 from ..ir import Value
 from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
+from ..targets import GUARANTEED_BINDING_BYTES
 from .matmul import tiled_matmul
 from .paired import rows, unpaired
 from .store_expression import build_epilogue
@@ -59,7 +60,7 @@ LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of
           "accuracy_level (ignored: A is never quantized); a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts with a bias, float zero points or a dequantized "
           "weight over 128 MiB run as repeated GEMV")
-MAX_BINDING_BYTES = 1 << 27
+MAX_BINDING_BYTES = GUARANTEED_BINDING_BYTES
 
 
 def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx
+from ..targets import GUARANTEED_BINDING_BYTES
 
-MAX_BINDING_BYTES = 1 << 27
+MAX_BINDING_BYTES = GUARANTEED_BINDING_BYTES
 COLUMNS = 128
 
 

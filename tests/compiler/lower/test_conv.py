@@ -1,5 +1,6 @@
 """Conv (implicit GEMM, 1x1-as-GEMM, depthwise, grouped) against onnxruntime."""
 
+import importlib
 from dataclasses import replace
 
 import onnx
@@ -118,6 +119,19 @@ def test_conv_winograd(case, tile, profile, rng):
     names = [k["name"] for k in result["manifest"]["kernels"]]
     assert any(n.startswith("winograd_input") for n in names), names
     assert any(n.startswith("winograd_output") for n in names), names
+
+
+def test_winograd_weights_past_one_binding_take_the_gemm(monkeypatch, rng):
+    """Winograd F(4x4) holds 36 / 9 times a kernel's weights: past the range every device binds
+    (2^27 bytes; Wide ResNet-50's 1024-channel layers reach 144 MiB) the layer takes im2col and a
+    GEMM instead, and the bundle runs where a 128 MiB binding is the limit. (A small stand-in
+    for 2^27 here.)"""
+    conv = importlib.import_module("compiler.lower.conv")
+    monkeypatch.setattr(conv, "GUARANTEED_BINDING_BYTES", 36 * 16 * 16 * 4 - 4)
+    target = replace(TARGETS["lavapipe"], name="lavapipe-winograd-small-binding", winograd=4)
+    result = check_against_onnxruntime(_conv_model(rng, **WINOGRAD_CASES[0].values[0]), target=target)
+    names = [k["name"] for k in result["manifest"]["kernels"]]
+    assert not any(n.startswith("winograd") for n in names), names
 
 
 # GPU profiles write im2col out with the batch's images side by side along its rows (and copy
