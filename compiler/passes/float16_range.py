@@ -55,7 +55,8 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
 8. it computes a phase (Sin, Cos, Tan: its rule's `precise_input`) from an input that may pass
    that bound (magnitudes.PHASE), or that input is computed from what it reads: float16 holds
    an angle of hundreds of radians to a fraction of a turn. The node and everything its input is
-   computed from stay float32 (a graph input is exact there).
+   computed from stay float32 (a graph input is exact there). Where that input is float16 at
+   the API (--io fp16, a float16 state), keeping cannot help: the model is refused, naming it.
 9. (a refusal, as 6) a Clip with both bounds (ReLU6) reads values of typical size past WINDOW
    times its width, computed from values float16 stores: what it passes of them is what is left
    where their terms cancel, and float16's rounding of those terms (1 part in 2048 of their size)
@@ -293,24 +294,37 @@ class _Range:
         """{id(node): why} for every op computing a phase (rule 8) from an input that may pass its
         bound, and every node that input is computed from."""
         producers = {id(v): n for n in self.graph.nodes for v in n.outputs if v is not None}
+        half = self._float16_at_the_api()
         forced = {}
         for node, x, top in self.phases:
             forced.setdefault(id(node), f"its input '{x.name}' may reach {top:.3g}, an angle "
                               "float16 would hold only to a fraction of a turn")
-            for n in _computed_from(x, producers):
+            inputs = []
+            for n in _computed_from(x, producers, inputs):
                 forced.setdefault(id(n), f"computes '{x.name}', the angle {node.op_type} "
                                   f"'{node.name}' reads, which may reach {top:.3g}")
+            for v in inputs:
+                if id(v) in half:
+                    raise CompileError(
+                        f"{node.op_type} '{node.name}' reads an angle that may reach {top:.3g}, "
+                        f"computed from '{v.name}', float16 at the API: float16 holds such an angle "
+                        "only to a fraction of a turn. Compile without --io fp16 (or with "
+                        "--precision fp32).")
         return forced
+
+    def _float16_at_the_api(self) -> set[int]:
+        """id()s of the float graph inputs that arrive as float16 (--io fp16, a float16 state)."""
+        precision = getattr(self.graph, "precision", None)
+        state = {id(i) for i, _ in self.graph.state} if precision is not None and \
+            not precision.matmul_only else set()
+        return {id(v) for v in self.graph.inputs if _is_float(v) and
+                (id(v) in state or (precision is not None and precision.io_float16))}
 
     def feeding_divisions(self) -> dict[int, str]:
         """{id(node): why} for every division by (or product of) a value that may cancel (rule 7)
         and every node that value is computed from. Refuses where it is computed from a float16 graph input."""
         producers = {id(v): n for n in self.graph.nodes for v in n.outputs if v is not None}
-        precision = getattr(self.graph, "precision", None)
-        state = {id(i) for i, _ in self.graph.state} if precision is not None and \
-            not precision.matmul_only else set()
-        half = {id(v) for v in self.graph.inputs if _is_float(v) and
-                (id(v) in state or (precision is not None and precision.io_float16))}
+        half = self._float16_at_the_api()
         forced = {}
         for node, divisor, where, verb in self.divisions:
             forced.setdefault(id(node), f"{verb} '{divisor.name}', a sum of terms of both signs "
@@ -404,8 +418,9 @@ def _constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
     return Magnitude(top, rms, mean), rounding
 
 
-def _computed_from(value: Value, producers: dict[int, Node]):
-    """The nodes `value` is computed from, through any depth (none past constants and inputs)."""
+def _computed_from(value: Value, producers: dict[int, Node], inputs: list | None = None):
+    """The nodes `value` is computed from, through any depth (none past constants and inputs);
+    the graph inputs (values no node produces) it reaches go to `inputs`, where given."""
     stack, seen = [value], set()
     while stack:
         v = stack.pop().root()
@@ -416,6 +431,8 @@ def _computed_from(value: Value, producers: dict[int, Node]):
         if n is not None:
             yield n
             stack.extend(x for x in n.inputs if x is not None)
+        elif inputs is not None:
+            inputs.append(v)
 
 
 def _gates_itself(graph: Graph, node: Node) -> bool:

@@ -62,6 +62,19 @@ def test_llm_rotary_angles_stay_float32_under_fp16():
     check_against_onnxruntime(llm_rotary(), feeds=feeds, **FP16)
 
 
+def test_angles_from_a_float16_input_are_refused():
+    """With --io fp16 the positions arrive rounded to float16 (integers exact up to 2048, then
+    every other one) and nothing computed from them can restore that: the model is refused,
+    naming Sin or Cos and the input. Without --io fp16 it compiles."""
+    from compiler import compile_model
+    from compiler.errors import CompileError
+
+    with pytest.raises(CompileError, match=r"^(Sin 'sin'|Cos 'cos') reads an angle that may reach .*computed "
+                                           r"from 'positions', float16 at the API.*--io fp16"):
+        compile_model(llm_rotary(), precision="fp16", io="fp16", target="lavapipe")
+    compile_model(llm_rotary(), precision="fp16", target="lavapipe")
+
+
 def llama_rotary(seq: int = 64, heads: int = 2, dim: int = 32):
     """transformers' LlamaRotaryEmbedding: angles = (inv_freq[:, None] @ positions[None, :])^T, a
     MatMul that --precision fp16-matmul would otherwise compute in float16."""
