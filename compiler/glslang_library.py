@@ -90,12 +90,12 @@ class GlslangLibrary:
             try:
                 if not (g.glslang_shader_preprocess(shader, ctypes.byref(given))
                         and g.glslang_shader_parse(shader, ctypes.byref(given))):
-                    return None, g.glslang_shader_get_info_log(shader).decode(errors="replace")
+                    return None, (g.glslang_shader_get_info_log(shader) or b"").decode(errors="replace")
                 program = g.glslang_program_create()
                 try:
                     g.glslang_program_add_shader(program, shader)
                     if not g.glslang_program_link(program, _MESSAGES):
-                        return None, g.glslang_program_get_info_log(program).decode(errors="replace")
+                        return None, (g.glslang_program_get_info_log(program) or b"").decode(errors="replace")
                     options = _SpvOptions(strip_debug_info=True)   # -g0
                     s.glslang_program_SPIRV_generate_with_options(program, _STAGE_COMPUTE, ctypes.byref(options))
                     words = s.glslang_program_SPIRV_get_size(program)
