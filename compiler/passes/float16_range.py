@@ -330,24 +330,18 @@ class _Range:
             forced.setdefault(id(node), f"{verb} '{divisor.name}', a sum of terms of both signs "
                               f"({where}) that may cancel to far below them: float16's rounding of "
                               "its terms would be most of it")
-            stack, seen = [divisor], set()
-            while stack:
-                v = stack.pop().root()
-                if id(v) in seen or v.is_constant:
-                    continue
-                seen.add(id(v))
+            inputs = []
+            for n in _computed_from(divisor, producers, inputs):
+                forced.setdefault(id(n), f"feeds '{divisor.name}', which {node.op_type} "
+                                  f"'{node.name}' {verb} and which may cancel ({where}): "
+                                  "its terms keep float32's precision")
+            for v in inputs:
                 if id(v) in half:
                     raise CompileError(
                         f"{node.op_type} '{node.name}' {verb} '{divisor.name}', a sum that may "
                         f"cancel ({where}), computed from '{v.name}', float16 at the API: its "
                         "rounding would be most of it. Compile without --io fp16 (or with "
                         "--precision fp32).")
-                n = producers.get(id(v))
-                if n is not None:
-                    forced.setdefault(id(n), f"feeds '{divisor.name}', which {node.op_type} "
-                                      f"'{node.name}' {verb} and which may cancel ({where}): "
-                                      "its terms keep float32's precision")
-                    stack.extend(x for x in n.inputs if x is not None)
         return forced
 
     def _mark(self, node: Node, ins, origins: dict, past) -> None:
