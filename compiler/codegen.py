@@ -108,24 +108,26 @@ class Toolchain:
             proc = self.glslc.run(["-fshader-stage=compute", f"--target-env={target_env}", "-O",
                                    "-o", "-", "-"], source.encode())
             return (proc.stdout, "") if proc.returncode == 0 else (None, proc.stderr.decode())
+        raw, messages = self._glslang(source, target_env)
+        if raw is None:
+            return None, messages
+        # -O: the performance passes glslc -O runs (same SPIRV-Tools optimizer, newer)
+        proc = self.spirv_opt.run(["-O", f"--target-env={target_env}", "-", "-o", "-"], raw)
+        return (proc.stdout, "") if proc.returncode == 0 else (None, "spirv-opt: " + proc.stderr.decode())
+
+    def _glslang(self, source: str, target_env: str) -> tuple[bytes | None, str]:
+        """Unoptimized SPIR-V without names (-g0, as glslc -O), or glslang's messages: from the
+        library in process where it loaded, else from glslangValidator."""
         if self.glslang_library is not None and target_env in GLSLANG_ENVIRONMENTS:
-            raw, messages = self.glslang_library.compile(source, target_env)
-            if raw is None:
-                return None, messages
-            proc = self.spirv_opt.run(["-O", f"--target-env={target_env}", "-", "-o", "-"], raw)
-            return (proc.stdout, "") if proc.returncode == 0 else (None, "spirv-opt: " + proc.stderr.decode())
-        # glslangValidator writes SPIR-V only to a file; -g0: no names (as glslc -O), smaller modules
+            return self.glslang_library.compile(source, target_env)
+        # glslangValidator writes SPIR-V only to a file
         with tempfile.TemporaryDirectory(prefix="vkc-glsl-") as tmp:
             raw = os.path.join(tmp, "kernel.spv")
             proc = self.glslang.run(["-V", "--target-env", target_env, "-g0", "--quiet", "--stdin",
                                      "-S", "comp", "-o", raw], source.encode())
             if proc.returncode != 0:
                 return None, (proc.stdout + proc.stderr).decode()
-            # -O: the performance passes glslc -O runs (same SPIRV-Tools optimizer, newer)
-            proc = self.spirv_opt.run(["-O", f"--target-env={target_env}", raw, "-o", "-"])
-            if proc.returncode != 0:
-                return None, "spirv-opt: " + proc.stderr.decode()
-            return proc.stdout, ""
+            return Path(raw).read_bytes(), ""
 
 
 @lru_cache(maxsize=1)
