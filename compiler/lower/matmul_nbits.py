@@ -60,7 +60,6 @@ LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of
           "accuracy_level (ignored: A is never quantized); a packed weight over 128 MiB "
           "(maxStorageBufferRange); prompts with a bias, float zero points or a dequantized "
           "weight over 128 MiB run as repeated GEMV")
-MAX_BINDING_BYTES = GUARANTEED_BINDING_BYTES
 
 
 def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
@@ -91,7 +90,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
         raise CompileError(f"{where}: B '{b.name}' ({np.dtype(b.dtype).name} {list(b.shape)}) "
                            f"is not uint8 [N, n_blocks, blob] = [{n}, {blocks}, "
                            f"{block_size * bits // 8}].")
-    if b.nbytes > MAX_BINDING_BYTES:
+    if b.nbytes > GUARANTEED_BINDING_BYTES:
         raise CompileError(f"{where}: the packed weight '{b.name}' is {b.nbytes >> 20} MiB, over "
                            "the 128 MiB every Vulkan device can bind; split the product "
                            "along N when exporting.")
@@ -120,7 +119,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, columns)
     scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
-            scratch.nbytes <= MAX_BINDING_BYTES and _rows_of_one_matrix(node, out_shape, m):
+            scratch.nbytes <= GUARANTEED_BINDING_BYTES and _rows_of_one_matrix(node, out_shape, m):
         if paired:  # the tiled GEMM computes one product
             return [k for half in unpaired(node, _weight_rows) for k in lower_matmul_nbits(half, target)]
         return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,

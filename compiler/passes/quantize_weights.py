@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
-from ..lower.matmul_nbits import MAX_BINDING_BYTES
+from ..targets import GUARANTEED_BINDING_BYTES
 from .quantized_matmul import MS, pack_bits
 
 SCHEMES = {"int8": (8, True), "int4": (4, False), "int4-sym": (4, True)}
@@ -39,7 +39,7 @@ DEFAULT_BLOCK = 32
 MIN_ELEMENTS = 256
 FLOAT_WEIGHTS = ("float32", "float16")
 # A packed weight past this is split along N: every Vulkan device binds 2^27 bytes.
-MAX_PACKED_BYTES = MAX_BINDING_BYTES
+MAX_PACKED_BYTES = GUARANTEED_BINDING_BYTES
 
 
 @dataclass(frozen=True)
