@@ -14,6 +14,39 @@ import numpy as np
 
 from bundles.dtypes import dtype_of
 
+# Edits that can change which values a graph holds or how they alias: a graph's or a node's value
+# lists, and a value's alias_of. Graph's value index (Graph.values, Graph.family) is kept until
+# the next one, so passes that ask of every value between edits pay one walk, not one per question.
+_edits = [0]
+
+
+def _edited() -> None:
+    _edits[0] += 1
+
+
+class _EditedList(list):
+    """A list that counts its edits in _edits."""
+
+    def _edit(method):
+        def edit(self, *args):
+            _edited()
+            return method(self, *args)
+        return edit
+
+    __setitem__ = _edit(list.__setitem__)
+    __delitem__ = _edit(list.__delitem__)
+    __iadd__ = _edit(list.__iadd__)
+    __imul__ = _edit(list.__imul__)
+    append, extend, insert = _edit(list.append), _edit(list.extend), _edit(list.insert)
+    pop, remove, clear = _edit(list.pop), _edit(list.remove), _edit(list.clear)
+    sort, reverse = _edit(list.sort), _edit(list.reverse)
+    del _edit
+
+
+def _edited_list(values) -> _EditedList:
+    _edited()
+    return values if type(values) is _EditedList else _EditedList(values)
+
 
 @dataclass(eq=False)
 class Value:
@@ -25,6 +58,11 @@ class Value:
     consumers: list["Node"] = field(default_factory=list)
     alias_of: "Value | None" = None         # set for views: the value owning the bytes
     alias_offset: int = 0                   # where a view's bytes start in alias_of's
+
+    def __setattr__(self, name, value):
+        if name == "alias_of":
+            _edited()
+        object.__setattr__(self, name, value)
 
     @property
     def is_constant(self) -> bool:
@@ -69,6 +107,11 @@ class Node:
     # Names of the ONNX nodes this node stands for after fusion (for profiling and errors).
     sources: list[str] = field(default_factory=list)
 
+    def __setattr__(self, name, value):
+        if name in ("inputs", "outputs"):
+            value = _edited_list(value)
+        object.__setattr__(self, name, value)
+
     def input(self, i: int) -> Value | None:
         """The op's own i-th input, or None when absent. Operands a fused epilogue appended
         (after `n_op_inputs`) are not the op's inputs."""
@@ -88,6 +131,7 @@ class Graph:
     """Nodes in a valid topological order plus the graph's inputs and outputs."""
 
     def __init__(self, nodes, inputs, outputs, opset: int, name: str = "model", producer: str = ""):
+        self._index: tuple | None = None   # (_edits when built, values, {id(root): family})
         self.nodes: list[Node] = list(nodes)
         self.inputs: list[Value] = list(inputs)
         self.outputs: list[Value] = list(outputs)
@@ -104,6 +148,11 @@ class Graph:
         self.producer = producer
         self.relink()
 
+    def __setattr__(self, name, value):
+        if name in ("nodes", "inputs", "outputs"):
+            value = _edited_list(value)
+        object.__setattr__(self, name, value)
+
     def relink(self) -> None:
         """Recompute producer/consumer links from the node list (passes call this after edits).
         A value no node in the list produces (a graph input, a constant, the output of a node
@@ -119,6 +168,24 @@ class Graph:
                     v.consumers.append(node)
 
     def values(self) -> list[Value]:
+        """Every value the graph holds: inputs, what nodes read and write, outputs, and the views
+        between (a view of a view that no node touches)."""
+        return list(self._indexed()[1])
+
+    def family(self, v: Value) -> list[Value]:
+        """The graph's values that share v's bytes: v's root and every view of it."""
+        return self._indexed()[2].get(id(v.root()), [])
+
+    def _indexed(self) -> tuple:
+        if self._index is None or self._index[0] != _edits[0]:
+            values = self._walk_values()
+            families: dict[int, list[Value]] = {}
+            for v in values:
+                families.setdefault(id(v.root()), []).append(v)
+            self._index = (_edits[0], values, families)
+        return self._index
+
+    def _walk_values(self) -> list[Value]:
         seen: dict[int, Value] = {}
         for v in self.inputs:
             seen[id(v)] = v
@@ -140,9 +207,7 @@ class Graph:
     def used_only_by(self, v: Value, *nodes: Node) -> bool:
         """True when `nodes` are the only readers of v's bytes: no other consumer, no view of v
         read elsewhere, and neither v nor a view of it is a graph output."""
-        for other in self.values():
-            if other is not v and other.root() is not v.root():
-                continue
+        for other in self.family(v):
             if self.is_output(other) or any(all(c is not n for n in nodes) for c in other.consumers):
                 return False
         return True
@@ -158,7 +223,7 @@ class Graph:
     def sole_reader(self, out: Value) -> "tuple[Node, Value] | None":
         """(node, what it reads) when one node alone reads `out`'s bytes, through `out` itself or
         through one view of all of them (a reshape); None otherwise."""
-        views = [v for v in self.values() if v.alias_of is out]
+        views = [v for v in self.family(out) if v.alias_of is out]
         readers = [(n, v) for v in [out, *views] for n in v.consumers]
         if len({id(n) for n, _ in readers}) != 1 or len({id(v) for _, v in readers}) != 1:
             return None
@@ -204,7 +269,7 @@ def reaches_only(graph: Graph, v: Value, ends, through) -> bool:
             return False
     # Views of v, and views of views (a chain's middle view that no node reads is in no node's
     # inputs, so only its end is among graph.values()).
-    views = [w for w in graph.values() if w is not v and _views_of(w, v)]
+    views = [w for w in graph.family(v) if w is not v and _views_of(w, v)]
     return bool(v.consumers or views) and all(reaches_only(graph, w, ends, through) for w in views)
 
 

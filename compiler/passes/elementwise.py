@@ -179,33 +179,41 @@ def to_elementwise(graph: Graph) -> Graph:
 
 
 def fuse_elementwise_chains(graph: Graph) -> Graph:
-    changed = True
-    while changed:
-        changed = False
-        for consumer in graph.nodes:
-            if consumer.op_type != "vkc.Elementwise":
-                continue
-            for k, v in enumerate(consumer.inputs):
-                prod = v.producer
-                # A bool intermediate (a comparison feeding a Where) joins a tree of another
-                # type. Joining across other dtype changes (an integer chain feeding a Pow's
-                # exponent or a Cast) would be as exact, but is left until a model gains from it:
-                # it would change the kernels of integer and float16 models that compile today.
-                if (prod is None or prod.op_type != "vkc.Elementwise"
-                        or not graph.used_only_by(v, consumer) or v.alias_of is not None
-                        or tuple(v.shape) != tuple(consumer.outputs[0].shape)
-                        or (v.dtype != consumer.outputs[0].dtype and np.dtype(v.dtype) != np.bool_)
-                        or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
-                    continue
-                consumer.attrs["expr"], consumer.inputs = merged(consumer, k, prod)
-                consumer.sources = prod.sources + consumer.sources
-                graph.nodes.remove(prod)
-                graph.relink()
-                changed = True
-                break
-            if changed:
-                break
+    """Merge each elementwise node into its only reader's expression, first consumer first. A
+    merge changes what its consumer can take in, not what the nodes before it can, so the scan
+    goes on from that consumer instead of from the start."""
+    i = 0
+    while i < len(graph.nodes):
+        consumer = graph.nodes[i]
+        found = _mergeable_input(graph, consumer) if consumer.op_type == "vkc.Elementwise" else None
+        if found is None:
+            i += 1
+            continue
+        k, prod = found
+        consumer.attrs["expr"], consumer.inputs = merged(consumer, k, prod)
+        consumer.sources = prod.sources + consumer.sources
+        graph.nodes.remove(prod)
+        graph.relink()
+        i = graph.nodes.index(consumer)
     return graph
+
+
+def _mergeable_input(graph: Graph, consumer: Node) -> "tuple[int, Node] | None":
+    """(k, producer) of consumer's first input whose producer can merge into it."""
+    for k, v in enumerate(consumer.inputs):
+        prod = v.producer
+        # A bool intermediate (a comparison feeding a Where) joins a tree of another
+        # type. Joining across other dtype changes (an integer chain feeding a Pow's
+        # exponent or a Cast) would be as exact, but is left until a model gains from it:
+        # it would change the kernels of integer and float16 models that compile today.
+        if (prod is None or prod.op_type != "vkc.Elementwise"
+                or not graph.used_only_by(v, consumer) or v.alias_of is not None
+                or tuple(v.shape) != tuple(consumer.outputs[0].shape)
+                or (v.dtype != consumer.outputs[0].dtype and np.dtype(v.dtype) != np.bool_)
+                or _merged_size(consumer, k, prod) > MAX_EXPR_CHARS):
+            continue
+        return k, prod
+    return None
 
 
 def _merged_size(consumer: Node, k: int, prod: Node) -> float:

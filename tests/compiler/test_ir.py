@@ -17,3 +17,42 @@ def test_relink_clears_the_producer_of_a_value_no_listed_node_produces():
     graph.nodes.remove(first)
     graph.relink()
     assert y.producer is None and y.consumers == [second] and x.consumers == []
+
+
+def _chain():
+    x, y, z = _value("x"), _value("y"), _value("z")
+    first, second = Node("Relu", "first", [x], [y]), Node("Neg", "second", [y], [z])
+    return Graph([first, second], [x], [z], opset=17), (x, y, z), (first, second)
+
+
+def test_values_and_families_follow_edits_made_without_relink():
+    graph, (x, y, z), (first, second) = _chain()
+    assert graph.family(y) == [y]
+    view = _value("y/view")
+    second.inputs[0] = view                  # an edit in place of a node's inputs
+    assert view in graph.values() and graph.family(view) == [view]
+    view.alias_of = y                        # a value made a view
+    assert set(map(id, graph.family(y))) == {id(y), id(view)}
+    w = _value("w")
+    graph.nodes.append(Node("Abs", "third", [z], [w]))   # a node added in place
+    assert w in graph.values()
+    graph.outputs = [w]
+    assert graph.is_output(w) and not graph.is_output(z)
+
+
+def test_one_walk_answers_every_question_between_edits(monkeypatch):
+    graph, (x, y, z), (first, second) = _chain()
+    walks = []
+    walk = Graph._walk_values
+    monkeypatch.setattr(Graph, "_walk_values", lambda self: walks.append(1) or walk(self))
+    second.inputs = [y]
+    graph.relink()
+    for v in (x, y, z):
+        graph.used_only_by(v, second)
+        graph.sole_consumer(v)
+        graph.sole_reader(v)
+    assert len(walks) == 1
+    second.inputs = [x]
+    graph.relink()
+    assert graph.used_only_by(x, first, second) and not graph.used_only_by(x, first)
+    assert len(walks) == 2
