@@ -131,7 +131,7 @@ class Graph:
     """Nodes in a valid topological order plus the graph's inputs and outputs."""
 
     def __init__(self, nodes, inputs, outputs, opset: int, name: str = "model", producer: str = ""):
-        self._index: tuple | None = None   # (_edits when built, values, {id(root): family})
+        self._index: list | None = None   # Graph._indexed
         self.nodes: list[Node] = list(nodes)
         self.inputs: list[Value] = list(inputs)
         self.outputs: list[Value] = list(outputs)
@@ -157,11 +157,13 @@ class Graph:
         """Recompute producer/consumer links from the node list (passes call this after edits).
         A value no node in the list produces (a graph input, a constant, the output of a node
         folded or removed) has no producer."""
-        for v in self.values():
-            v.producer, v.consumers = None, []
+        # (links written to the values' __dict__: Value.__setattr__ watches only alias_of)
+        for v in self._indexed()[1]:
+            d = v.__dict__
+            d["producer"], d["consumers"] = None, []
         for node in self.nodes:
             for v in node.outputs:
-                v.producer = node
+                v.__dict__["producer"] = node
         for node in self.nodes:
             for v in node.inputs:
                 if v is not None:
@@ -174,15 +176,18 @@ class Graph:
 
     def family(self, v: Value) -> list[Value]:
         """The graph's values that share v's bytes: v's root and every view of it."""
-        return self._indexed()[2].get(id(v.root()), [])
-
-    def _indexed(self) -> tuple:
-        if self._index is None or self._index[0] != _edits[0]:
-            values = self._walk_values()
+        index = self._indexed()
+        if index[2] is None:
             families: dict[int, list[Value]] = {}
-            for v in values:
-                families.setdefault(id(v.root()), []).append(v)
-            self._index = (_edits[0], values, families)
+            for w in index[1]:
+                families.setdefault(id(w.root()), []).append(w)
+            index[2] = families
+        return index[2].get(id(v.root()), [])
+
+    def _indexed(self) -> list:
+        """[_edits when built, the values, their families by root (built when first asked)]."""
+        if self._index is None or self._index[0] != _edits[0]:
+            self._index = [_edits[0], self._walk_values(), None]
         return self._index
 
     def _walk_values(self) -> list[Value]:

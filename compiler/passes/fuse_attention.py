@@ -250,9 +250,8 @@ def _removable(graph: Graph, walked: list[Node], removed: list[Node]) -> list[No
 
 
 def _read_only_by(graph: Graph, v: Value, nodes: set[int]) -> bool:
-    for other in graph.values():
-        if other.root() is v.root() and (graph.is_output(other) or
-                                         any(id(c) not in nodes for c in other.consumers)):
+    for other in graph.family(v):
+        if graph.is_output(other) or any(id(c) not in nodes for c in other.consumers):
             return False
     return True
 

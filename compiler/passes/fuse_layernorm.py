@@ -86,7 +86,7 @@ def _single_consumer(v: Value, op: str) -> Node | None:
 def _internal(graph: Graph, v: Value, chain: list[Node]) -> bool:
     """Whether only the chain reads v: no other node, no view read elsewhere, no graph output."""
     return not any(graph.is_output(other) or any(c not in chain for c in other.consumers)
-                   for other in graph.values() if other is v or other.root() is v)
+                   for other in graph.family(v) if other is v or other.root() is v)
 
 
 def _affine_operand(v: Value | None, x: Value, axis: int) -> Value | None:

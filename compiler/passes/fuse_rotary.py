@@ -144,7 +144,8 @@ def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.nda
     y = add.outputs[0]
     name = add.name
     tables = halves.setdefault((id(origin[0]), id(origin[1])), [_const(f"{name}/cos", cos), _const(f"{name}/sin", sin)])
-    sources = [src for n in sorted(removed + [add], key=graph.nodes.index) for src in n.sources]
+    chosen = {id(n) for n in removed + [add]}
+    sources = [src for n in graph.nodes if id(n) in chosen for src in n.sources]
 
     def const(what, array):
         return _const(f"{name}/{what}", array)

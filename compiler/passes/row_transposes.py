@@ -88,7 +88,7 @@ def _feeds_attention(graph: Graph, v: Value) -> bool:
 def _sole_reader(graph: Graph, y: Value) -> tuple[Node, Value] | None:
     """(node, what it reads) when one node alone reads all of y's bytes, through y itself or
     through reshapes of it (of reshapes: HF's Swin views its windows twice)."""
-    reads = {(id(n), id(w)): (n, w) for w in graph.values() if w.root() is y for n in w.consumers}
+    reads = {(id(n), id(w)): (n, w) for w in graph.family(y) if w.root() is y for n in w.consumers}
     if len(reads) != 1:
         return None
     node, read = next(iter(reads.values()))

@@ -123,7 +123,7 @@ def _sink(graph: Graph, node: Node, x: Value, rows: Rows, names) -> list[Node] |
             or any(v is not None and v.shape is None for v in producer.inputs)
             or any(o is not None and (o.consumers or graph.is_output(o))
                    for o in producer.outputs[1:])
-            or any(v.alias_of is x for v in graph.values())):
+            or any(v.alias_of is x for v in graph.family(x))):
         return None
     rule = fact(producer, "row_wise", graph.opset)
     picks = rule(graph, producer, rows) if rule is not None else None
