@@ -11,6 +11,8 @@ letter summed within one of two operands) are refused naming the equation.
 """
 from __future__ import annotations
 
+import string
+
 import numpy as np
 
 from ..errors import CompileError
@@ -20,8 +22,8 @@ from ..shapes import prod
 
 declare("Einsum", handled_by="MatMul with Transposes and Reshapes (passes/einsum.py)",
         module=__name__, dtypes_doc="float32 (any for transposes: 'ij->ji')",
-        limits="three or more operands, '...', repeated letters (diagonals), a letter summed "
-               "within one of two operands")
+        limits="three or more operands, repeated letters (diagonals), a letter summed "
+               "within one of two operands, broadcasting a dimension of 1")
 
 
 def rewrite_einsum(graph: Graph) -> Graph:
@@ -38,11 +40,10 @@ def _parse(node: Node) -> tuple[list[str], str]:
                             "contracted (such as 'bhid,bhjd->bhij', 'bij,jk->bik' or 'ij->i') "
                             "into MatMul and Transpose.")
 
-    if "." in equation:
-        raise refuse("uses an ellipsis")
-    ins, _, out = equation.partition("->")
+    spelled = _without_ellipsis(node, equation, refuse) if "." in equation else equation
+    ins, _, out = spelled.partition("->")
     ins = ins.split(",")
-    if "->" not in equation:   # implicit output: the letters used once, in alphabetical order
+    if "->" not in spelled:   # implicit output: the letters used once, in alphabetical order
         out = "".join(sorted(c for c in set("".join(ins)) if "".join(ins).count(c) == 1))
     if len(ins) > 2:
         raise refuse(f"has {len(ins)} operands")
@@ -56,6 +57,31 @@ def _parse(node: Node) -> tuple[list[str], str]:
             if letter not in out and not (letter in ins[0] and letter in ins[1]):
                 raise refuse(f"sums letter '{letter}' within one operand")
     return ins, out
+
+
+def _without_ellipsis(node: Node, equation: str, refuse) -> str:
+    """The equation with each '...' spelled as letters of its own: an operand's ellipsis covers
+    the dimensions its letters leave, the letters shared from the right (numpy's broadcasting);
+    an implicit output puts them first."""
+    ins, arrow, out = equation.partition("->")
+    terms = ins.split(",")
+    if len(terms) != len(node.inputs) or any(t.count("...") > 1 or "." in t.replace("...", "", 1)
+                                             for t in (*terms, out)):
+        raise refuse("has a malformed ellipsis")
+    spans = [len(v.shape) - len(t.replace("...", "")) if "..." in t else 0
+             for t, v in zip(terms, node.inputs)]
+    if min(spans) < 0:
+        raise refuse("names more letters than an operand has dimensions")
+    width = max(spans)
+    fresh = "".join(c for c in string.ascii_letters if c not in equation)[:width]
+
+    def spelled(term: str, span: int) -> str:
+        return term.replace("...", fresh[width - span:])
+
+    if not arrow:   # implicit output: the ellipsis, then the letters used once, in alphabetical order
+        letters = "".join(t.replace("...", "") for t in terms)
+        out = "..." + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return ",".join(spelled(t, n) for t, n in zip(terms, spans)) + "->" + spelled(out, width)
 
 
 def _rewrite(node: Node) -> list[Node]:
@@ -84,8 +110,13 @@ def _rewrite(node: Node) -> list[Node]:
     size = {**dict(zip(b_sub, y.shape)), **dict(zip(a_sub, x.shape))}
     for c in set(a_sub) & set(b_sub):
         if x.shape[a_sub.index(c)] != y.shape[b_sub.index(c)]:
+            written = node.attrs["equation"]
+            written = (written.decode() if isinstance(written, bytes) else written).replace(" ", "")
+            spelled = f"'{a_sub},{b_sub}->{out_sub}'"
+            if "." in written:
+                spelled = f"'{written}' (its ellipsis spelled {spelled})"
             raise CompileError(f"Einsum '{node.name}': letter '{c}' of equation "
-                               f"'{a_sub},{b_sub}->{out_sub}' is {x.shape[a_sub.index(c)]} long in "
+                               f"{spelled} is {x.shape[a_sub.index(c)]} long in "
                                f"'{x.name}' but {y.shape[b_sub.index(c)]} in '{y.name}'; vkc does "
                                "not broadcast named letters.")
     nodes: list[Node] = []

@@ -23,6 +23,12 @@ CASES = [
     pytest.param("ij,kj->ki", [5, 6], [7, 6], id="transposed-output"),
     pytest.param("i,i", [5], [5], id="implicit-inner-product"),
     pytest.param("bij,bjk", [2, 3, 4], [2, 4, 5], id="implicit-output"),
+    pytest.param("...ij,...jk->...ik", [2, 3, 4], [2, 4, 5], id="ellipsis-batch"),
+    pytest.param("...qd,...kd->...qk", [2, 3, 4, 8], [2, 3, 5, 8], id="ellipsis-two-batch"),
+    pytest.param("b...d,de->b...e", [2, 3, 4, 8], [8, 5], id="ellipsis-middle"),
+    pytest.param("...ij,jk->...ik", [2, 3, 4], [4, 5], id="ellipsis-one-side"),
+    pytest.param("...ij,...jk", [2, 3, 4], [2, 4, 5], id="ellipsis-implicit-output"),
+    pytest.param("...d,...d->...", [3, 8], [3, 8], id="ellipsis-output-only"),
 ]
 
 
@@ -37,6 +43,8 @@ def test_einsum_runtime_operands(equation, a, b):
     pytest.param("ij->i", [3, 4], id="row-sums"),
     pytest.param("bhij->bj", [2, 3, 4, 5], id="sum-two-letters"),
     pytest.param("ij->ij", [3, 4], id="identity"),
+    pytest.param("...ij->...ji", [2, 3, 4], id="ellipsis-transpose"),
+    pytest.param("...ij->...i", [2, 3, 4], id="ellipsis-row-sums"),
 ])
 def test_einsum_one_operand(equation, shape):
     check_against_onnxruntime(single_op_model("Einsum", {"a": shape}, {"equation": equation}))
@@ -56,7 +64,8 @@ def test_einsum_constant_operand(equation, a, b):
     ("ii->i", [[4, 4]]),
     ("...ii->...i", [[2, 4, 4]]),
     ("ij,jk,kl->il", [[2, 3], [3, 4], [4, 5]]),
-    ("...ij,...jk->...ik", [[2, 3, 4], [2, 4, 5]]),
+    ("...ij,...jk->...ik", [[1, 3, 4], [2, 4, 5]]),   # an ellipsis dimension broadcast from 1
+    ("...i.j->...ij", [[2, 3, 4]]),
     ("ij,jk->i", [[2, 3], [3, 4]]),
     ("bij,bjk->bik", [[2, 3, 4], [1, 4, 5]]),
 ])
