@@ -174,6 +174,16 @@ def packed_weights(manifest: dict, ids: list[int]) -> list[tuple[int, int, int]]
     return out or [(0, 0, 0)]
 
 
+def uploaded_weights_bytes(manifest: dict, view: dict) -> int:
+    """What a runtime running variant `view` of a (validated) manifest alone uploads of the WEIGHTS
+    section (packed_weights): its own ranges, packed; a flat manifest's whole section. What the
+    device's memory must hold, not the section's size, which counts every profile's layouts."""
+    size = view["memory"]["weights_bytes"]
+    if "variants" not in manifest:
+        return size
+    return sum(end - start for start, end in _weight_chunks(view, size, view["memory"]["alignment"]))
+
+
 def exclusive_bytes(bundle) -> list[int]:
     """Per variant of a (read) bundle, the bytes of SPIR-V modules and weights that no other variant
     uses: what it adds to the bundle's size (`vkc inspect`)."""

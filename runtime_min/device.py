@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from bundles.manifest import device_type, variant_views
 from bundles.dtypes import COMPONENT_TYPES
 from bundles.spirv import SPIRV_EXTENSIONS
-from bundles.variants import VariantError, pick_profile, used_modules
+from bundles.variants import VariantError, pick_profile, uploaded_weights_bytes, used_modules
 
 from .errors import INSTALL_DRIVER, Cleanup, DeviceLostError, VkcRuntimeError, import_vulkan, step
 
@@ -420,8 +420,11 @@ def needed_features(manifest: dict, info: DeviceInfo, needs) -> set:
     return set(manifest.get("requirements", {}).get("features", [])) | spirv_needs(info, needs)[2]
 
 
-def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) -> list[str]:
-    """What the device lacks to run the bundle, as short phrases; empty when it can run it."""
+def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False,
+          weights_bytes: int | None = None) -> list[str]:
+    """What the device lacks to run the bundle (a variant's view), as short phrases; empty when it
+    can run it. weights_bytes: what it uploads of the WEIGHTS section (uploaded_weights_bytes), by
+    default the whole section."""
     req = manifest.get("requirements", {})
     mem = manifest["memory"]
     out = []
@@ -450,13 +453,14 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False) ->
     if widest > info.max_storage_buffers_per_stage:
         out.append(f"{widest} storage buffers in one kernel (it allows {info.max_storage_buffers_per_stage})")
     mib = lambda n: f"{n / 2**20:.1f} MiB"
-    for what, size in (("arena", mem["arena_bytes"]), ("weights", mem["weights_bytes"])):
+    weights = mem["weights_bytes"] if weights_bytes is None else weights_bytes
+    for what, size in (("arena", mem["arena_bytes"]), ("weights", weights)):
         if size > info.max_memory_allocation_bytes:
             out.append(f"one allocation of {mib(size)} for the {what} (it allows {mib(info.max_memory_allocation_bytes)})")
-    need = mem["arena_bytes"] + mem["weights_bytes"]
+    need = mem["arena_bytes"] + weights
     if need > info.memory_budget_bytes:
         out.append(f"{mib(need)} of device memory (arena {mib(mem['arena_bytes'])} + weights "
-                   f"{mib(mem['weights_bytes'])}; its budget is {mib(info.memory_budget_bytes)} of a "
+                   f"{mib(weights)}; its budget is {mib(info.memory_budget_bytes)} of a "
                    f"{mib(info.device_local_bytes)} heap)")
     io = [manifest["tensors"][x["tensor"]]["nbytes"] for x in manifest["inputs"] + manifest["outputs"]]
     if sum(io) > info.host_visible_bytes:
@@ -513,7 +517,8 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, 
     problems = []
     for info in _candidates(infos, device):
         def why(view, info=info):
-            found = lacks(info, view, needs and [needs[i] for i in used_modules(view)], robust)
+            found = lacks(info, view, needs and [needs[i] for i in used_modules(view)], robust,
+                          uploaded_weights_bytes(manifest, view))
             return "; ".join(found) if found else None
         try:
             return info, pick_profile(manifest, info.vendor_id, device_type(info.type_code), why, target)[1]

@@ -600,6 +600,34 @@ static int spirv_needs_feature(const manifest *man, const variant *v, const char
     return 0;
 }
 
+/* What a runtime running variant `m` alone uploads of the WEIGHTS section (bundles/variants.py
+ * uploaded_weights_bytes): its tensors' ranges, ends rounded up to its alignment, overlaps counted
+ * once; a flat manifest's whole section. The section itself counts every profile's layouts. */
+static int by_start(const void *a, const void *b);
+
+static uint64_t uploaded_weights(const manifest *man, const variant *m) {
+    uint64_t total = 0, reach = 0;
+    wrange *r;
+    uint32_t n = 0;
+    if (!man->multi) return m->weights_bytes;
+    if (!(r = calloc((size_t)m->n_tensors + 1, sizeof *r))) return m->weights_bytes;   /* count the whole section */
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        const m_tensor *t = &m->tensors[i];
+        uint64_t end = (t->offset + t->nbytes + m->alignment - 1) / m->alignment * m->alignment;
+        if (t->memory != MEM_WEIGHTS || !t->nbytes) continue;
+        r[n].start = t->offset;
+        r[n++].end = end < m->weights_bytes ? end : m->weights_bytes;
+    }
+    qsort(r, n, sizeof *r, by_start);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t from = r[i].start > reach ? r[i].start : reach;
+        if (r[i].end > from) total += r[i].end - from;
+        if (r[i].end > reach) reach = r[i].end;
+    }
+    free(r);
+    return total;
+}
+
 static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, const variant *m, int robust, needs *nd,
                  char *out, size_t outlen) {
     char why[1024];
@@ -608,7 +636,7 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
     const VkPhysicalDeviceLimits *lim = &d->props.limits;
     uint64_t align;
     int texels = 0;
-    uint64_t io = 0, host_heap = 0, local_heap = 0;
+    uint64_t io = 0, host_heap = 0, local_heap = 0, weights = uploaded_weights(man, m);
     memset(nd, 0, sizeof *nd);
     why[0] = '\0';
     (void)ctx;
@@ -671,7 +699,7 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
         for (uint32_t b = 0; b < mm->bindings; b++) texels |= mm->texel[b] != 0;
     }
     if (m->arena_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the arena; ", (unsigned long long)m->arena_bytes);
-    if (m->weights_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the weights; ", (unsigned long long)m->weights_bytes);
+    if (weights > d->max_alloc) LACK("one allocation of %llu bytes for the weights; ", (unsigned long long)weights);
     if (m->state_bytes > d->max_alloc) LACK("one allocation of %llu bytes for the state; ", (unsigned long long)m->state_bytes);
     for (uint32_t i = 0; i < d->mem.memoryHeapCount; i++)
         if ((d->mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && d->mem.memoryHeaps[i].size > local_heap)
@@ -681,8 +709,8 @@ static int lacks(const vkc_context *ctx, const devinfo *d, const manifest *man, 
             d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size > host_heap)
             host_heap = d->mem.memoryHeaps[d->mem.memoryTypes[i].heapIndex].size;
     if (!local_heap && d->mem.memoryHeapCount) local_heap = d->mem.memoryHeaps[0].size;
-    if (m->arena_bytes + m->weights_bytes + m->state_bytes > local_heap)
-        LACK("%llu bytes of device memory; ", (unsigned long long)(m->arena_bytes + m->weights_bytes + m->state_bytes));
+    if (m->arena_bytes + weights + m->state_bytes > local_heap)
+        LACK("%llu bytes of device memory; ", (unsigned long long)(m->arena_bytes + weights + m->state_bytes));
     for (uint32_t i = 0; i < m->n_inputs; i++) io += m->tensors[m->inputs[i].tensor].nbytes;
     for (uint32_t i = 0; i < m->n_outputs; i++) io += m->tensors[m->outputs[i].tensor].nbytes;
     if (io > host_heap) LACK("%llu bytes of host-visible memory for inputs and outputs; ", (unsigned long long)io);

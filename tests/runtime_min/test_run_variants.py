@@ -165,3 +165,32 @@ def test_target_override_on_a_flat_bundle(model_proto):
         assert m.target == "generic" and m.variants == ["generic x=2x16"]
     with pytest.raises(VkcRuntimeError, match=r"^Target 'nvidia' is not in this bundle; it has 'generic'\.$"):
         load(data, target="nvidia")
+
+
+def test_device_memory_is_checked_for_the_profiles_own_weights(monkeypatch):
+    """A device whose largest allocation holds lavapipe's own weights (a 3x3 filter transformed for
+    Winograd) but not the section (which also holds nvidia's layout) runs the lavapipe profile: the
+    check counts what is uploaded."""
+    import dataclasses
+
+    from compiler import compile_model
+    from bundles.variants import packed_weights
+    from runtime_min import device as rdevice
+    from tests.onnx_builders import single_op_model
+    w = np.random.default_rng(0).standard_normal((128, 128, 3, 3)).astype(np.float32)
+    model = single_op_model("Conv", {"x": [1, 128, 8, 8]}, {"pads": [1, 1, 1, 1]}, initializers={"w": w})
+    data = compile_model(model, target="nvidia,lavapipe")
+    b = read_bundle(data)
+    index = [v["target"]["name"] for v in b.manifest["variants"]].index("lavapipe")
+    used = sum(end - start for start, end, _ in packed_weights(b.manifest, [index]))
+    assert used < len(b.weights)
+    real = rdevice.Instance.describe
+    for limit, fits in ((used, True), (used - 1, False)):
+        monkeypatch.setattr(rdevice.Instance, "describe", lambda self, p, i, limit=limit: dataclasses.replace(
+            real(self, p, i), max_memory_allocation_bytes=limit))
+        if fits:
+            with load(data, target="lavapipe") as m:
+                assert m._weights.size == used
+        else:
+            with pytest.raises(VkcRuntimeError, match=f"one allocation of .* for the weights"):
+                load(data, target="lavapipe")
