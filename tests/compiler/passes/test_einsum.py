@@ -65,7 +65,6 @@ def test_einsum_constant_operand(equation, a, b):
     ("...ii->...i", [[2, 4, 4]]),
     ("ij,jk,kl->il", [[2, 3], [3, 4], [4, 5]]),
     ("...ij,...jk->...ik", [[1, 3, 4], [2, 4, 5]]),   # an ellipsis dimension broadcast from 1
-    ("...i.j->...ij", [[2, 3, 4]]),
     ("ij,jk->i", [[2, 3], [3, 4]]),
     ("bij,bjk->bik", [[2, 3, 4], [1, 4, 5]]),
 ])
