@@ -729,6 +729,19 @@ def resize(g: GraphBuilder, op: str) -> None:
     g.emit("Resize", [x, "", scale], attrs)
 
 
+def grid_sample(g: GraphBuilder, op: str) -> None:
+    """X sampled at a grid (a constant or an input) reaching past X's edges; nearest sampling
+    jumps at pixel boundaries, so it is drawn only where the compile keeps the grid exact."""
+    x = image(g, 4)
+    shape = (g.shape(x)[0], int(g.rng.integers(1, 7)), int(g.rng.integers(1, 7)), 2)
+    grid = g.const(shape, scale=0.7) if g.rng.random() < 0.5 else g.new_input(shape)
+    nearest = g.exact_ops and g.rng.random() < 0.3
+    g.emit("GridSample", [x, grid], {
+        "mode": "nearest" if nearest else "bilinear" if g.opset < 20 else "linear",
+        "padding_mode": str(g.rng.choice(("zeros", "border", "reflection"))),
+        "align_corners": int(g.rng.integers(0, 2))})
+
+
 def where(g: GraphBuilder, op: str) -> None:
     if not g.exact_ops:
         raise Reject()
@@ -866,7 +879,7 @@ BUILDERS = {
     "Squeeze": squeeze, "Unsqueeze": squeeze, "Concat": concat, "Split": split, "Slice": slice_,
     "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "Pad": pad, "Tile": tile, "Expand": expand,
     "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
-    "Resize": resize, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
+    "Resize": resize, "GridSample": grid_sample, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
     "Einsum": einsum, "TopK": top_k, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [
         g.pick_or_new(0, 4), g.constant(g.rng.standard_normal(3).astype(g.dtype), node=True)]),
     "Shape": folded, "Size": folded, "Range": folded,

@@ -1,0 +1,52 @@
+"""GridSample (torch.nn.functional.grid_sample): Y[n, c, h, w] is X[n, c] sampled at the point
+grid[n, h, w] = (x, y), normalized to [-1, 1] across X's width and height. 4-D X, bilinear and
+nearest modes, zeros, border and reflection padding, both align_corners conventions, as
+onnxruntime computes them (templates/grid_sample.comp.j2)."""
+from __future__ import annotations
+
+from ..errors import CompileError
+from ..dtypes import kernel_types
+from ..registry import FLOATS
+from .kernel import Kernel, grid_1d, register
+
+MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest"}
+PADDINGS = ("zeros", "border", "reflection")
+LIMITS = "bicubic/cubic mode; 5-D inputs (opset 20's volumetric sampling)"
+
+
+def _text(node, name: str, default: str) -> str:
+    value = node.attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _lower(node, target):
+    x, grid, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    mode, padding = _text(node, "mode", "bilinear"), _text(node, "padding_mode", "zeros")
+    if mode not in MODES:
+        raise CompileError(f"GridSample '{node.name}': mode '{mode}' is not built; vkc samples "
+                           "bilinear (linear) and nearest. Export with mode='bilinear' or 'nearest'.")
+    if padding not in PADDINGS:
+        raise CompileError(f"GridSample '{node.name}': padding_mode '{padding}' is not one of "
+                           f"{', '.join(PADDINGS)}.")
+    if len(x.shape) != 4 or len(grid.shape) != 4 or grid.shape[-1] != 2:
+        raise CompileError(f"GridSample '{node.name}': X {list(x.shape)} and grid {list(grid.shape)} are "
+                           "not 4-D [N, C, H, W] and [N, H_out, W_out, 2]; vkc samples 2-D images only.")
+    if grid.dtype != x.dtype:
+        raise CompileError(f"GridSample '{node.name}': grid '{grid.name}' is {grid.dtype}, X is "
+                           f"{x.dtype}; vkc samples with a grid of X's type.")
+    n, c, ih, iw = x.shape
+    oh, ow = grid.shape[1:3]
+    align = bool(node.attrs.get("align_corners", 0))
+    spec = [("TOTAL", "int32", out.size), ("C", "int32", c), ("IH", "int32", ih), ("IW", "int32", iw),
+            ("OH", "int32", oh), ("OW", "int32", ow)]
+    local = target.elementwise_local
+    params = dict(LOCAL=local, mode=MODES[mode], padding=padding, align_corners=align, **kernel_types(out))
+    if out.size == 0:
+        return []
+    return [Kernel("grid_sample", params, spec, [x, grid, out], writes=[2], groups=grid_1d(out.size, local),
+                   local_size=(local, 1, 1), nodes=node.sources, flops=8 * out.size)]
+
+
+@register("GridSample", since=16, dtypes=FLOATS, limits=LIMITS)
+def lower_grid_sample(node, target):
+    return _lower(node, target)
