@@ -102,8 +102,10 @@ def _rows(graph, node, rows: Rows):
 
 
 def _register(op_type: str) -> None:
-    # ReduceMax and ReduceMin of bool (opset 20) are any and all.
-    dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ())
+    # ReduceMax and ReduceMin of bool (opset 20) are any and all; sums and products of integers
+    # wrap around as onnxruntime's do (a count of mask elements: Mask2Former's decoder).
+    dtypes = FLOATS + ("float64",) + (("bool",) if op_type in ("ReduceMax", "ReduceMin") else ()) \
+        + (("int32", "int64") if op_type in ("ReduceSum", "ReduceProd") else ())
 
     magnitude = reduction(REDUCE_OPS[op_type])
 

@@ -134,3 +134,21 @@ def test_mean_of_a_constant_row_is_its_value(target):
     x = np.repeat(np.random.default_rng(3).standard_normal((112, 1)), 17, axis=1).astype(np.float32)
     got, _ = run_bundle(compile_model(model, target=target), {"x": x})
     assert not got["y"].any()
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd"])
+@pytest.mark.parametrize("axes", [[1], [0, 2], [1, 2]])
+def test_reduce_integers(op, dtype, axes, target):
+    """Integer sums and products (a count of mask elements, as Mask2Former's decoder takes),
+    exact, over 40-element rows (several invocations share a row on GPU profiles) and across."""
+    if op == "ReduceSum":
+        model = single_op_model(op, {"x": [3, 40, 5]}, initializers={"axes": np.array(axes, np.int64)},
+                                node_inputs=["x", "axes"], input_dtypes={"x": dtype}, output_dtypes=[dtype])
+    else:
+        model = single_op_model(op, {"x": [3, 40, 5]}, {"axes": axes}, input_dtypes={"x": dtype},
+                                output_dtypes=[dtype])
+    low = -2 if op == "ReduceProd" else -1000
+    x = np.random.default_rng(4).integers(low, -low + 1, (3, 40, 5)).astype(dtype)
+    check_against_onnxruntime(model, feeds={"x": x}, target=target, exact=True)
