@@ -543,9 +543,8 @@ NOT_CHECKED = {
     "ScatterND": "checked in tests/compiler/lower/test_scatter_nd.py: its reductions of NaN and infinities",
     "TopK": "checked in tests/compiler/lower/test_top_k.py: NaN ranks largest, as onnxruntime's",
     "Upsample": "not checked: as Resize",
-    # A NaN or infinite grid point: onnxruntime casts it to an integer pixel index (undefined in
-    # C++, and its results show it); vkc's bilinear sampling gives NaN there.
-    "GridSample": "not checked: a NaN or infinite grid point, an infinity among the pixels (as Resize)",
+    "GridSample": "checked in tests/compiler/lower/test_grid_sample.py: NaN and infinite grid points "
+                  "sample at the lower bound, as onnxruntime's; an infinite pixel not checked (as Resize)",
     "com.microsoft.Attention": "not checked: the flash-style softmax with -inf masks and NaN scores",
     "com.microsoft.MultiHeadAttention": "not checked: as com.microsoft.Attention",
     "Attention": "not checked: as com.microsoft.Attention",

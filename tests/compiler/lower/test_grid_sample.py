@@ -8,7 +8,8 @@ from onnx import TensorProto, helper
 
 from compiler import compile_model
 from compiler.errors import CompileError
-from tests.harness import check_against_onnxruntime
+from runtime_min import load
+from tests.harness import check_against_onnxruntime, run_onnxruntime
 
 
 def grid_sample_model(mode="bilinear", padding="zeros", align=0, opset=16, x=(2, 3, 5, 7), out=(4, 6)):
@@ -54,3 +55,19 @@ def test_cubic_is_refused(mode):
     with pytest.raises(CompileError, match=f"GridSample .* mode '{mode}' is not built"):
         compile_model(grid_sample_model(mode, opset=16 if mode == "bicubic" else 20))
 
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_points_no_integer_holds(mode, padding, align):
+    """NaN, infinite and huge grid points sample at the lower bound of their axis, as onnxruntime
+    does (Mask2Former's deformable attention samples a 1x1 feature map at NaN points)."""
+    model = grid_sample_model(mode, padding, align, x=(1, 2, 4, 5), out=(2, 4))
+    f = feeds(model, 3)
+    f["grid"][0, 0] = [[np.nan, 0.2], [0.3, np.nan], [np.nan, np.nan], [np.inf, -0.4]]
+    f["grid"][0, 1] = [[-np.inf, 0.1], [1e30, 0.5], [0.6, -1e30], [-np.inf, np.inf]]
+    want = run_onnxruntime(model, f)["y"]
+    with load(compile_model(model, target="generic")) as m:
+        got = m.run(f)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
