@@ -34,6 +34,11 @@ MS = "com.microsoft"
 # Mathematical facts, not support: operands these ops need positive (a negative one gives NaN,
 # whose propagation the fuzzer does not aim at), results that jump, ops that keep values exact.
 POSITIVE_OPERAND = {"Log": 0, "Sqrt": 0, "Reciprocal": 0, "Div": 1, "Pow": 0, "ReduceLogSum": 0}
+# and operands these need within their domains: Acosh's [1, inf), the inverse sine's, cosine's
+# and hyperbolic tangent's (-1, 1) (a NaN from outside reaching a ReduceMin is ranked by the order
+# of onnxruntime's loop, not by the op's definition).
+AT_LEAST_ONE_OPERAND = {"Acosh": 0}
+WITHIN_ONE_OPERAND = {"Asin": 0, "Acos": 0, "Atanh": 0}
 # Results that jump (not drawn where the compile rounds to float16): steps and comparisons; the
 # index of an extreme, which a tie made by rounding moves; NaN past a domain's edge at +-1, which
 # rounding moves an input across.
@@ -274,6 +279,10 @@ def _random_attrs(g: GraphBuilder, op: str, schema, rank: int) -> dict:
 def _operand(g: GraphBuilder, op: str, slot: int, x: str) -> str:
     if POSITIVE_OPERAND.get(op) == slot:
         return g.positive(x)
+    if AT_LEAST_ONE_OPERAND.get(op) == slot:   # |x| + c + 0.5, c >= 0.5
+        return g.emit("Add", [g.positive(x), g.constant(np.asarray(0.5, g.dtype))])[0]
+    if WITHIN_ONE_OPERAND.get(op) == slot:     # 0.9 tanh(x)
+        return g.emit("Mul", [g.emit("Tanh", [x])[0], g.constant(np.asarray(0.9, g.dtype))])[0]
     return x
 
 
