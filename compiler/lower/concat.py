@@ -6,21 +6,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import kernel_types
+from ..dtypes import TYPES, kernel_types
 from ..ir import Value
 from ..memory import ALIGNMENT
 from ..registry import FLOATS
 from ..shapes import prod
 from .kernel import Kernel, grid_1d, kernels_by_root, register
+from .strided_copy import element_words
+
+# Integer Concats (positions and block ids computed from a mask: LongT5's) move 32-bit words.
+MOVED = ("int32", "int64", "uint32", "uint64")
 
 
-@register("Concat", dtypes=FLOATS)
+@register("Concat", dtypes=FLOATS + MOVED)
 def lower_concat(node, target):
     out = node.outputs[0]
     axis = node.attrs["axis"] % len(out.shape)
     outer, inner = prod(out.shape[:axis]), prod(out.shape[axis + 1:])
     local = target.elementwise_local
-    params = dict(LOCAL=local, **kernel_types(out))
+    if np.dtype(out.dtype).name in FLOATS:
+        params = dict(LOCAL=local, **kernel_types(out))
+    else:  # copied bit for bit as 32-bit words (an int64 element is two)
+        inner *= element_words(node, [*node.inputs, out])
+        params = dict(LOCAL=local, T=TYPES["float32"], ACC=TYPES["float32"])
     kernels, offset = [], 0
     # Set by passes/concat_slices.py: the inputs already written into their slice.
     placed_inputs = node.attrs.get("written_in_place", (False,) * len(node.inputs))
@@ -50,6 +58,8 @@ def write_slices_with_shifted_stores(kernels: list[Kernel], graph) -> list[Kerne
         if copy.template != "copy_slice":
             continue
         x, out = copy.bindings
+        if np.dtype(x.dtype).name not in FLOATS:
+            continue  # moved as words: the producers that shift their stores compute floats
         spec = {name: value for name, _, value in copy.spec}
         itemsize = np.dtype(x.dtype).itemsize
         start = spec["OFFSET"] * spec["INNER"] * itemsize

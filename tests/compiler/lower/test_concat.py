@@ -52,3 +52,18 @@ def test_concat_of_computed_values():
     g.node("Conv", [cat, g.const("w", (g.rng.standard_normal((5, 12, 1, 1)) * 0.4).astype(np.float32))], out="y",
            kernel_shape=[1, 1])
     check_against_onnxruntime(g.build(["y"]))
+
+
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("axis, shapes", [(1, {"a": [2, 3, 4], "b": [2, 5, 4]}), (0, {"a": [3, 4], "b": [2, 4]}),
+                                          (-1, {"a": [2, 3], "b": [2, 1]})])
+def test_concat_integers(axis, shapes, dtype, target):
+    """Integers computed at run time (LongT5's block ids), moved bit for bit: int64 values past
+    32 bits keep their high words."""
+    model = single_op_model("Concat", shapes, {"axis": axis}, input_dtypes={k: dtype for k in shapes},
+                            output_dtypes=[dtype])
+    rng = np.random.default_rng(0)
+    low = -2**40 if dtype == np.int64 else -2**30
+    feeds = {k: rng.integers(low, 2**30, v).astype(dtype) for k, v in shapes.items()}
+    check_against_onnxruntime(model, feeds=feeds, target=target, exact=True)
