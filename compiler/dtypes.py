@@ -150,11 +150,11 @@ class ScalarType:
     @property
     def extensions(self) -> list[str]:
         """The GLSL extensions a kernel holding this type in buffers enables: the 16-bit storage
-        types, and implicit float16_t -> float conversions on load."""
+        types, and implicit float16_t -> float conversions on load; the 64-bit integer types."""
         if self.native:
             return ["GL_EXT_shader_16bit_storage",
                     "GL_EXT_shader_explicit_arithmetic_types_float16"]
-        return []
+        return [INT64_EXTENSION] if self.int64 else []
 
     def bits_of(self, value: str) -> str:
         """The low `bits` of a uint holding `value` (a packed type's element, for bitfieldInsert);
