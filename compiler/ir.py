@@ -112,6 +112,11 @@ class Node:
             value = _edited_list(value)
         object.__setattr__(self, name, value)
 
+    def text(self, name: str, default: str | None = None) -> str | None:
+        """A string attribute as str (onnx gives its bytes), or `default` where the node has none."""
+        value = self.attrs.get(name, default)
+        return value.decode() if isinstance(value, bytes) else value
+
     def input(self, i: int) -> Value | None:
         """The op's own i-th input, or None when absent. Operands a fused epilogue appended
         (after `n_op_inputs`) are not the op's inputs."""

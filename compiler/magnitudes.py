@@ -99,8 +99,7 @@ def conv_taps(node) -> float:
     strides = node.attrs.get("strides") or [1] * nd
     dilations = node.attrs.get("dilations") or [1] * nd
     pads = node.attrs.get("pads") or [0] * (2 * nd)
-    auto = node.attrs.get("auto_pad", "NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = node.text("auto_pad", "NOTSET")
     inside = 1.0
     for i, k in enumerate(kernel):
         n, out, s, d = x.shape[2 + i], y.shape[2 + i], strides[i], dilations[i]

@@ -24,8 +24,7 @@ def conv_geometry(node, in_spatial, out_spatial, kernel):
     nd = len(kernel)
     strides = list(node.attrs.get("strides", [1] * nd))
     dilations = list(node.attrs.get("dilations", [1] * nd))
-    auto_pad = node.attrs.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    auto_pad = node.text("auto_pad", "NOTSET")
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         begins = []
         for i, o, k, s, d in zip(in_spatial, out_spatial, kernel, strides, dilations):

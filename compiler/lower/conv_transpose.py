@@ -13,8 +13,7 @@ def transpose_pads(node, in_spatial, out_spatial, kernel, strides, dilations) ->
     """Begin pads. With output_shape or auto_pad SAME_*, ONNX derives them from the total
     padding the output size implies; otherwise they are the explicit pads."""
     nd = len(kernel)
-    auto_pad = node.attrs.get("auto_pad", b"NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    auto_pad = node.text("auto_pad", "NOTSET")
     if "output_shape" not in node.attrs and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         return list(node.attrs.get("pads", [0] * 2 * nd))[:nd]
     out_pad = list(node.attrs.get("output_padding", [0] * nd))

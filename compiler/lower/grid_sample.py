@@ -14,14 +14,9 @@ PADDINGS = ("zeros", "border", "reflection")
 LIMITS = "bicubic/cubic mode; 5-D inputs (opset 20's volumetric sampling)"
 
 
-def _text(node, name: str, default: str) -> str:
-    value = node.attrs.get(name, default)
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _lower(node, target):
     x, grid, out = node.inputs[0], node.inputs[1], node.outputs[0]
-    mode, padding = _text(node, "mode", "bilinear"), _text(node, "padding_mode", "zeros")
+    mode, padding = node.text("mode", "bilinear"), node.text("padding_mode", "zeros")
     if mode not in MODES:
         raise CompileError(f"GridSample '{node.name}': mode '{mode}' is not built; vkc samples "
                            "bilinear (linear) and nearest. Export with mode='bilinear' or 'nearest'.")

@@ -70,8 +70,7 @@ def _kernel(node, target, x, out, lengths, starts, lows, mode: str, value=0.0) -
 
 
 def _mode(node) -> str:
-    mode = node.attrs.get("mode", b"constant")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = node.text("mode", "constant")
     if mode not in MODES:
         raise CompileError(f"Pad '{node.name}': mode '{mode}' is not one of {', '.join(MODES)}.")
     return mode

@@ -62,8 +62,7 @@ def _windowed(node, target, mode):
     kernel = list(node.attrs["kernel_shape"])
     nd = len(kernel)
     strides, dilations, begins, ends = conv_geometry(node, x.shape[2:], out.shape[2:], kernel)
-    auto_pad = node.attrs.get("auto_pad", b"NOTSET")
-    if (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "NOTSET":
+    if node.text("auto_pad", "NOTSET") == "NOTSET":
         # Explicit end pads bound the divisor; ceil_mode windows past them are clipped.
         ends = list(node.attrs.get("pads", [0] * 2 * nd))[nd:]
     for axis, (i, o, s, b) in enumerate(zip(x.shape[2:], out.shape[2:], strides, begins)):

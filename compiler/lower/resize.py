@@ -22,11 +22,6 @@ TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align
               "asymmetric", "tf_crop_and_resize")
 
 
-def _text(node, name, default):
-    v = node.attrs.get(name, default)
-    return v.decode() if isinstance(v, bytes) else v
-
-
 def _const(node, index):
     v = node.input(index)
     if v is None:
@@ -141,7 +136,7 @@ def _scales(node, scales, sizes, axes):
     if sizes is None:
         raise CompileError(f"{node.op_type} '{node.name}' has neither scales nor sizes.")
     ratios = {a: s / x.shape[a] for a, s in zip(axes, sizes)}
-    policy = _text(node, "keep_aspect_ratio_policy", "stretch")
+    policy = node.text("keep_aspect_ratio_policy", "stretch")
     if policy != "stretch":
         pick = min if policy == "not_larger" else max
         ratios = dict.fromkeys(ratios, pick(ratios.values()))
@@ -151,7 +146,7 @@ def _scales(node, scales, sizes, axes):
 
 
 def _mode(node):
-    mode = _text(node, "mode", "nearest")
+    mode = node.text("mode", "nearest")
     if mode not in ("nearest", "linear", "cubic"):
         raise CompileError(f"{node.op_type} '{node.name}': mode '{mode}' is not nearest, linear "
                            "or cubic.")
@@ -186,7 +181,7 @@ def lower_resize_v10(node, target):
 @register("Resize", since=11, dtypes=FLOATS, constant_inputs=(1, 2, 3),
           limits=RESIZE_LIMIT)
 def lower_resize(node, target):
-    transform = _text(node, "coordinate_transformation_mode", "half_pixel")
+    transform = node.text("coordinate_transformation_mode", "half_pixel")
     if transform not in TRANSFORMS:
         raise CompileError(f"Resize '{node.name}': coordinate_transformation_mode "
                            f"'{transform}' is not one of {', '.join(TRANSFORMS)}.")
@@ -200,7 +195,7 @@ def lower_resize(node, target):
         roi = full
     scales = _scales(node, _const(node, 2), _const(node, 3), axes)
     return resize_kernel(node, target, mode=_mode(node), transform=transform,
-                         nearest_mode=_text(node, "nearest_mode", "round_prefer_floor"),
+                         nearest_mode=node.text("nearest_mode", "round_prefer_floor"),
                          scales=scales, roi=None if roi is None else list(roi),
                          cubic_a=node.attrs.get("cubic_coeff_a", -0.75),
                          exclude_outside=node.attrs.get("exclude_outside", 0),

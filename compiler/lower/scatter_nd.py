@@ -39,8 +39,7 @@ def _check_constant_indices(node, indices: np.ndarray, dims: tuple) -> None:
 def lower_scatter_nd(node, target):
     data, indices, updates = node.inputs
     out = node.outputs[0]
-    reduction = node.attrs.get("reduction", "none")
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    reduction = node.text("reduction", "none")
     if reduction not in REDUCTIONS:
         raise CompileError(f"ScatterND '{node.name}': reduction {reduction!r} is not one of ONNX's "
                            f"({', '.join(REDUCTIONS)}).")

@@ -30,8 +30,7 @@ def lower_tensor_scatter(node, target):
     columns = node.attrs.get("input_columns")
     update_shape = tuple(columns[2]) if columns else tuple(update.shape)
     indices = node.input(2)
-    mode = node.attrs.get("mode", "linear")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
+    mode = node.text("mode", "linear")
     if mode not in MODES:
         raise CompileError(f"TensorScatter '{node.name}': mode {mode!r} is not linear or circular.")
     rank = len(cache.shape)

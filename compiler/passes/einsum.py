@@ -31,8 +31,7 @@ def rewrite_einsum(graph: Graph) -> Graph:
 
 
 def _parse(node: Node) -> tuple[list[str], str]:
-    equation = node.attrs["equation"]
-    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    equation = node.text("equation").replace(" ", "")
 
     def refuse(why):
         return CompileError(f"Einsum '{node.name}': equation '{equation}' {why}; vkc rewrites "
@@ -110,8 +109,7 @@ def _rewrite(node: Node) -> list[Node]:
     size = {**dict(zip(b_sub, y.shape)), **dict(zip(a_sub, x.shape))}
     for c in set(a_sub) & set(b_sub):
         if x.shape[a_sub.index(c)] != y.shape[b_sub.index(c)]:
-            written = node.attrs["equation"]
-            written = (written.decode() if isinstance(written, bytes) else written).replace(" ", "")
+            written = node.text("equation").replace(" ", "")
             spelled = f"'{a_sub},{b_sub}->{out_sub}'"
             if "." in written:
                 spelled = f"'{written}' (its ellipsis spelled {spelled})"

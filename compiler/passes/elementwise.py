@@ -112,8 +112,7 @@ def _attribute_tree(node: Node):
         if np.dtype(to).name not in TYPES:
             raise CompileError(f"{node.op_type} '{node.name}' converts to {np.dtype(to).name}, "
                                f"which vkc's kernels do not compute.")
-        mode = node.attrs.get("round_mode", b"up")  # opset 24+: for float8e8m0
-        mode = mode.decode() if isinstance(mode, bytes) else mode
+        mode = node.text("round_mode", "up")  # opset 24+: for float8e8m0
         if mode not in E8M0_ROUND_MODES:
             raise CompileError(f"{node.op_type} '{node.name}' has round_mode='{mode}'; ONNX "
                                f"defines {', '.join(E8M0_ROUND_MODES)}.")
@@ -125,8 +124,7 @@ def _attribute_tree(node: Node):
         if negative or positive:
             return ("equal", x, ("const", float("-inf") if negative else float("inf")))
         return ("less", x, ("const", float("-inf")))  # detects nothing: never true, not for NaN
-    approximate = node.attrs.get("approximate", b"none")  # Gelu
-    approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
+    approximate = node.text("approximate", "none")  # Gelu
     if approximate not in ("none", "tanh"):
         raise CompileError(f"Gelu '{node.name}' has approximate='{approximate}'; ONNX defines "
                            "'none' and 'tanh'.")

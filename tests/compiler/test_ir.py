@@ -56,3 +56,9 @@ def test_one_walk_answers_every_question_between_edits(monkeypatch):
     graph.relink()
     assert graph.used_only_by(x, first, second) and not graph.used_only_by(x, first)
     assert len(walks) == 2
+
+
+def test_text_attributes_decode_onnx_bytes():
+    node = Node("Pad", "pad", [], [], {"mode": b"reflect", "other": "edge"})
+    assert node.text("mode") == "reflect" and node.text("other") == "edge"
+    assert node.text("missing", "constant") == "constant" and node.text("missing") is None
