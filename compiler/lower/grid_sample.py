@@ -14,7 +14,8 @@ PADDINGS = ("zeros", "border", "reflection")
 LIMITS = "bicubic/cubic mode; 5-D inputs (opset 20's volumetric sampling)"
 
 
-def _lower(node, target):
+@register("GridSample", since=16, dtypes=FLOATS, limits=LIMITS)
+def lower_grid_sample(node, target):
     x, grid, out = node.inputs[0], node.inputs[1], node.outputs[0]
     mode, padding = node.text("mode", "bilinear"), node.text("padding_mode", "zeros")
     if mode not in MODES:
@@ -35,13 +36,8 @@ def _lower(node, target):
     spec = [("TOTAL", "int32", out.size), ("C", "int32", c), ("IH", "int32", ih), ("IW", "int32", iw),
             ("OH", "int32", oh), ("OW", "int32", ow)]
     local = target.elementwise_local
-    params = dict(LOCAL=local, mode=MODES[mode], padding=padding, align_corners=align, **kernel_types(out))
     if out.size == 0:
         return []
+    params = dict(LOCAL=local, mode=MODES[mode], padding=padding, align_corners=align, **kernel_types(out))
     return [Kernel("grid_sample", params, spec, [x, grid, out], writes=[2], groups=grid_1d(out.size, local),
                    local_size=(local, 1, 1), nodes=node.sources, flops=8 * out.size)]
-
-
-@register("GridSample", since=16, dtypes=FLOATS, limits=LIMITS)
-def lower_grid_sample(node, target):
-    return _lower(node, target)
