@@ -420,11 +420,9 @@ def needed_features(manifest: dict, info: DeviceInfo, needs) -> set:
     return set(manifest.get("requirements", {}).get("features", [])) | spirv_needs(info, needs)[2]
 
 
-def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False,
-          weights_bytes: int | None = None) -> list[str]:
+def lacks(info: DeviceInfo, manifest: dict, weights_bytes: int, needs=None, robust: bool = False) -> list[str]:
     """What the device lacks to run the bundle (a variant's view), as short phrases; empty when it
-    can run it. weights_bytes: what it uploads of the WEIGHTS section (uploaded_weights_bytes), by
-    default the whole section."""
+    can run it. weights_bytes: what it uploads of the WEIGHTS section (uploaded_weights_bytes)."""
     req = manifest.get("requirements", {})
     mem = manifest["memory"]
     out = []
@@ -453,14 +451,13 @@ def lacks(info: DeviceInfo, manifest: dict, needs=None, robust: bool = False,
     if widest > info.max_storage_buffers_per_stage:
         out.append(f"{widest} storage buffers in one kernel (it allows {info.max_storage_buffers_per_stage})")
     mib = lambda n: f"{n / 2**20:.1f} MiB"
-    weights = mem["weights_bytes"] if weights_bytes is None else weights_bytes
-    for what, size in (("arena", mem["arena_bytes"]), ("weights", weights)):
+    for what, size in (("arena", mem["arena_bytes"]), ("weights", weights_bytes)):
         if size > info.max_memory_allocation_bytes:
             out.append(f"one allocation of {mib(size)} for the {what} (it allows {mib(info.max_memory_allocation_bytes)})")
-    need = mem["arena_bytes"] + weights
+    need = mem["arena_bytes"] + weights_bytes
     if need > info.memory_budget_bytes:
         out.append(f"{mib(need)} of device memory (arena {mib(mem['arena_bytes'])} + weights "
-                   f"{mib(weights)}; its budget is {mib(info.memory_budget_bytes)} of a "
+                   f"{mib(weights_bytes)}; its budget is {mib(info.memory_budget_bytes)} of a "
                    f"{mib(info.device_local_bytes)} heap)")
     io = [manifest["tensors"][x["tensor"]]["nbytes"] for x in manifest["inputs"] + manifest["outputs"]]
     if sum(io) > info.host_visible_bytes:
@@ -517,8 +514,8 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, 
     problems = []
     for info in _candidates(infos, device):
         def why(view, info=info):
-            found = lacks(info, view, needs and [needs[i] for i in used_modules(view)], robust,
-                          uploaded_weights_bytes(manifest, view))
+            found = lacks(info, view, uploaded_weights_bytes(manifest, view),
+                          needs and [needs[i] for i in used_modules(view)], robust)
             return "; ".join(found) if found else None
         try:
             return info, pick_profile(manifest, info.vendor_id, device_type(info.type_code), why, target)[1]
