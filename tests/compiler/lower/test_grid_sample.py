@@ -56,7 +56,6 @@ def test_cubic_is_refused(mode):
         compile_model(grid_sample_model(mode, opset=16 if mode == "bicubic" else 20))
 
 
-
 @pytest.mark.parametrize("align", [0, 1])
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
