@@ -33,10 +33,11 @@ SPEC_TYPES = ("int32", "uint32", "float32")
 # Format 1.2 (several variants): the keys each variant holds, absent from the top level then.
 VARIANT_KEYS = ("target", "requirements", "memory", "tensors", "inputs", "outputs", "kernels", "dispatches")
 # Optional: the nodes a float16 compile kept float32 by itself ({"node", "why"}, informational),
+# what its float16 check measured ({"moved", "output"}, or {"not_run": why}; informational),
 # the state the bundle holds between runs (format 1.3: {"name", "tensor", "output"}), and the
 # weights a compile quantized (informational: {"scheme", "bits", "symmetric", "block_size",
 # "quantized": [{"node", "op", "weight", "shape"}], "float": [{"node", "why"}]}).
-OPTIONAL_VARIANT_KEYS = ("float32_nodes", "state", "quantized_weights")
+OPTIONAL_VARIANT_KEYS = ("float32_nodes", "float16_check", "state", "quantized_weights")
 # target.match: VkPhysicalDeviceProperties.deviceType names, in VkPhysicalDeviceType order.
 DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
 MAX_VENDOR_ID = 2**32 - 1
@@ -437,6 +438,7 @@ def _check_flat(manifest: dict, modules: list[dict], weights_bytes: int, *, vari
     variant's flat view (which also checks target.match and covers only the modules it uses)."""
     _check_description(manifest, match=variant)
     _check_float32_nodes(manifest)
+    _check_float16_check(manifest)
     _check_quantized_weights(manifest)
     memory = _check_memory(manifest, weights_bytes)
     tensors = _check_tensors(manifest, memory)
@@ -454,6 +456,19 @@ def _check_float32_nodes(manifest: dict) -> None:
     for entry, where in _entries(manifest, "float32_nodes"):
         _str_field(entry, "node", where)
         _str_field(entry, "why", where)
+
+
+def _check_float16_check(manifest: dict) -> None:
+    if "float16_check" not in manifest:
+        return
+    check, where = _dict(manifest, "float16_check")
+    if "not_run" in check:
+        _str_field(check, "not_run", where)
+        return
+    moved = _field(check, "moved", where)
+    if isinstance(moved, bool) or not isinstance(moved, (int, float)) or not 0 <= moved <= FLT_MAX:
+        _fail(f"{where}.moved", moved, "must be a finite number >= 0")
+    _str_field(check, "output", where)
 
 
 def _check_quantized_weights(manifest: dict) -> None:

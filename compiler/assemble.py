@@ -133,6 +133,8 @@ def assemble_parts(graph, kernels, plan: MemoryPlan, target, source_sha256: str,
         manifest["intermediates"] = _intermediates(kept, kernels, table)
     if graph.float32_nodes:   # --precision fp16: what it kept float32 by itself, and why
         manifest["float32_nodes"] = graph.float32_nodes
+    if graph.float16_check:   # how far float16 weights move the outputs, or why that was not measured
+        manifest["float16_check"] = graph.float16_check
     if graph.quantized_weights:   # --weights: what was quantized, and what stayed float and why
         manifest["quantized_weights"] = graph.quantized_weights
     return Part(manifest, spirv_blobs, table.weights())

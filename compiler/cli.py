@@ -346,6 +346,11 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
     console.print(sched)
     for e in m.get("float32_nodes", []):
         console.print(f"kept float32: {e['node']}: {e['why']}", highlight=False)
+    check = m.get("float16_check")
+    if check:
+        console.print(f"float16 check: not run: {check['not_run']}" if "not_run" in check else
+                      f"float16 check: float16 weights move output '{check['output']}' by {check['moved']:.2g} "
+                      "(relative L2, float32 arithmetic)", highlight=False)
     if "quantized_weights" in m:
         _quantized_lines(m["quantized_weights"])
     mem = m["memory"]

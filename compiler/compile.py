@@ -14,6 +14,7 @@ from bundles.variants import Part, combine
 from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
 from .errors import CompileError, UnsupportedOpsError
+from .float16_check import float16_check
 from .constant_ifs import take_constant_branches
 from .frontend import load_model, model_digest
 from .growing_cache import Form, fixed_capacity
@@ -105,9 +106,10 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   for s in (variants if variants else [input_shapes])]
     quant = WeightQuantization.parse(weights, weights_block)
     proto = load_model(model)
+    checked = _float16_checked(proto, shape_sets[0], precision, io, keep_fp32)   # once for every variant
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output, max_context, top_k_output)
+                           quant, argmax_output, max_context, top_k_output, checked)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -118,8 +120,15 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         for shapes in shape_sets:
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
                                   argmax_output=argmax_output, max_context=max_context,
-                                  top_k_output=top_k_output)[0])
+                                  top_k_output=top_k_output, float16_checked=checked)[0])
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
+
+
+def _float16_checked(proto, shapes, precision, io, keep_fp32) -> dict | None:
+    """compiler/float16_check.py's verdict for a float16 compile (None for float32); refuses a
+    model float16 cannot compute."""
+    options = Precision.parse(precision, io, keep_fp32)
+    return float16_check(proto, shapes, options) if options.float16 else None
 
 
 def target_list(target) -> list:
@@ -163,12 +172,13 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
              keep_intermediates=False, state="auto", weights=None, argmax_output=None,
-             max_context=None, top_k_output=None) -> tuple[Part, list]:
+             max_context=None, top_k_output=None, float16_checked=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
                                              weights=weights, argmax_output=argmax_output,
-                                             max_context=max_context, top_k_output=top_k_output)
+                                             max_context=max_context, top_k_output=top_k_output,
+                                             float16_checked=float16_checked)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -187,9 +197,11 @@ def intermediates(graph, kernels) -> list:
 
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
                 state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
-                max_context: int | None = None, top_k_output: str | None = None):
+                max_context: int | None = None, top_k_output: str | None = None,
+                float16_checked: dict | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
-    plan and code generation."""
+    plan and code generation. float16_checked: compiler/float16_check.py's verdict on the model,
+    where the caller has it (compile_model checks once for every variant)."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
@@ -213,6 +225,8 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     if missing:
         raise UnsupportedOpsError(missing)
     require_constant_shape_inputs(graph)
+    if options.float16:
+        graph.float16_check = float16_checked or float16_check(proto, input_shapes, options)
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)

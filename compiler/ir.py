@@ -143,6 +143,7 @@ class Graph:
         self.opset = opset
         self.precision = None   # passes/precision.py's Precision, set by compile_model
         self.float32_nodes: list[dict] = []   # what passes/precision.py kept float32 by itself, and why
+        self.float16_check: dict | None = None   # compiler/float16_check.py's verdict, of a float16 compile
         self.weights = None     # passes/quantize_weights.py's WeightQuantization, set by compile_model
         self.quantized_weights: dict | None = None   # what that pass quantized, and what it left float
         # (input, output) pairs held on the device between runs (compiler/state.py): the output's

@@ -14,7 +14,10 @@ rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged). The reference's own sp
 with its graph optimizations on against off (another order of the same float32 sums), is
 recorded too: where it passes the fp32 limit, the model amplifies rounding past what any float32
 implementation can meet, and fp32 is judged on rel L2 <= twice that spread; an element's fp32
-atol is at least twice the largest |difference| of an element between those two runs.
+atol is at least twice the largest |difference| of an element between those two runs. Where that
+spread reaches ILL_CONDITIONED (float32's rounding alone moves the reference by fp16's whole
+tolerance), a result outside tolerance is "ill-conditioned", not "wrong": the reference does not
+determine the answer to that tolerance, for vkc or any other implementation.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from recipe import make_feed  # this folder (run as a script)
 from tests.harness import close_problem, close_stats  # the suite's comparison, from the vkc checkout on PYTHONPATH
 
 RTOL_L2 = {"fp32": 1e-4, "fp16": 1e-2}
+ILL_CONDITIONED = RTOL_L2["fp16"]
 CONFIGS = [("fp32", "default"), ("fp32", "host"), ("fp16", "default"), ("fp16", "host")]
 
 
@@ -154,7 +158,8 @@ def check(onnx_path: Path, recipe: dict, seed: int, configs=CONFIGS) -> dict:
             row["run_s"] = round(time.perf_counter() - start, 2)
         problems = [f"batch {b}: {p}" for b, r in zip(batches, runs) for p in r["problems"]]
         worst = max((r["worst"] for r in runs if r["worst"]), key=lambda w: w["rel_l2"], default=None)
-        row.update(status="wrong" if problems else "matched", worst=worst, problems=problems[:4])
+        outside = "ill-conditioned" if result["reference_spread"] >= ILL_CONDITIONED else "wrong"
+        row.update(status=outside if problems else "matched", worst=worst, problems=problems[:4])
     return result
 
 

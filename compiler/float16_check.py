@@ -1,0 +1,167 @@
+"""The float16 check: before a float16 compile, how far float16 storage of the weights moves the
+model's outputs, measured with onnx's reference evaluator in float32 arithmetic.
+
+The float16 range pass (passes/float16_range.py) judges each node from what it knows statically.
+What it cannot see is a model that amplifies small differences as it goes: a deep recurrence
+whose every step enlarges a perturbation (a Hierarchical Reasoning Model with random weights
+moves its output by 24 % when its embeddings move by 1e-6). float16 holds values to 1 part in
+2048, so such a model's float16 result is unrelated to its float32 one, and no choice of nodes
+to keep float32 helps. This check measures it: the model (as given, at the compiled shapes) runs
+twice on one random input, once with its weights as they are and once with them rounded as
+--precision fp16 stores them (--io fp16: its float inputs too). That is only part of float16's
+rounding (activations are rounded too), so an output moved by more than float16's tolerance
+(TOLERANCE, the bar float16 bundles are held to) means float16 cannot compute the model: the
+compile is refused, naming the node where the difference first passes it.
+
+It runs where the reference evaluator can: a model over MAX_WEIGHT_BYTES of weights, an input
+whose shape is not pinned, or an op the evaluator lacks leave it unrun, which the manifest's
+`float16_check` says (`vkc inspect`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import CompileError
+from .frontend import one_line
+from .passes.float16_range import ROUNDING
+
+TOLERANCE = 1e-2            # float16 bundles are held to rel L2 1e-2 of float32
+MAX_WEIGHT_BYTES = 1 << 30  # the check holds a second copy of the weights
+PRODUCTS = ("MatMul", "Gemm", "Conv")   # what --precision fp16-matmul rounds the weights of
+F16_MAX = float(np.finfo(np.float16).max)
+
+
+def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dict:
+    """{"moved": worst relative L2 change of an output, "output": its name}, or {"not_run": why};
+    raises CompileError where float16 storage moves an output past TOLERANCE."""
+    weights = sum(len(t.raw_data) or 4 * len(t.float_data) for t in proto.graph.initializer)
+    if weights > MAX_WEIGHT_BYTES:
+        return {"not_run": f"the weights ({weights / 2**30:.1f} GiB) are past the check's "
+                           f"{MAX_WEIGHT_BYTES >> 30} GiB"}
+    feeds = _feeds(proto, shapes or {})
+    if isinstance(feeds, str):
+        return {"not_run": feeds}
+    rounded, half_feeds = _rounded(proto, precision), dict(feeds)
+    if precision.io_float16:
+        half_feeds = {k: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v
+                      for k, v in feeds.items()}
+    try:
+        want = _run(proto, feeds)
+        got = _run(rounded, half_feeds)
+    except Exception as exc:  # noqa: BLE001 - the evaluator raises many types for what it lacks
+        return {"not_run": f"onnx's reference evaluator cannot run it ({one_line(exc)[:160]})"}
+    moved, output = max(((_moved(got[k], want[k]), k) for k in want), default=(0.0, ""))
+    if moved > TOLERANCE:
+        raise CompileError(_refusal(proto, rounded, feeds, half_feeds, output, moved, precision))
+    return {"moved": float(moved), "output": output}
+
+
+def _feeds(proto: onnx.ModelProto, shapes: dict) -> dict | str:
+    """One random input (floats normal, integers in [0, 4) as `vkc verify` draws them), or why
+    there is none."""
+    rng = np.random.default_rng(0)
+    known = {t.name for t in proto.graph.initializer}
+    feeds = {}
+    for value in proto.graph.input:
+        if value.name in known:
+            continue
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            return f"input '{value.name}' is not a tensor"
+        dims = shapes.get(value.name) or [d.dim_value if d.HasField("dim_value") else None
+                                           for d in tensor.shape.dim]
+        if any(d is None for d in dims):
+            return f"input '{value.name}' has a dimension no variant pins"
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        if dtype.kind == "f":
+            feeds[value.name] = rng.standard_normal(dims).astype(dtype)
+        elif dtype.kind in "iub":
+            feeds[value.name] = rng.integers(0, 2 if dtype.kind == "b" else 4, dims).astype(dtype)
+        else:
+            return f"input '{value.name}' is {dtype}"
+    return feeds
+
+
+def _rounded(proto: onnx.ModelProto, precision) -> onnx.ModelProto:
+    """A copy whose float32 weights are rounded to float16 where the compile stores them so."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in proto.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+
+    def stored_float16(name: str) -> bool:
+        nodes = [n for n in readers.get(name, []) if n.name not in precision.keep_float32]
+        return bool(nodes) and (not precision.matmul_only or any(n.op_type in PRODUCTS for n in nodes))
+
+    for t in copy.graph.initializer:
+        if t.data_type == onnx.TensorProto.FLOAT and stored_float16(t.name):
+            _round(t)
+    if not precision.matmul_only:
+        for node in copy.graph.node:
+            if node.op_type == "Constant" and node.name not in precision.keep_float32:
+                for a in node.attribute:
+                    if a.name == "value" and a.t.data_type == onnx.TensorProto.FLOAT:
+                        _round(a.t)
+    return copy
+
+
+def _round(t: onnx.TensorProto) -> None:
+    """Rounds the tensor to float16 in place, unless float16 range's rule 1 keeps its readers
+    float32 (values past float16's range, or rounded by over ROUNDING of the largest)."""
+    data = numpy_helper.to_array(t)
+    finite = data[np.isfinite(data)]
+    top = float(np.abs(finite).max()) if finite.size else 0.0
+    if top > F16_MAX:
+        return
+    half = data.astype(np.float16).astype(np.float32)
+    if top and float(np.abs(half[np.isfinite(data)] - finite).max()) > ROUNDING * top:
+        return
+    t.CopyFrom(numpy_helper.from_array(half, t.name))
+
+
+def _run(model: onnx.ModelProto, feeds: dict, intermediate: bool = False) -> dict:
+    from onnx.reference import ReferenceEvaluator   # lazy: only float16 compiles need it
+    evaluator = ReferenceEvaluator(model)
+    with np.errstate(all="ignore"):   # an overflow to inf is the model's, compared as such
+        if intermediate:
+            return evaluator.run(None, feeds, intermediate=True)
+        return dict(zip(evaluator.output_names, evaluator.run(None, feeds)))
+
+
+def _moved(got, want) -> float:
+    """The relative L2 change of a float result (0 for others); inf where it gained or lost a NaN
+    or an infinity."""
+    got, want = np.asarray(got), np.asarray(want)
+    if want.dtype.kind != "f" or got.shape != want.shape:
+        return 0.0
+    finite = np.isfinite(want)
+    if not np.array_equal(finite, np.isfinite(got)):
+        return float("inf")
+    g, w = got[finite].astype(np.float64), want[finite].astype(np.float64)
+    norm = float(np.linalg.norm(w))
+    diff = float(np.linalg.norm(g - w))
+    return diff / norm if norm else (0.0 if not diff else float("inf"))
+
+
+def _refusal(proto, rounded, feeds, half_feeds, output: str, moved: float, precision) -> str:
+    """The refusal, naming the first node whose result moves past TOLERANCE."""
+    want = _run(proto, feeds, intermediate=True)
+    got = _run(rounded, half_feeds, intermediate=True)
+    nodes = proto.graph.node
+    where = ""
+    for i, node in enumerate(nodes):
+        if any(_moved(got.get(o), want[o]) > TOLERANCE for o in node.output if o in want and o in got):
+            before = max((_moved(got[v], want[v]) for v in node.input if v in want and v in got), default=0.0)
+            where = (f"; the difference first passes it at {node.op_type} '{node.name or node.output[0]}' "
+                     f"(node {i + 1:,} of {len(nodes):,}), from {before:.2g} at its inputs: the model "
+                     "amplifies rounding as it goes")
+            break
+    return (f"float16 cannot compute this model: with its weights rounded to float16, as --precision "
+            f"{'fp16-matmul' if precision.matmul_only else 'fp16'} stores them, its output '{output}' moves "
+            f"by {moved:.2g} "
+            f"(relative L2, float32 arithmetic, onnx's reference evaluator on a random input), past "
+            f"float16's tolerance of {TOLERANCE:.0e}{where}. Compile with --precision fp32.")
