@@ -59,8 +59,8 @@ def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dic
 
 
 def _feeds(proto: onnx.ModelProto, shapes: dict) -> dict | str:
-    """One random input (floats normal, integers in [0, 4) as `vkc verify` draws them), or why
-    there is none."""
+    """One random input (floats standard normal, integers and booleans 0 or 1: valid token ids,
+    positions and indices, and a mask of a few padded positions), or why there is none."""
     rng = np.random.default_rng(0)
     known = {t.name for t in proto.graph.initializer}
     feeds = {}
@@ -78,7 +78,7 @@ def _feeds(proto: onnx.ModelProto, shapes: dict) -> dict | str:
         if dtype.kind == "f":
             feeds[value.name] = rng.standard_normal(dims).astype(dtype)
         elif dtype.kind in "iub":
-            feeds[value.name] = rng.integers(0, 2 if dtype.kind == "b" else 4, dims).astype(dtype)
+            feeds[value.name] = rng.integers(0, 2, dims).astype(dtype)
         else:
             return f"input '{value.name}' is {dtype}"
     return feeds
