@@ -15,11 +15,13 @@ def _evaluate(node, data: np.ndarray, indices: np.ndarray) -> list[np.ndarray]:
     """GatherElements in numpy, for fold_constants: onnx 1.23's reference goes through np.choose,
     which takes at most 64 choices (numpy's NPY_MAXARGS), and its fallback reads only column 0
     of the indices, so an axis longer than 64 (BERT's 512 token-type ids gathered by position
-    ids) fails or comes out wrong."""
+    ids) fails or comes out wrong. Indices may be shorter than the data outside the axis (the
+    rest of the data is not read)."""
     axis = node.attrs.get("axis", 0) % data.ndim
     length = data.shape[axis]
     if indices.size and not (-length <= indices.min() and indices.max() < length):
         raise ValueError(f"an index lies outside axis {axis} of length {length}")
+    data = data[tuple(slice(None) if a == axis else slice(0, n) for a, n in enumerate(indices.shape))]
     return [np.take_along_axis(data, np.where(indices < 0, indices + length, indices), axis)]
 
 

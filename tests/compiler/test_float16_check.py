@@ -84,3 +84,17 @@ def test_where_it_cannot_run_the_manifest_and_inspect_say_why(monkeypatch, tmp_p
         "not_run": "the weights (0.0 GiB) are past the check's 0 GiB"}
     out = CliRunner().invoke(app, ["inspect", str(path)]).output
     assert "float16 check: not run: the weights" in out
+
+
+def test_ops_onnxs_reference_computes_wrongly_run_as_declared():
+    """BERT's token-type ids: GatherElements over 100 positions, where onnx's reference fails
+    (it picks with np.choose, 64 choices at most); the check runs the op's declared evaluation."""
+    table = np.random.default_rng(2).standard_normal([1, 100]).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("GatherElements", ["table", "i"], ["g"], axis=1), helper.make_node("Add", ["x", "g"], ["y"])],
+        "token_types", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.arange(90, 98)[None], "i")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    check = read_bundle(compile_model(model, target="lavapipe", precision="fp16")).manifest["float16_check"]
+    assert check["output"] == "y" and check["moved"] < 1e-3
