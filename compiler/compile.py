@@ -106,14 +106,13 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   for s in (variants if variants else [input_shapes])]
     quant = WeightQuantization.parse(weights, weights_block)
     proto = load_model(model)
-    checked = _float16_checked(proto, shape_sets[0], precision, io, keep_fp32)   # once for every variant
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output, max_context, top_k_output, checked)
+                           quant, argmax_output, max_context, top_k_output)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
-    parts, profiles = [], {}
+    parts, profiles, checked = [], {}, None
     for name in targets:
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
@@ -121,14 +120,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
                                   argmax_output=argmax_output, max_context=max_context,
                                   top_k_output=top_k_output, float16_checked=checked)[0])
+            checked = checked or parts[-1].manifest.get("float16_check")   # the first variant's, for all
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
-
-
-def _float16_checked(proto, shapes, precision, io, keep_fp32) -> dict | None:
-    """compiler/float16_check.py's verdict for a float16 compile (None for float32); refuses a
-    model float16 cannot compute."""
-    options = Precision.parse(precision, io, keep_fp32)
-    return float16_check(proto, shapes, options) if options.float16 else None
 
 
 def target_list(target) -> list:

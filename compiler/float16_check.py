@@ -14,8 +14,9 @@ rounding (activations are rounded too), so an output moved by more than float16'
 compile is refused, naming the node where the difference first passes it.
 
 It runs where the reference evaluator can: a model over MAX_WEIGHT_BYTES of weights, an input
-whose shape is not pinned, or an op the evaluator lacks leave it unrun, which the manifest's
-`float16_check` says (`vkc inspect`).
+whose shape is not pinned, an op the evaluator lacks, or one that draws random numbers leave it
+unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops onnx.reference computes
+wrongly run as their declaration says (registry `evaluate`), as constant folding runs them.
 """
 from __future__ import annotations
 
@@ -34,11 +35,15 @@ TOLERANCE = 1e-2            # float16 bundles are held to rel L2 1e-2 of float32
 MAX_WEIGHT_BYTES = 1 << 30  # the check holds a second copy of the weights
 PRODUCTS = ("MatMul", "Gemm", "Conv")   # what --precision fp16-matmul rounds the weights of
 F16_MAX = float(np.finfo(np.float16).max)
+RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial", "Bernoulli")
 
 
 def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dict:
     """{"moved": worst relative L2 change of an output, "output": its name}, or {"not_run": why};
     raises CompileError where float16 storage moves an output past TOLERANCE."""
+    drawn = sorted({n.op_type for n in proto.graph.node if n.op_type in RANDOM_OPS})
+    if drawn:
+        return {"not_run": f"the model draws random numbers ({', '.join(drawn)}): two runs differ anyway"}
     weights = sum(len(t.raw_data) or 4 * len(t.float_data) for t in proto.graph.initializer)
     if weights > MAX_WEIGHT_BYTES:
         return {"not_run": f"the weights ({weights / 2**30:.1f} GiB) are past the check's "

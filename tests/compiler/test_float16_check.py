@@ -12,6 +12,7 @@ from compiler import float16_check
 from compiler.cli import app
 from compiler.compile import compile_model
 from compiler.errors import CompileError
+from compiler.passes.precision import Precision
 from runtime_min import load
 
 
@@ -98,3 +99,13 @@ def test_ops_onnxs_reference_computes_wrongly_run_as_declared():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     check = read_bundle(compile_model(model, target="lavapipe", precision="fp16")).manifest["float16_check"]
     assert check["output"] == "y" and check["moved"] < 1e-3
+
+
+def test_a_model_that_draws_random_numbers_is_not_checked():
+    """Two runs of it differ anyway (ViT-MAE's random masking): a difference is no verdict."""
+    graph = helper.make_graph([helper.make_node("RandomNormalLike", ["x"], ["n"]), helper.make_node("Add", ["x", "n"], ["y"])],
+                              "noise", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert float16_check.float16_check(model, None, Precision.parse("fp16")) == {
+        "not_run": "the model draws random numbers (RandomNormalLike): two runs differ anyway"}
