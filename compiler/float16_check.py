@@ -20,14 +20,13 @@ wrongly run as their declaration says (registry `evaluate`), as constant folding
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from .errors import CompileError
 from .frontend import one_line
+from .ir import Node
 from .passes.float16_range import ROUNDING
 from .registry import find_rule
 
@@ -152,7 +151,7 @@ def _declared_evaluations(model: onnx.ModelProto) -> list[type]:
             continue
 
         def run(self, *inputs, _evaluate=rule.evaluate, **_attributes):
-            node = SimpleNamespace(name=self.onnx_node.name, op_type=self.onnx_node.op_type, attrs={
+            node = Node(self.onnx_node.op_type, self.onnx_node.name, [], [], attrs={
                 a.name: onnx.helper.get_attribute_value(a) for a in self.onnx_node.attribute})
             return tuple(_evaluate(node, *inputs))
         ops.append(type(op_type, (OpRun,), {"op_domain": domain, "_run": run}))

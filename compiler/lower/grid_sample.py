@@ -4,6 +4,9 @@ nearest modes, zeros, border and reflection padding, both align_corners conventi
 onnxruntime computes them (templates/grid_sample.comp.j2)."""
 from __future__ import annotations
 
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
 from ..errors import CompileError
 from ..dtypes import kernel_types
 from ..registry import FLOATS
@@ -14,7 +17,20 @@ PADDINGS = ("zeros", "border", "reflection")
 LIMITS = "bicubic/cubic mode; 5-D inputs (opset 20's volumetric sampling)"
 
 
-@register("GridSample", since=16, dtypes=FLOATS, limits=LIMITS)
+def _evaluate(node, x, grid):
+    """GridSample by onnx's reference at opset 20: its implementation knows only opset 20's mode
+    names (linear, cubic), so opset 16's bilinear and bicubic fail there."""
+    attrs = {**node.attrs, "mode": {"bilinear": "linear", "bicubic": "cubic"}.get(node.text("mode", "bilinear"),
+                                                                                  node.text("mode", "bilinear"))}
+    graph = helper.make_graph([helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)], "grid_sample",
+                              [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                               for n, a in (("x", x), ("grid", grid))],
+                              [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(x.dtype), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    return ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
+
+
+@register("GridSample", since=16, dtypes=FLOATS, limits=LIMITS, evaluate=_evaluate)
 def lower_grid_sample(node, target):
     x, grid, out = node.inputs[0], node.inputs[1], node.outputs[0]
     mode, padding = node.text("mode", "bilinear"), node.text("padding_mode", "zeros")

@@ -109,3 +109,16 @@ def test_a_model_that_draws_random_numbers_is_not_checked():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     assert float16_check.float16_check(model, None, Precision.parse("fp16")) == {
         "not_run": "the model draws random numbers (RandomNormalLike): two runs differ anyway"}
+
+
+def test_opset_16_grid_sample_runs_as_declared():
+    """onnx's reference knows only opset 20's mode names; bilinear (opset 16, as torch exports it)
+    runs through the op's declared evaluation."""
+    rng = np.random.default_rng(3)
+    graph = helper.make_graph([helper.make_node("GridSample", ["x", "grid"], ["y"], mode="bilinear")], "sample",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 4])],
+                              [numpy_helper.from_array(rng.uniform(-1, 1, [1, 3, 4, 2]).astype(np.float32), "grid")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    check = read_bundle(compile_model(model, target="lavapipe", precision="fp16")).manifest["float16_check"]
+    assert check["output"] == "y" and check["moved"] < 1e-3
