@@ -4,8 +4,9 @@ LLM projection shapes, against the same product with float16 weights (a MatMul c
 --precision fp16), on the nvidia profile. GPU time is Model.profile's median over 50 runs; the
 bandwidth is the bytes the weights take (packed bytes + scales + zero points, or float16) over
 that time. Variants: the kernel's module constants (rows of W and of A a workgroup computes,
-its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g|d] (v: 16-byte loads; g: every
-M runs as GEMV; d: every M dequantizes W for the tiled GEMM); the first is the default. Per
+its invocations, 16-byte loads of B), as ROWSxM_TILExLOCAL[v][g|d][i] (v: 16-byte loads; g: every
+M runs as GEMV; d: every M dequantizes W for the tiled GEMM; i: integer-to-float conversions of
+the weights instead of shifting them into a float's mantissa); the first is the default. Per
 variant also the GPU time of each kernel.
 
     python3 -m benchmarks.gpu.matmul_nbits                          # M = 1, 16 and 128
@@ -66,7 +67,8 @@ PROMPT_ROWS = matmul_nbits.PROMPT_ROWS
 
 
 def set_variant(name: str) -> None:
-    rows, m_tile, local = (int(x) for x in name.rstrip("vgd").split("x"))
+    rows, m_tile, local = (int(x) for x in name.rstrip("vgdi").split("x"))
+    matmul_nbits.MANTISSA_WEIGHTS = "i" not in name
     matmul_nbits.ROWS, matmul_nbits.M_TILE, matmul_nbits.LOCAL = rows, m_tile, local
     matmul_nbits.VECTOR_LOADS = "v" in name
     matmul_nbits.PROMPT_ROWS = 1 << 30 if "g" in name else 1 if "d" in name else PROMPT_ROWS
