@@ -186,8 +186,11 @@ def _refusal(proto, rounded, feeds, half_feeds, output: str, moved: float, preci
                      f"(node {i + 1:,} of {len(nodes):,}), from {before:.2g} at its inputs: the model "
                      "amplifies rounding as it goes")
             break
+    if moved == float("inf"):
+        how = "gains or loses NaN or infinite values (float32 arithmetic, onnx's reference evaluator on a random input)"
+    else:
+        how = (f"moves by {moved:.2g} (relative L2, float32 arithmetic, onnx's reference evaluator on a random "
+               f"input), past float16's tolerance of {TOLERANCE:.0e}")
     return (f"float16 cannot compute this model: with its weights rounded to float16, as --precision "
-            f"{'fp16-matmul' if precision.matmul_only else 'fp16'} stores them, its output '{output}' moves "
-            f"by {moved:.2g} "
-            f"(relative L2, float32 arithmetic, onnx's reference evaluator on a random input), past "
-            f"float16's tolerance of {TOLERANCE:.0e}{where}. Compile with --precision fp32.")
+            f"{'fp16-matmul' if precision.matmul_only else 'fp16'} stores them, its output '{output}' {how}"
+            f"{where}. Compile with --precision fp32.")
