@@ -182,13 +182,12 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
             if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
-    elif (gemv := _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4)) is not None:
+    elif (gemv := _gemv_params(target, M, N, strides, b_mode, coords, batches, types["AB"].vec4,
+                               paired or 0)) is not None:
         template, params, groups, extra = gemv
         split, depth = 1, K
         if paired:
-            params["PAIRED"] = True
             spec.append(("PAIR", "int32", paired))
-            extra["shared_memory_bytes"] *= 2
     elif target.matmul == "texel" or M <= 8:
         template, params, groups, extra = _register_params(target, M, N, batches, strides, b_mode,
                                                            vec4)
@@ -526,24 +525,38 @@ REGISTER_UNROLL_K = 8
 GEMV_ROWS = 4
 GEMV_THREADS = 256
 GEMV_UNROLL = 4
-# Column invocations a workgroup (4 columns each), most first: the first that still gives the
-# target's min_workgroups workgroups, else the last (K split across more invocations instead).
+# Column invocations a workgroup, most first: the first that still gives the target's
+# min_workgroups workgroups, else the last (K split across more invocations instead).
 GEMV_COLUMN_THREADS = (64, 32, 16, 8, 4)
+# float16 weights read 8 columns (16 bytes) an invocation where N and B's strides allow, else 4;
+# then two column invocations still read a whole 32-byte memory sector of a row.
+GEMV_WIDE_LOADS = True
+GEMV_WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4, 2)
 
 
-def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4):
+def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
     """templates/matmul_gemv.comp.j2's parameters, or None where it does not apply: GPU profiles,
-    at most GEMV_ROWS rows, B contiguous along N in whole, aligned vec4s."""
+    at most GEMV_ROWS rows, B contiguous along N in whole, aligned vec4s, the partial sums
+    within the target's shared memory. pair: B holds two products' weights, the second `pair`
+    columns after the first (paired_products)."""
     if (target.matmul == "texel" or M > GEMV_ROWS or not vec4 or b_mode != "strided" or coords != "matmul"
             or strides["SB_N"] != 1 or N % 4 or any(strides[s] % 4 for s in ("SB_K", "SB_B0", "SB_B1"))
             or GEMV_THREADS > target.max_invocations):
         return None
-    ct = next((c for c in GEMV_COLUMN_THREADS if -(-N // (4 * c)) * batches >= target.min_workgroups),
-              GEMV_COLUMN_THREADS[-1])
-    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=False)
-    groups = (-(-N // (4 * ct)), 1, batches)
-    return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1),
-                                               shared_memory_bytes=16 * GEMV_THREADS * M)
+    wide = (GEMV_WIDE_LOADS and vec4 == "f16vec4" and N % 8 == 0 and pair % 8 == 0
+            and not any(strides[s] % 8 for s in ("SB_K", "SB_B0", "SB_B1")))
+    for cols in (8, 4) if wide else (4,):
+        shared = 4 * GEMV_THREADS * M * cols * (2 if pair else 1)   # a float per column, row and invocation
+        if shared <= target.max_shared_memory:
+            break
+    else:
+        return None
+    choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
+    ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
+    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair),
+                  COLS=cols)
+    groups = (-(-N // (cols * ct)), 1, batches)
+    return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared)
 
 
 def _register_params(target, M, N, batches, strides, b_mode, vec4):

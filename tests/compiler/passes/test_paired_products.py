@@ -26,7 +26,7 @@ def check_pair(model, target, weights=None, precision="fp32"):
 
 
 @pytest.mark.parametrize("target, rows, weights", [
-    ("generic", 1, None), ("generic", 3, None),
+    ("generic", 1, None), ("generic", 2, None),
     ("generic", 1, "int4"),
     (SUBGROUP_SUMS, 3, "int4"),                # the nvidia profile's reduction
     ("lavapipe", 2, "int8"),                   # a row group an invocation
@@ -35,6 +35,13 @@ def test_gated_products_pair(target, rows, weights):
     templates, kernels = check_pair(swiglu_model(rows), target, weights)
     assert templates == ["matmul_gemv" if weights is None else "matmul_nbits"]
     assert len(kernels) == 1 and kernels[0].params["PAIRED"]
+
+
+def test_pair_over_shared_memory_runs_apart():
+    """Four rows' paired partial sums would take 32 KiB of shared memory, over the generic
+    profile's 16: the two products run as two GEMVs."""
+    templates, _ = check_pair(swiglu_model(4), "generic")
+    assert templates == ["matmul_gemv"] * 2
 
 
 def test_float16_pair():
