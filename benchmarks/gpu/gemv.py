@@ -2,9 +2,9 @@
 """On the GPU machine: the float16 matrix-vector products of a decoder step (templates/
 matmul_gemv.comp.j2) at Llama-3.2-1B's shapes, on the nvidia profile, one row of A. GPU time is
 Model.profile's median over 50 runs; the bandwidth is the weights' bytes over that time.
-Variants: the kernel's module constants (compiler/lower/matmul.py), as t<THREADS>u<UNROLL>[w][c<C>]
-(w: 16-byte loads of 8 columns; c: at least C column invocations a workgroup with them); the
-first is the default.
+Variants: the kernel's module constants (compiler/lower/matmul.py), as t<THREADS>u<UNROLL>[w][c<C>][s]
+(w: 16-byte loads of 8 columns; c: at least C column invocations a workgroup with them; s: the
+partial sums added one after another by one invocation a column, not in pairs by all).
 
     python3 -m benchmarks.gpu.gemv                              # the default
     python3 -m benchmarks.gpu.gemv t256u4,t256u4w,t1024u4w      # variants
@@ -57,14 +57,15 @@ WIDE_COLUMN_THREADS = matmul.GEMV_WIDE_COLUMN_THREADS
 
 
 def set_variant(name: str) -> None:
-    threads, unroll, wide, least = re.fullmatch(r"t(\d+)u(\d+)(w?)(?:c(\d+))?", name).groups()
+    threads, unroll, wide, least, serial = re.fullmatch(r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)", name).groups()
     matmul.GEMV_THREADS, matmul.GEMV_UNROLL, matmul.GEMV_WIDE_LOADS = int(threads), int(unroll), bool(wide)
+    matmul.GEMV_TREE_SUM = not serial
     matmul.GEMV_WIDE_COLUMN_THREADS = tuple(c for c in WIDE_COLUMN_THREADS if c >= int(least or 1))
 
 
 def main(argv) -> None:
     default = f"t{matmul.GEMV_THREADS}u{matmul.GEMV_UNROLL}" + ("w" if matmul.GEMV_WIDE_LOADS else "") + \
-        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}"
+        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s")
     variants = argv[0].split(",") if argv else [default]
     total = dict.fromkeys(variants, 0.0)
     for label, k, n in SHAPES:

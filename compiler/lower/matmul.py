@@ -532,6 +532,9 @@ GEMV_COLUMN_THREADS = (64, 32, 16, 8, 4)
 # then two column invocations still read a whole 32-byte memory sector of a row.
 GEMV_WIDE_LOADS = True
 GEMV_WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4, 2)
+# The invocations' partial sums of a column are added in pairs by all invocations (log2(KS)
+# barriers) instead of one after another by one invocation a column.
+GEMV_TREE_SUM = True
 
 
 def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
@@ -554,7 +557,7 @@ def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
     choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
     ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
     params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair),
-                  COLS=cols)
+                  COLS=cols, TREE_SUM=GEMV_TREE_SUM and (GEMV_THREADS // ct) & (GEMV_THREADS // ct - 1) == 0)
     groups = (-(-N // (cols * ct)), 1, batches)
     return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared)
 
