@@ -20,8 +20,8 @@ LIMITS = "bicubic/cubic mode; 5-D inputs (opset 20's volumetric sampling)"
 def _evaluate(node, x, grid):
     """GridSample by onnx's reference at opset 20: its implementation knows only opset 20's mode
     names (linear, cubic), so opset 16's bilinear and bicubic fail there."""
-    attrs = {**node.attrs, "mode": {"bilinear": "linear", "bicubic": "cubic"}.get(node.text("mode", "bilinear"),
-                                                                                  node.text("mode", "bilinear"))}
+    mode = node.text("mode", "bilinear")
+    attrs = {**node.attrs, "mode": {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)}
     graph = helper.make_graph([helper.make_node("GridSample", ["x", "grid"], ["y"], **attrs)], "grid_sample",
                               [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
                                for n, a in (("x", x), ("grid", grid))],
