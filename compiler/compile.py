@@ -112,6 +112,8 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
+    # The float16 check runs once, at the variant with the fewest input elements, shared by all.
+    smallest = min(shape_sets, key=lambda shapes: sum(int(np.prod(d)) for d in (shapes or {}).values()))
     parts, profiles, checked = [], {}, None
     for name in targets:
         tgt = resolve_target(name)
@@ -119,8 +121,9 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
         for shapes in shape_sets:
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
                                   argmax_output=argmax_output, max_context=max_context,
-                                  top_k_output=top_k_output, float16_checked=checked)[0])
-            checked = checked or parts[-1].manifest.get("float16_check")   # the first variant's, for all
+                                  top_k_output=top_k_output, float16_checked=checked,
+                                  float16_shapes=smallest)[0])
+            checked = checked or parts[-1].manifest.get("float16_check")
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
 
@@ -165,13 +168,14 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
              keep_intermediates=False, state="auto", weights=None, argmax_output=None,
-             max_context=None, top_k_output=None, float16_checked=None) -> tuple[Part, list]:
+             max_context=None, top_k_output=None, float16_checked=None,
+             float16_shapes=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
                                              weights=weights, argmax_output=argmax_output,
                                              max_context=max_context, top_k_output=top_k_output,
-                                             float16_checked=float16_checked)
+                                             float16_checked=float16_checked, float16_shapes=float16_shapes)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -191,10 +195,11 @@ def intermediates(graph, kernels) -> list:
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
                 state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
                 max_context: int | None = None, top_k_output: str | None = None,
-                float16_checked: dict | None = None):
+                float16_checked: dict | None = None, float16_shapes: dict | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation. float16_checked: compiler/float16_check.py's verdict on the model,
-    where the caller has it (compile_model checks once for every variant)."""
+    where the caller has it (compile_model checks once for every variant); else the check runs at
+    float16_shapes (default: input_shapes)."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
@@ -219,7 +224,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
         raise UnsupportedOpsError(missing)
     require_constant_shape_inputs(graph)
     if options.float16:
-        graph.float16_check = float16_checked or float16_check(proto, input_shapes, options)
+        graph.float16_check = float16_checked or float16_check(proto, float16_shapes or input_shapes, options)
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)

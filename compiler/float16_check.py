@@ -20,6 +20,8 @@ wrongly run as their declaration says (registry `evaluate`), as constant folding
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -31,10 +33,21 @@ from .passes.float16_range import ROUNDING
 from .registry import find_rule
 
 TOLERANCE = 1e-2            # float16 bundles are held to rel L2 1e-2 of float32
-MAX_WEIGHT_BYTES = 1 << 30  # the check holds a second copy of the weights
 PRODUCTS = ("MatMul", "Gemm", "Conv")   # what --precision fp16-matmul rounds the weights of
 F16_MAX = float(np.finfo(np.float16).max)
 RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial", "Bernoulli")
+
+
+def _weight_limit() -> int:
+    """The check holds a second copy of the weights and the evaluator's intermediates: models up
+    to an eighth of the machine's memory in weights, and at least 1 GiB."""
+    try:
+        return max(1 << 30, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 8)
+    except (ValueError, OSError, AttributeError):   # no sysconf (Windows) or no such name
+        return 1 << 30
+
+
+MAX_WEIGHT_BYTES = _weight_limit()
 
 
 def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dict:
@@ -45,8 +58,8 @@ def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dic
         return {"not_run": f"the model draws random numbers ({', '.join(drawn)}): two runs differ anyway"}
     weights = sum(len(t.raw_data) or 4 * len(t.float_data) for t in proto.graph.initializer)
     if weights > MAX_WEIGHT_BYTES:
-        return {"not_run": f"the weights ({weights / 2**30:.1f} GiB) are past the check's "
-                           f"{MAX_WEIGHT_BYTES >> 30} GiB"}
+        return {"not_run": f"the weights ({weights / 2**30:.1f} GiB) are past the check's limit of "
+                           f"{MAX_WEIGHT_BYTES / 2**30:.1f} GiB (an eighth of this machine's memory)"}
     feeds = _feeds(proto, shapes or {})
     if isinstance(feeds, str):
         return {"not_run": feeds}
