@@ -13,6 +13,9 @@ rule (set with `_facts`), absent on an op that declares no rule (data movement: 
   None for no sum: terms of both signs, or of either, may cancel;
 - conditioned: near 0 its result does not move relatively with its input (exp, a sigmoid), so a
   value that cancelled before it is ordinary after it;
+- carries: it sums a few terms element by element (Add, Sub), so a term that cancelled before it
+  keeps its relative error in the sum even where the terms share a sign (|x| + eps is as
+  uncertain as x); a reduction's many terms are dominated by those that did not cancel;
 - divides(node) -> the inputs it divides by;
 - multiplies(node) -> the inputs whose values it multiplies together (a product's relative error
   is the sum of its factors').
@@ -51,9 +54,9 @@ class Magnitude:
         return self.rms * math.sqrt(max(1.0 - (self.mean / self.rms) ** 2, 0.0))
 
 
-def _facts(rule, sign=None, terms=None, divides=None, conditioned=False, multiplies=None):
+def _facts(rule, sign=None, terms=None, divides=None, conditioned=False, multiplies=None, carries=False):
     rule.sign, rule.terms, rule.divides, rule.conditioned = sign, terms, divides, conditioned
-    rule.multiplies = multiplies
+    rule.multiplies, rule.carries = multiplies, carries
     return rule
 
 
@@ -200,7 +203,8 @@ def sum_of(node, ins) -> Magnitude:
     return Magnitude(sum(m.top for m in known), math.hypot(mean, *(m.spread for m in known)), mean)
 
 
-_facts(sum_of, sign=lambda node, signs: one_sign(signs), terms=lambda node, signs: [s or 0 for s in signs if s is not None])
+_facts(sum_of, sign=lambda node, signs: one_sign(signs), terms=lambda node, signs: [s or 0 for s in signs if s is not None],
+       carries=True)
 
 
 def difference(node, ins) -> Magnitude:
@@ -213,7 +217,8 @@ def _difference_terms(node, signs):
     return [a or 0] + ([-(b or 0)] if b is not None else [])
 
 
-_facts(difference, sign=lambda node, signs: one_sign(_difference_terms(node, signs)), terms=_difference_terms)
+_facts(difference, sign=lambda node, signs: one_sign(_difference_terms(node, signs)), terms=_difference_terms,
+       carries=True)
 
 
 def product_of(node, ins) -> Magnitude:

@@ -48,8 +48,9 @@ And it refuses the model (a CompileError naming the node: --precision fp32) wher
    division too, and its quotient counts as unbounded. Where that input is float16 at the API
    (--io fp16, a float16 state), keeping cannot help: the model is refused, naming the division.
    Signs come from the ops' rules (compiler/magnitudes.py); a sum of one-signed terms (a
-   variance, a softmax's denominator, a norm) does not cancel, and ends the cancellation of its
-   terms (a LayerNorm's x - mean squared), as a well-conditioned op (exp, a sigmoid) does.
+   variance, a softmax's denominator, a norm) does not cancel, and a reduction's ends the
+   cancellation of its terms (a LayerNorm's x - mean squared), as a well-conditioned op (exp, a
+   sigmoid) does; an elementwise one carries it (|x| + eps of a cancelled x).
    So does a product of such values (ReduceProd of attention outputs): its relative error is
    the sum of its factors', each unbounded where it cancels (its magnitude is not).
 8. it computes a phase (Sin, Cos, Tan: its rule's `precise_input`) from an input that may pass
@@ -251,13 +252,15 @@ class _Range:
         signs = [self._sign(v) if v is not None and _is_float(v) else None for v in node.inputs]
         sign = facts.sign(node, signs) if getattr(facts, "sign", None) else 0
         terms = facts.terms(node, signs) if getattr(facts, "terms", None) else None
+        carried = next((self._cancels(v) for v in node.inputs
+                        if v is not None and _is_float(v) and self._cancels(v)), None)
         if terms is not None:
-            cancels = f"{node.op_type} '{node.name}'" if not one_sign(terms) else None
+            cancels = f"{node.op_type} '{node.name}'" if not one_sign(terms) else \
+                carried if getattr(facts, "carries", False) else None
         elif getattr(facts, "conditioned", False):
             cancels = None
         else:
-            cancels = next((self._cancels(v) for v in node.inputs
-                            if v is not None and _is_float(v) and self._cancels(v)), None)
+            cancels = carried
         for v in node.outputs:
             if v is not None and _is_float(v):
                 self.sign[id(v)] = sign
