@@ -223,8 +223,12 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     if missing:
         raise UnsupportedOpsError(missing)
     require_constant_shape_inputs(graph)
-    if options.float16:
-        graph.float16_check = float16_checked or float16_check(proto, float16_shapes or input_shapes, options)
+    if options.float16 and not float16_checked:
+        at = float16_shapes or input_shapes
+        if max_context is not None:   # a growing cache: one row of past, every input's shape derived
+            at = Form.of(proto).shapes(at, max_context, past=1)
+        float16_checked = float16_check(proto, at, options)
+    graph.float16_check = float16_checked
     graph = run_passes(graph)
     require_static_shapes(graph)
     tgt = resolve_target(target)

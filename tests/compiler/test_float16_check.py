@@ -2,6 +2,8 @@
 float16's tolerance is refused, naming the node where the difference passes it; one they barely
 move compiles and records how far; where the check cannot run, the manifest says why."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -122,3 +124,13 @@ def test_opset_16_grid_sample_runs_as_declared():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     check = read_bundle(compile_model(model, target="lavapipe", precision="fp16")).manifest["float16_check"]
     assert check["output"] == "y" and check["moved"] < 1e-3
+
+
+def test_a_growing_cache_is_checked_with_one_row_of_past():
+    """optimum's export (present = Concat(past, new)) compiled with --max-context: the check feeds
+    every input at the shapes the cache form derives, one cached row."""
+    fixture = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "llama_tiny_optimum.onnx"
+    bundle = compile_model(fixture, target="lavapipe", precision="fp16", max_context=16,
+                           variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}])
+    checks = [v["float16_check"] for v in read_bundle(bundle).manifest["variants"]]
+    assert checks[0] == checks[1] and checks[0]["output"] == "logits" and checks[0]["moved"] < 1e-3
