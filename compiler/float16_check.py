@@ -13,13 +13,15 @@ rounding (activations are rounded too), so an output moved by more than float16'
 (TOLERANCE, the bar float16 bundles are held to) means float16 cannot compute the model: the
 compile is refused, naming the node where the difference first passes it.
 
-It runs where the reference evaluator can: a model over MAX_WEIGHT_BYTES of weights, an input
-whose shape is not pinned, an op the evaluator lacks, or one that draws random numbers leave it
-unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops onnx.reference computes
+It runs where the reference evaluator can, in a process of its own with a quarter of the memory
+available and SECONDS: a model over MAX_WEIGHT_BYTES of weights, an input whose shape is not
+pinned, an op the evaluator lacks, one that draws random numbers, or an evaluation past that
+memory or time leave it unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops onnx.reference computes
 wrongly run as their declaration says (registry `evaluate`), as constant folding runs them.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 
 import numpy as np
@@ -33,6 +35,7 @@ from .passes.float16_range import ROUNDING
 from .registry import find_rule
 
 TOLERANCE = 1e-2            # float16 bundles are held to rel L2 1e-2 of float32
+SECONDS = 120               # the most the check may take
 PRODUCTS = ("MatMul", "Gemm", "Conv")   # what --precision fp16-matmul rounds the weights of
 F16_MAX = float(np.finfo(np.float16).max)
 RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial", "Bernoulli")
@@ -63,6 +66,14 @@ def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dic
     feeds = _feeds(proto, shapes or {})
     if isinstance(feeds, str):
         return {"not_run": feeds}
+    verdict = _isolated(lambda: _measure(proto, feeds, precision))
+    if "refused" in verdict:
+        raise CompileError(verdict["refused"])
+    return verdict
+
+
+def _measure(proto: onnx.ModelProto, feeds: dict, precision) -> dict:
+    """The verdict: {"moved", "output"}, {"not_run"} or {"refused": the message}."""
     rounded, half_feeds = _rounded(proto, precision), dict(feeds)
     if precision.io_float16:
         half_feeds = {k: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v
@@ -74,8 +85,50 @@ def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dic
         return {"not_run": f"onnx's reference evaluator cannot run it ({one_line(exc)[:160]})"}
     moved, output = max(((_moved(got[k], want[k]), k) for k in want), default=(0.0, ""))
     if moved > TOLERANCE:
-        raise CompileError(_refusal(proto, rounded, feeds, half_feeds, output, moved, precision))
+        return {"refused": _refusal(proto, rounded, feeds, half_feeds, output, moved, precision)}
     return {"moved": float(moved), "output": output}
+
+
+def _isolated(measure) -> dict:
+    """measure() in a forked process with at most a quarter of the memory available and SECONDS: the
+    reference evaluator can take far more of either than the compile (a dilated convolution's
+    index arrays reach gigabytes), which must never kill or stall the compiler. Where fork is
+    missing (Windows, macOS's default), in this process."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return measure()
+    context = multiprocessing.get_context("fork")
+    reader, writer = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(writer, measure), daemon=True)
+    child.start()
+    writer.close()
+    try:
+        if not reader.poll(SECONDS):
+            return {"not_run": f"onnx's reference evaluator took over {SECONDS} s"}
+        return reader.recv()
+    except (EOFError, OSError):   # the child died: killed for memory
+        return {"not_run": "onnx's reference evaluator ran out of memory"}
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        reader.close()
+
+
+def _child(writer, measure) -> None:
+    try:
+        import resource
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + available // 4, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    except (ImportError, OSError, ValueError, StopIteration):
+        pass   # no limit where the system does not say what it has
+    try:
+        writer.send(measure())
+    except MemoryError:
+        writer.send({"not_run": "onnx's reference evaluator ran out of memory"})
+    writer.close()
 
 
 def _feeds(proto: onnx.ModelProto, shapes: dict) -> dict | str:

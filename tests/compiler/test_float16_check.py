@@ -134,3 +134,18 @@ def test_a_growing_cache_is_checked_with_one_row_of_past():
                            variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}])
     checks = [v["float16_check"] for v in read_bundle(bundle).manifest["variants"]]
     assert checks[0] == checks[1] and checks[0]["output"] == "logits" and checks[0]["moved"] < 1e-3
+
+
+def test_an_evaluation_past_its_time_or_that_dies_leaves_the_check_unrun(monkeypatch):
+    """The evaluator runs in a process of its own: a stall or a death (the kernel's OOM killer)
+    there costs the compile only the check."""
+    import os
+    import time
+    model = recurrence(1.0)
+    monkeypatch.setattr(float16_check, "SECONDS", 0.5)
+    monkeypatch.setattr(float16_check, "_run", lambda *a, **k: time.sleep(30))
+    assert float16_check.float16_check(model, None, Precision.parse("fp16")) == {
+        "not_run": "onnx's reference evaluator took over 0.5 s"}
+    monkeypatch.setattr(float16_check, "_run", lambda *a, **k: os._exit(9))
+    assert float16_check.float16_check(model, None, Precision.parse("fp16")) == {
+        "not_run": "onnx's reference evaluator ran out of memory"}

@@ -200,7 +200,7 @@ class GraphBuilder:
             if tt is None or not tt.HasField("shape") or any(not d.HasField("dim_value") for d in tt.shape.dim):
                 raise Reject()
             dims = [d.dim_value for d in tt.shape.dim]
-            if 0 in dims or math.prod(dims) > MAX_ELEMENTS:
+            if any(d <= 0 for d in dims) or math.prod(dims) > MAX_ELEMENTS:   # onnx infers some < 0
                 raise Reject()
         exact = op in KEEPS_EXACT and all(i in self.exact or i in self.data or not i for i in inputs
                                           if i and self.types[i].tensor_type.elem_type == self.elem)
