@@ -13,7 +13,7 @@ rounding (activations are rounded too), so an output moved by more than float16'
 (TOLERANCE, the bar float16 bundles are held to) means float16 cannot compute the model: the
 compile is refused, naming the node where the difference first passes it.
 
-It runs where the reference evaluator can, in a process of its own with a quarter of the memory
+It runs where the reference evaluator can, in a process of its own with a third of the memory
 available and SECONDS: a model over MAX_WEIGHT_BYTES of weights, an input whose shape is not
 pinned, an op the evaluator lacks, one that draws random numbers, or an evaluation past that
 memory or time leave it unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops onnx.reference computes
@@ -90,7 +90,7 @@ def _measure(proto: onnx.ModelProto, feeds: dict, precision) -> dict:
 
 
 def _isolated(measure) -> dict:
-    """measure() in a forked process with at most a quarter of the memory available and SECONDS: the
+    """measure() in a forked process with at most a third of the memory available and SECONDS: the
     reference evaluator can take far more of either than the compile (a dilated convolution's
     index arrays reach gigabytes), which must never kill or stall the compiler. Where fork is
     missing (Windows, macOS's default), in this process."""
@@ -117,11 +117,11 @@ def _isolated(measure) -> dict:
 def _child(writer, measure) -> None:
     try:
         import resource
-        with open("/proc/self/statm") as f:
-            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/self/status") as f:   # private data (heap and anonymous maps), as RLIMIT_DATA counts it
+            data = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
         with open("/proc/meminfo") as f:
             available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-        resource.setrlimit(resource.RLIMIT_AS, (mapped + available // 4, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        resource.setrlimit(resource.RLIMIT_DATA, (data + available // 3, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     except (ImportError, OSError, ValueError, StopIteration):
         pass   # no limit where the system does not say what it has
     try:
