@@ -70,9 +70,9 @@ ALL = ("double", "int", "uint")
 _EXPM1 = ("(abs({0}) < 0.125 ? {0} * (1.0 + {0} * (0.5 + {0} * (0.16666667 + {0} * 0.041666668)))"
           " : exp({0}) - 1.0)")
 
-# erf(x) and gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) call the helper functions
-# expr.HELPERS["erf"] and ["tanh"] (their operand is read many times).
-_GELU = "(0.5 * {0} * (1.0 + {erf}({0} * 0.707106781)))"
+# erf(x) and gelu(x) = x * Phi(x) call the helper functions expr.HELPERS["erf"], ["phi"] and
+# ["tanh"] (their operand is read many times).
+_GELU = "({0} * {phi}({0}))"
 # The tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 _GELU_TANH = "(0.5 * {0} * (1.0 + {tanh}(0.797884561 * ({0} + 0.044715 * {0} * {0} * {0}))))"
 
