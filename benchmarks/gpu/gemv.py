@@ -20,6 +20,7 @@ exit_on_help(__doc__)
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 
+from benchmarks.gpu.matmul_nbits import dense_model  # noqa: E402
 from compiler.compile import compile_with_kernels  # noqa: E402
 from compiler.lower import matmul  # noqa: E402
 from runtime_min import load  # noqa: E402
@@ -29,14 +30,6 @@ from tests.llm_models import swiglu_model  # noqa: E402
 # (paired: one kernel reads both), the down projection, a ninth of the 128256-column head.
 SHAPES = [("qkv", 2048, 3072), ("o", 2048, 2048), ("gate+up", 2048, 8192), ("down", 8192, 2048),
           ("head/9", 2048, 14256)]
-
-
-def dense_model(k: int, n: int) -> onnx.ModelProto:
-    w = onnx.numpy_helper.from_array((np.random.default_rng(0).standard_normal((k, n)) / 64).astype(np.float16), "w")
-    graph = onnx.helper.make_graph([onnx.helper.make_node("MatMul", ["a", "w"], ["y"])], "dense",
-                                   [onnx.helper.make_tensor_value_info("a", 10, [1, k])],
-                                   [onnx.helper.make_tensor_value_info("y", 10, [1, n])], initializer=[w])
-    return onnx.helper.make_model(graph, ir_version=10, opset_imports=[onnx.helper.make_opsetid("", 21)])
 
 
 def gpu_us(model: onnx.ModelProto) -> tuple[float, list]:
@@ -69,7 +62,7 @@ def main(argv) -> None:
     variants = argv[0].split(",") if argv else [default]
     total = dict.fromkeys(variants, 0.0)
     for label, k, n in SHAPES:
-        model = swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(k, n)
+        model = swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(1, k, n)
         row = {"shape": label, "K": k, "N": n}
         for variant in variants:
             set_variant(variant)
