@@ -16,8 +16,9 @@ compile is refused, naming the node where the difference first passes it.
 It runs where the reference evaluator can, in a process of its own with a third of the memory
 available and SECONDS: a model over MAX_WEIGHT_BYTES of weights, an input whose shape is not
 pinned, an op the evaluator lacks, one that draws random numbers, or an evaluation past that
-memory or time leave it unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops onnx.reference computes
-wrongly run as their declaration says (registry `evaluate`), as constant folding runs them.
+memory or time leave it unrun, which the manifest's `float16_check` says (`vkc inspect`). Ops
+onnx.reference computes wrongly run as their declaration says (registry `evaluate`), as constant
+folding runs them.
 """
 from __future__ import annotations
 
@@ -31,13 +32,12 @@ from onnx import numpy_helper
 from .errors import CompileError
 from .frontend import one_line
 from .ir import Node
-from .passes.float16_range import ROUNDING
+from .passes.float16_range import F16_MAX, ROUNDING, constant_magnitude
 from .registry import find_rule
 
 TOLERANCE = 1e-2            # float16 bundles are held to rel L2 1e-2 of float32
 SECONDS = 120               # the most the check may take
 PRODUCTS = ("MatMul", "Gemm", "Conv")   # what --precision fp16-matmul rounds the weights of
-F16_MAX = float(np.finfo(np.float16).max)
 RANDOM_OPS = ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike", "Multinomial", "Bernoulli")
 
 
@@ -186,14 +186,10 @@ def _round(t: onnx.TensorProto) -> None:
     """Rounds the tensor to float16 in place, unless float16 range's rule 1 keeps its readers
     float32 (values past float16's range, or rounded by over ROUNDING of the largest)."""
     data = numpy_helper.to_array(t)
-    finite = data[np.isfinite(data)]
-    top = float(np.abs(finite).max()) if finite.size else 0.0
-    if top > F16_MAX:
+    magnitude, rounding = constant_magnitude(data)
+    if magnitude.top > F16_MAX or rounding > ROUNDING:
         return
-    half = data.astype(np.float16).astype(np.float32)
-    if top and float(np.abs(half[np.isfinite(data)] - finite).max()) > ROUNDING * top:
-        return
-    t.CopyFrom(numpy_helper.from_array(half, t.name))
+    t.CopyFrom(numpy_helper.from_array(data.astype(np.float16).astype(np.float32), t.name))
 
 
 def _run(model: onnx.ModelProto, feeds: dict, intermediate: bool = False) -> dict:

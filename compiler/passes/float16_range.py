@@ -375,7 +375,7 @@ class _Range:
         if key not in self.constants:
             cached = _CONSTANTS.get(c)
             if cached is None or cached[0] is not c.data:
-                cached = (c.data, _constant_magnitude(np.asarray(c.data)))
+                cached = (c.data, constant_magnitude(np.asarray(c.data)))
                 _CONSTANTS[c] = cached
             self.constants[key] = cached[1]
         return self.constants[key]
@@ -386,7 +386,10 @@ class _Range:
 _CONSTANTS: "weakref.WeakKeyDictionary[Value, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
+def constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
+    """A constant's magnitude, and float16's largest rounding of it relative to its largest finite
+    |value|: rule 1 keeps its readers float32 where the first passes F16_MAX or the second
+    ROUNDING."""
     data = data.astype(np.float32, copy=False).reshape(-1)
     plain = bool(np.isfinite(data).all())
     finite = data if plain else data[np.isfinite(data)]
