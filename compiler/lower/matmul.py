@@ -558,8 +558,9 @@ def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
         return None
     choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
     ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
-    params = dict(CT=ct, KS=GEMV_THREADS // ct, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair),
-                  COLS=cols, TREE_SUM=GEMV_TREE_SUM and (GEMV_THREADS // ct) & (GEMV_THREADS // ct - 1) == 0)
+    ks = GEMV_THREADS // ct
+    params = dict(CT=ct, KS=ks, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols,
+                  TREE_SUM=GEMV_TREE_SUM and ks & (ks - 1) == 0)   # the tree halves KS
     groups = (-(-N // (cols * ct)), 1, batches)
     return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared)
 
