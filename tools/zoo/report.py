@@ -20,6 +20,7 @@ SOURCES = {"torchvision": "torchvision (library-default init)",
            "hf-default": "transformers (library-default init)",
            "hf-random": "transformers (random weights, normal(0, 0.5))"}
 RANK = {"matched": 0, "ill-conditioned": 1, "refused": 2, "crash": 3, "wrong": 4}
+RAN = ("matched", "ill-conditioned", "wrong")   # statuses of a model that compiled and ran
 SPREAD_TEXT = "a deep stack of random weights, attention near one-hot"
 FP32_LIMIT = 1e-4
 
@@ -69,7 +70,7 @@ def carried_status(row: dict, precision: str) -> str:
     cell = row.get(precision, "")
     if row.get("note", "").startswith("not exported"):
         return "not exported"
-    found = [k for k in ("wrong", "crash", "refused", "ill-conditioned", "matched") if re.search(rf"\b{k}\b", cell)]
+    found = [k for k in sorted(RANK, key=RANK.get, reverse=True) if re.search(rf"\b{k}\b", cell)]
     if found:
         return found[0]
     return cell if cell in ("timeout", "ort fails", "not checked") else "not checked"
@@ -110,11 +111,11 @@ def totals(rows: list[dict]) -> dict:
             if "carried" in r:
                 status = carried_status(r["carried"], precision)
                 t[f"{precision} {status}"] += 1
-                t[f"{precision} compiled"] += status in ("matched", "ill-conditioned", "wrong")
+                t[f"{precision} compiled"] += status in RAN
                 continue
             status, _ = verdict(r["result"], precision)
             t[f"{precision} {status}"] += 1
-            if status in ("matched", "ill-conditioned", "wrong") or (status == "crash" and r["result"].get("configs") and all(
+            if status in RAN or (status == "crash" and r["result"].get("configs") and all(
                     v.get("stage") == "run" or v["status"] != "crash"
                     for k, v in r["result"]["configs"].items() if k.startswith(precision))):
                 t[f"{precision} compiled"] += 1
