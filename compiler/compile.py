@@ -13,9 +13,9 @@ from bundles.variants import Part, combine
 
 from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
+from .constant_ifs import take_constant_branches
 from .errors import CompileError, UnsupportedOpsError
 from .float16_check import float16_check
-from .constant_ifs import take_constant_branches
 from .frontend import load_model, model_digest
 from .growing_cache import Form, fixed_capacity
 from .host import resolve_target
