@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """On the GPU machine: the float16 matrix-vector products of a decoder step (templates/
-matmul_gemv.comp.j2) at Llama-3.2-1B's shapes, on the nvidia profile, one row of A. GPU time is
-Model.profile's median over 50 runs; the bandwidth is the weights' bytes over that time.
-Variants: the kernel's module constants (compiler/lower/matmul.py), as t<THREADS>u<UNROLL>[w][c<C>][s]
-(w: 16-byte loads of 8 columns; c: at least C column invocations a workgroup with them; s: the
-partial sums added one after another by one invocation a column, not in pairs by all).
+matmul_gemv.comp.j2) at Llama-3.2-1B's shapes, on the nvidia profile, one row of A. Each shape's
+model holds enough copies of its product (each its own weights, one dispatch each) to read over
+200 MB a run, as a decoder step does, so that no weight is still in the GPU's L2 cache (50-60 MB)
+when its product reads it again. GPU time per product is Model.profile's median over 50 runs
+over the copies; the bandwidth is the weights' bytes over that time.
+Variants: the kernel's module constants (compiler/lower/matmul.py), as
+t<THREADS>u<UNROLL>[w][c<C>][s][k<S>] (w: 16-byte loads of 8 columns; c: at least C column
+invocations a workgroup with them; s: the partial sums added one after another by one invocation
+a column, not in pairs by all; k: at most S slices of K across workgroups, k1 none).
 
     python3 -m benchmarks.gpu.gemv                              # the default
-    python3 -m benchmarks.gpu.gemv t256u4,t256u4w,t1024u4w      # variants
+    python3 -m benchmarks.gpu.gemv t256u4wc4k1,t256u4wc4k16     # variants
 """
 import json
 import re
@@ -28,12 +32,38 @@ from tests.llm_models import swiglu_model  # noqa: E402
 
 # (name, K, N): the merged q/k/v projection, the attention output, the gate and up projections
 # (paired: one kernel reads both), the down projection, a ninth of the 128256-column head.
-SHAPES = [("qkv", 2048, 3072), ("o", 2048, 2048), ("gate+up", 2048, 8192), ("down", 8192, 2048),
+SHAPES = [("qkv", 2048, 3072), ("o", 2048, 2048), ("gate+up", 2048, 16384), ("down", 8192, 2048),
           ("head/9", 2048, 14256)]
 
 
-def gpu_us(model: onnx.ModelProto) -> tuple[float, list]:
-    """Microseconds of the run's GEMV dispatches, and their kernels' parameters."""
+READ_BYTES = 200e6   # what each shape's model reads a run, at least
+
+
+def copies(model: onnx.ModelProto, count: int) -> onnx.ModelProto:
+    """`count` copies of the model's nodes side by side on its inputs, each with its own weights
+    (scaled apart, so that no two are equal and shared) and outputs."""
+    graph = model.graph
+    inputs = {i.name for i in graph.input}
+    nodes, inits, outputs = [], [], []
+    for c in range(count):
+        name = lambda n: n if n in inputs or not n else f"{n}_{c}"  # noqa: E731
+        for node in graph.node:
+            nodes.append(onnx.helper.make_node(node.op_type, [name(i) for i in node.input],
+                                               [name(o) for o in node.output], name=name(node.name), domain=node.domain))
+            nodes[-1].attribute.extend(node.attribute)
+        for init in graph.initializer:
+            w = onnx.numpy_helper.to_array(init)
+            inits.append(onnx.numpy_helper.from_array((w * (1 + c / 64)).astype(w.dtype), name(init.name)))
+        for out in graph.output:
+            outputs.append(onnx.helper.make_tensor_value_info(name(out.name), out.type.tensor_type.elem_type,
+                                                              [d.dim_value for d in out.type.tensor_type.shape.dim]))
+    new = onnx.helper.make_graph(nodes, graph.name, list(graph.input), outputs, inits)
+    return onnx.helper.make_model(new, ir_version=model.ir_version, opset_imports=model.opset_import)
+
+
+def gpu_us(model: onnx.ModelProto, count: int) -> tuple[float, list]:
+    """Microseconds of one of the run's `count` products' GEMV dispatches, and their kernels'
+    parameters."""
     blob, kernels = compile_with_kernels(model, target="nvidia", precision="fp16", io="fp16")
     name = model.graph.input[0].name
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
@@ -42,31 +72,35 @@ def gpu_us(model: onnx.ModelProto) -> tuple[float, list]:
         run.run(feeds)
         prof = run.profile(feeds, repeat=50)
     gemv = [k for k in kernels if k.template == "matmul_gemv"]
-    params = [{p: k.params[p] for p in ("CT", "KS", "COLS", "PAIRED")} | {"groups": k.groups[0]} for k in gemv]
-    return sum(p.seconds for p in prof if "matmul" in p.kernel) * 1e6, params
+    params = [{p: k.params[p] for p in ("CT", "KT", "COLS", "PAIRED")} | {"groups": k.groups[0], "split": k.groups[2]} for k in gemv]
+    return sum(p.seconds for p in prof if "matmul" in p.kernel) * 1e6 / count, params[:1]
 
 
 WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4, 2)   # what a c<C> variant chooses from
+DEFAULT_SPLIT = matmul.GEMV_MAX_SPLIT
 
 
 def set_variant(name: str) -> None:
-    threads, unroll, wide, least, serial = re.fullmatch(r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)", name).groups()
+    threads, unroll, wide, least, serial, split = re.fullmatch(r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)(?:k(\d+))?",
+                                                               name).groups()
     matmul.GEMV_THREADS, matmul.GEMV_UNROLL, matmul.GEMV_WIDE_LOADS = int(threads), int(unroll), bool(wide)
     matmul.GEMV_TREE_SUM = not serial
     matmul.GEMV_WIDE_COLUMN_THREADS = tuple(c for c in WIDE_COLUMN_THREADS if c >= int(least or 1))
+    matmul.GEMV_MAX_SPLIT = int(split or DEFAULT_SPLIT)
 
 
 def main(argv) -> None:
     default = f"t{matmul.GEMV_THREADS}u{matmul.GEMV_UNROLL}" + ("w" if matmul.GEMV_WIDE_LOADS else "") + \
-        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s")
+        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s") + f"k{matmul.GEMV_MAX_SPLIT}"
     variants = argv[0].split(",") if argv else [default]
     total = dict.fromkeys(variants, 0.0)
     for label, k, n in SHAPES:
-        model = swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(1, k, n)
-        row = {"shape": label, "K": k, "N": n}
+        count = -(-int(READ_BYTES) // (2 * k * n))
+        model = copies(swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(1, k, n), count)
+        row = {"shape": label, "K": k, "N": n, "copies": count}
         for variant in variants:
             set_variant(variant)
-            us, params = gpu_us(model)
+            us, params = gpu_us(model, count)
             total[variant] += us
             row[variant] = {"us": round(us, 1), "GBps": round(2 * k * n / us / 1e3), "kernels": params}
         print(json.dumps(row), flush=True)

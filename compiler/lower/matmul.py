@@ -182,10 +182,9 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
             if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
-    elif (gemv := _gemv_params(target, M, N, strides, b_mode, coords, batches, types["AB"].vec4,
+    elif (gemv := _gemv_params(target, M, N, K, strides, b_mode, coords, batches, types["AB"].vec4,
                                paired or 0)) is not None:
-        template, params, groups, extra = gemv
-        split, depth = 1, K
+        template, params, groups, extra, (split, depth) = gemv
         if paired:
             spec.append(("PAIR", "int32", paired))
     elif target.matmul == "texel" or M <= 8:
@@ -222,7 +221,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     # The cooperative-matrix kernel stores whole accumulator tiles: its slices are padded to them.
     rows, cols = (groups[1] * params["BM"], groups[0] * params["BN"]) if template == "matmul_coopmat" else (M, N)
     partial = Value(f"{c.name}/split_k_partials", np.dtype(types["ACC"].name),
-                    (batches * split * rows * cols,))
+                    (batches * split * rows * cols * (2 if paired else 1),))
     if fused:
         # One dispatch: the last slice of each output tile to finish (counted in a per-tile
         # counter the run zeroes first: lower/counters.py) adds them and applies the epilogue.
@@ -231,7 +230,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
                        slices + ep_spec, [a, b, c, *operands, partial, count],
                        groups=(groups[0], groups[1], batches * split),
-                       flops=batches * M * N * (2 * K + split + ep_ops), store_offset=2,
+                       flops=batches * M * N * ((4 if paired else 2) * K + split + ep_ops), store_offset=2,
                        zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
                                                   shared_memory_bytes=common.get("shared_memory_bytes", 0) + 4))]
     # Else a second pass adds them up over the whole device and applies the epilogue.
@@ -257,7 +256,7 @@ def _fuse_split_k(target, template: str, params: dict, split: int) -> bool:
     separate dispatch adds them up over the whole device (target.splitk_fused_sums). A fused finish
     of hundreds of sums per invocation costs the kernel more than the separate pass (ResNets at
     batch 1 a quarter slower); one of a few dozen gains."""
-    if template == "matmul_coopmat":
+    if template in ("matmul_coopmat", "matmul_gemv"):   # the GEMV kernel's columns are few: so are their sums
         return True
     if template == "matmul_tiled":
         tile, threads = params["BM"] * params["BN"], params["WG_M"] * params["WG_N"]
@@ -534,16 +533,23 @@ GEMV_COLUMN_THREADS = (64, 32, 16, 8, 4)
 # products took 74.4 us in all against 78.9 with 4-column loads and 77.2 with 2 column invocations.
 GEMV_WIDE_LOADS = True
 GEMV_WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4)
-# The invocations' partial sums of a column are added in pairs by all invocations (log2(KS)
+# The invocations' partial sums of a column are added in pairs by all invocations (log2(KT)
 # barriers) instead of one after another by one invocation a column.
 GEMV_TREE_SUM = True
+# A product whose columns give fewer workgroups than GEMV_SPLIT_WORKGROUPS times the target's
+# min_workgroups splits K into slices across workgroups (at most GEMV_MAX_SPLIT, each at least
+# one unrolled step of every invocation deep): a decoder's attention and down projections have
+# a few hundred columns' groups, under one workgroup a core, so most cores would wait on few loads.
+GEMV_SPLIT_WORKGROUPS = 2
+GEMV_MAX_SPLIT = 16
 
 
-def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
+def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0):
     """templates/matmul_gemv.comp.j2's parameters, or None where it does not apply: GPU profiles,
     at most GEMV_ROWS rows, B contiguous along N in whole, aligned vec4s, the partial sums
     within the target's shared memory. pair: B holds two products' weights, the second `pair`
-    columns after the first (paired_products)."""
+    columns after the first (paired_products). Returns (template, params, groups, extra, (split,
+    depth)): split slices of K, each `depth` rows deep."""
     if (target.matmul == "texel" or M > GEMV_ROWS or not vec4 or b_mode != "strided" or coords != "matmul"
             or strides["SB_N"] != 1 or N % 4 or any(strides[s] % 4 for s in ("SB_K", "SB_B0", "SB_B1"))
             or GEMV_THREADS > target.max_invocations):
@@ -558,11 +564,16 @@ def _gemv_params(target, M, N, strides, b_mode, coords, batches, vec4, pair=0):
         return None
     choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
     ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
-    ks = GEMV_THREADS // ct
-    params = dict(CT=ct, KS=ks, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols,
-                  TREE_SUM=GEMV_TREE_SUM and ks & (ks - 1) == 0)   # the tree halves KS
+    kt = GEMV_THREADS // ct
+    params = dict(CT=ct, KT=kt, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols,
+                  TREE_SUM=GEMV_TREE_SUM and kt & (kt - 1) == 0)   # the tree halves KT
     groups = (-(-N // (cols * ct)), 1, batches)
-    return "matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared)
+    have, want = groups[0] * batches, GEMV_SPLIT_WORKGROUPS * target.min_workgroups
+    step = kt * GEMV_UNROLL   # a slice is whole unrolled steps deep
+    split = min(-(-want // have), GEMV_MAX_SPLIT, K // step) if have < want else 1
+    depth = -(-K // (split * step)) * step if split > 1 else K
+    return ("matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared),
+            (-(-K // depth), depth) if split > 1 else (1, K))
 
 
 def _register_params(target, M, N, batches, strides, b_mode, vec4):

@@ -1,7 +1,8 @@
 """templates/matmul_gemv.comp.j2: a decoder step's products (at most four rows) on GPU profiles,
 against onnxruntime: fp32 and fp16, batched and broadcast weights, fused epilogues, N not a
 multiple of a workgroup's columns, K not a multiple of the unrolled step, float16 weights read
-8 columns (16 bytes) an invocation where N allows; which products take it."""
+8 columns (16 bytes) an invocation where N allows, K split across workgroups where the columns
+give too few; which products take it."""
 
 import numpy as np
 import pytest
@@ -46,6 +47,25 @@ def test_gemv(kw, precision):
     # 8 columns' partial sums of 4 rows would take 32 KiB of shared memory, over generic's 16
     wide = precision == "fp16" and kw["n"] % 8 == 0 and kw["m"] <= 2
     assert gemv[0].params["COLS"] == (8 if wide else 4)
+    tol = dict(rtol_l2=1e-4) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    check_against_onnxruntime(model, target="generic", precision=precision, **tol)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("kw, split", [
+    pytest.param(dict(m=1, k=2048, n=64, epilogue=True), 8, id="few-columns"),
+    pytest.param(dict(m=1, k=1500, n=40, batch=(3,)), 3, id="batched-ragged"),   # the last slice shorter
+    pytest.param(dict(m=4, k=1030, n=8, epilogue=True), 3, id="4-rows-one-group"),
+])
+def test_split_k(kw, split, precision):
+    """Few columns, deep K: slices of K across workgroups, the last slice of a column group to
+    finish adds them and applies the epilogue (the split-K finish, common.glsl.j2)."""
+    model = gemv_model(**kw)
+    kernels = compile_with_kernels(model, target="generic", precision=precision)[1]
+    gemv = [k for k in kernels if k.template == "matmul_gemv"]
+    assert len(gemv) == 1 and gemv[0].params["split_k"]
+    assert dict((n, v) for n, _, v in gemv[0].spec)["SPLIT"] == split
+    assert kernels[0].template == "zero_fill"   # the slices' counters
     tol = dict(rtol_l2=1e-4) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
     check_against_onnxruntime(model, target="generic", precision=precision, **tol)
 

@@ -37,6 +37,15 @@ def test_gated_products_pair(target, rows, weights):
     assert len(kernels) == 1 and kernels[0].params["PAIRED"]
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_pair_split_k(precision):
+    """Few columns, deep K: the pair's slices of K across workgroups, the last to finish adding
+    both products' sums (acc_v, acc_w) before the gated store."""
+    templates, kernels = check_pair(swiglu_model(1, k=2048, f=16), "generic", precision=precision)
+    gemv = [k for k in kernels if k.template == "matmul_gemv"]
+    assert templates == ["zero_fill", "matmul_gemv"] and gemv[0].params["PAIRED"] and gemv[0].params["split_k"]
+
+
 def test_pair_over_shared_memory_runs_apart():
     """Four rows' paired partial sums would take 32 KiB of shared memory, over the generic
     profile's 16: the two products run as two GEMVs."""
