@@ -95,6 +95,13 @@ class OpRule:
     # pairs: the product's kernel takes a second product of the same activations, its weights
     # side by side with the first's, for one fused epilogue to read both (passes/paired_products.py).
     pairs: bool = False
+    # normalizes_rows: the product's kernel can RMS-normalize A's rows as it reads them, given
+    # the norm's input, scale and epsilon (passes/normalized_products.py).
+    normalizes_rows: bool = False
+    # rms_norm: node -> (X, Scale, epsilon) where the node is an RMS normalization of X's last
+    # axis with one output, no residual sum and no bias, which its readers may compute
+    # (passes/normalized_products.py); else None.
+    rms_norm: Callable | None = None
     # linear_in: node -> the input slots its result is linear in: an input scaled by a constant
     # scales the result by it (a matrix product without a bias; passes/scale_products.py).
     linear_in: Callable | None = None

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cli import exit_on_help
+from benchmarks.gpu.llama_widths import add_width_arguments
 
 if __name__ == "__main__":
     exit_on_help(__doc__)
@@ -132,12 +133,7 @@ def torch_figures(args) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hidden", type=int, default=2048)
-    p.add_argument("--layers", type=int, default=16)
-    p.add_argument("--heads", type=int, default=32)
-    p.add_argument("--kv-heads", type=int, default=8)
-    p.add_argument("--ffn", type=int, default=8192)
-    p.add_argument("--vocab", type=int, default=128256)
+    add_width_arguments(p)
     p.add_argument("--context", type=int, default=2304)
     p.add_argument("--prefill", type=int, default=512)
     p.add_argument("--contexts", type=int, nargs="+", default=[128, 2048])

@@ -6,9 +6,10 @@ model holds enough copies of its product (each its own weights, one dispatch eac
 when its product reads it again. GPU time per product is Model.profile's median over 50 runs
 over the copies; the bandwidth is the weights' bytes over that time.
 Variants: the kernel's module constants (compiler/lower/matmul.py), as
-t<THREADS>u<UNROLL>[w][c<C>][s][k<S>] (w: 16-byte loads of 8 columns; c: at least C column
+t<THREADS>u<UNROLL>[w][c<C>][s][k<S>][g<G>] (w: 16-byte loads of 8 columns; c: at least C column
 invocations a workgroup with them; s: the partial sums added one after another by one invocation
-a column, not in pairs by all; k: at most S slices of K across workgroups, k1 none).
+a column, not in pairs by all; k: at most S slices of K across workgroups, k1 none; g: slices
+until there are G times the profile's min_workgroups workgroups).
 
     python3 -m benchmarks.gpu.gemv                              # the default
     python3 -m benchmarks.gpu.gemv t256u4wc4k1,t256u4wc4k16     # variants
@@ -77,21 +78,22 @@ def gpu_us(model: onnx.ModelProto, count: int) -> tuple[float, list]:
 
 
 WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4, 2)   # what a c<C> variant chooses from
-DEFAULT_SPLIT = matmul.GEMV_MAX_SPLIT
+DEFAULT_SPLIT, DEFAULT_GROUPS = matmul.GEMV_MAX_SPLIT, matmul.GEMV_SPLIT_WORKGROUPS
 
 
 def set_variant(name: str) -> None:
-    threads, unroll, wide, least, serial, split = re.fullmatch(r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)(?:k(\d+))?",
-                                                               name).groups()
+    threads, unroll, wide, least, serial, split, groups = re.fullmatch(
+        r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)(?:k(\d+))?(?:g(\d+))?", name).groups()
     matmul.GEMV_THREADS, matmul.GEMV_UNROLL, matmul.GEMV_WIDE_LOADS = int(threads), int(unroll), bool(wide)
     matmul.GEMV_TREE_SUM = not serial
     matmul.GEMV_WIDE_COLUMN_THREADS = tuple(c for c in WIDE_COLUMN_THREADS if c >= int(least or 1))
     matmul.GEMV_MAX_SPLIT = int(split or DEFAULT_SPLIT)
+    matmul.GEMV_SPLIT_WORKGROUPS = int(groups or DEFAULT_GROUPS)
 
 
 def main(argv) -> None:
     default = f"t{matmul.GEMV_THREADS}u{matmul.GEMV_UNROLL}" + ("w" if matmul.GEMV_WIDE_LOADS else "") + \
-        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s") + f"k{matmul.GEMV_MAX_SPLIT}"
+        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s") + f"k{matmul.GEMV_MAX_SPLIT}g{matmul.GEMV_SPLIT_WORKGROUPS}"
     variants = argv[0].split(",") if argv else [default]
     total = dict.fromkeys(variants, 0.0)
     for label, k, n in SHAPES:

@@ -197,6 +197,32 @@ def lower_layernorm(node, target):
                              epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs)
 
 
+def _rms_norm(node, scale_slot: int, outputs: int):
+    """(X, Scale, epsilon) of an RMS normalization of X's last axis whose only output is Y (the
+    first `outputs` outputs, the others absent), statistics in float32; else None."""
+    x, scale = node.inputs[0], node.input(scale_slot)
+    rank = len(x.shape)
+    present = [o for o in node.outputs if o is not None and o.name]
+    if node.attrs.get("stash_type", 1) != 1 or node.attrs.get("axis", -1) % rank != rank - 1 or \
+            len(present) != 1 or present[0] is not node.outputs[0] or len(node.outputs) > outputs or \
+            scale is None or tuple(scale.shape) != (x.shape[-1],):
+        return None
+    return x, scale, node.attrs.get("epsilon", 1e-5)
+
+
+def _fused_rms_norm(node):
+    """A vkc.LayerNorm that is RMS normalization without the residual sum and bias, Y its one
+    output (in its own dtype or another: Y2)."""
+    if not node.attrs.get("simplified") or node.input(1) is not None or node.input(3) is not None or \
+            tuple(node.attrs["outputs"]) not in (("Y",), ("Y2",)):
+        return None
+    x, scale = node.inputs[0], node.input(2)
+    rank = len(x.shape)
+    if node.attrs["axis"] % rank != rank - 1 or scale is None or tuple(scale.shape) != (x.shape[-1],):
+        return None
+    return x, scale, node.attrs["epsilon"]
+
+
 def _stash_type(node) -> None:
     stash = node.attrs.get("stash_type", 1)
     if stash != 1:
@@ -205,7 +231,8 @@ def _stash_type(node) -> None:
 
 
 @register("RMSNormalization", since=23, schema=23, dtypes=FLOATS, limits=LIMITS,
-          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True)
+          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True,
+          rms_norm=lambda node: _rms_norm(node, 1, 1))
 def lower_rms_normalization(node, target):
     _stash_type(node)
     return layernorm_kernels(node, target, x=node.inputs[0], scale=node.inputs[1],
@@ -229,7 +256,8 @@ def _simplified_output_types(node) -> None:
 # writes): declared by onnxruntime in the ONNX domain, outputs Y and optionally inv_std_var.
 @register("SimplifiedLayerNormalization", dtypes=FLOATS, limits=LIMITS, schema=None,
           output_shape=shape_of_input0, output_types=_simplified_output_types,
-          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True)
+          magnitude=normalization(scale=1, centered=False), row_wise=_rows, store_cast_absorbing=True,
+          rms_norm=lambda node: _rms_norm(node, 1, 2))
 def lower_simplified_layernorm(node, target):
     _stash_type(node)
     outputs = list(node.outputs) + [None]
@@ -269,7 +297,7 @@ def lower_skip_simplified_layernorm(node, target):
 
 @register("vkc.LayerNorm", dtypes=FLOATS,
           magnitude=normalization(scale=2, bias=3, skip=1, centered=lambda node: not node.attrs.get("simplified")),
-          store_cast_absorbing=True)
+          store_cast_absorbing=True, rms_norm=_fused_rms_norm)
 def lower_fused_layernorm(node, target):
     """A normalization passes/fuse_layernorm.py made: inputs (X, skip or None, Scale, B or None);
     attribute `outputs` names what each output is, among Y, MEAN, INV_STD, SUM (the residual

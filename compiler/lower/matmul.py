@@ -7,9 +7,10 @@ import numpy as np
 from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import shared_axis, weighted_sum
-from ..ir import Value
+from ..ir import Node, Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
+from .layernorm import layernorm_kernels
 from .paired import columns, unpaired
 from .coopmat_emulation import emulation_shared_bytes
 from .store_expression import build_epilogue
@@ -117,7 +118,8 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_r
 
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
-                 fused=True, rows_per_batch=None, b_row_elements=None, paired=None) -> list[Kernel] | None:
+                 fused=True, rows_per_batch=None, b_row_elements=None, paired=None,
+                 norm=None) -> list[Kernel] | None:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
@@ -127,7 +129,10 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     allocated this many elements long, so vector loads may run past N (padded im2col rows).
     paired: B holds two products' weights side by side, the second `paired` columns after the
     first, and the epilogue reads both (passes/paired_products.py): the GEMV kernel computes
-    them together; None where another kernel fits (the caller lowers the two apart then)."""
+    them together; None where another kernel fits (the caller lowers the two apart then).
+    norm: (scale, epsilon) of an RMS normalization of A's rows that the product computes as it
+    reads them (passes/normalized_products.py): A is the norm's input, and only the GEMV kernel
+    takes it; None where another kernel fits (the caller normalizes first then)."""
     if fused:
         expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
             node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands)
@@ -140,7 +145,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     batches = batch0 * batch1
     # T: what C stores; AB: what A and B hold (float16 under a float32 C: --precision fp16-matmul's
     # products with their Cast to float32 fused, fuse_epilogues._widens).
-    types = dict(kernel_types(c), AB=kernel_types(a)["T"])
+    # TA: A's own type where it is not B's (a normalized product reads the norm's input).
+    types = dict(kernel_types(c), AB=kernel_types(b if norm else a)["T"], TA=kernel_types(a)["T"])
     vec4 = types["AB"].vec4 is not None
     # The tuner's key; float16 problems apart from float32 ones (other kernels, other best tiles).
     problem = f"{M}x{N}x{K}x{batches}:{b_mode}" + ("" if a.dtype == np.float32 else f":{np.dtype(a.dtype).name}")
@@ -183,7 +189,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                 min_steps=target.coopmat_split_steps) \
             if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
     elif (gemv := _gemv_params(target, M, N, K, strides, b_mode, coords, batches, types["AB"].vec4,
-                               paired or 0)) is not None:
+                               paired or 0, bool(norm))) is not None:
         template, params, groups, extra, (split, depth) = gemv
         if paired:
             spec.append(("PAIR", "int32", paired))
@@ -199,8 +205,12 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                               types, b_row_elements or N)
         split, depth = _split_k(target, groups, K, params["BK"],
                                 max(target.min_workgroups, target.splitk_workgroups))
-    if paired and template != "matmul_gemv":
+    if (paired or norm) and template != "matmul_gemv":
         return None
+    if norm:   # the scale's binding after all others, the epsilon a constant
+        scale, epsilon = norm
+        params.update(NORM=True, TS=kernel_types(scale)["T"])
+        spec.append(("EPS", "float32", float(epsilon)))
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
@@ -211,7 +221,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
-                       spec + ep_spec, [a, b, c, *operands], groups=groups,
+                       spec + ep_spec, [a, b, c, *operands, *norm[:1]] if norm else [a, b, c, *operands], groups=groups,
                        flops=batches * M * N * ((4 if paired else 2) * K + ep_ops),
                        # coopmat2's tensor-layout store keeps C's rows 16-byte aligned: no shifted window
                        store_offset=None if template == "matmul_coopmat2" else 2, **common)]
@@ -228,7 +238,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
         n_ep = len(operands)
         return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
-                       slices + ep_spec, [a, b, c, *operands, partial, count],
+                       slices + ep_spec, [a, b, c, *operands, partial, count, *(norm or ())[:1]],
                        groups=(groups[0], groups[1], batches * split),
                        flops=batches * M * N * ((4 if paired else 2) * K + split + ep_ops), store_offset=2,
                        zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
@@ -536,20 +546,25 @@ GEMV_WIDE_COLUMN_THREADS = (64, 32, 16, 8, 4)
 # The invocations' partial sums of a column are added in pairs by all invocations (log2(KT)
 # barriers) instead of one after another by one invocation a column.
 GEMV_TREE_SUM = True
-# A product whose columns give fewer workgroups than GEMV_SPLIT_WORKGROUPS times the target's
-# min_workgroups splits K into slices across workgroups (at most GEMV_MAX_SPLIT, each at least
-# one unrolled step of every invocation deep): a decoder's attention and down projections have
-# a few hundred columns' groups, under one workgroup a core, so most cores would wait on few loads.
+# A product whose columns give fewer than 1 / GEMV_SPLIT_BELOW of the target's min_workgroups
+# workgroups (under one a core: a decoder's q/k/v, attention output and down projections) splits
+# K into slices across workgroups, for GEMV_SPLIT_WORKGROUPS times min_workgroups (at most
+# GEMV_MAX_SPLIT slices, each at least one unrolled step of every invocation deep). On an H100
+# (`python3 -m benchmarks.gpu.decode --layers 4`, one call) that made the Llama-3.2-1B-shaped
+# decode step 4.8 % faster (0.630 against 0.662 ms); splitting the products of a few hundred
+# workgroups too (gate/up, the head) made it slower than no split at all.
 GEMV_SPLIT_WORKGROUPS = 2
 GEMV_MAX_SPLIT = 16
+GEMV_SPLIT_BELOW = 2
 
 
-def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0):
+def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0, norm=False):
     """templates/matmul_gemv.comp.j2's parameters, or None where it does not apply: GPU profiles,
     at most GEMV_ROWS rows, B contiguous along N in whole, aligned vec4s, the partial sums
     within the target's shared memory. pair: B holds two products' weights, the second `pair`
-    columns after the first (paired_products). Returns (template, params, groups, extra, (split,
-    depth)): split slices of K, each `depth` rows deep."""
+    columns after the first (paired_products); norm: the kernel normalizes A's rows (a float per
+    row and invocation more). Returns (template, params, groups, extra, (split, depth)): split
+    slices of K, each `depth` rows deep."""
     if (target.matmul == "texel" or M > GEMV_ROWS or not vec4 or b_mode != "strided" or coords != "matmul"
             or strides["SB_N"] != 1 or N % 4 or any(strides[s] % 4 for s in ("SB_K", "SB_B0", "SB_B1"))
             or GEMV_THREADS > target.max_invocations):
@@ -557,7 +572,7 @@ def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0
     wide = (GEMV_WIDE_LOADS and vec4 == "f16vec4" and N % 8 == 0 and pair % 8 == 0
             and not any(strides[s] % 8 for s in ("SB_K", "SB_B0", "SB_B1")))
     for cols in (8, 4) if wide else (4,):
-        shared = 4 * GEMV_THREADS * M * cols * (2 if pair else 1)   # a float per column, row and invocation
+        shared = 4 * GEMV_THREADS * M * (cols * (2 if pair else 1) + norm)   # a float per column, row and invocation
         if shared <= target.max_shared_memory:
             break
     else:
@@ -565,12 +580,12 @@ def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0
     choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
     ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
     kt = GEMV_THREADS // ct
-    params = dict(CT=ct, KT=kt, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols,
+    params = dict(CT=ct, KT=kt, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols, NORM=False,
                   TREE_SUM=GEMV_TREE_SUM and kt & (kt - 1) == 0)   # the tree halves KT
     groups = (-(-N // (cols * ct)), 1, batches)
     have, want = groups[0] * batches, GEMV_SPLIT_WORKGROUPS * target.min_workgroups
     step = kt * GEMV_UNROLL   # a slice is whole unrolled steps deep
-    split = min(-(-want // have), GEMV_MAX_SPLIT, K // step) if have < want else 1
+    split = min(-(-want // have), GEMV_MAX_SPLIT, K // step) if have * GEMV_SPLIT_BELOW < target.min_workgroups else 1
     depth = -(-K // (split * step)) * step if split > 1 else K
     return ("matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared),
             (-(-K // depth), depth) if split > 1 else (1, K))
@@ -647,7 +662,7 @@ def _weight_columns(node, part):
 
 
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
-          linear_in=lambda node: (0, 1), pairs=True,
+          linear_in=lambda node: (0, 1), pairs=True, normalizes_rows=True,
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
@@ -657,6 +672,9 @@ def lower_matmul(node, target):
     M, K = a_shape[-2:]
     # paired (passes/paired_products.py): B [K, 2N] holds two products' weights side by side
     paired = node.attrs.get("paired")
+    # normalized (passes/normalized_products.py): A is an RMS normalization's input, its scale input 2
+    normalized = node.attrs.get("normalized")
+    norm = (node.input(2), normalized["epsilon"]) if normalized else None
     N = paired or b_shape[-1]
     batch = _batch_dims(a_shape, b_shape)
     # Walk the broadcast batch dims of A, B and C as (b0, b1): at most two groups of dims.
@@ -685,16 +703,31 @@ def lower_matmul(node, target):
                        SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
         kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
                                batch1=1, strides=strides, coords="matmul", out_shape=ep_shape,
-                               rows_per_batch=M, paired=paired)
+                               rows_per_batch=M, paired=paired, norm=norm)
     else:
         strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
                        SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
         kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
                                batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape,
-                               paired=paired)
+                               paired=paired, norm=norm)
+    if kernels is None and normalized:   # the kernel that fits cannot normalize: the norm first
+        return _normalized_first(node, target)
     if kernels is None:  # the kernel that fits cannot pair
         return [k for half in unpaired(node, _weight_columns) for k in lower_matmul(half, target)]
     return kernels
+
+
+def _normalized_first(node, target) -> list[Kernel]:
+    """A normalized product whose kernel cannot normalize: the norm's kernel into scratch (in the
+    dtype the norm stored), then the plain product of it."""
+    x, w, scale = node.inputs[:3]
+    normalized = node.attrs["normalized"]
+    h = Value(f"{x.name}/normalized", np.dtype(normalized["dtype"]), tuple(x.shape))
+    attrs = {k: v for k, v in node.attrs.items() if k != "normalized"}
+    product = Node(node.op_type, node.name, [h, w, *node.inputs[3:]], list(node.outputs),
+                   {**attrs, "n_op_inputs": 2}, node.domain, node.sources)
+    return layernorm_kernels(node, target, x=x, scale=scale, axis=-1, epsilon=normalized["epsilon"],
+                             outputs=[h], simplified=True) + lower_matmul(product, target)
 
 
 def _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape) -> bool:

@@ -19,6 +19,7 @@ from .group_query_attention import expand_group_query_attention
 from .in_place_scatter import scatter_in_place
 from .interleaved_slices import merge_interleaved_slices
 from .merge_projections import merge_projections
+from .normalized_products import normalize_in_products
 from .outputs import materialize_outputs, remove_dead_nodes
 from .precision import apply_precision
 from .quantize_weights import quantize_weights
@@ -50,7 +51,7 @@ from .views import make_views
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            fuse_epilogues, absorb_store_casts, scatter_in_place, materialize_outputs, place_concat_inputs]
+            fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

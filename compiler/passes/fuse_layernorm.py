@@ -22,14 +22,20 @@ elementwise kernel after the fused normalization.
 Then LN(a + b) -> one kernel reading a and b (b may repeat over a's leading dims, as a position
 table does). Where the sum has other readers (the residual stream of BERT and GPT-2 blocks feeds
 the next block too), the kernel also writes the sum out, like com.microsoft
-SkipLayerNormalization's input_skip_bias_sum, so no Add kernel runs.
+SkipLayerNormalization's input_skip_bias_sum, so no Add kernel runs. Except in a decode step:
+where a term of the sum is a product of at most GEMV_ROWS rows that the Add alone reads (the
+attention output or down projection), the Add stays for the product's store to take
+(fuse_epilogues), and the normalization, reading the sum alone, for the next products to compute
+as they read it (normalized_products): two dispatches fewer than the sum and the norm in one.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx
+from ..lower.matmul import GEMV_ROWS
 from ..registry import fact
+from ..shapes import prod
 
 
 def fuse_layernorm(graph: Graph) -> Graph:
@@ -213,6 +219,8 @@ def _fold_residual(graph: Graph, ln: Node) -> None:
             or (ln.op_type == "vkc.LayerNorm" and ln.inputs[1] is not None)):
         return
     a, b = add.inputs
+    if any(_few_rows_product(graph, t, add) for t in (a, b)):
+        return
     if tuple(b.shape) == tuple(s.shape) and tuple(a.shape) != tuple(s.shape):
         a, b = b, a
     if tuple(a.shape) != tuple(s.shape) or not _repeats_over_leading_dims(b, s):
@@ -239,6 +247,14 @@ def _fold_residual(graph: Graph, ln: Node) -> None:
     graph.nodes.remove(ln)
     graph.nodes[graph.nodes.index(add)] = ln
     graph.relink()
+
+
+def _few_rows_product(graph: Graph, t: Value, add: Node) -> bool:
+    """Whether t is a product's result of at most GEMV_ROWS rows that `add` alone reads."""
+    product = t.producer
+    return (product is not None and fact(product, "product") is not None and
+            fact(product, "normalizes_rows") and graph.sole_consumer(t) is add and
+            len(t.shape) >= 2 and prod(t.shape[:-1]) <= GEMV_ROWS)
 
 
 def _repeats_over_leading_dims(b: Value, s: Value) -> bool:

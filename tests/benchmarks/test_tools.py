@@ -14,7 +14,8 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 # Imported by the scripts, never run themselves.
 LIBRARIES = {"benchmarks.cli", "benchmarks.light_models", "benchmarks.peers", "benchmarks.transformer_profile",
-             "benchmarks.gpu.cublas_timing", "benchmarks.gpu.kernel_table", "benchmarks.serving.client",
+             "benchmarks.gpu.cublas_timing", "benchmarks.gpu.kernel_table", "benchmarks.gpu.llama_widths",
+             "benchmarks.serving.client",
              "benchmarks.serving.ort_engine"}
 
 

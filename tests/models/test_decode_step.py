@@ -1,14 +1,16 @@
 """A decode step (one token) of the Llama-shaped decoders: ONNX's in-place cache form
 (tests/llm_models.py) and optimum's growing cache (--max-context), float and --weights int4/int8.
 
-The dispatches, compiled for nvidia with --precision fp16. A layer is: RMSNorm; Q, K and V as one
-product (passes/merge_projections.py) whose columns one rotary kernel (Q's and K's) and V's
-cache write read in place (passes/split_parts.py); K's cache write; attention; the output projection
-with the residual add in its store; RMSNorm; gate and up as one product storing silu(gate) * up
-(passes/paired_products.py); the down projection with the residual add in its store. Per model:
-the position arithmetic (position ids, the keys filled: once, not a layer), the embedding, the
-final norm and the head, and one float32 residual add in the first layer (its float16 operand
-and float32 result are of two types, which no product's store reads yet).
+The dispatches, compiled for nvidia with --precision fp16. A layer is: Q, K and V as one product
+(passes/merge_projections.py) that RMS-normalizes its input as it reads it (passes/
+normalized_products.py; the quantized products' kernels do not: a norm kernel first) and whose
+columns one rotary kernel (Q's and K's) and V's cache write read in place (passes/split_parts.py);
+K's cache write; attention; the output projection with the residual add in its store; gate and
+up as one normalizing product storing silu(gate) * up (passes/paired_products.py); the down
+projection with the residual add in its store. Per model: the position arithmetic (position ids,
+the keys filled: once, not a layer), the embedding, the head (normalizing), and one float32
+residual add in the first layer (its float16 operand and float32 result are of two types, which
+no product's store reads yet).
 
 The step's logits and caches on this device, on the generic profile's GEMV kernels (the ones
 the decode step runs on GPUs: paired and merged products), against onnxruntime's."""
@@ -27,9 +29,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LAYERS = 2
 
 
-def _layer(product):
+def _layer(product, norms):
     """One layer's kernels (the cache write of K aside: its node names no layer)."""
-    return {"layernorm": 2, product: 4, "rotary": 1, "tensor_scatter": 2}
+    return {"layernorm": 2 * norms, product: 4, "rotary": 1, "tensor_scatter": 2}
 
 
 @pytest.mark.parametrize("weights", [None, "int4", "int8"])
@@ -40,14 +42,15 @@ def test_dispatches(form, weights):
     kernels = compile_with_kernels(model, input_shapes={"input_ids": [1, 1]}, target="nvidia",
                                    precision="fp16", weights=weights, **extra)[1]
     product = "matmul_gemv" if weights is None else "matmul_nbits"
-    want = Counter({k: LAYERS * n for k, n in _layer(product).items()})
+    norms = weights is not None   # kernels of their own
+    want = Counter({k: LAYERS * n for k, n in _layer(product, norms).items()})
     attention = "attention_tiled" if form == "in-place" else "attention_coopmat"
-    want.update({attention: LAYERS, product: 1, "layernorm": 1,
+    want.update({attention: LAYERS, product: 1, "layernorm": int(norms),
                  "gather" if weights is None else "gather_block_quantized": 1,
                  # position ids and keys filled (in-place: int64, and its int32 cast for attention;
                  # optimum: keys filled int64 and int32, position ids), the first layer's add
                  "elementwise_typed": 4})
-    assert Counter(k.template for k in kernels) == want
+    assert +Counter(k.template for k in kernels) == +want
 
 
 @pytest.mark.parametrize("precision, weights", [("fp32", None), ("fp16", None), ("fp32", "int4")])

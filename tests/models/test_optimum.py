@@ -67,14 +67,17 @@ def test_greedy_tokens_equal_onnxruntime(name):
         assert list(model.generate(PROMPT, STEPS)) == want
 
 
-@pytest.mark.parametrize("name", ["llama_tiny_optimum", "gemma_tiny_optimum"])
-def test_logits_and_cache_every_step(name):
+@pytest.mark.parametrize("name, target", [("llama_tiny_optimum", "lavapipe"), ("gemma_tiny_optimum", "lavapipe"),
+                                          ("llama_tiny_optimum", "generic")])
+def test_logits_and_cache_every_step(name, target):
     """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps: logits and the cache's filled
     rows against onnxruntime's logits and present at every run. Gemma's export takes no
     position_ids (it counts them from the past's length), and its library-init greedy loop is
-    one token over and over, so its logits are what is compared."""
+    one token over and over, so its logits are what is compared. The generic profile runs the
+    GPUs' decode kernels (GEMV products that add the residual in their store and RMS-normalize
+    their input as they read it)."""
     path = FIXTURES / f"{name}.onnx"
-    bundle = compile_model(path, variants=VARIANTS, target="lavapipe", max_context=CONTEXT)
+    bundle = compile_model(path, variants=VARIANTS, target=target, max_context=CONTEXT)
     ref = OnnxruntimeLoop(path)
     chunks = [PROMPT[:4], PROMPT[4:5], PROMPT[5:6], PROMPT[6:7]]
     with load(bundle) as model:
@@ -90,12 +93,13 @@ def test_logits_and_cache_every_step(name):
             np.testing.assert_allclose(model.read_state(name)[:, :, :filled], ref.past[name], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["qwen2_tiny_optimum", "gemma_tiny_optimum"])
-def test_float16_cache_logits(name):
+@pytest.mark.parametrize("name, target", [("qwen2_tiny_optimum", "lavapipe"), ("gemma_tiny_optimum", "lavapipe"),
+                                          ("qwen2_tiny_optimum", "generic")])
+def test_float16_cache_logits(name, target):
     """--precision fp16: a float16 cache; logits within 1e-2 (rel L2) of onnxruntime's float32."""
     path = FIXTURES / f"{name}.onnx"
     bundle = compile_model(path, variants=[{"input_ids": [1, len(PROMPT)]}, {"input_ids": [1, 1]}],
-                           target="lavapipe", max_context=CONTEXT, precision="fp16")
+                           target=target, max_context=CONTEXT, precision="fp16")
     ref = OnnxruntimeLoop(path)
     ids, filled = PROMPT, 0
     with load(bundle) as model:

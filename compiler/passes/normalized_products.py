@@ -1,0 +1,61 @@
+"""Normalized products: an RMS normalization whose result only products of a few rows read (a
+decoder step's pre-attention and pre-MLP norms, read by the merged q/k/v projection and the paired
+gate/up projection) is computed by those products as they read their rows, not by a kernel of its
+own: y = (x * scale / rms(x)) W = (sum_k x_k scale_k W_k) / rms(x), so the product reads x times
+the scale and multiplies its sums by the row's 1 / rms at the store (templates/matmul_gemv.comp.j2).
+One dispatch and one intermediate fewer for each norm.
+
+The product keeps its weights and epilogue; its inputs become (x, W, scale, *epilogue operands)
+and its `normalized` attribute holds the norm's epsilon and the normalized row's dtype. Where the
+kernel that fits is not the GEMV (a CPU profile), the lowering normalizes first, into scratch, as
+the norm would have (lower/matmul.py).
+
+Taken: a norm whose op declares it an RMS normalization of the last axis with one output, no
+residual sum and no bias (registry fact `rms_norm`), its scale a constant vector, read only as
+the first operand of products of a constant weight and at most GEMV_ROWS rows whose op declares
+`normalizes_rows`. Runs after the epilogue and precision passes, so the norm's output already has
+the type the products read.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph
+from ..lower.matmul import GEMV_ROWS
+from ..registry import fact
+from ..shapes import prod
+
+
+def normalize_in_products(graph: Graph) -> Graph:
+    removed = []
+    for norm in graph.nodes:
+        rms = fact(norm, "rms_norm")
+        taken = rms(norm) if rms else None
+        if taken is None:
+            continue
+        x, scale, epsilon = taken
+        h = next(o for o in norm.outputs if o is not None and o.name)
+        readers = list(h.consumers)
+        if not scale.is_constant or h.alias_of is not None or not readers or \
+                not graph.used_only_by(h, *readers) or not all(_takes(p, h) for p in readers):
+            continue
+        for product in readers:
+            n_own = product.attrs.get("n_op_inputs", len(product.inputs))
+            product.inputs = [x, product.inputs[1], scale, *product.inputs[n_own:]]
+            product.attrs = {**product.attrs, "n_op_inputs": 3,
+                             "normalized": {"epsilon": float(epsilon), "dtype": np.dtype(h.dtype).name}}
+            product.sources = [*norm.sources, *product.sources]
+        removed.append(norm)
+    if removed:
+        graph.nodes = [n for n in graph.nodes if all(n is not r for r in removed)]
+        graph.relink()
+    return graph
+
+
+def _takes(product, h) -> bool:
+    """Whether `product` can normalize its A, `h`, itself: a product that declares it, of a
+    constant weight, at most GEMV_ROWS rows, h its A alone."""
+    return (bool(fact(product, "normalizes_rows")) and "normalized" not in product.attrs and
+            product.inputs[0] is h and all(v is not h for v in product.inputs[1:]) and
+            product.input(1) is not None and product.inputs[1].is_constant and
+            len(h.shape) >= 2 and prod(h.shape[:-1]) <= GEMV_ROWS)
