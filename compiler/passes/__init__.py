@@ -26,6 +26,7 @@ from .quantize_weights import quantize_weights
 from .quantized_matmul import pack_quantized_matmuls
 from .rolls import roll_slices
 from .scale_products import scale_products
+from .sliced_products import slice_products
 from .row_transposes import move_row_transposes
 from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
@@ -48,7 +49,7 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, materialize_outputs, place_concat_inputs]

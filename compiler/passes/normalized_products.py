@@ -1,6 +1,6 @@
-"""Normalized products: an RMS normalization whose result only products of a few rows read (a
+"""Normalized products: an RMS normalization whose result one product of a few rows alone reads (a
 decoder step's pre-attention and pre-MLP norms, read by the merged q/k/v projection and the paired
-gate/up projection) is computed by those products as they read their rows, not by a kernel of its
+gate/up projection) is computed by that product as it reads its rows, not by a kernel of its
 own: y = (x * scale / rms(x)) W = (sum_k x_k scale_k W_k) / rms(x), so the product reads x times
 the scale and multiplies its sums by the row's 1 / rms at the store (templates/matmul_gemv.comp.j2).
 One dispatch and one intermediate fewer for each norm.
@@ -12,8 +12,9 @@ the norm would have (lower/matmul.py).
 
 Taken: a norm whose op declares it an RMS normalization of the last axis with one output, no
 residual sum and no bias (registry fact `rms_norm`), its scale a constant vector, read only as
-the first operand of products of a constant weight and at most GEMV_ROWS rows whose op declares
-`normalizes_rows`. Runs after the epilogue and precision passes, so the norm's output already has
+the first operand of one product of a constant weight and at most GEMV_ROWS rows whose op
+declares `normalizes_rows` (merged and paired products are one; a norm that several products
+read keeps its kernel, which a kernel that cannot normalize would otherwise repeat). Runs after the epilogue and precision passes, so the norm's output already has
 the type the products read.
 """
 from __future__ import annotations
@@ -35,16 +36,14 @@ def normalize_in_products(graph: Graph) -> Graph:
             continue
         x, scale, epsilon = taken
         h = next(o for o in norm.outputs if o is not None and o.name)
-        readers = list(h.consumers)
-        if not scale.is_constant or h.alias_of is not None or not readers or \
-                not graph.used_only_by(h, *readers) or not all(_takes(p, h) for p in readers):
+        product = graph.sole_consumer(h)
+        if not scale.is_constant or product is None or not _takes(product, h):
             continue
-        for product in readers:
-            n_own = product.attrs.get("n_op_inputs", len(product.inputs))
-            product.inputs = [x, product.inputs[1], scale, *product.inputs[n_own:]]
-            product.attrs = {**product.attrs, "n_op_inputs": 3,
-                             "normalized": {"epsilon": float(epsilon), "dtype": np.dtype(h.dtype).name}}
-            product.sources = [*norm.sources, *product.sources]
+        n_own = product.attrs.get("n_op_inputs", len(product.inputs))
+        product.inputs = [x, product.inputs[1], scale, *product.inputs[n_own:]]
+        product.attrs = {**product.attrs, "n_op_inputs": 3,
+                         "normalized": {"epsilon": float(epsilon), "dtype": np.dtype(h.dtype).name}}
+        product.sources = [*norm.sources, *product.sources]
         removed.append(norm)
     if removed:
         graph.nodes = [n for n in graph.nodes if all(n is not r for r in removed)]
