@@ -96,12 +96,17 @@ class OpRule:
     # side by side with the first's, for one fused epilogue to read both (passes/paired_products.py).
     pairs: bool = False
     # normalizes_rows: the product's kernel can RMS-normalize A's rows as it reads them, given
-    # the norm's input, scale and epsilon (passes/normalized_products.py).
-    normalizes_rows: bool = False
+    # the norm's input as A and its scale as input slot `normalizes_rows` (after the op's own
+    # inputs), and its epsilon (passes/normalized_products.py); 0: it cannot.
+    normalizes_rows: int = 0
     # rms_norm: node -> (X, Scale, epsilon) where the node is an RMS normalization of X's last
     # axis with one output, no residual sum and no bias, which its readers may compute
     # (passes/normalized_products.py); else None.
     rms_norm: Callable | None = None
+    # skip_rms_norm: node -> (A, B, Scale, epsilon, Y, the sum output or None) where the node is
+    # RMS normalization of the residual sum A + B (same shapes, no bias, no statistics outputs):
+    # passes/fuse_layernorm.py splits it into the Add and the norm in a decode step; else None.
+    skip_rms_norm: Callable | None = None
     # linear_in: node -> the input slots its result is linear in: an input scaled by a constant
     # scales the result by it (a matrix product without a bias; passes/scale_products.py).
     linear_in: Callable | None = None

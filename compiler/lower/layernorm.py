@@ -14,6 +14,7 @@ import numpy as np
 
 from ..dtypes import kernel_types, texel_format
 from ..errors import CompileError
+from ..ir import Node, Value
 from ..magnitudes import normalization
 from ..shapes import contiguous_strides, merge_dims, prod
 from ..registry import FLOATS
@@ -197,6 +198,21 @@ def lower_layernorm(node, target):
                              epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs)
 
 
+def normalized_first(node, target, lower) -> list[Kernel]:
+    """A product normalizing its A (passes/normalized_products.py: the norm's scale the last of
+    its own inputs) whose kernel cannot: the norm's kernel into scratch, in the dtype the norm
+    stored, then the plain product of it (`lower` lowers that)."""
+    slot = node.attrs["n_op_inputs"] - 1
+    x, scale = node.inputs[0], node.inputs[slot]
+    normalized = node.attrs["normalized"]
+    h = Value(f"{x.name}/normalized", np.dtype(normalized["dtype"]), tuple(x.shape))
+    attrs = {k: v for k, v in node.attrs.items() if k != "normalized"}
+    product = Node(node.op_type, node.name, [h, *node.inputs[1:slot], *node.inputs[slot + 1:]], list(node.outputs),
+                   {**attrs, "n_op_inputs": slot}, node.domain, node.sources)
+    return layernorm_kernels(node, target, x=x, scale=scale, axis=-1, epsilon=normalized["epsilon"],
+                             outputs=[h], simplified=True) + lower(product, target)
+
+
 def _rms_norm(node, scale_slot: int, outputs: int):
     """(X, Scale, epsilon) of an RMS normalization of X's last axis whose only output is Y (the
     first `outputs` outputs, the others absent), statistics in float32; else None."""
@@ -283,11 +299,23 @@ def lower_skip_layernorm(node, target):
                              outputs=node.outputs)
 
 
+def _skip_rms_norm(node):
+    """SkipSimplifiedLayerNormalization's residual sum and norm apart: without the bias, the
+    statistics outputs, or a skip of another shape."""
+    a, b, scale = node.inputs[0], node.input(1), node.input(2)
+    outputs = list(node.outputs) + [None] * 4
+    if b is None or node.input(3) is not None or tuple(a.shape) != tuple(b.shape) or scale is None or \
+            any(o is not None and o.name for o in outputs[1:3]):
+        return None
+    total = outputs[3] if outputs[3] is not None and outputs[3].name else None
+    return a, b, scale, node.attrs.get("epsilon", 1e-12), node.outputs[0], total
+
+
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
           output_shape=shape_of_input0,
           magnitude=normalization(scale=2, skip=1, centered=False),
-          store_cast_absorbing=True, output_types=_skip_output_types)
+          store_cast_absorbing=True, output_types=_skip_output_types, skip_rms_norm=_skip_rms_norm)
 def lower_skip_simplified_layernorm(node, target):
     return layernorm_kernels(node, target, x=node.inputs[0], skip=node.inputs[1],
                              scale=node.input(2), prebias=node.input(3), axis=-1,

@@ -7,10 +7,10 @@ import numpy as np
 from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import shared_axis, weighted_sum
-from ..ir import Node, Value
+from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, prod
 from ..epilogue_operands import epilogue_strides
-from .layernorm import layernorm_kernels
+from .layernorm import normalized_first
 from .paired import columns, unpaired
 from .coopmat_emulation import emulation_shared_bytes
 from .store_expression import build_epilogue
@@ -662,7 +662,7 @@ def _weight_columns(node, part):
 
 
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
-          linear_in=lambda node: (0, 1), pairs=True, normalizes_rows=True,
+          linear_in=lambda node: (0, 1), pairs=True, normalizes_rows=2,
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
@@ -711,23 +711,10 @@ def lower_matmul(node, target):
                                batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape,
                                paired=paired, norm=norm)
     if kernels is None and normalized:   # the kernel that fits cannot normalize: the norm first
-        return _normalized_first(node, target)
+        return normalized_first(node, target, lower_matmul)
     if kernels is None:  # the kernel that fits cannot pair
         return [k for half in unpaired(node, _weight_columns) for k in lower_matmul(half, target)]
     return kernels
-
-
-def _normalized_first(node, target) -> list[Kernel]:
-    """A normalized product whose kernel cannot normalize: the norm's kernel into scratch (in the
-    dtype the norm stored), then the plain product of it."""
-    x, w, scale = node.inputs[:3]
-    normalized = node.attrs["normalized"]
-    h = Value(f"{x.name}/normalized", np.dtype(normalized["dtype"]), tuple(x.shape))
-    attrs = {k: v for k, v in node.attrs.items() if k != "normalized"}
-    product = Node(node.op_type, node.name, [h, w, *node.inputs[3:]], list(node.outputs),
-                   {**attrs, "n_op_inputs": 2}, node.domain, node.sources)
-    return layernorm_kernels(node, target, x=x, scale=scale, axis=-1, epsilon=normalized["epsilon"],
-                             outputs=[h], simplified=True) + lower_matmul(product, target)
 
 
 def _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape) -> bool:

@@ -32,6 +32,7 @@ from ..shapes import prod
 from ..ir import Value
 from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
+from .layernorm import normalized_first
 from ..targets import GUARANTEED_BINDING_BYTES
 from .matmul import tiled_matmul
 from .paired import rows, unpaired
@@ -71,9 +72,12 @@ def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
 
 
 def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: int, bits: int,
-                  block_size: int):
+                  block_size: int, norm=None):
     """The kernel: `b` uint8 holding N rows of n_blocks * block_size weights of `bits` bits,
-    `scales` N * n_blocks floats, `zero_points` None, uint8 packed or floats."""
+    `scales` N * n_blocks floats, `zero_points` None, uint8 packed or floats. norm: (scale,
+    epsilon) of an RMS normalization of A's rows the kernel computes as it reads them
+    (passes/normalized_products.py); where it cannot (the prompt's GEMM, CPU profiles' kernel),
+    the norm's kernel runs first."""
     y = node.outputs[0]
     where = f"{node.op_type} '{node.name}'"
     for v in (a, scales, *([bias] if bias is not None else [])):
@@ -121,6 +125,14 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     # rows are the leading dims flattened, out_shape[-2] of them a batch.
     out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, columns)
     scratch = Value(f"{y.name}/weights", a.dtype, (n, k))
+    # CPU profiles (lavapipe): an invocation a group of ROWS rows, no shared memory or barrier.
+    # One MatMulNBits node at M = 1 (packed zero points) on lavapipe with 2 cores, compiled for
+    # generic (split-K) and for lavapipe, Model.bench's median: split-K took 55, 17 and 132 ms for
+    # K x N = 2048 x 8192 4-bit, 2048 x 2048 8-bit and 64 x 32000 8-bit; a row group an
+    # invocation 14, 13 and 2.9 ms.
+    split_k, local = target.matmul != "texel", min(LOCAL, target.max_invocations)
+    if norm is not None and (m >= PROMPT_ROWS or not split_k or local & (local - 1)):
+        return normalized_first(node, target, lower_matmul_nbits)
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
             scratch.nbytes <= GUARANTEED_BINDING_BYTES and _rows_of_one_matrix(node, out_shape, m):
         if paired:  # the tiled GEMM computes one product
@@ -134,15 +146,8 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
             ("ROW_WORDS", "int32", row_bytes // 4),
             ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
     spec += [("PAIR", "int32", paired)] if paired else []
-    local = min(LOCAL, target.max_invocations)
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
-    # CPU profiles (lavapipe): an invocation a group of ROWS rows, no shared memory or barrier.
-    # One MatMulNBits node at M = 1 (packed zero points) on lavapipe with 2 cores, compiled for
-    # generic (split-K) and for lavapipe, Model.bench's median: split-K took 55, 17 and 132 ms for
-    # K x N = 2048 x 8192 4-bit, 2048 x 2048 8-bit and 64 x 32000 8-bit; a row group an
-    # invocation 14, 13 and 2.9 ms.
-    split_k = target.matmul != "texel"
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
                   SPLIT_K=split_k, PAIRED=bool(paired), MANTISSA=MANTISSA_WEIGHTS,
                   SUBGROUP_SUM=target.subgroup_reductions,
@@ -154,11 +159,14 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                   **kernel_types(y), AB=kernel_types(a)["T"], TS=kernel_types(scales)["T"],
                   TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None,
                   TBIAS=kernel_types(bias)["T"] if bias is not None else None,
-                  n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers)
+                  n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers,
+                  NORM=norm is not None, TN=kernel_types(norm[0])["T"] if norm else None)
+    if norm:
+        spec.append(("EPS", "float32", float(norm[1])))
     bindings = [a, buffer_view(b), scales]
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
-    bindings += [y, *operands]
+    bindings += [y, *operands, *norm[:1]] if norm else [y, *operands]
     # a workgroup's (CPU profiles: an invocation's) ROWS rows of W: as many output columns, or
     # half as many of a paired product (each from a row of both halves)
     per = ROWS // 2 if paired else ROWS
@@ -168,7 +176,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     return [Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
                    flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
-                   shared_memory_bytes=4 * local * ROWS * m_tile if split_k else 0)]
+                   shared_memory_bytes=4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)]
 
 
 def _weight_rows(node, part):
@@ -210,7 +218,7 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bi
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),
           dtypes_doc="float32, float16; B and uint8 zero points packed 2, 4 or 8 bits",
           limits=LIMITS, output_shape=_output_shape, product="matmul", pairs=True,
-          linear_in=lambda node: (0,) if node.input(5) is None else ())
+          linear_in=lambda node: (0,) if node.input(5) is None else (), normalizes_rows=6)
 def lower_matmul_nbits(node, target):
     if node.input(4) is not None:
         raise CompileError(f"MatMulNBits '{node.name}': g_idx (act-order quantization) is not "
@@ -218,4 +226,5 @@ def lower_matmul_nbits(node, target):
     return nbits_kernels(node, target, a=node.inputs[0], b=node.inputs[1], scales=node.inputs[2],
                          zero_points=node.input(3), bias=node.input(5), k=node.attrs["K"],
                          n=node.attrs["N"], bits=node.attrs.get("bits", 4),
-                         block_size=node.attrs["block_size"])
+                         block_size=node.attrs["block_size"],
+                         norm=(node.input(6), node.attrs["normalized"]["epsilon"]) if "normalized" in node.attrs else None)

@@ -27,6 +27,7 @@ where a term of the sum is a product of at most GEMV_ROWS rows that the Add alon
 attention output or down projection), the Add stays for the product's store to take
 (fuse_epilogues), and the normalization, reading the sum alone, for the next products to compute
 as they read it (normalized_products): two dispatches fewer than the sum and the norm in one.
+onnxruntime's SkipSimplifiedLayerNormalization (the model builder's) splits the same way there.
 """
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ def fuse_layernorm(graph: Graph) -> Graph:
         output_types = fact(node, "output_types")
         if output_types is not None:
             output_types(node)
+    for node in list(graph.nodes):
+        skip_norm = fact(node, "skip_rms_norm")
+        parts = skip_norm(node) if skip_norm else None
+        if parts is not None and any(_few_rows_product(graph, t, node) for t in parts[:2]):
+            _split_residual(graph, node, *parts)
     return graph
 
 
@@ -246,6 +252,20 @@ def _fold_residual(graph: Graph, ln: Node) -> None:
     ln.sources = add.sources + ln.sources
     graph.nodes.remove(ln)
     graph.nodes[graph.nodes.index(add)] = ln
+    graph.relink()
+
+
+def _split_residual(graph: Graph, node: Node, a: Value, b: Value, scale: Value, epsilon: float,
+                    y: Value, total: Value | None) -> None:
+    """A normalization of the residual sum a + b (onnxruntime's SkipSimplifiedLayerNormalization)
+    as the Add, for the product's store to take, and the norm of the sum alone."""
+    total = total or Value(f"{y.name}/residual_sum", a.dtype, tuple(a.shape))
+    add = Node("Add", f"{node.name}/residual_sum", [a, b], [total], {}, "", node.sources)
+    norm = Node("vkc.LayerNorm", node.name, [total, None, scale, None], [y],
+                {"axis": len(a.shape) - 1, "epsilon": epsilon, "simplified": 1, "outputs": ("Y",)}, "",
+                node.sources)
+    at = graph.nodes.index(node)
+    graph.nodes = graph.nodes[:at] + [add, norm] + graph.nodes[at + 1:]
     graph.relink()
 
 

@@ -2,11 +2,13 @@
 decoder step's pre-attention and pre-MLP norms, read by the merged q/k/v projection and the paired
 gate/up projection) is computed by that product as it reads its rows, not by a kernel of its
 own: y = (x * scale / rms(x)) W = (sum_k x_k scale_k W_k) / rms(x), so the product reads x times
-the scale and multiplies its sums by the row's 1 / rms at the store (templates/matmul_gemv.comp.j2).
+the scale and multiplies its sums by the row's 1 / rms at the store (templates/matmul_gemv.comp.j2,
+templates/matmul_nbits.comp.j2).
 One dispatch and one intermediate fewer for each norm.
 
-The product keeps its weights and epilogue; its inputs become (x, W, scale, *epilogue operands)
-and its `normalized` attribute holds the norm's epsilon and the normalized row's dtype. Where the
+The product keeps its weights and epilogue; its inputs become (x, its own others, absent ones
+None, the scale at the slot its op's `normalizes_rows` names, *epilogue operands) and its
+`normalized` attribute holds the norm's epsilon and the normalized row's dtype. Where the
 kernel that fits is not the GEMV (a CPU profile), the lowering normalizes first, into scratch, as
 the norm would have (lower/matmul.py).
 
@@ -40,8 +42,10 @@ def normalize_in_products(graph: Graph) -> Graph:
         if not scale.is_constant or product is None or not _takes(product, h):
             continue
         n_own = product.attrs.get("n_op_inputs", len(product.inputs))
-        product.inputs = [x, product.inputs[1], scale, *product.inputs[n_own:]]
-        product.attrs = {**product.attrs, "n_op_inputs": 3,
+        slot = fact(product, "normalizes_rows")   # where the op takes the norm's scale
+        own = [product.input(i) for i in range(1, slot)]
+        product.inputs = [x, *own, scale, *product.inputs[n_own:]]
+        product.attrs = {**product.attrs, "n_op_inputs": slot + 1,
                          "normalized": {"epsilon": float(epsilon), "dtype": np.dtype(h.dtype).name}}
         product.sources = [*norm.sources, *product.sources]
         removed.append(norm)

@@ -3,7 +3,7 @@
 
 The dispatches, compiled for nvidia with --precision fp16. A layer is: Q, K and V as one product
 (passes/merge_projections.py) that RMS-normalizes its input as it reads it (passes/
-normalized_products.py; the quantized products' kernels do not: a norm kernel first) and whose
+normalized_products.py) and whose
 columns one rotary kernel (Q's and K's) and V's cache write read in place (passes/split_parts.py);
 K's cache write; attention; the output projection with the residual add in its store; gate and
 up as one normalizing product storing silu(gate) * up (passes/paired_products.py); the down
@@ -29,9 +29,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LAYERS = 2
 
 
-def _layer(product, norms):
+def _layer(product):
     """One layer's kernels (the cache write of K aside: its node names no layer)."""
-    return {"layernorm": 2 * norms, product: 4, "rotary": 1, "tensor_scatter": 2}
+    return {product: 4, "rotary": 1, "tensor_scatter": 2}
 
 
 @pytest.mark.parametrize("weights", [None, "int4", "int8"])
@@ -42,10 +42,9 @@ def test_dispatches(form, weights):
     kernels = compile_with_kernels(model, input_shapes={"input_ids": [1, 1]}, target="nvidia",
                                    precision="fp16", weights=weights, **extra)[1]
     product = "matmul_gemv" if weights is None else "matmul_nbits"
-    norms = weights is not None   # kernels of their own
-    want = Counter({k: LAYERS * n for k, n in _layer(product, norms).items()})
+    want = Counter({k: LAYERS * n for k, n in _layer(product).items()})
     attention = "attention_tiled" if form == "in-place" else "attention_coopmat"
-    want.update({attention: LAYERS, product: 1, "layernorm": int(norms),
+    want.update({attention: LAYERS, product: 1,
                  "gather" if weights is None else "gather_block_quantized": 1,
                  # position ids and keys filled (in-place: int64, and its int32 cast for attention;
                  # optimum: keys filled int64 and int32, position ids), the first layer's add

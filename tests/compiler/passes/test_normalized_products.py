@@ -1,14 +1,17 @@
 """normalize_in_products: an RMS normalization read only by products of a few rows is computed by
 their GEMV kernels as they read A (no norm kernel, no intermediate), against onnxruntime: one
-product and K split across workgroups, a paired gate/up product, rows of a batch; where the
-kernel that fits cannot normalize (a CPU profile's), the norm runs first; where the norm's result
-is read elsewhere, or by more rows, it stays."""
+product and K split across workgroups, a paired gate/up product, rows of a batch, block-quantized
+weights (MatMulNBits); where the kernel that fits cannot normalize (a CPU profile's), the norm
+runs first; where the norm's result is read elsewhere, or by more rows, it stays."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from bundles import read_bundle
 from compiler.compile import compile_with_kernels
-from tests.harness import check_against_onnxruntime
+from tests.compiler.lower.test_matmul_nbits import SUBGROUP_SUMS
+from tests.harness import assert_close, check_against_onnxruntime, random_feeds, run_bundle, run_onnxruntime
+from tests.quantized_onnx import quantized_onnx
 
 
 def norm_model(*, rows=1, k=256, n=64, op="RMSNormalization", gated=False, norm_is_output=False, seed=0):
@@ -19,11 +22,12 @@ def norm_model(*, rows=1, k=256, n=64, op="RMSNormalization", gated=False, norm_
               for name in (("wg", "wu") if gated else ("w",))]
     nodes = [helper.make_node(op, ["x", "scale"], ["h"], axis=-1, epsilon=1e-5)]
     if gated:
-        nodes += [helper.make_node("MatMul", ["h", "wg"], ["gate"]), helper.make_node("MatMul", ["h", "wu"], ["up"]),
+        nodes += [helper.make_node("MatMul", ["h", "wg"], ["gate"], name="gate"),
+                  helper.make_node("MatMul", ["h", "wu"], ["up"], name="up"),
                   helper.make_node("Sigmoid", ["gate"], ["sig"]), helper.make_node("Mul", ["gate", "sig"], ["silu"]),
                   helper.make_node("Mul", ["silu", "up"], ["y"])]
     else:
-        nodes.append(helper.make_node("MatMul", ["h", "w"], ["y"]))
+        nodes.append(helper.make_node("MatMul", ["h", "w"], ["y"], name="product"))   # named: the quantized oracle finds it
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, rows, n])]
     outputs += [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, rows, k])] if norm_is_output else []
     graph = helper.make_graph(nodes, "norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows, k])],
@@ -76,3 +80,24 @@ def test_norm_kept(kw):
     model = norm_model(**kw)
     assert templates(model)[0] == "layernorm"
     check_against_onnxruntime(model, target="generic", **tolerance("fp32"))
+
+
+@pytest.mark.parametrize("target", ["generic", SUBGROUP_SUMS, "lavapipe"])
+@pytest.mark.parametrize("weights, kw", [
+    ("int4", dict(k=512)),
+    ("int8", dict(rows=3, k=256, n=40)),
+    ("int4", dict(gated=True, k=256, n=48)),
+])
+def test_norm_in_quantized_products(weights, kw, target):
+    """--weights int4/int8: the MatMulNBits kernel normalizes as it reads A (its workgroup per
+    row group adds the row's squares); lavapipe's kernel of an invocation a row group cannot,
+    so the norm runs first. Against onnxruntime on the same quantization."""
+    model = norm_model(**kw)
+    bundle, kernels = compile_with_kernels(model, target=target, weights=weights)
+    templates = [k.template for k in kernels]
+    assert ("layernorm" in templates) == (target == "lavapipe") and "matmul_nbits" in templates
+    feeds = random_feeds(model)
+    got = run_bundle(bundle, feeds)[0]
+    ref = run_onnxruntime(quantized_onnx(model, read_bundle(bundle).manifest), feeds)
+    for name in ref:
+        assert_close(name, got[name], ref[name], **tolerance("fp32"))
