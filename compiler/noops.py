@@ -65,3 +65,10 @@ def whole_slice(node: Node) -> bool:
     steps = [1] * count if steps is None else [int(s) for s in steps.data.reshape(-1)]
     shape = node.inputs[0].shape
     return all(step > 0 or shape[axis] <= 1 for axis, step in zip(axes, steps))
+
+
+def rest_empty(node: Node) -> bool:
+    """A Concat whose inputs after the first are all empty (Phi-3's rotary embedding of the whole
+    head joined to the zero dims it leaves unrotated): the output is the first input."""
+    return same_shape(node) and all(v is not None and v.shape is not None and 0 in tuple(v.shape)
+                                    for v in node.inputs[1:])

@@ -182,6 +182,25 @@ def test_whole_pads_and_slices_are_noops():
     check_against_onnxruntime(model)
 
 
+def test_concat_with_empty_rest_is_a_noop():
+    """Phi-3's rotary embedding of the whole head joined to the empty rest of it (partial rotary
+    at factor 1): Concat(x, empty) is x and goes; Concat(empty, x) stays (its first input is not
+    the output). The graph agrees with onnxruntime."""
+    from compiler.frontend import to_ir
+    from compiler.passes import fold_constants
+    g = GraphBuilder("empty_rest", seed=6)
+    x = g.input("x", [1, 4, 3, 8])
+    zeros = g.const("zeros", np.array([0, 0, 0, 0], np.int64))
+    ends = g.const("ends", np.array([1, 4, 3, 0], np.int64))
+    empty = g.node("Slice", [x, zeros, ends])
+    y = g.node("Concat", [g.node("Relu", [x]), empty], axis=-1)
+    g.node("Concat", [empty, y], axis=-1, out="z")
+    model = g.build(["z"])
+    graph = fold_constants(to_ir(model))
+    assert [n.op_type for n in graph.nodes] == ["Slice", "Relu", "Concat"]
+    check_against_onnxruntime(model)
+
+
 def test_training_dropout_is_refused_by_name():
     g = GraphBuilder("training_dropout", seed=4)
     g.node("Dropout", [g.input("x", [2, 4]), g.const("ratio", np.array(0.5, np.float32)),
