@@ -213,17 +213,24 @@ def normalized_first(node, target, lower) -> list[Kernel]:
                              outputs=[h], simplified=True) + lower(product, target)
 
 
+def _last_axis(x, scale, axis: int, epsilon: float):
+    """(X, Scale, epsilon) where the normalization is of X's last axis by a Scale of that length;
+    else None."""
+    rank = len(x.shape)
+    if axis % rank != rank - 1 or scale is None or tuple(scale.shape) != (x.shape[-1],):
+        return None
+    return x, scale, epsilon
+
+
 def _rms_norm(node, scale_slot: int, outputs: int):
     """(X, Scale, epsilon) of an RMS normalization of X's last axis whose only output is Y (the
-    first `outputs` outputs, the others absent), statistics in float32; else None."""
-    x, scale = node.inputs[0], node.input(scale_slot)
-    rank = len(x.shape)
+    first of at most `outputs` outputs, the others absent), statistics in float32; else None."""
     present = [o for o in node.outputs if o is not None and o.name]
-    if node.attrs.get("stash_type", 1) != 1 or node.attrs.get("axis", -1) % rank != rank - 1 or \
-            len(present) != 1 or present[0] is not node.outputs[0] or len(node.outputs) > outputs or \
-            scale is None or tuple(scale.shape) != (x.shape[-1],):
+    if node.attrs.get("stash_type", 1) != 1 or len(present) != 1 or present[0] is not node.outputs[0] or \
+            len(node.outputs) > outputs:
         return None
-    return x, scale, node.attrs.get("epsilon", 1e-5)
+    return _last_axis(node.inputs[0], node.input(scale_slot), node.attrs.get("axis", -1),
+                      node.attrs.get("epsilon", 1e-5))
 
 
 def _fused_rms_norm(node):
@@ -232,11 +239,7 @@ def _fused_rms_norm(node):
     if not node.attrs.get("simplified") or node.input(1) is not None or node.input(3) is not None or \
             tuple(node.attrs["outputs"]) not in (("Y",), ("Y2",)):
         return None
-    x, scale = node.inputs[0], node.input(2)
-    rank = len(x.shape)
-    if node.attrs["axis"] % rank != rank - 1 or scale is None or tuple(scale.shape) != (x.shape[-1],):
-        return None
-    return x, scale, node.attrs["epsilon"]
+    return _last_axis(node.inputs[0], node.input(2), node.attrs["axis"], node.attrs["epsilon"])
 
 
 def _stash_type(node) -> None:

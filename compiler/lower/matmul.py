@@ -207,10 +207,11 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                 max(target.min_workgroups, target.splitk_workgroups))
     if (paired or norm) and template != "matmul_gemv":
         return None
-    if norm:   # the scale's binding after all others, the epsilon a constant
-        scale, epsilon = norm
-        params.update(NORM=True, TS=kernel_types(scale)["T"])
-        spec.append(("EPS", "float32", float(epsilon)))
+    norm_scale = []   # the norm's scale: a binding after all others, the epsilon a constant
+    if norm:
+        norm_scale = [norm[0]]
+        params["TS"] = kernel_types(norm[0])["T"]
+        spec.append(("EPS", "float32", float(norm[1])))
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
@@ -221,7 +222,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
-                       spec + ep_spec, [a, b, c, *operands, *norm[:1]] if norm else [a, b, c, *operands], groups=groups,
+                       spec + ep_spec, [a, b, c, *operands, *norm_scale], groups=groups,
                        flops=batches * M * N * ((4 if paired else 2) * K + ep_ops),
                        # coopmat2's tensor-layout store keeps C's rows 16-byte aligned: no shifted window
                        store_offset=None if template == "matmul_coopmat2" else 2, **common)]
@@ -238,7 +239,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         count = Value(f"{c.name}/split_k_counts", np.dtype(np.uint32), (groups[0] * groups[1] * batches,))
         n_ep = len(operands)
         return [Kernel(template, dict(params, n_epilogue=n_ep, epilogue_expr=expr, epilogue_helpers=helpers),
-                       slices + ep_spec, [a, b, c, *operands, partial, count, *(norm or ())[:1]],
+                       slices + ep_spec, [a, b, c, *operands, partial, count, *norm_scale],
                        groups=(groups[0], groups[1], batches * split),
                        flops=batches * M * N * ((4 if paired else 2) * K + split + ep_ops), store_offset=2,
                        zeroed=(4 + n_ep,), **dict(common, writes=[2, 3 + n_ep, 4 + n_ep],
@@ -580,7 +581,7 @@ def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0
     choices = GEMV_WIDE_COLUMN_THREADS if cols == 8 else GEMV_COLUMN_THREADS
     ct = next((c for c in choices if -(-N // (cols * c)) * batches >= target.min_workgroups), choices[-1])
     kt = GEMV_THREADS // ct
-    params = dict(CT=ct, KT=kt, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols, NORM=False,
+    params = dict(CT=ct, KT=kt, MR=M, UNROLL=GEMV_UNROLL, b_mode=b_mode, PAIRED=bool(pair), COLS=cols, NORM=norm,
                   TREE_SUM=GEMV_TREE_SUM and kt & (kt - 1) == 0)   # the tree halves KT
     groups = (-(-N // (cols * ct)), 1, batches)
     have, want = groups[0] * batches, GEMV_SPLIT_WORKGROUPS * target.min_workgroups
@@ -588,7 +589,7 @@ def _gemv_params(target, M, N, K, strides, b_mode, coords, batches, vec4, pair=0
     split = min(-(-want // have), GEMV_MAX_SPLIT, K // step) if have * GEMV_SPLIT_BELOW < target.min_workgroups else 1
     depth = -(-K // (split * step)) * step if split > 1 else K
     return ("matmul_gemv", params, groups, dict(local_size=(GEMV_THREADS, 1, 1), shared_memory_bytes=shared),
-            (-(-K // depth), depth) if split > 1 else (1, K))
+            (-(-K // depth), depth))
 
 
 def _register_params(target, M, N, batches, strides, b_mode, vec4):

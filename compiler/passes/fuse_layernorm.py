@@ -34,9 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value, is_onnx
-from ..lower.matmul import GEMV_ROWS
 from ..registry import fact
-from ..shapes import prod
+from .normalized_products import few_rows
 
 
 def fuse_layernorm(graph: Graph) -> Graph:
@@ -271,10 +270,8 @@ def _split_residual(graph: Graph, node: Node, a: Value, b: Value, scale: Value, 
 
 def _few_rows_product(graph: Graph, t: Value, add: Node) -> bool:
     """Whether t is a product's result of at most GEMV_ROWS rows that `add` alone reads."""
-    product = t.producer
-    return (product is not None and fact(product, "product") is not None and
-            fact(product, "normalizes_rows") and graph.sole_consumer(t) is add and
-            len(t.shape) >= 2 and prod(t.shape[:-1]) <= GEMV_ROWS)
+    return (t.producer is not None and bool(fact(t.producer, "normalizes_rows")) and
+            graph.sole_consumer(t) is add and few_rows(t))
 
 
 def _repeats_over_leading_dims(b: Value, s: Value) -> bool:

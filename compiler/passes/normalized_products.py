@@ -10,14 +10,14 @@ The product keeps its weights and epilogue; its inputs become (x, its own others
 None, the scale at the slot its op's `normalizes_rows` names, *epilogue operands) and its
 `normalized` attribute holds the norm's epsilon and the normalized row's dtype. Where the
 kernel that fits is not the GEMV (a CPU profile), the lowering normalizes first, into scratch, as
-the norm would have (lower/matmul.py).
+the norm would have (lower/layernorm.py's normalized_first).
 
 Taken: a norm whose op declares it an RMS normalization of the last axis with one output, no
 residual sum and no bias (registry fact `rms_norm`), its scale a constant vector, read only as
 the first operand of one product of a constant weight and at most GEMV_ROWS rows whose op
 declares `normalizes_rows` (merged and paired products are one; a norm that several products
-read keeps its kernel, which a kernel that cannot normalize would otherwise repeat). Runs after the epilogue and precision passes, so the norm's output already has
-the type the products read.
+read keeps its kernel, which a kernel that cannot normalize would otherwise repeat). Runs after
+the epilogue and precision passes, so the norm's output already has the type the products read.
 """
 from __future__ import annotations
 
@@ -60,5 +60,9 @@ def _takes(product, h) -> bool:
     constant weight, at most GEMV_ROWS rows, h its A alone."""
     return (bool(fact(product, "normalizes_rows")) and "normalized" not in product.attrs and
             product.inputs[0] is h and all(v is not h for v in product.inputs[1:]) and
-            product.input(1) is not None and product.inputs[1].is_constant and
-            len(h.shape) >= 2 and prod(h.shape[:-1]) <= GEMV_ROWS)
+            product.input(1) is not None and product.inputs[1].is_constant and few_rows(h))
+
+
+def few_rows(v) -> bool:
+    """Whether v, [.., K], has at most GEMV_ROWS rows: a decode step's, which the GEMV kernels take."""
+    return len(v.shape) >= 2 and prod(v.shape[:-1]) <= GEMV_ROWS
