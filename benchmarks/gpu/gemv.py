@@ -5,7 +5,11 @@ model holds enough copies of its product (each its own weights, one dispatch eac
 200 MB a run, as a decoder step does, so that no weight is still in the GPU's L2 cache (50-60 MB)
 when its product reads it again. GPU time per product is Model.profile's median over 50 runs
 over the copies; the bandwidth is the weights' bytes over that time.
-Variants: the kernel's module constants (compiler/lower/matmul.py), as
+--weights int8|int4|int4-sym: the same products quantized as `vkc compile --weights` does
+(templates/matmul_nbits.comp.j2), bytes counting the packed weights, scales and zero points; then
+variants are r<ROWS>l<LOCAL>[i] (rows of W a workgroup, its invocations; i: integer-to-float
+conversions instead of shifting the weights into a float's mantissa).
+Float variants: the kernel's module constants (compiler/lower/matmul.py), as
 t<THREADS>u<UNROLL>[w][c<C>][s][k<S>][g<G>] (w: 16-byte loads of 8 columns; c: at least C column
 invocations a workgroup with them; s: the partial sums added one after another by one invocation
 a column, not in pairs by all; k: at most S slices of K across workgroups, k1 none; g: slices
@@ -13,6 +17,7 @@ until there are G times the profile's min_workgroups workgroups).
 
     python3 -m benchmarks.gpu.gemv                              # the default
     python3 -m benchmarks.gpu.gemv t256u4wc4k1,t256u4wc4k16     # variants
+    python3 -m benchmarks.gpu.gemv --weights int4 r4l64,r8l64   # quantized weights' variants
 """
 import json
 import re
@@ -27,7 +32,7 @@ import onnx  # noqa: E402
 
 from benchmarks.gpu.matmul_nbits import dense_model  # noqa: E402
 from compiler.compile import compile_with_kernels  # noqa: E402
-from compiler.lower import matmul  # noqa: E402
+from compiler.lower import matmul, matmul_nbits  # noqa: E402
 from runtime_min import load  # noqa: E402
 from tests.llm_models import swiglu_model  # noqa: E402
 
@@ -62,18 +67,22 @@ def copies(model: onnx.ModelProto, count: int) -> onnx.ModelProto:
     return onnx.helper.make_model(new, ir_version=model.ir_version, opset_imports=model.opset_import)
 
 
-def gpu_us(model: onnx.ModelProto, count: int) -> tuple[float, list]:
+def gpu_us(model: onnx.ModelProto, count: int, weights: str | None = None) -> tuple[float, list]:
     """Microseconds of one of the run's `count` products' GEMV dispatches, and their kernels'
     parameters."""
-    blob, kernels = compile_with_kernels(model, target="nvidia", precision="fp16", io="fp16")
+    blob, kernels = compile_with_kernels(model, target="nvidia", precision="fp16", io="fp16", weights=weights)
     name = model.graph.input[0].name
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     with load(blob) as run:
         feeds = {name: np.random.default_rng(1).standard_normal(shape).astype(np.float16)}
         run.run(feeds)
         prof = run.profile(feeds, repeat=50)
-    gemv = [k for k in kernels if k.template == "matmul_gemv"]
-    params = [{p: k.params[p] for p in ("CT", "KT", "COLS", "PAIRED")} | {"groups": k.groups[0], "split": k.groups[2]} for k in gemv]
+    if weights:
+        params = [{p: k.params[p] for p in ("ROWS", "LOCAL", "PAIRED")} | {"groups": k.groups[0]}
+                  for k in kernels if k.template == "matmul_nbits"]
+    else:
+        params = [{p: k.params[p] for p in ("CT", "KT", "COLS", "PAIRED")} | {"groups": k.groups[0], "split": k.groups[2]}
+                  for k in kernels if k.template == "matmul_gemv"]
     return sum(p.seconds for p in prof if "matmul" in p.kernel) * 1e6 / count, params[:1]
 
 
@@ -91,22 +100,53 @@ def set_variant(name: str) -> None:
     matmul.GEMV_SPLIT_WORKGROUPS = int(groups or DEFAULT_GROUPS)
 
 
+NBITS_DEFAULT = (matmul_nbits.ROWS, matmul_nbits.LOCAL)
+
+
+def set_nbits_variant(name: str) -> None:
+    rows, local, ints = re.fullmatch(r"r(\d+)l(\d+)(i?)", name).groups()
+    matmul_nbits.ROWS, matmul_nbits.LOCAL, matmul_nbits.MANTISSA_WEIGHTS = int(rows), int(local), not ints
+
+
+def weight_bytes(k: int, n: int, weights: str | None) -> int:
+    """What a K x N product reads of its weights: float16, or packed with float16 scales a block
+    of 32 (and int4's zero points, two a byte)."""
+    if not weights:
+        return 2 * k * n
+    bits = 8 if weights == "int8" else 4
+    blocks = -(-k // 32)
+    return n * (blocks * 32 * bits // 8 + 2 * blocks + (-(-blocks // 2) if weights == "int4" else 0))
+
+
 def main(argv) -> None:
-    default = f"t{matmul.GEMV_THREADS}u{matmul.GEMV_UNROLL}" + ("w" if matmul.GEMV_WIDE_LOADS else "") + \
-        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s") + f"k{matmul.GEMV_MAX_SPLIT}g{matmul.GEMV_SPLIT_WORKGROUPS}"
-    variants = argv[0].split(",") if argv else [default]
+    weights = None
+    if argv[:1] == ["--weights"]:
+        weights, argv = argv[1], argv[2:]
+        if weights not in ("int8", "int4", "int4-sym"):
+            sys.exit(f"--weights {weights}: use int8, int4 or int4-sym")
+    if weights:
+        variants = argv[0].split(",") if argv else ["r%dl%d" % NBITS_DEFAULT]
+        choose = set_nbits_variant
+    else:
+        variants, choose = float_variants(argv), set_variant
     total = dict.fromkeys(variants, 0.0)
     for label, k, n in SHAPES:
-        count = -(-int(READ_BYTES) // (2 * k * n))
+        count = -(-int(READ_BYTES) // weight_bytes(k, n, weights))
         model = copies(swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(1, k, n), count)
         row = {"shape": label, "K": k, "N": n, "copies": count}
         for variant in variants:
-            set_variant(variant)
-            us, params = gpu_us(model, count)
+            choose(variant)
+            us, params = gpu_us(model, count, weights)
             total[variant] += us
-            row[variant] = {"us": round(us, 1), "GBps": round(2 * k * n / us / 1e3), "kernels": params}
+            row[variant] = {"us": round(us, 1), "GBps": round(weight_bytes(k, n, weights) / us / 1e3), "kernels": params}
         print(json.dumps(row), flush=True)
     print(json.dumps({"sum_us": {v: round(t, 1) for v, t in total.items()}}), flush=True)
+
+
+def float_variants(argv) -> list:
+    default = f"t{matmul.GEMV_THREADS}u{matmul.GEMV_UNROLL}" + ("w" if matmul.GEMV_WIDE_LOADS else "") + \
+        f"c{matmul.GEMV_WIDE_COLUMN_THREADS[-1]}" + ("" if matmul.GEMV_TREE_SUM else "s") + f"k{matmul.GEMV_MAX_SPLIT}g{matmul.GEMV_SPLIT_WORKGROUPS}"
+    return argv[0].split(",") if argv else [default]
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ invocation so that each fetch serves all of them; float16 there takes the tiled 
 formats are float32 only). float16 attention on a device with 16x16x16 float16 cooperative
 matrices (templates/attention_coopmat.comp.j2): both products on the tensor cores, the softmax
 between them through shared memory. A decode step (a few query rows over a long cache) splits the
-keys into chunks over more workgroups, and a second kernel combines them (lower/attention_split.py).
+keys into chunks over more workgroups, which the last of them to finish combines (on texel
+profiles a second kernel: lower/attention_split.py).
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ import numpy as np
 
 from ..dtypes import float_literal, kernel_types, texel_format
 from ..errors import CompileError
+from ..ir import Value
 from ..magnitudes import attention_logits, weighted_average
 from .attention_split import CHUNK_STEP, combine, partials, split_kv
 from .coopmat_emulation import emulation_shared_bytes
@@ -267,7 +269,7 @@ def lower_attention(node, target):
     if not 0 <= keys <= sk:
         raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
     parts = a.get("parts", {})
-    # (the combine kernel writes the output at one stride per dim)
+    # (the chunks' combination writes the output at one stride per dim)
     split = None if "out" in parts else split_kv(b, h, sq, keys, kv_group, target)
     heads, chunks = split or (1, 1)
     rows = heads * sq  # a workgroup's rows: `heads` query heads' sq rows each
@@ -339,8 +341,17 @@ def lower_attention(node, target):
     vec_reads = [name.upper() for name, whole in (("q", t["VEC"] == "vec4"), ("k", t["VEC"] == "vec4"),
                                                   ("v", t["VW"] == 4))
                  if whole and types["T"].vec4 is not None and _vec4_rows(_layout(a, name))]
-    return [Kernel("attention_tiled", dict(**t, **common, **types, VEC_READS=vec_reads,
-                                          PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P), spec,
-                   inputs + [dest], writes=[len(inputs)], groups=(-(-rows // t["BQ"]), *grid),
+    groups = (-(-rows // t["BQ"]), *grid)
+    params = dict(**t, **common, **types, VEC_READS=vec_reads, PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P,
+                  combines=split is not None)
+    if split:
+        # The last chunk of each row block to finish combines them: one dispatch, no combine
+        # kernel (its per-block count zeroed by the run's first dispatch: lower/counters.py).
+        count = Value(f"{out.name}/split_kv_counts", np.dtype(np.uint32), (groups[0] * groups[1],))
+        n = len(inputs)
+        return [Kernel("attention_tiled", params, spec, inputs + [dest, out, count], writes=[n, n + 1, n + 2],
+                       groups=groups, local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
+                       shared_memory_bytes=tiled_shared_bytes(t) + 4, zeroed=(n + 2,))]
+    return [Kernel("attention_tiled", params, spec, inputs + [out], writes=[len(inputs)], groups=groups,
                    local_size=(t["TX"] * t["TY"], 1, 1), nodes=node.sources, flops=flops,
-                   shared_memory_bytes=tiled_shared_bytes(t))] + then
+                   shared_memory_bytes=tiled_shared_bytes(t))]

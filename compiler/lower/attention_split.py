@@ -3,8 +3,10 @@ the one-kernel form (lower/attention.py) gives the device only batch x heads wor
 walking the whole cache. Here the run's keys go in CHUNKS chunks, a workgroup per (batch, group
 of query heads sharing a K/V head, chunk): the first pass (attention.comp.j2 or
 attention_tiled.comp.j2 with `split`) writes each row's max, sum of exp and unnormalized output
-per chunk to a float32 scratch tensor, and attention_combine.comp.j2 combines the chunks
-(log-sum-exp) into the output in its dtype.
+per chunk to a float32 scratch tensor, and the chunks are combined (log-sum-exp) into the output
+in its dtype: by the tiled kernel's last workgroup of each row block to finish (counted in a
+counter the run zeroes first, lower/counters.py: one dispatch), or on texel profiles by
+attention_combine.comp.j2.
 
 The rule (split_kv):
   - at most SPLIT_MAX_QUERIES query rows (decode steps and short chunks; a prefill keeps the one

@@ -1,7 +1,8 @@
-"""Counters kernels need zeroed when they run (split-K's per-tile slice counts, lower/matmul.py):
+"""Counters kernels need zeroed when they run (split-K's per-tile slice counts, lower/matmul.py;
+split-KV attention's per-row-block chunk counts, lower/attention.py):
 every such binding becomes a slice of one arena tensor that the run's first dispatch zeroes. One
-dispatch per run instead of a reduction dispatch per matmul; each matmul keeps its own slice, so
-matmuls between the same barriers never share a counter (bundles/hazards.py sees disjoint bytes)."""
+dispatch per run instead of a reduction dispatch per kernel; each kernel keeps its own slice, so
+kernels between the same barriers never share a counter (bundles/hazards.py sees disjoint bytes)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,5 +27,5 @@ def zero_counters(kernels: list[Kernel], target) -> list[Kernel]:
     local = target.elementwise_local
     zero = Kernel("zero_fill", dict(LOCAL=local), [("TOTAL", "int32", words)], [root], writes=[0],
                   groups=grid_1d(words, local), local_size=(local, 1, 1),
-                  nodes=[f"counters of {len(counters)} split-K matmul(s)"])
+                  nodes=[f"counters of {len(counters)} kernel(s)"])
     return [zero, *kernels]
