@@ -87,15 +87,19 @@ def test_matmul_nbits(a_shape, n, kw, target):
 SUBGROUP_SUMS = replace(TARGETS["generic"], name="generic-subgroup-sums", subgroup_reductions=True)
 
 
+@pytest.mark.parametrize("mantissa", [True, False])
 @pytest.mark.parametrize("vector_loads", [True, False])
-@pytest.mark.parametrize("a_shape,n,kw", [CASES[0], CASES[1], CASES[5]])
-def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, monkeypatch):
-    """Subgroup sums (the nvidia profile's reduction), and B read a word at a time."""
+@pytest.mark.parametrize("a_shape,n,kw", [CASES[0], CASES[1], CASES[5], CASES[6]])
+def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, mantissa, monkeypatch):
+    """Subgroup sums (the nvidia profile's reduction), B read a word at a time, and weights
+    converted to floats by integer conversions instead of through a float's mantissa."""
     monkeypatch.setattr(matmul_nbits, "VECTOR_LOADS", vector_loads)
-    target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}")  # own cache key
+    monkeypatch.setattr(matmul_nbits, "MANTISSA_WEIGHTS", mantissa)
+    target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}-mantissa{mantissa}")  # own cache key
     model = nbits_model(a_shape, n, **kw)
     [kernel] = compile_with_kernels(model, target=target)[1]
     assert kernel.params["VEC"] == (4 if vector_loads else 1) and kernel.params["SUBGROUP_SUM"]
+    assert kernel.params["MANTISSA"] == mantissa
     check_against_onnxruntime(model, target=target)
 
 
