@@ -7,6 +7,7 @@ from .contrib_attention import expand_contrib_attention
 from .onnx_attention import expand_onnx_attention
 from .einsum import rewrite_einsum
 from .elementwise import fuse_elementwise_chains, to_elementwise
+from .empty_results import drop_empty_results
 from .fuse_attention import fuse_attention
 from .fuse_epilogues import fuse_epilogues
 from .fuse_gelu import fuse_gelu
@@ -45,11 +46,12 @@ from .views import make_views
 # export has, and Transposes it reads as strides; merged first, so that a Transpose the three
 # projections read (HF Swin's window partition) moves across the one product.
 # sink_row_selection walks raw row-wise ONNX ops, before views and fusions (which then see fewer rows).
+# drop_empty_results, once views are aliases, leaves the fusions no reader of nothing.
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused). place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, slice_products, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, materialize_outputs, place_concat_inputs]
