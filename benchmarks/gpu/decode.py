@@ -4,14 +4,17 @@ PyTorch + transformers `generate` (eager, dynamic cache) on the same model shape
 
     source benchmarks/gpu/setup.sh
     python3 -m benchmarks.gpu.decode                                # Llama-3.2-1B shape, fp16
+    python3 -m benchmarks.gpu.decode --shape qwen2.5-0.5b           # Qwen2.5-0.5B's widths
     python3 -m benchmarks.gpu.decode --layers 2 --vocab 1024        # a quick check of the script
 
-The model is tests/llm_models.tiny_llama at the given widths (default Llama-3.2-1B's: hidden 2048,
-16 layers, 32 heads, 8 KV heads, FFN 8192, vocab 128256, tied embeddings), random weights, ONNX's
-in-place cache form (TensorScatter + Attention with nonpad_kv_seqlen), written with external data
-and compiled by vkc here with variants input_ids=1xPREFILL and 1x1 (`--precision`, default fp16) and
-`--argmax-output logits` (a greedy step copies back one token id), once per --weights format (float:
-the precision's; int8 and int4: `vkc compile --weights`, block-wise as MatMulNBits stores them).
+The model is tests/llm_models.tiny_llama at the given widths (--shape, benchmarks/gpu/llama_widths.py;
+default Llama-3.2-1B's: hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, vocab 128256, tied
+embeddings), random weights, ONNX's in-place cache form (TensorScatter + Attention with
+nonpad_kv_seqlen), written with external data and compiled by vkc here with variants
+input_ids=1xPREFILL and 1x1 (`--precision`, default fp16) and `--argmax-output logits` (a greedy
+step copies back one token id), once per --weights format (float:
+the precision's; int8, int4 and int4-sym: `vkc compile --weights`, block-wise as MatMulNBits stores
+them).
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
@@ -40,7 +43,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cli import exit_on_help
-from benchmarks.gpu.llama_widths import add_width_arguments
+from benchmarks.gpu.llama_widths import add_width_arguments, parse_widths
 
 if __name__ == "__main__":
     exit_on_help(__doc__)
@@ -146,7 +149,7 @@ def main() -> None:
     p.add_argument("--bandwidth", type=float, default=3350.0, help="GB/s of the card (H100 SXM: 3350)")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--json", default=os.path.join(os.environ["OUT"], "decode.json") if os.environ.get("OUT") else None)
-    args = p.parse_args()
+    args = parse_widths(p)
     t0 = time.perf_counter()
     model = tiny_llama(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
                        kv_heads=args.kv_heads, ffn=args.ffn, context=args.context, tied=True)

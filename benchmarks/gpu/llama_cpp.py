@@ -5,13 +5,14 @@ own Q8_0 and Q4_0 quantizations, batch 1.
 
     source benchmarks/gpu/setup.sh
     python3 -m benchmarks.gpu.llama_cpp                                   # the full model; F16, Q8_0, Q4_0
+    python3 -m benchmarks.gpu.llama_cpp --shape qwen2.5-0.5b              # Qwen2.5-0.5B's widths
     python3 -m benchmarks.gpu.llama_cpp --layers 2 --vocab 4096 --types Q4_0   # a quick check of the script
 
 Needs .llama/llama-vulkan.tar.xz (git-ignored, carried): llama-bench and llama-quantize built with
 GGML_VULKAN (cooperative-matrix shaders included) and llama.cpp's convert_hf_to_gguf.py with its
 gguf-py, made on the developer machine by benchmarks/gpu/build_llama_cpp.sh; torch and transformers.
 Steps, in a temporary folder (removed at the end unless --keep):
-  model: LlamaForCausalLM as decode.py's torch side configures it (default Llama-3.2-1B's widths:
+  model: LlamaForCausalLM as decode.py's torch side configures it (--shape; default Llama-3.2-1B's widths:
       hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, vocab 128256, tied embeddings, rope
       theta 10000), transformers' default init after torch.manual_seed(--seed), save_pretrained in
       fp16 (safetensors) with a byte-fallback tokenizer of as many tokens
@@ -50,7 +51,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cli import REPO, exit_on_help, vkc_commit
-from benchmarks.gpu.llama_widths import add_width_arguments
+from benchmarks.gpu.llama_widths import add_width_arguments, parse_widths
 
 if __name__ == "__main__":
     exit_on_help(__doc__)
@@ -215,7 +216,7 @@ def main() -> None:
                    help="llama-bench runs killed by a signal are run again this often (each noted in crashed_runs)")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     p.add_argument("--json", default=os.path.join(os.environ["OUT"], "llama_cpp.json") if os.environ.get("OUT") else None)
-    args = p.parse_args()
+    args = parse_widths(p)
     types = [t.strip().upper() for t in args.types.split(",") if t.strip()]
     if not types:
         fail("--types names no type: give e.g. --types F16,Q8_0,Q4_0")

@@ -1,11 +1,27 @@
-"""The Llama-3.2-1B-shaped decoder the decode benchmarks build (benchmarks/gpu/decode.py for vkc,
-benchmarks/gpu/llama_cpp.py for llama.cpp): its widths as command-line options, one definition."""
+"""The decoder shapes the decode benchmarks build (benchmarks/gpu/decode.py for vkc,
+benchmarks/gpu/llama_cpp.py for llama.cpp): Llama's architecture at a released model's widths,
+chosen by --shape, each width also an option of its own; one definition for both."""
 import argparse
 
-# hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, vocabulary 128256
-LLAMA_3_2_1B = {"hidden": 2048, "layers": 16, "heads": 32, "kv-heads": 8, "ffn": 8192, "vocab": 128256}
+SHAPES = {
+    "llama-3.2-1b": {"hidden": 2048, "layers": 16, "heads": 32, "kv-heads": 8, "ffn": 8192, "vocab": 128256},
+    # Qwen2.5-0.5B's widths (its q, k and v biases aside)
+    "qwen2.5-0.5b": {"hidden": 896, "layers": 24, "heads": 14, "kv-heads": 2, "ffn": 4864, "vocab": 151936},
+}
 
 
 def add_width_arguments(parser: argparse.ArgumentParser) -> None:
-    for name, default in LLAMA_3_2_1B.items():
-        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--shape", choices=SHAPES, default="llama-3.2-1b",
+                        help="the model's widths (tied embeddings); the options below change one each")
+    for name in SHAPES["llama-3.2-1b"]:
+        parser.add_argument(f"--{name}", type=int, default=None, help="default: the shape's")
+
+
+def parse_widths(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The parsed arguments, each width the shape's unless given."""
+    args = parser.parse_args()
+    for name, value in SHAPES[args.shape].items():
+        attr = name.replace("-", "_")
+        if getattr(args, attr) is None:
+            setattr(args, attr, value)
+    return args
