@@ -18,7 +18,8 @@ them).
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
-  prefill tokens/s: one run of PREFILL tokens at position 0;
+  prefill tokens/s: one run of PREFILL tokens at position 0 that copies back the next token's id (as
+      generate's last prompt chunk does; the prompt's logits, PREFILL x vocab floats, stay on the GPU);
   generate: Model.generate over --new-tokens greedy tokens from a PREFILL-token prompt (wall time,
       prefill included), as a user sees it;
   decode profile: the decode step's GPU time per kernel (dispatches, us, GB/s), from Model.profile
@@ -81,7 +82,9 @@ def vkc_figures(args, path: Path, weights: str) -> dict:
         token = np.array([[1]], np.int64)
         # the GPU idled while the model compiled: at its working clocks before anything is timed
         warm_up(model, {"input_ids": prompt, "position": np.array([0])})
-        t = _median_run(model, {"input_ids": prompt, "position": np.array([0])}, max(3, args.repeat // 10))
+        # as generate's prefill runs: the next token's id comes back, not the prompt's logits
+        t = _median_run(model, {"input_ids": prompt, "position": np.array([0])}, max(3, args.repeat // 10),
+                        fetch=["logits_argmax"])
         out["prefill_tokens_per_s"] = args.prefill / t
         for c in args.contexts:
             # as a greedy generate step runs: the token id comes back, not the logits
