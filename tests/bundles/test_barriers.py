@@ -82,12 +82,14 @@ def test_written_bindings_from_nonwritable():
 # ---- the reader refuses a racy schedule; the compiler's schedules pass ------------------------
 
 def empty_set_reduce() -> onnx.ModelProto:
-    """Abs then ReduceSum over an empty axis: the two conformance cases of the bug, in small."""
+    """Abs then ReduceSum over an empty axis: the two conformance cases of the bug, in small (the
+    empty Abs an output too, so that it runs: an empty result no output declares is no kernel)."""
     graph = helper.make_graph(
         [helper.make_node("Abs", ["data"], ["abs"]),
          helper.make_node("ReduceSum", ["abs", "axes"], ["reduced"], keepdims=1)],
         "empty_set_reduce", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2, 0, 4])],
-        [helper.make_tensor_value_info("reduced", TensorProto.FLOAT, [2, 1, 4])],
+        [helper.make_tensor_value_info("reduced", TensorProto.FLOAT, [2, 1, 4]),
+         helper.make_tensor_value_info("abs", TensorProto.FLOAT, [2, 0, 4])],
         [helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
