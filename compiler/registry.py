@@ -129,6 +129,15 @@ class OpRule:
     # some of it written (a KV cache update): such a graph input and output of one shape become
     # bundle state by default (compiler/state.py).
     updates_in_place: tuple[tuple[int, int], ...] = ()
+    # writes_rows: node -> (update, write indices or None, axis, mode) where the node writes its
+    # update's rows into its first input's, from each batch's write index on, along axis
+    # (TensorScatter's linear or circular mode); None where it does not.
+    writes_rows: Callable | None = None
+    # stores_rows: (node, output index, update, cache, write indices, axis, mode) -> the node
+    # storing that output (seen as `update`: it, or a view of all of it) into the rows of `cache`
+    # (a view of the cache, in place) as writes_rows would, or None where its kernel cannot
+    # (passes/cache_row_stores.py).
+    stores_rows: Callable | None = None
 
     @property
     def dtypes_text(self) -> str:

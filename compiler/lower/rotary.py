@@ -118,22 +118,34 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
             ("S_DIV", "int32", s_div), ("B_DIV", "int32", size // b), ("HALF", "int32", half),
             ("TABLE_ROWS", "int32", table_rows)]
     split = node.attrs.get("output_columns")
+    # stores_rows (passes/cache_row_stores.py): output `stored` goes into a cache's rows, the
+    # cache viewed as [outer, C_ROWS, C_INNER] elements along its axis, from the write index of
+    # each batch (C_PER_BATCH outer rows) on; the output's elements are one row of the cache's
+    stored, axis, mode, indices = node.attrs.get("stores_rows", (None, 0, "linear", None))
+    sizes = [y.size // (y.shape[axis] if i == stored else 1) for i, y in enumerate(node.outputs)]
     if packed:
         first, width = packed[0], x.shape[-1]
         rows = x.size // width
         part = size // rows
         if size != rows * part or first + part > width or \
-                sum(y.size for y in node.outputs) != size or (split and node.outputs[0].size != rows * split):
+                sum(sizes) != size or (split and sizes[0] != rows * split):
             raise CompileError(f"{where}: columns {list(packed[:2])} of '{x.name}' {list(x.shape)} "
                                f"do not hold its {list(shape)} part (a vkc bug).")
         spec += [("X_OFF", "int32", int(first)), ("X_ROW", "int32", int(width)), ("Y_ROW", "int32", part)]
         spec += [("Y_SPLIT", "int32", split)] if split else []
+    write_indices = [node.inputs[indices]] if indices is not None else []
+    if stored is not None:
+        cache = node.outputs[stored]
+        spec += [("C_ROWS", "int32", cache.shape[axis]), ("C_INNER", "int32", prod(cache.shape[axis + 1:])),
+                 ("C_PER_BATCH", "int32", prod(cache.shape[1:axis]))]
     local = target.elementwise_local
     # position_ids is int64: read as two int words (the low one holds any valid position).
     params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
                   partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b, split=bool(split),
+                  stored=stored, circular=mode == "circular", row_indices=bool(write_indices),
+                  idx_words=np.dtype(write_indices[0].dtype).itemsize // 4 if write_indices else 1,
                   **kernel_types(x), TC=kernel_types(cos)["T"])
-    bindings = [x, cos, sin] + ([position_ids] if positions else []) + list(node.outputs)
+    bindings = [x, cos, sin] + ([position_ids] if positions else []) + write_indices + list(node.outputs)
     return [Kernel("rotary", params, spec, bindings, writes=list(range(len(bindings) - len(node.outputs), len(bindings))),
                    groups=grid_1d(size, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=3 * size)]
@@ -178,8 +190,25 @@ def _joined(a, b):
                 a.domain, a.sources + b.sources)
 
 
+def _stores_rows(node, index, update, cache, indices, axis, mode):
+    """The node storing output `index` (seen as `update`) into `cache`'s rows from the write
+    indices on (passes/cache_row_stores.py: a decode step's keys into the KV cache): where it
+    rotates one token a batch, so that the output's elements lie as the cache's rows do (the
+    update is the cache's shape with one row along axis), once per node."""
+    shape = tuple(node.attrs["input_columns"][2]) if "input_columns" in node.attrs else tuple(node.inputs[0].shape)
+    tokens = _tokens(node, shape)
+    if "stores_rows" in node.attrs or tokens is None or tokens[1] != 1 or update.dtype != cache.dtype or \
+            len(update.shape) != len(cache.shape) or update.shape[axis] != 1 or \
+            any(u != c for i, (u, c) in enumerate(zip(update.shape, cache.shape)) if i != axis):
+        return None
+    inputs = list(node.inputs) + ([indices] if indices is not None else [])
+    outputs = [cache if i == index else o for i, o in enumerate(node.outputs)]
+    attrs = {**node.attrs, "stores_rows": (index, axis, mode, len(node.inputs) if indices is not None else None)}
+    return Node(node.op_type, node.name, inputs, outputs, attrs, node.domain, node.sources)
+
+
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
-          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined)
+          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined, stores_rows=_stores_rows)
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -202,7 +231,8 @@ def _contrib_attrs(node) -> None:
 @register("RotaryEmbedding", domain="com.microsoft", dtypes=None, float16=True,
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
-          output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined)
+          output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined,
+          stores_rows=_stores_rows)
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

@@ -17,12 +17,21 @@ MODES = ("linear", "circular")
 LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)"
 
 
+def _rows_written(node):
+    """(update, write indices, axis, mode): what passes/cache_row_stores.py may have the update's
+    producer store itself; None where the update is columns of a wider tensor."""
+    if "input_columns" in node.attrs or node.text("mode", "linear") not in MODES:
+        return None
+    return node.inputs[1], node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape), node.text("mode", "linear")
+
+
 # vkc.TensorScatter: the same, for passes that write a cache update into graphs of any opset
 # (passes/group_query_attention.py).
-@register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),), reads_columns=(1,))
+@register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),), reads_columns=(1,),
+          writes_rows=_rows_written)
 @register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
           updates_in_place=((0, 0),), reads_columns=(1,), dtypes_doc=COPIES + "; write_indices int64",
-          limits=LIMITS)
+          limits=LIMITS, writes_rows=_rows_written)
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
     # input_columns (first, width, shape): the update, of `shape`, is columns of the rows of a

@@ -1,6 +1,7 @@
 """Graph -> Graph passes, in the order the compiler runs them (after fold_constants)."""
 from .. import verify
 from .cache_reads import bound_cache_reads
+from .cache_row_stores import store_rows_in_cache
 from .common_subexpressions import merge_common_subexpressions
 from .concat_slices import place_concat_inputs
 from .contrib_attention import expand_contrib_attention
@@ -54,7 +55,7 @@ from .views import make_views
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, materialize_outputs, place_concat_inputs]
+            fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

@@ -1,0 +1,55 @@
+"""A cache update whose rows one kernel computes (a decode step's rotated keys: the rotary
+embedding's output, which the KV cache's TensorScatter alone reads) is stored by that kernel
+into the cache's rows itself: the cache write's dispatch goes, and with it the barrier between
+the two. Taken where the update (its op declares `writes_rows`) is written in place
+(passes/in_place_scatter.py) and its producer's op declares `stores_rows` and takes this one;
+otherwise the update kernel stays. The fused kernel runs after the cache's own producer, if it
+has one (a cast of a float32 cache input), so that it writes the rows last.
+
+Runs after scatter_in_place.
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+from ..registry import fact
+from .split_parts import view_of_all
+
+
+def store_rows_in_cache(graph: Graph) -> Graph:
+    changed = False
+    for node in list(graph.nodes):
+        rows = fact(node, "writes_rows")
+        found = rows(node) if rows is not None else None
+        if found is None:
+            continue
+        update, indices, axis, mode = found
+        cache, out, result = node.inputs[0], node.outputs[0], update.root()
+        producer = result.producer
+        # the update is the producer's result, or a view of all of it (a head split)
+        if out.alias_of is not cache or producer is None or not view_of_all(update, result) or \
+                not graph.used_only_by(result, node):
+            continue
+        stores = fact(producer, "stores_rows")
+        index = next(i for i, o in enumerate(producer.outputs) if o is result)
+        fused = stores(producer, index, update, out, indices, axis, mode) if stores is not None else None
+        if fused is None:
+            continue
+        # The fused node runs where the producer ran, unless the cache is computed after that (a
+        # cast of a float32 cache input): then where the update ran, if nothing reads the
+        # producer's other results before.
+        at, maker = graph.nodes.index(producer), cache.root().producer
+        if maker is not None and graph.nodes.index(maker) > at:
+            at = graph.nodes.index(node)
+            readers = [c for o in producer.outputs if o is not None and o is not result
+                       for v in graph.family(o) for c in v.consumers]
+            if any(graph.nodes.index(c) < at for c in readers):
+                continue
+            graph.nodes[at] = fused
+            graph.nodes.remove(producer)
+        else:
+            graph.nodes[at] = fused
+            graph.nodes.remove(node)
+        changed = True
+    if changed:
+        graph.relink()
+    return graph

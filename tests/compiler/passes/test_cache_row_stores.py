@@ -1,0 +1,53 @@
+"""store_rows_in_cache: a decode step's rotated keys, which the KV cache's TensorScatter alone
+reads, are stored by the rotary kernel into the cache's rows itself (no cache-write dispatch),
+linear and circular, through the head split's views; against onnxruntime, the cache an input and
+an output of its own. Where the keys are read elsewhere too, the cache write stays a kernel. The
+decoders' steps are in tests/models/test_decode_step.py."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import compile_model
+from compiler.compile import compile_with_kernels
+from runtime_min import load
+
+B, HEADS, D, ROWS = 2, 2, 8, 6
+
+
+def keys_into_cache(mode: str, keys_out: bool = False):
+    """x [B, 1, HEADS * D] rotated (RotaryEmbedding, opset 23) at position_ids, split into heads
+    [B, HEADS, 1, D] and written into cache [B, HEADS, ROWS, D] at write_indices (TensorScatter)."""
+    angles = np.outer(np.arange(16), 1.0 / 10000 ** (np.arange(0, D, 2) / D))
+    inits = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
+             numpy_helper.from_array(np.array([B, 1, HEADS, D], np.int64), "heads")]
+    nodes = [helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "position_ids"], ["k"], num_heads=HEADS),
+             helper.make_node("Reshape", ["k", "heads"], ["k4"]),
+             helper.make_node("Transpose", ["k4"], ["update"], perm=[0, 2, 1, 3]),
+             helper.make_node("TensorScatter", ["cache", "update", "write_indices"], ["present"], axis=2, mode=mode)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [B, 1, HEADS * D]),
+              helper.make_tensor_value_info("position_ids", TensorProto.INT64, [B, 1]),
+              helper.make_tensor_value_info("cache", TensorProto.FLOAT, [B, HEADS, ROWS, D]),
+              helper.make_tensor_value_info("write_indices", TensorProto.INT64, [B])]
+    outputs = [helper.make_tensor_value_info("present", TensorProto.FLOAT, [B, HEADS, ROWS, D])]
+    outputs += [helper.make_tensor_value_info("k", TensorProto.FLOAT, [B, 1, HEADS * D])] if keys_out else []
+    graph = helper.make_graph(nodes, "keys", inputs, outputs, inits)
+    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 24)])
+
+
+@pytest.mark.parametrize("mode, rows, keys_out", [("linear", [0, 5], False), ("circular", [7, 2], False),
+                                                   ("circular", [11, 4], False), ("linear", [3, 1], True)])
+def test_keys_stored_into_cache(mode, rows, keys_out, rng):
+    model = keys_into_cache(mode, keys_out)
+    kernels = compile_with_kernels(model, target="generic", state="none")[1]
+    templates = [k.template for k in kernels]
+    assert ("tensor_scatter" in templates) == keys_out
+    feeds = {"x": rng.standard_normal([B, 1, HEADS * D]).astype(np.float32),
+             "position_ids": np.array([[3], [9]], np.int64),
+             "cache": rng.standard_normal([B, HEADS, ROWS, D]).astype(np.float32),
+             "write_indices": np.array(rows, np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    with load(compile_model(model, target="generic", state="none")) as m:
+        got = m.run(feeds)
+    np.testing.assert_allclose(got["present"], want[0], rtol=1e-5, atol=1e-6)
