@@ -38,14 +38,19 @@ def add_argmax_output(graph: Graph, output: str | None) -> Graph:
     if any(v.name == name for v in graph.values()):
         raise CompileError(f"--argmax-output {output}: the model already has a tensor '{name}'.")
     rank = len(logits.shape)
-    # every position's argmax, then the last one's: a Gather of S int64 values (none to copy at
-    # S = 1) instead of a copy of the last row of logits
+    # every position's argmax, then the last one's: a Gather of S int64 values instead of a copy
+    # of the last row of logits; at S = 1 (a decode step) the argmax itself, its positions' axis
+    # squeezed (a view: no kernel)
     index = Value(name if rank == 1 else f"{name}/rows", np.dtype(np.int64), None)
     nodes = [Node("ArgMax", index.name, [logits], [index], {"axis": -1, "keepdims": int(rank == 1)})]
     if rank >= 2:
-        last = Value(f"{name}/last", np.dtype(np.int64), (), data=np.array(-1, np.int64))
         index = Value(name, np.dtype(np.int64), None)
-        nodes.append(Node("Gather", name, [nodes[0].outputs[0], last], [index], {"axis": rank - 2}))
+        if logits.shape[-2] == 1:
+            axes = Value(f"{name}/axis", np.dtype(np.int64), (1,), data=np.array([rank - 2], np.int64))
+            nodes.append(Node("Squeeze", name, [nodes[0].outputs[0], axes], [index]))
+        else:
+            last = Value(f"{name}/last", np.dtype(np.int64), (), data=np.array(-1, np.int64))
+            nodes.append(Node("Gather", name, [nodes[0].outputs[0], last], [index], {"axis": rank - 2}))
     graph.nodes += nodes
     graph.outputs.append(index)
     graph.relink()

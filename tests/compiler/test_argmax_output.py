@@ -1,6 +1,7 @@
 """compile_model(argmax_output=...): the bundle also outputs NAME_argmax, the argmax of the
 output's last row, computed on the device: equal to numpy's argmax (ties to the first index) for
-logits of rank 3, 2 and 1, in float32 and float16 bundles; the named output stays; what is refused."""
+logits of rank 3, 2 and 1 (one position or several), in float32 and float16 bundles; the named
+output stays; what is refused."""
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ def relu_model(shape):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("target", ["lavapipe", "generic"])
-@pytest.mark.parametrize("shape", [[1, 5, 1000], [3, 7, 40], [2, 300], [64]])
+@pytest.mark.parametrize("shape", [[1, 5, 1000], [3, 7, 40], [2, 300], [64],
+                                   [1, 1, 1000], [3, 1, 40], [1, 300]])   # one position: no Gather
 def test_argmax_of_last_row(shape, target, precision):
     rng = np.random.default_rng(0)
     x = rng.integers(-3, 3, shape).astype(np.float32)   # ties within every row
