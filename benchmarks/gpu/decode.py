@@ -24,6 +24,8 @@ Figures:
       prefill included), as a user sees it;
   decode profile: the decode step's GPU time per kernel (dispatches, us, GB/s), from Model.profile
       (a barrier between dispatches there, so the sum exceeds a run's time);
+  decode schedule: the decode step's dispatches, the barriers before them, and each kernel's
+      dispatches (--schedule-only: this alone, compiled for --target, no run: any machine);
   memory bound: the bytes of the float weights read once per token (embedding rows excluded, the LM
       head included) over the card's bandwidth (--bandwidth, GB/s); int8 and int4 read about 1/2 and
       1/4 of them (plus their scales).
@@ -41,6 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from benchmarks.cli import exit_on_help
@@ -52,6 +55,8 @@ if __name__ == "__main__":
 import numpy as np
 import onnx
 
+from bundles import read_bundle
+from bundles.manifest import variant_views
 from compiler.compile import compile_model
 from compiler.host import warm_up
 from runtime_min import load
@@ -69,13 +74,24 @@ def _median_run(model, feeds, repeat: int, fetch=None) -> float:
     return statistics.median(times)
 
 
+def step_schedule(bundle: bytes) -> dict:
+    """The decode step's (the input_ids=1x1 variant's) dispatches, the barriers before them, and
+    the dispatches of each kernel."""
+    with read_bundle(bundle) as b:
+        views = variant_views(b.manifest)
+        step = next(v for v in views if len(views) == 1 or "input_ids=1x1" in v.get("name", ""))
+        names = [step["kernels"][d["kernel"]]["name"] for d in step["dispatches"]]
+        return {"dispatches": len(names), "barriers": sum(bool(d["barrier"]) for d in step["dispatches"]),
+                "kernels": dict(Counter(names).most_common())}
+
+
 def vkc_figures(args, path: Path, weights: str) -> dict:
     t0 = time.perf_counter()
     bundle = compile_model(str(path), variants=[{"input_ids": [1, args.prefill]}, {"input_ids": [1, 1]}],
                            target=args.target, precision=args.precision,
                            weights=None if weights == "float" else weights, argmax_output="logits")
     compiled = time.perf_counter() - t0
-    out = {"compile_s": compiled, "bundle_bytes": len(bundle)}
+    out = {"compile_s": compiled, "bundle_bytes": len(bundle), "decode_schedule": step_schedule(bundle)}
     with load(bundle) as model:
         out["device"] = model.device_name
         prompt = np.random.default_rng(0).integers(0, args.vocab, (1, args.prefill))
@@ -152,6 +168,8 @@ def main() -> None:
     p.add_argument("--bandwidth", type=float, default=3350.0, help="GB/s of the card (H100 SXM: 3350)")
     p.add_argument("--skip-torch", action="store_true")
     p.add_argument("--json", default=os.path.join(os.environ["OUT"], "decode.json") if os.environ.get("OUT") else None)
+    p.add_argument("--schedule-only", action="store_true",
+                   help="compile the decode step alone (for --target; any machine) and print its schedule: no run")
     args = parse_widths(p)
     t0 = time.perf_counter()
     model = tiny_llama(vocab=args.vocab, hidden=args.hidden, layers=args.layers, heads=args.heads,
@@ -160,6 +178,13 @@ def main() -> None:
     path = folder / "llama.onnx"
     onnx.save(model, path, save_as_external_data=True, location="llama.data")
     print(f"model built in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    if args.schedule_only:
+        for w in args.weights:
+            bundle = compile_model(str(path), variants=[{"input_ids": [1, 1]}], target=args.target,
+                                   precision=args.precision, weights=None if w == "float" else w,
+                                   argmax_output="logits")
+            print(json.dumps({w: step_schedule(bundle)}), flush=True)
+        return
     head = args.hidden // args.heads
     per_layer = args.hidden * (2 * args.hidden + 2 * args.kv_heads * head) + 3 * args.hidden * args.ffn
     weights = args.layers * per_layer + args.vocab * args.hidden
