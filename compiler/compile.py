@@ -16,7 +16,7 @@ from .assemble import assemble_parts
 from .constant_ifs import take_constant_branches
 from .errors import CompileError, UnsupportedOpsError
 from .float16_check import float16_check
-from .frontend import load_model, model_digest
+from .frontend import initializer_arrays, load_model, model_digest
 from .growing_cache import Form, fixed_capacity
 from .host import resolve_target
 from .lower import lower_graph
@@ -115,6 +115,9 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     # The float16 check runs once, at the variant with the fewest input elements, shared by all.
     smallest = min(shape_sets, key=lambda shapes: sum(int(np.prod(d)) for d in (shapes or {}).values()))
     parts, profiles, checked = [], {}, None
+    # every variant reads the same arrays of the weights (converted once; the passes that
+    # transform a weight, as quantization, do it once for all) and records the same digest
+    arrays, digest = initializer_arrays(proto), model_digest(proto)
     for name in targets:
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt
@@ -122,7 +125,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
                                   argmax_output=argmax_output, max_context=max_context,
                                   top_k_output=top_k_output, float16_checked=checked,
-                                  float16_shapes=smallest)[0])
+                                  float16_shapes=smallest, arrays=arrays, digest=digest)[0])
             checked = checked or parts[-1].manifest.get("float16_check")
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
@@ -169,17 +172,19 @@ def compile_with_kernels(model, *, input_shapes=None, target="generic", precisio
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
              keep_intermediates=False, state="auto", weights=None, argmax_output=None,
              max_context=None, top_k_output=None, float16_checked=None,
-             float16_shapes=None) -> tuple[Part, list]:
-    """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels."""
+             float16_shapes=None, arrays=None, digest=None) -> tuple[Part, list]:
+    """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels.
+    arrays, digest: the initializers' arrays and the model's digest, where the caller has them."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
                                              precision=precision, io=io, keep_fp32=keep_fp32, state=state,
                                              weights=weights, argmax_output=argmax_output,
                                              max_context=max_context, top_k_output=top_k_output,
-                                             float16_checked=float16_checked, float16_shapes=float16_shapes)
+                                             float16_checked=float16_checked, float16_shapes=float16_shapes,
+                                             arrays=arrays)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
-    digest = model_digest(proto)
+    digest = digest or model_digest(proto)
     return assemble_parts(graph, kernels, plan, tgt, digest, kept), kernels
 
 
@@ -195,17 +200,19 @@ def intermediates(graph, kernels) -> list:
 def lower_model(model, *, input_shapes=None, target="generic", precision="fp32", io=None, keep_fp32=(),
                 state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
                 max_context: int | None = None, top_k_output: str | None = None,
-                float16_checked: dict | None = None, float16_shapes: dict | None = None):
+                float16_checked: dict | None = None, float16_shapes: dict | None = None,
+                arrays: dict | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation. float16_checked: compiler/float16_check.py's verdict on the model,
     where the caller has it (compile_model checks once for every variant); else the check runs at
-    float16_shapes (default: input_shapes)."""
+    float16_shapes (default: input_shapes). arrays: the initializers' arrays by name
+    (frontend.initializer_arrays), where the caller has them."""
     options = Precision.parse(precision, io, keep_fp32)
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
     front = lambda g: fold_constants(add_top_k_output(add_argmax_output(g, argmax_output), top_k_output))  # noqa: E731
     if max_context is not None:
-        graph = fixed_capacity(proto, input_shapes, max_context, front)
+        graph = fixed_capacity(proto, input_shapes, max_context, front, arrays)
     else:
         growing = Form.of(proto)
         past = growing.unpinned(input_shapes) if growing is not None else None
@@ -213,7 +220,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
             raise CompileError(f"input '{past}' is a cache that grows each run ({growing.describe()}); compile "
                                f"it with --max-context N (a cache of N rows kept on the device, max_context=N in "
                                f"Python), or pin every input with --input-shape for one fixed step.")
-        graph = take_constant_branches(proto, input_shapes, front)[1]
+        graph = take_constant_branches(proto, input_shapes, front, arrays)[1]
     graph.precision = options
     graph.weights = quant
     graph.state = find_state(graph, state)
@@ -227,7 +234,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
         at = float16_shapes or input_shapes
         if max_context is not None:   # a growing cache: one row of past, every input's shape derived
             at = Form.of(proto).shapes(at, max_context, past=1)
-        float16_checked = float16_check(proto, at, options)
+        float16_checked = float16_check(proto, at, options, arrays)
     graph.float16_check = float16_checked
     graph = run_passes(graph)
     require_static_shapes(graph)

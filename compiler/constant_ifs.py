@@ -18,17 +18,18 @@ from .ir import Graph, is_onnx
 ROUNDS = 8
 
 
-def take_constant_branches(model: onnx.ModelProto, input_shapes, front) -> tuple[onnx.ModelProto, Graph]:
+def take_constant_branches(model: onnx.ModelProto, input_shapes, front,
+                           arrays: dict | None = None) -> tuple[onnx.ModelProto, Graph]:
     """(the model with every decidable If replaced by its branch, its folded IR graph);
-    `front(graph)` folds constants."""
-    graph = front(to_ir(model, input_shapes))
+    `front(graph)` folds constants; arrays: the initializers' arrays, where the caller has them."""
+    graph = front(to_ir(model, input_shapes, arrays))
     for _ in range(ROUNDS):
         decided = {n.name: bool(np.asarray(n.inputs[0].data).reshape(-1)[0]) for n in graph.nodes
                    if is_onnx(n, "If") and n.inputs[0] is not None and n.inputs[0].is_constant}
         if not decided:
             break
         model = _splice(model, decided)
-        graph = front(to_ir(model, input_shapes))
+        graph = front(to_ir(model, input_shapes, arrays))
     return model, graph
 
 

@@ -30,7 +30,7 @@ import onnx
 from onnx import numpy_helper
 
 from .errors import CompileError
-from .frontend import one_line
+from .frontend import data_bytes, initializer_arrays, one_line, skeleton
 from .ir import Node
 from .passes.float16_range import F16_MAX, ROUNDING, constant_magnitude
 from .registry import find_rule
@@ -53,31 +53,39 @@ def _weight_limit() -> int:
 MAX_WEIGHT_BYTES = _weight_limit()
 
 
-def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision) -> dict:
+def float16_check(proto: onnx.ModelProto, shapes: dict | None, precision, arrays: dict | None = None) -> dict:
     """{"moved": worst relative L2 change of an output, "output": its name}, or {"not_run": why};
-    raises CompileError where float16 storage moves an output past TOLERANCE."""
+    raises CompileError where float16 storage moves an output past TOLERANCE. arrays: the
+    initializers' arrays by name (frontend.initializer_arrays), where the caller has them."""
     drawn = sorted({n.op_type for n in proto.graph.node if n.op_type in RANDOM_OPS})
     if drawn:
         return {"not_run": f"the model draws random numbers ({', '.join(drawn)}): two runs differ anyway"}
-    weights = sum(len(t.raw_data) or 4 * len(t.float_data) for t in proto.graph.initializer)
+    weights = sum(data_bytes(t) for t in proto.graph.initializer)
     if weights > MAX_WEIGHT_BYTES:
         return {"not_run": f"the weights ({weights / 2**30:.1f} GiB) are past the check's limit of "
                            f"{MAX_WEIGHT_BYTES / 2**30:.1f} GiB (an eighth of this machine's memory)"}
     feeds = _feeds(proto, shapes or {})
     if isinstance(feeds, str):
         return {"not_run": feeds}
-    verdict = _isolated(lambda: _measure(proto, feeds, precision))
+    verdict = _isolated(lambda: _measure(proto, feeds, precision, arrays))
     if "refused" in verdict:
         raise CompileError(verdict["refused"])
     return verdict
 
 
-def _measure(proto: onnx.ModelProto, feeds: dict, precision) -> dict:
+def _measure(proto: onnx.ModelProto, feeds: dict, precision, arrays: dict | None = None) -> dict:
     """The verdict: {"moved", "output"}, {"not_run"} or {"refused": the message}."""
-    rounded, half_feeds = _rounded(proto, precision), dict(feeds)
     if precision.io_float16:
         half_feeds = {k: v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v
                       for k, v in feeds.items()}
+    else:
+        half_feeds = dict(feeds)
+    # The weights are fed as inputs: no copy of the model holds them, and the rounded run reads
+    # its rounded arrays.
+    weights = initializer_arrays(proto) if arrays is None else arrays
+    proto = _weights_as_inputs(proto)
+    rounded, rounded_weights = _rounded(proto, weights, precision)
+    feeds, half_feeds = {**weights, **feeds}, {**rounded_weights, **half_feeds}
     try:
         want = _run(proto, feeds)
         got = _run(rounded, half_feeds)
@@ -157,8 +165,19 @@ def _feeds(proto: onnx.ModelProto, shapes: dict) -> dict | str:
     return feeds
 
 
-def _rounded(proto: onnx.ModelProto, precision) -> onnx.ModelProto:
-    """A copy whose float32 weights are rounded to float16 where the compile stores them so."""
+def _weights_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose initializers are graph inputs of their type and shape, holding no data."""
+    copy = skeleton(proto, limit=-1)
+    listed = {i.name for i in copy.graph.input}
+    copy.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                            for t in copy.graph.initializer if t.name not in listed)
+    del copy.graph.initializer[:]
+    return copy
+
+
+def _rounded(proto: onnx.ModelProto, weights: dict, precision) -> tuple[onnx.ModelProto, dict]:
+    """(a copy of `proto` whose float32 Constant values are rounded to float16, and `weights`
+    with the float32 ones rounded) where the compile stores them as float16."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in proto.graph.node:
         for name in node.input:
@@ -170,26 +189,25 @@ def _rounded(proto: onnx.ModelProto, precision) -> onnx.ModelProto:
         nodes = [n for n in readers.get(name, []) if n.name not in precision.keep_float32]
         return bool(nodes) and (not precision.matmul_only or any(n.op_type in PRODUCTS for n in nodes))
 
-    for t in copy.graph.initializer:
-        if t.data_type == onnx.TensorProto.FLOAT and stored_float16(t.name):
-            _round(t)
+    rounded = {name: _rounded_array(data) if data.dtype == np.float32 and stored_float16(name) else data
+               for name, data in weights.items()}
     if not precision.matmul_only:
         for node in copy.graph.node:
             if node.op_type == "Constant" and node.name not in precision.keep_float32:
                 for a in node.attribute:
                     if a.name == "value" and a.t.data_type == onnx.TensorProto.FLOAT:
-                        _round(a.t)
-    return copy
+                        data = numpy_helper.to_array(a.t)
+                        a.t.CopyFrom(numpy_helper.from_array(_rounded_array(data), a.t.name))
+    return copy, rounded
 
 
-def _round(t: onnx.TensorProto) -> None:
-    """Rounds the tensor to float16 in place, unless float16 range's rule 1 keeps its readers
-    float32 (values past float16's range, or rounded by over ROUNDING of the largest)."""
-    data = numpy_helper.to_array(t)
+def _rounded_array(data: np.ndarray) -> np.ndarray:
+    """float32 data rounded to float16, unless float16 range's rule 1 keeps its readers float32
+    (values past float16's range, or rounded by over ROUNDING of the largest)."""
     magnitude, rounding = constant_magnitude(data)
     if magnitude.top > F16_MAX or rounding > ROUNDING:
-        return
-    t.CopyFrom(numpy_helper.from_array(data.astype(np.float16).astype(np.float32), t.name))
+        return data
+    return data.astype(np.float16).astype(np.float32)
 
 
 def _run(model: onnx.ModelProto, feeds: dict, intermediate: bool = False) -> dict:

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import google.protobuf.message
 import onnx
 from onnx import external_data_helper, numpy_helper
 
@@ -131,27 +130,57 @@ def _value_from_type(name: str, tp: onnx.TypeProto) -> Value:
     return Value(name, dtype, shape)
 
 
-# Weights past this size leave the copy that shape inference reads (onnx serializes it, and a
-# message past 2 GiB cannot be serialized); inference needs their dims and type only.
+# Weights past this size leave the copies the frontend works on (shape inference serializes its
+# copy, and a message past 2 GiB cannot be serialized; every copy of the weights costs time and
+# memory): their name, dims and type are all it needs, their arrays are read once.
 SKELETON_BYTES = 1 << 20
 
 
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` whose large initializers keep their name, dims and type but no data."""
+def skeleton(model: onnx.ModelProto, limit: int = SKELETON_BYTES) -> onnx.ModelProto:
+    """A copy of `model` whose initializers past `limit` bytes keep their name, dims and type but
+    no data. Their bytes are never copied."""
     copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    for t in copy.graph.initializer:
-        if len(t.raw_data) > SKELETON_BYTES:
-            t.ClearField("raw_data")
-            t.data_location = onnx.TensorProto.EXTERNAL
-            t.external_data.add(key="location", value="vkc-skeleton")
+    for field, value in model.ListFields():
+        if field.name != "graph":
+            _copy_field(copy, field, value)
+    copy.graph.SetInParent()
+    for field, value in model.graph.ListFields():
+        if field.name != "initializer":
+            _copy_field(copy.graph, field, value)
+    for t in model.graph.initializer:
+        kept = copy.graph.initializer.add()
+        if data_bytes(t) > limit:
+            kept.name, kept.data_type, kept.data_location = t.name, t.data_type, onnx.TensorProto.EXTERNAL
+            kept.dims.extend(t.dims)
+            kept.external_data.add(key="location", value="vkc-skeleton")
+        else:
+            kept.CopyFrom(t)
     return copy
 
 
-def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with onnx's inferred types written into it (inferred on its _skeleton)."""
+def data_bytes(t: onnx.TensorProto) -> int:
+    """A tensor's data size from its dims and type (protobuf's ByteSize serializes it)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(_skeleton(model), check_type=True, data_prop=True)
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        itemsize = 1
+    return int(np.prod(t.dims, dtype=np.int64)) * itemsize
+
+
+def _copy_field(message, field, value) -> None:
+    # protobuf 7 has is_repeated only, protobuf 3 label only
+    if field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED:
+        getattr(message, field.name).extend(value)
+    elif field.message_type is not None:
+        getattr(message, field.name).CopyFrom(value)
+    else:
+        setattr(message, field.name, value)
+
+
+def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with onnx's inferred types written into it (inferred on its skeleton)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton(model), check_type=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001 - onnx raises several types here
         raise CompileError(f"ONNX shape inference failed: {one_line(exc)}") from exc
     del model.graph.value_info[:]
@@ -161,17 +190,19 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+def initializer_arrays(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The main graph's initializers as arrays, by name (to_ir's `arrays`)."""
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
 def model_digest(model: onnx.ModelProto) -> str:
-    """SHA-256 of the serialized model; past protobuf's 2 GiB, of its _skeleton's serialization
-    followed by each stripped weight's bytes."""
-    try:
-        return hashlib.sha256(model.SerializeToString()).hexdigest()
-    except (ValueError, RuntimeError, google.protobuf.message.EncodeError):
-        h = hashlib.sha256(_skeleton(model).SerializeToString())
-        for t in model.graph.initializer:
-            if len(t.raw_data) > SKELETON_BYTES:
-                h.update(t.raw_data)
-        return h.hexdigest()
+    """SHA-256 identifying the model: of its serialization with no initializer's data, then of
+    each initializer's data in order (no copy of the whole model is serialized: past protobuf's
+    2 GiB none can be)."""
+    h = hashlib.sha256(skeleton(model, limit=-1).SerializeToString())
+    for t in model.graph.initializer:
+        h.update(t.raw_data if t.HasField("raw_data") else t.SerializeToString())
+    return h.hexdigest()
 
 
 def _dims(tp) -> tuple | None:
@@ -294,14 +325,17 @@ def to_ir(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = No
                        if i.name not in weights}
     as_declared = all(shape is not None and tuple((input_shapes or {}).get(name, shape)) == shape
                       for name, shape in declared_inputs.items())
-    model = pin_input_shapes(model, input_shapes)
+    # The passes below copy the model: they read a skeleton, the large weights' arrays come from
+    # their own tensors.
+    large = {t.name: t for t in model.graph.initializer if data_bytes(t) > SKELETON_BYTES}
+    model = pin_input_shapes(skeleton(model) if large else model, input_shapes)
     model, declared = infer_types(model, names)
     model = _type_other_domains(model, opset)
     g = model.graph
     values: dict[str, Value] = {}
     for init in g.initializer:
         data = (arrays or {}).get(init.name)
-        data = numpy_helper.to_array(init) if data is None else data
+        data = numpy_helper.to_array(large.get(init.name, init)) if data is None else data
         values[init.name] = Value(init.name, data.dtype, tuple(data.shape), data=data)
     for vi in [*g.input, *g.value_info, *g.output]:
         if vi.name not in values:

@@ -137,9 +137,11 @@ def _dims(dims) -> str:
     return ", ".join(d.dim_param or str(d.dim_value) for d in dims)
 
 
-def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, front) -> Graph:
+def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, front,
+                   arrays: dict | None = None) -> Graph:
     """The IR graph of `model` (growing-cache form) for a cache of `capacity` rows and the
-    variant's input_ids shape in `given`; `front(graph)` folds constants (frontend passes)."""
+    variant's input_ids shape in `given`; `front(graph)` folds constants (frontend passes);
+    arrays: the initializers' arrays, where the caller has them (frontend.to_ir)."""
     if not isinstance(capacity, (int, np.integer)) or isinstance(capacity, bool) or capacity < 2:
         raise CompileError(f"--max-context must be a whole number of cache rows, 2 or more, not {capacity!r:.40}.")
     form = Form.of(model)
@@ -151,7 +153,7 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     rows = shapes[IDS][1]
     full = capacity - rows
     other = 1 if full != 1 else 2   # a second past length, to prove what is computed from it
-    graph = to_ir(model, form.shapes(given, capacity, full))
+    graph = to_ir(model, form.shapes(given, capacity, full), arrays)
     names = {t.name for t in model.graph.initializer}
     weights = {v.name: v.data for v in graph.values() if v.is_constant and v.name in names}
     counted = None if POSITIONS in form.inputs else _counted_positions(model, form, given, capacity, (full, other),

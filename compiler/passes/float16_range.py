@@ -72,10 +72,10 @@ overflow.
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
+from ..derived import derived
 from ..errors import CompileError
 from ..ir import Graph, Node, Value
 from ..magnitudes import (ACTIVATION, LIMIT, Magnitude, absolute, averaged, clipped, negated, one_sign,
@@ -284,7 +284,7 @@ class _Range:
         root = v.root()
         if root.is_constant:
             if id(root) not in self.sign:
-                data = np.asarray(root.data, np.float64)
+                data = np.asarray(root.data)   # compared as stored: no float64 copy of a weight
                 self.sign[id(root)] = 1 if data.size and np.all(data >= 0) else \
                     -1 if data.size and np.all(data <= 0) else 0
             return self.sign[id(root)]
@@ -373,17 +373,11 @@ class _Range:
         """(its magnitude, float16's largest rounding relative to its largest finite |value|)."""
         key = id(c)
         if key not in self.constants:
-            cached = _CONSTANTS.get(c)
-            if cached is None or cached[0] is not c.data:
-                cached = (c.data, constant_magnitude(np.asarray(c.data)))
-                _CONSTANTS[c] = cached
-            self.constants[key] = cached[1]
+            # kept with the array: each pass that asks (scale_products, then apply_precision
+            # twice) and every variant's graph read the same weights
+            data = c.data
+            self.constants[key] = derived(data, "magnitude", lambda: constant_magnitude(np.asarray(data)))
         return self.constants[key]
-
-
-# Constants' magnitudes, kept while the constant lives: every variant's graph, and each pass that
-# asks (scale_products, then apply_precision twice), reads the same weights.
-_CONSTANTS: "weakref.WeakKeyDictionary[Value, tuple]" = weakref.WeakKeyDictionary()
 
 
 def constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:

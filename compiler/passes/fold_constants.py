@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..derived import derived
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
 from ..registry import declare, find_rule
@@ -54,7 +55,7 @@ def fold_constants(graph: Graph) -> Graph:
         if node.op_type not in NONDETERMINISTIC and node.domain in ("", "ai.onnx") \
                 and all(v.is_constant for v in present) and not _unfolded(graph, node):
             try:
-                results = evaluate(node, graph.opset)
+                results = _evaluated(node, graph.opset)
             except Exception:  # noqa: BLE001, S110 - the evaluator raises many types
                 # The reference evaluator has gaps and bugs of its own: a node it cannot compute
                 # stays in the graph and runs on the device like any other, or, when no kernel
@@ -126,6 +127,41 @@ def _unfolded(graph: Graph, node: Node) -> bool:
     return rule is not None and rule.unfolded is not None and rule.unfolded(graph, node)
 
 
+# Folds of a constant this large (a tied embedding's transpose) are kept with its array.
+KEPT_ELEMENTS = 1 << 16
+
+
+def _evaluated(node: Node, opset: int) -> list:
+    """evaluate(node), in C order. Where its largest input is a large array and the rest are
+    small (a weight's Transpose, Reshape or Cast), the result is kept with that array, so every
+    graph of the model (each shape variant) folds it once (compiler/derived.py)."""
+    def run() -> list:
+        return [np.array(r, order="C", copy=None) for r in evaluate(node, opset)]
+    present = [(i, v) for i, v in enumerate(node.inputs) if v is not None]
+    big, value = max(present, key=lambda p: np.size(p[1].data), default=(None, None))
+    attrs = _plain(node.attrs)
+    if value is None or np.size(value.data) < KEPT_ELEMENTS or attrs is None or \
+            any(np.size(v.data) > 64 for i, v in present if i != big):
+        return run()
+    small = tuple((i, np.asarray(v.data).dtype.str, np.shape(v.data), np.asarray(v.data).tobytes())
+                  for i, v in present if i != big)
+    return derived(value.data, ("fold", node.op_type, node.domain, opset, attrs, big, small), run)
+
+
+def _plain(attrs: dict) -> tuple | None:
+    """The attributes as a hashable key, or None where one is not a number, a string or a list
+    of them (a tensor or a graph)."""
+    items = []
+    for name, value in sorted(attrs.items()):
+        if isinstance(value, (list, tuple)) and all(isinstance(x, (int, float, str, bytes)) for x in value):
+            value = tuple(value)
+        elif not isinstance(value, (int, float, str, bytes)):
+            return None
+        items.append((name, value))
+    return tuple(items)
+
+
 def _set_constant(v, data: np.ndarray) -> None:
-    v.data = np.array(data, order="C")  # ascontiguousarray would make a 0-d array 1-d
+    # copied only where not C-contiguous (ascontiguousarray would make a 0-d array 1-d)
+    v.data = np.array(data, order="C", copy=None)
     v.dtype, v.shape = v.data.dtype, tuple(v.data.shape)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..derived import derived
 from ..errors import CompileError
 from ..ir import Graph, Node, Value
 from ..registry import fact, find_rule
@@ -73,9 +74,14 @@ class Precision:
 def to_float16_weights(data: np.ndarray) -> np.ndarray:
     """float32 weights as float16; finite values past float16's range saturate at +-65504
     instead of becoming inf (a -3.4e38 mask constant stays a large finite number)."""
-    finite = np.isfinite(data)
-    clipped = np.where(finite, np.clip(data, -F16_MAX, F16_MAX), data)
-    return clipped.astype(np.float16)
+    data = np.asarray(data)
+    with np.errstate(over="ignore"):
+        half = data.astype(np.float16)
+    overflowed = np.isinf(half)
+    if overflowed.any():   # rare: found on the float16 copy, fixed where the source was finite
+        overflowed &= np.isfinite(data)
+        half[overflowed] = np.copysign(F16_MAX, data[overflowed])
+    return half
 
 
 def apply_precision(graph: Graph) -> Graph:
@@ -159,7 +165,9 @@ class _Retyper:
             return self.converted[key]
         suffix = "/" + np.dtype(dtype).name
         if v.is_constant:
-            data = to_float16_weights(v.data) if dtype == F16 else v.data.astype(np.float32)
+            data = v.data
+            data = derived(data, "float16", lambda: to_float16_weights(data)) if dtype == F16 else \
+                derived(data, "float32", lambda: data.astype(np.float32))
             new = Value(v.name + suffix, np.dtype(dtype), v.shape, data=data)
         elif v.alias_of is not None and v.root().is_constant:
             new = Value(v.name + suffix, np.dtype(dtype), v.shape,

@@ -23,10 +23,12 @@ one input as it merges MatMuls.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..derived import derived
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
 from ..targets import GUARANTEED_BINDING_BYTES
@@ -79,21 +81,27 @@ def quantize_blocks(w: np.ndarray, bits: int, block: int, symmetric: bool):
     k, n = w.shape
     blocks = -(-k // block)
     wt = np.zeros((n, blocks * block), np.float32)
-    wt[:, :k] = np.asarray(w, np.float32).T
+    wt[:, :k] = w.T
     x = wt.reshape(n, blocks, block)
     top = (1 << bits) - 1
+    lo, hi = x.min(axis=2), x.max(axis=2)
     if symmetric:
         half = (1 << (bits - 1)) - 1
-        scale = (np.abs(x).max(axis=2) / half).astype(w.dtype)
-        zp = np.full((n, blocks), 1 << (bits - 1), np.int32)
+        scale = (np.maximum(hi, -lo) / half).astype(w.dtype)
+        zp = np.full((n, blocks), 1 << (bits - 1), np.float32)
     else:
-        lo, hi = np.minimum(x.min(axis=2), 0), np.maximum(x.max(axis=2), 0)
+        lo, hi = np.minimum(lo, 0), np.maximum(hi, 0)
         scale = ((hi - lo) / top).astype(w.dtype)
     s = scale.astype(np.float32)
     safe = np.where(s == 0, 1, s)  # an all-zero block: q at the zero point
     if not symmetric:
-        zp = np.clip(np.rint(-lo / safe), 0, top).astype(np.int32)
-    q = np.clip(np.rint(x / safe[..., None]) + zp[..., None], 0, top).astype(np.uint8)
+        zp = np.clip(np.rint(-lo / safe), 0, top)
+    # in place and in float32 (the weights are the compile's largest arrays)
+    np.divide(x, safe[..., None], out=x)
+    np.rint(x, out=x)
+    x += zp[..., None]
+    np.clip(x, 0, top, out=x)
+    q = x.astype(np.uint8)
     return q.reshape(n, -1), scale, None if symmetric else zp.astype(np.uint8)
 
 
@@ -118,17 +126,32 @@ class Packed:
 
 def pack_weight(name: str, w: np.ndarray, q: WeightQuantization) -> Packed:
     """W [K, N] quantized and packed: rows of W's columns along K."""
+    return _packed(name, _pack_arrays(w, q), q)
+
+
+def _pack_arrays(w: np.ndarray, q: WeightQuantization) -> tuple:
+    """(packed data, scales, packed zero points or None, K, N) of W [K, N]."""
     k, n = w.shape
     qv, scale, zp = quantize_blocks(w, q.bits, q.block_size, q.symmetric)
-    data = pack_bits(qv, q.bits)
-    zp_value = None
+    zp_bytes = None
     if zp is not None:
         per_byte = 8 // q.bits
         zp_bytes = pack_bits(np.pad(zp, [(0, 0), (0, -zp.shape[1] % per_byte)],
                                     constant_values=1 << (q.bits - 1)), q.bits).reshape(-1)
-        zp_value = _constant(f"{name}/zero_points", zp_bytes)
-    return Packed(_constant(f"{name}/q{q.bits}", data), _constant(f"{name}/scales", scale.reshape(-1)),
-                  zp_value, k, n)
+    return pack_bits(qv, q.bits), scale.reshape(-1), zp_bytes, k, n
+
+
+def _packed(name: str, arrays: tuple, q: WeightQuantization) -> Packed:
+    data, scales, zp_bytes, k, n = arrays
+    return Packed(_constant(f"{name}/q{q.bits}", data), _constant(f"{name}/scales", scales),
+                  None if zp_bytes is None else _constant(f"{name}/zero_points", zp_bytes), k, n)
+
+
+def _pack_once(name: str, source: np.ndarray, how: tuple, weight: Callable[[], np.ndarray],
+               q: WeightQuantization) -> Packed:
+    """pack_weight(name, weight(), q), W derived from `source` as `how` says: quantized once for
+    every graph of the model (compiler/derived.py)."""
+    return _packed(name, derived(source, ("packed", how, q), lambda: _pack_arrays(weight(), q)), q)
 
 
 def quantize_weights(graph: Graph) -> Graph:
@@ -157,7 +180,7 @@ def quantize_weights(graph: Graph) -> Graph:
                 nodes.append(node)
                 continue
             packed = tables.get(id(table)) or tables.setdefault(
-                id(table), pack_weight(table.name, np.ascontiguousarray(table.data.T), q))
+                id(table), _pack_once(table.name, table.data, ("T",), lambda: np.ascontiguousarray(table.data.T), q))
             nodes.append(_gather_quantized(node, packed, q))
             done.append({"node": node.name, "op": "GatherBlockQuantized", "weight": table.name,
                          "shape": list(table.shape)})
@@ -167,18 +190,19 @@ def quantize_weights(graph: Graph) -> Graph:
             nodes.append(node)
             continue
         why = _unsupported_form(node)
-        data = None if why else _effective_weight(node)
+        how = None if why else _derivation(node)
+        data = None if why else w.data.T if how and how[0] else w.data   # W's shape (a view)
         why = why or _too_small(data, q, along=0)
         if why:
             kept.append({"node": node.name, "why": why})
             nodes.append(node)
             continue
         table = heads.get(id(w))
-        if table is not None and data is w.data and table.shape[1] % q.block_size == 0:
+        if table is not None and not how and table.shape[1] % q.block_size == 0:
             packed = tables.get(id(table)) or tables.setdefault(
-                id(table), pack_weight(table.name, np.ascontiguousarray(w.data), q))
+                id(table), _pack_once(table.name, table.data, ("T",), lambda: np.ascontiguousarray(w.data), q))
         else:
-            packed = pack_weight(w.name, data, q)
+            packed = _pack_once(w.name, w.data, how, lambda: _effective_weight(node), q)
         nodes += _matmul_nbits(node, packed, q)
         done.append({"node": node.name, "op": "MatMulNBits", "weight": w.name, "shape": list(data.shape),
                      **({"tied_to": table.name} if id(table) in tables else {})})
@@ -230,6 +254,14 @@ def _unsupported_form(node: Node) -> str | None:
     if c is not None and not c.is_constant and node.attrs.get("beta", 1.0) != 1.0:
         return "Gemm with a run-time C scaled by beta"
     return None
+
+
+def _derivation(node: Node) -> tuple:
+    """How _effective_weight derives W from B: () where W is B."""
+    if node.op_type == "MatMul":
+        return ()
+    alpha, trans_b = node.attrs.get("alpha", 1.0), node.attrs.get("transB", 0)
+    return () if alpha == 1.0 and not trans_b else (trans_b, float(alpha))
 
 
 def _effective_weight(node: Node) -> np.ndarray:
