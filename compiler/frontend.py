@@ -222,8 +222,8 @@ def _unknown_to_onnx(node: onnx.NodeProto) -> bool:
 
 def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
     """onnx infers no types for ops it has no schema for (com.microsoft's), nor for anything
-    downstream of them: give each such op's first output the shape its declaration computes (output_shape in
-    compiler/registry.py) and infer again, until no more is learned."""
+    downstream of them: give each such op's outputs the shapes its declaration computes (output_shape,
+    output_shapes in compiler/registry.py) and infer again, until no more is learned."""
     for _ in range(len(model.graph.node)):
         g = model.graph
         known = {vi.name: vi.type for vi in [*g.input, *g.value_info, *g.output]}
@@ -232,17 +232,19 @@ def _type_other_domains(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
         added = []
         for n in g.node:
             rule = find_rule(n.op_type, n.domain, opset) if _unknown_to_onnx(n) else None
-            if rule is None or rule.output_shape is None or not n.input or not n.output or \
-                    _dims(known.get(n.output[0])) is not None or _dims(known.get(n.input[0])) is None:
+            declared = rule and (rule.output_shapes or rule.output_shape)
+            if declared is None or not n.input or not n.output or _dims(known.get(n.input[0])) is None or \
+                    all(not o or _dims(known.get(o)) is not None for o in n.output):
                 continue
             attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
             types = [known[x].tensor_type.elem_type if x in known else 0 for x in n.input]
-            shape = rule.output_shape([_dims(known.get(x)) for x in n.input], attrs,
-                                      [np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t)) if t else None
-                                       for t in types])
-            if shape is not None:
-                elem = known[n.input[rule.output_dtype_from]].tensor_type.elem_type
-                added.append(onnx.helper.make_tensor_value_info(n.output[0], elem, list(shape)))
+            shapes = declared([_dims(known.get(x)) for x in n.input], attrs,
+                              [np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t)) if t else None for t in types])
+            shapes = shapes if rule.output_shapes else [shapes]
+            elem = known[n.input[rule.output_dtype_from]].tensor_type.elem_type
+            added += [onnx.helper.make_tensor_value_info(out, elem, list(shape))
+                      for out, shape in zip(n.output, shapes)
+                      if out and shape is not None and _dims(known.get(out)) is None]
         if not added:
             return model
         # a graph output's own entry takes the type: untyped, it would hide it (onnx then infers

@@ -74,6 +74,9 @@ class OpRule:
     # which onnx's shape inference cannot give
     # (compiler/frontend.py asks, so that the values downstream of the op get shapes too).
     output_shape: Callable | None = None
+    # The same for every output, where readers use more than the first: -> a shape per output
+    # (None where unknown), elements of the first output's type.
+    output_shapes: Callable | None = None
     # The input whose element type that first output has (GatherBlockQuantized's is its scales').
     output_dtype_from: int = 0
     # How large the op's result may grow from its inputs' largest magnitudes (compiler/magnitudes.py;

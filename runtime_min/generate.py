@@ -4,6 +4,9 @@ The bundle's contract: inputs `input_ids` (int64 [1, S]) and `position` (int64 [
 rows already filled), output `logits` ([1, S, vocab]); shape variants give the S it runs (a
 decode variant of S = 1, and prefill chunk lengths). The prompt goes in chunks of the longest
 variant that fits what is left, then one token a run. Names can be given for other bundles.
+A bundle of onnxruntime-genai's model builder takes `attention_mask` (int64 [1, N], compiled at
+N = its cache's rows) instead of `position`: its first P + S entries are 1 (the rows filled and
+this run's), the rest 0, and the graph counts the rows from it.
 
 A bundle compiled with `--argmax-output logits` also outputs `logits_argmax` (the last
 position's argmax, on the device): greedy decoding then copies back that one int64 a run and
@@ -70,26 +73,30 @@ def _largest(logits: np.ndarray, k: int) -> np.ndarray:
 
 def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sampler: Sampler | None = None,
              ids: str = "input_ids", position: str = "position", logits: str = "logits",
-             max_context: int | None = None) -> Iterator[int]:
+             max_context: int | None = None, attention_mask: str = "attention_mask") -> Iterator[int]:
     """Yield up to max_new_tokens token ids after the prompt `input_ids` (a sequence of ints),
     stopping after eos_token_id. The model's state is reset first: each call is a new sequence.
     max_context: the cache rows (by default the state's second-last axis, [batch, heads, rows,
-    size]); a sequence that would pass it is refused before anything runs."""
+    size]); a sequence that would pass it is refused before anything runs. A bundle without
+    `position` input that has `attention_mask` input [1, N] is fed the mask instead (the module's
+    docstring); N bounds the sequence too."""
     prompt = [int(t) for t in np.asarray(input_ids, np.int64).reshape(-1)]
     if not prompt:
         raise ValueError("input_ids is empty; give at least one prompt token.")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, not {max_new_tokens}.")
     names = {i.name for i in model.inputs}
-    if {ids, position} - names or logits not in {o.name for o in model.outputs} or not model.state:
-        raise ValueError(f"generate needs a bundle with state, inputs {ids!r} and {position!r} and output "
-                         f"{logits!r}; this one has inputs {sorted(names)}, outputs "
+    where = position if position in names or attention_mask not in names else attention_mask
+    if {ids, where} - names or logits not in {o.name for o in model.outputs} or not model.state:
+        raise ValueError(f"generate needs a bundle with state, inputs {ids!r} and {position!r} (or "
+                         f"{attention_mask!r}) and output {logits!r}; this one has inputs {sorted(names)}, outputs "
                          f"{[o.name for o in model.outputs]} and {len(model.state)} state tensor(s).")
+    mask_length = _mask_length(model, ids, attention_mask) if where == attention_mask else None
     lengths = sorted({s[ids][1] for s in model.shapes}, reverse=True)
     if 1 not in lengths:
         raise ValueError(f"generate needs a decode variant of {ids}=1x1; this bundle has {ids} lengths {lengths} "
                          f"(compile with --variant {ids}=1x1 as well).")
-    context = max_context or min(s.shape[-2] for s in model.state)
+    context = min(max_context or min(s.shape[-2] for s in model.state), mask_length or np.inf)
     if len(prompt) + max_new_tokens > context:
         raise ValueError(f"{len(prompt)} prompt tokens + {max_new_tokens} new ones exceed the {context} rows "
                          "of the model's cache; compile it for a longer context or ask for fewer tokens.")
@@ -97,12 +104,19 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
     on_device = argmax_output(model, logits) if pick.temperature == 0 else None
     top = top_k_output(model, logits, pick)
     wanted = [on_device] if on_device else list(top) if top else [logits]
+
+    def feeds(tokens: list[int], filled: int) -> dict:
+        if mask_length is None:
+            return {ids: np.array([tokens], np.int64), position: np.array([filled], np.int64)}
+        mask = np.zeros((1, mask_length), np.int64)
+        mask[0, :filled + len(tokens)] = 1
+        return {ids: np.array([tokens], np.int64), attention_mask: mask}
+
     model.reset_state()
     filled, out = 0, None
     while filled < len(prompt):
         n = next(n for n in lengths if n <= len(prompt) - filled)
-        out = model.run({ids: np.array([prompt[filled:filled + n]], np.int64), position: np.array([filled], np.int64)},
-                        fetch=wanted if filled + n == len(prompt) else [])
+        out = model.run(feeds(prompt[filled:filled + n], filled), fetch=wanted if filled + n == len(prompt) else [])
         filled += n
     for step in range(max_new_tokens):
         token = (int(out[on_device].reshape(-1)[0]) if on_device else
@@ -110,8 +124,18 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
         yield token
         if token == eos_token_id or step == max_new_tokens - 1:
             return
-        out = model.run({ids: np.array([[token]], np.int64), position: np.array([filled], np.int64)}, fetch=wanted)
+        out = model.run(feeds([token], filled), fetch=wanted)
         filled += 1
+
+
+def _mask_length(model, ids: str, attention_mask: str) -> int:
+    """N of the attention_mask input [1, N], the same in every variant; else a ValueError."""
+    found = {tuple(s[attention_mask]) for s in model.shapes}
+    if len(found) != 1 or len(next(iter(found))) != 2 or next(iter(found))[0] != 1:
+        raise ValueError(f"generate feeds {attention_mask!r} as int64 [1, N] with N the cache's rows, the same in "
+                         f"every variant; this bundle has {sorted(found)}. Compile it with --input-shape "
+                         f"{attention_mask}=1xN (N: the past inputs' rows) in every variant.")
+    return int(next(iter(found))[1])
 
 
 def argmax_output(model, logits: str = "logits") -> str | None:

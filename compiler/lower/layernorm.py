@@ -182,11 +182,15 @@ def _rows(graph, node, rows: Rows):
 def _skip_output_types(node) -> None:
     """The outputs of a com.microsoft Skip*LayerNormalization (ONNX shape inference leaves them
     untyped): output and sum are the input's, mean and inv_std_var one per row."""
-    x = node.inputs[0]
-    for i, out in enumerate(node.outputs):
+    for out, shape in zip(node.outputs, _skip_output_shapes([node.inputs[0].shape], {}, [])):
         if out.shape is None:  # unnamed (absent) outputs too: every value needs a shape
-            out.dtype = x.dtype
-            out.shape = tuple(x.shape) if i in (0, 3) else tuple(x.shape[:-1]) + (1,)
+            out.dtype, out.shape = node.inputs[0].dtype, shape
+
+
+def _skip_output_shapes(shapes: list, attrs: dict, dtypes: list) -> list:
+    """Output, mean, inv_std_var and the residual sum's shapes (registry output_shapes)."""
+    x = tuple(shapes[0])
+    return [x, x[:-1] + (1,), x[:-1] + (1,), x]
 
 
 @register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS,
@@ -292,7 +296,7 @@ SKIP_LIMITS = "a skip that is neither the input's shape nor repeated over its le
 
 
 @register("SkipLayerNormalization", domain="com.microsoft", dtypes=FLOATS, limits=SKIP_LIMITS,
-          output_shape=shape_of_input0,
+          output_shape=shape_of_input0, output_shapes=_skip_output_shapes,
           magnitude=normalization(scale=2, bias=3, skip=1),
           store_cast_absorbing=True, output_types=_skip_output_types)
 def lower_skip_layernorm(node, target):
@@ -316,7 +320,7 @@ def _skip_rms_norm(node):
 
 @register("SkipSimplifiedLayerNormalization", domain="com.microsoft", dtypes=FLOATS,
           limits=SKIP_LIMITS + "; the mean output (RMS normalization has none)",
-          output_shape=shape_of_input0,
+          output_shape=shape_of_input0, output_shapes=_skip_output_shapes,
           magnitude=normalization(scale=2, skip=1, centered=False),
           store_cast_absorbing=True, output_types=_skip_output_types, skip_rms_norm=_skip_rms_norm)
 def lower_skip_simplified_layernorm(node, target):

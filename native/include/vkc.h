@@ -257,9 +257,14 @@ typedef struct vkc_generate_options {
     /* Each token as it comes (streaming), may be NULL; a nonzero return stops the generation there. */
     int (*on_token)(void *user, int64_t token);
     void *user;
+    /* Fed instead of `position` where the bundle has no such input (onnxruntime-genai's model
+     * builder): int64 [1, N], the first rows filled + S entries 1, the rest 0; NULL: "attention_mask" */
+    const char *attention_mask;
 } vkc_generate_options;
 
 /* Up to max_new_tokens token ids after `prompt` (n_prompt ids), into tokens (room for max_new_tokens;
+ * the inputs fed: the ids and `position`, or the ids and `attention_mask` [1, N] where the bundle
+ * has no `position`, N bounding the sequence like the cache's rows;
  * may be NULL with on_token), their count into *n_tokens; stops after eos_token_id. The state is
  * reset first: each call is a new sequence. The prompt runs in chunks of the longest variant
  * (input ids length S) that fits what is left, then one token a run on the S = 1 variant; each run

@@ -163,6 +163,8 @@ static void list_names(const vkc_model *m, int outputs, char *buf, size_t n) {
  * length S and where the last row of logits lies. */
 typedef struct plan {
     int ids, position, logits, picked;     /* picked: the "<logits>_argmax" output, -1: none or unused */
+    int mask;                              /* the attention_mask input fed instead of position, -1: none */
+    uint32_t mask_length;                  /* its N, [1, N] in every variant */
     int top_values, top_indices;           /* the "<logits>_topk_*" outputs, -1: none or unused */
     uint32_t n, *length, *rows, vocab;     /* per variant: S, the logits' rows; the vocabulary (largest) */
     uint64_t top_n;                        /* the largest K of the "<logits>_topk_*" outputs */
@@ -181,11 +183,12 @@ static vkc_status unusable(vkc_error *err, const char *what, const vkc_tensor_in
 
 /* Every check runtime_min's generate makes, and those of the tensors' types it leaves to run(). */
 static vkc_status make_plan(vkc_model *m, const vkc_generate_options *o, const char *ids, const char *pos,
-                            const char *logits, plan *p, vkc_error *err) {
+                            const char *mask, const char *logits, plan *p, vkc_error *err) {
     char picked[300], ins[512], outs[512];
     int decode = 0;
     p->ids = vkc_input_index(m, ids);
     p->position = vkc_input_index(m, pos);
+    p->mask = p->position < 0 ? vkc_input_index(m, mask) : -1;
     p->logits = vkc_output_index(m, logits);
     snprintf(picked, sizeof picked, "%s_argmax", logits);
     p->picked = o->temperature == 0 ? vkc_output_index(m, picked) : -1;
@@ -196,13 +199,13 @@ static vkc_status make_plan(vkc_model *m, const vkc_generate_options *o, const c
     if (p->top_indices < 0) p->top_values = -1;
     list_names(m, 0, ins, sizeof ins);
     list_names(m, 1, outs, sizeof outs);
-    if (p->ids < 0 || p->position < 0 || p->logits < 0 || !vkc_state_count(m))
-        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "generate needs a bundle with state, inputs '%s' and '%s' and output "
-                         "'%s'; this one has inputs %s, outputs %s and %u state tensor(s).", ids, pos, logits, ins, outs,
-                         vkc_state_count(m));
+    if (p->ids < 0 || (p->position < 0 && p->mask < 0) || p->logits < 0 || !vkc_state_count(m))
+        return vkc__fail(err, VKC_ERR_ARGUMENT, "", "generate needs a bundle with state, inputs '%s' and '%s' (or '%s') "
+                         "and output '%s'; this one has inputs %s, outputs %s and %u state tensor(s).", ids, pos, mask,
+                         logits, ins, outs, vkc_state_count(m));
     if (vkc_input_count(m) != 2)
         return vkc__fail(err, VKC_ERR_ARGUMENT, "", "generate feeds only the inputs '%s' and '%s'; this bundle takes %s.",
-                         ids, pos, ins);
+                         ids, p->position >= 0 ? pos : mask, ins);
     p->n = vkc_variant_count(m);
     if (!(p->length = calloc(p->n, sizeof *p->length)) || !(p->rows = calloc(p->n, sizeof *p->rows)))
         return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
@@ -214,8 +217,16 @@ static vkc_status make_plan(vkc_model *m, const vkc_generate_options *o, const c
             return unusable(err, "input", &t, name, "int64 [1, S]");
         p->length[k] = (uint32_t)t.shape[1];
         decode |= p->length[k] == 1;
-        vkc_variant_input_info(m, k, (uint32_t)p->position, &t);
-        if (t.dtype != VKC_INT64 || t.nbytes != 8) return unusable(err, "input", &t, name, "int64 [1]");
+        if (p->position >= 0) {
+            vkc_variant_input_info(m, k, (uint32_t)p->position, &t);
+            if (t.dtype != VKC_INT64 || t.nbytes != 8) return unusable(err, "input", &t, name, "int64 [1]");
+        } else {
+            vkc_variant_input_info(m, k, (uint32_t)p->mask, &t);
+            if (t.dtype != VKC_INT64 || t.rank != 2 || t.shape[0] != 1 || t.shape[1] < 1 || t.shape[1] > UINT32_MAX ||
+                (k && (uint64_t)t.shape[1] != p->mask_length))
+                return unusable(err, "input", &t, name, "int64 [1, N], N the same in every variant");
+            p->mask_length = (uint32_t)t.shape[1];
+        }
         vkc_variant_output_info(m, k, (uint32_t)p->logits, &t);
         if ((t.dtype != VKC_FLOAT32 && t.dtype != VKC_FLOAT16) || t.rank != 3 || t.shape[0] != 1 || t.shape[1] < 1 ||
             t.shape[2] < 1 || t.shape[2] > UINT32_MAX)
@@ -277,7 +288,7 @@ static uint64_t context_of(const vkc_model *m) {
     return rows;
 }
 
-typedef struct scratch { double *row; uint8_t *raw; cand *c; double *p; int64_t *ids; void **outs; } scratch;
+typedef struct scratch { double *row; uint8_t *raw; cand *c; double *p; int64_t *ids, *mask; void **outs; } scratch;
 
 /* The candidates from the device's top K: values (float32 or float16) and their ids, likeliest first. */
 static void candidates(const uint8_t *raw, vkc_dtype dtype, const int64_t *ids, uint32_t m, cand *c) {
@@ -305,7 +316,11 @@ static vkc_status step(vkc_model *m, const plan *p, uint32_t k, const int64_t *i
     size_t width;
     vkc_status st;
     ins[p->ids] = ids;
-    ins[p->position] = &position;
+    if (p->position >= 0) ins[p->position] = &position;
+    else {  /* the rows filled and this run's */
+        for (uint32_t i = 0; i < p->mask_length; i++) s->mask[i] = (uint64_t)i < (uint64_t)position + p->length[k];
+        ins[p->mask] = s->mask;
+    }
     if (!want) return vkc__run_part(m, k, ins, UINT32_MAX, 0, NULL, 0, err);
     if (p->picked >= 0) return vkc__run_part(m, k, ins, (uint32_t)p->picked, 0, token, sizeof *token, err);
     if (p->top_values >= 0) {
@@ -338,7 +353,7 @@ static vkc_status step(vkc_model *m, const plan *p, uint32_t k, const int64_t *i
 vkc_status vkc_generate(vkc_model *m, const int64_t *prompt, size_t n_prompt, uint32_t max_new_tokens,
                         const vkc_generate_options *opts, int64_t *tokens, uint32_t *n_tokens, vkc_error *err) {
     vkc_generate_options none;
-    const char *ids, *pos, *logits;
+    const char *ids, *pos, *mask, *logits;
     double top_p;
     plan p;
     scratch s;
@@ -356,6 +371,7 @@ vkc_status vkc_generate(vkc_model *m, const int64_t *prompt, size_t n_prompt, ui
     }
     ids = opts->ids && opts->ids[0] ? opts->ids : "input_ids";
     pos = opts->position && opts->position[0] ? opts->position : "position";
+    mask = opts->attention_mask && opts->attention_mask[0] ? opts->attention_mask : "attention_mask";
     logits = opts->logits && opts->logits[0] ? opts->logits : "logits";
     top_p = opts->top_p == 0 ? 1.0 : opts->top_p;
     if (!(opts->temperature >= 0) || !isfinite(opts->temperature) || !(top_p > 0 && top_p <= 1))
@@ -368,8 +384,9 @@ vkc_status vkc_generate(vkc_model *m, const int64_t *prompt, size_t n_prompt, ui
                          "max_new_tokens, or an on_token callback.");
     memset(&p, 0, sizeof p);
     memset(&s, 0, sizeof s);
-    if ((st = make_plan(m, opts, ids, pos, logits, &p, err)) != VKC_OK) goto done;
+    if ((st = make_plan(m, opts, ids, pos, mask, logits, &p, err)) != VKC_OK) goto done;
     context = opts->max_context ? opts->max_context : context_of(m);
+    if (p.mask >= 0 && context > p.mask_length) context = p.mask_length;
     if (!context) {
         st = vkc__fail(err, VKC_ERR_ARGUMENT, "", "no state tensor has a rows axis (the second-last) to give the "
                        "cache's length; pass max_context.");
@@ -383,7 +400,8 @@ vkc_status vkc_generate(vkc_model *m, const int64_t *prompt, size_t n_prompt, ui
     }
     if (!(s.row = calloc(p.vocab, sizeof *s.row)) || !(s.raw = calloc(p.vocab, 4)) ||
         !(s.c = calloc(p.vocab, sizeof *s.c)) || !(s.p = calloc(p.vocab, sizeof *s.p)) ||
-        !(s.ids = calloc(p.vocab, sizeof *s.ids)) || !(s.outs = calloc(vkc_output_count(m), sizeof *s.outs))) {
+        !(s.ids = calloc(p.vocab, sizeof *s.ids)) || !(s.outs = calloc(vkc_output_count(m), sizeof *s.outs)) ||
+        !(s.mask = calloc(p.mask_length + 1, sizeof *s.mask))) {
         st = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
         goto done;
     }
@@ -421,6 +439,7 @@ done:
     free(s.c);
     free(s.p);
     free(s.ids);
+    free(s.mask);
     free(s.outs);
     if (st == VKC_OK && err) { err->code = VKC_OK; err->check[0] = err->message[0] = '\0'; }
     return st;

@@ -6,10 +6,10 @@ logits at every step; a float16 cache; the command line."""
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from tests.harness import assert_close
+from tests.models.onnxruntime_loops import OnnxruntimeLoop
 
 from compiler.compile import compile_model
 from runtime_min import load
@@ -19,39 +19,6 @@ PROMPT = [3, 17, 42, 5, 9, 11, 2]   # longer than the prefill variant: chunks of
 STEPS = 33
 CONTEXT = 160   # past 64 keys: decode steps and the prefill chunk take split-KV attention
 VARIANTS = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
-
-
-class OnnxruntimeLoop:
-    """onnxruntime over the optimum file as optimum's ORTModelForCausalLM feeds it: the past
-    growing from 0 rows, an all-ones attention_mask of past + new, position_ids past + arange."""
-
-    def __init__(self, path: Path):
-        self.sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        self.names = [o.name for o in self.sess.get_outputs()]
-        self.takes = {i.name for i in self.sess.get_inputs()}   # Gemma's export takes no position_ids
-        self.reset()
-
-    def reset(self):
-        self.past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32)
-                     for i in self.sess.get_inputs() if i.name.startswith("past_key_values")}
-        self.filled = 0
-
-    def run(self, ids: list[int]) -> dict:
-        n = len(ids)
-        feeds = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, self.filled + n), np.int64),
-                 "position_ids": np.arange(self.filled, self.filled + n)[None], **self.past}
-        out = dict(zip(self.names, self.sess.run(None, {k: v for k, v in feeds.items() if k in self.takes})))
-        self.filled += n
-        self.past = {k: out[k.replace("past_key_values", "present")] for k in self.past}
-        return out
-
-    def greedy(self, prompt: list[int], steps: int) -> list[int]:
-        self.reset()
-        out, tokens = self.run(prompt), []
-        for _ in range(steps):
-            tokens.append(int(np.argmax(out["logits"][0, -1])))
-            out = self.run(tokens[-1:])
-        return tokens
 
 
 @pytest.mark.parametrize("name, target", [("llama_tiny_optimum", "lavapipe"), ("llama_tiny_optimum_eager", "lavapipe"),

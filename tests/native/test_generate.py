@@ -6,7 +6,8 @@ tokens identical to runtime_min's Model.generate for float32 and float16 bundles
 4 + 1 + 1 + 1; the callback sees each token as it comes and can stop the sequence; sampling is
 reproducible by seed, top_k=1 and a tiny top_p are greedy, top_k=3 draws only the 3 likeliest,
 and with --top-k-output the device's top K give the row's draws without copying it back;
-what is refused, in one line; under ASan + UBSan; the validation layer silent."""
+what is refused, in one line; under ASan + UBSan; the validation layer silent. A bundle that
+takes attention_mask instead of position (onnxruntime-genai's model builder) is fed the mask."""
 import os
 import shutil
 import subprocess
@@ -148,7 +149,7 @@ def test_sampling_from_the_device_top_k(api_check, llama, tmp_path, io):
     (("", 4, "-"), "input_ids is empty; give at least one prompt token."),
     ((IDS, 4, "temperature=-1"), "temperature -1 must be >= 0, top_k 0 >= 0 and top_p 0 in (0, 1]."),
     ((IDS, 4, "top_p=1.5"), "top_p 1.5 in (0, 1]"),
-    ((IDS, 4, "ids=tokens"), "generate needs a bundle with state, inputs 'tokens' and 'position' and output "
+    ((IDS, 4, "ids=tokens"), "generate needs a bundle with state, inputs 'tokens' and 'position' (or 'attention_mask') and output "
                              "'logits'; this one has inputs ['input_ids', 'position'], outputs ['logits'] and 4 "
                              "state tensor(s)."),
     ((IDS, 4, "context=8"), "exceed the 8 rows"),
@@ -165,7 +166,7 @@ def test_refused_bundles(api_check, llama, tmp_path):
     stateless = tmp_path / "relu.vkb"
     stateless.write_bytes(relu_argmax_bundle())
     line, = steps(api_check, stateless, "generate", IDS, 4, "-")
-    assert line == ("error: generate needs a bundle with state, inputs 'input_ids' and 'position' and output "
+    assert line == ("error: generate needs a bundle with state, inputs 'input_ids' and 'position' (or 'attention_mask') and output "
                     "'logits'; this one has inputs ['x'], outputs ['logits', 'logits_argmax'] and 0 state tensor(s)."), line
     prefill = tmp_path / "prefill.vkb"
     prefill.write_bytes(compile_model(llama, input_shapes={"input_ids": [1, 4]}, target="lavapipe"))
@@ -269,3 +270,13 @@ def test_jni_generate(jni_lib, llama_bundles):
         f"tokens {listed}", f"streamed {listed}", f"stopped [{want[0]}]", "sampled same 6", "reset ok",
         "error VkcException: 7 prompt tokens + 1000 new ones exceed the 64 rows of the model's cache; compile it for "
         "a longer context or ask for fewer tokens."], r.stdout
+
+
+def test_attention_mask_bundle_equals_runtime_min(api_check, tmp_path):
+    """A bundle of onnxruntime-genai's model builder (tests/models/test_genai_exports.py) takes
+    attention_mask [1, N] instead of position: vkc_generate feeds it as runtime_min does."""
+    from tests.models.test_genai_exports import genai_bundle
+    bundle = tmp_path / "genai.vkb"
+    bundle.write_bytes(genai_bundle("llama_tiny_genai_int4", "lavapipe"))
+    lines = steps(api_check, bundle, "generate", IDS, STEPS, "-")
+    assert tokens(lines[0]) == reference(bundle)
