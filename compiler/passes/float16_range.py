@@ -284,9 +284,7 @@ class _Range:
         root = v.root()
         if root.is_constant:
             if id(root) not in self.sign:
-                data = np.asarray(root.data)   # compared as stored: no float64 copy of a weight
-                self.sign[id(root)] = 1 if data.size and np.all(data >= 0) else \
-                    -1 if data.size and np.all(data <= 0) else 0
+                self.sign[id(root)] = derived(root.data, "sign", lambda: _constant_sign(np.asarray(root.data)))
             return self.sign[id(root)]
         return self.sign.get(id(v), self.sign.get(id(root), 0))
 
@@ -378,6 +376,11 @@ class _Range:
             data = c.data
             self.constants[key] = derived(data, "magnitude", lambda: constant_magnitude(np.asarray(data)))
         return self.constants[key]
+
+
+def _constant_sign(data: np.ndarray) -> int:
+    """1: no value negative, -1: none positive, 0: either (compared as stored: no float64 copy)."""
+    return 1 if data.size and np.all(data >= 0) else -1 if data.size and np.all(data <= 0) else 0
 
 
 def constant_magnitude(data: np.ndarray) -> tuple[Magnitude, float]:
