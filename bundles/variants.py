@@ -107,7 +107,7 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
     alignment = max(view["memory"]["alignment"] for _, view in parts)
     modules, module_ids, blobs = [], {}, []
     chunk_ids: dict[str, int] = {}     # sha256 of a weight chunk -> its offset in the new section
-    weights: list[bytes] = []
+    weights: list = []   # bytes and memoryviews
     size = 0
     variants = []
     for n, (bundle, view) in enumerate(parts):
@@ -122,13 +122,14 @@ def _combine(parts, matches, names, weights_alignment) -> bytes:
             remap.append(module_ids[key])
         # Weights: each chunk stored once; a tensor moves with its chunk.
         moved = {}
+        whole = memoryview(bundle.weights)   # chunks are views until the one join below
         for start, end in _weight_chunks(view, len(bundle.weights), alignment):
-            data = bytes(bundle.weights[start:end])
+            data = whole[start:end]
             digest = hashlib.sha256(data).hexdigest()
             if digest not in chunk_ids:
                 chunk_ids[digest] = size
                 padded = -(-len(data) // alignment) * alignment
-                weights.append(data + bytes(padded - len(data)))
+                weights += [data, bytes(padded - len(data))]
                 size += padded
             moved[(start, end)] = chunk_ids[digest]
         tensors = []
