@@ -3,11 +3,14 @@ tiny Llama, float32 and int4; com.microsoft GroupQueryAttention, Skip/Simplified
 MatMulNBits; inputs input_ids and attention_mask) compiled at their cache's length: the caches
 are bundle state, attention_mask is [1, N] with N the cache's rows, and Model.generate feeds it
 (ones for the rows filled and the run's). Its greedy tokens equal onnxruntime's own loop over the
-same file, fed the growing past as onnxruntime-genai feeds it without a shared buffer."""
+same file, fed the growing past as onnxruntime-genai feeds it without a shared buffer; logits
+at every step, float32 and with a float16 cache."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.harness import assert_close
 from tests.models.onnxruntime_loops import GenaiLoop
 
 from compiler.compile import compile_model
@@ -53,3 +56,29 @@ def test_mask_of_another_length_in_a_variant_is_refused():
     with load(bundle) as model:
         with pytest.raises(ValueError, match="the same in every variant"):
             list(model.generate(PROMPT, 4))
+
+
+@pytest.mark.parametrize("name, target, precision", [
+    ("llama_tiny_genai_fp32", "lavapipe", "fp32"), ("llama_tiny_genai_int4", "generic", "fp32"),
+    ("llama_tiny_genai_fp32", "lavapipe", "fp16"), ("llama_tiny_genai_int4", "generic", "fp16")])
+def test_logits_every_step(name, target, precision):
+    """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps, the mask fed as generate feeds
+    it: logits against onnxruntime's at every run, float32 to 1e-4 (rel L2), with a float16
+    cache (--precision fp16) to 1e-2."""
+    bundle = genai_bundle(name, target, precision=precision)
+    ref = GenaiLoop(FIXTURES / f"{name}.onnx")
+    chunks = [PROMPT[:4], PROMPT[4:5], PROMPT[5:6], PROMPT[6:7]]
+    tolerance = dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    with load(bundle) as model:
+        if precision == "fp16":
+            assert model.read_state("past_key_values.0.key").dtype == np.float16
+        filled = 0
+        for step in range(12):
+            ids = chunks[step] if step < len(chunks) else [token]
+            want = ref.run(ids)
+            mask = np.zeros((1, CONTEXT), np.int64)
+            mask[0, :filled + len(ids)] = 1
+            got = model.run({"input_ids": np.array([ids], np.int64), "attention_mask": mask})
+            assert_close("logits", got["logits"], want["logits"], **tolerance)
+            filled += len(ids)
+            token = int(np.argmax(want["logits"][0, -1]))
