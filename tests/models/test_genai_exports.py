@@ -1,10 +1,11 @@
 """Decoders as onnxruntime-genai's model builder writes them (tests/models/fixtures/make_genai.py:
-tiny Llama, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
+tiny Llama, Qwen2 and Gemma, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
 MatMulNBits; inputs input_ids and attention_mask) compiled at their cache's length: the caches
 are bundle state, attention_mask is [1, N] with N the cache's rows, and Model.generate feeds it
 (ones for the rows filled and the run's). Its greedy tokens equal onnxruntime's own loop over the
-same file, fed the growing past as onnxruntime-genai feeds it without a shared buffer; logits
-at every step, float32 and with a float16 cache."""
+same file, fed the growing past as onnxruntime-genai feeds it without a shared buffer (Gemma's
+library-init greedy loop is one token over and over: its logits are what is compared); logits at
+every step, float32 and with a float16 cache."""
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,8 @@ def genai_bundle(name: str, target: str, **options) -> bytes:
 
 @pytest.mark.parametrize("name, target, argmax", [
     ("llama_tiny_genai_fp32", "lavapipe", False), ("llama_tiny_genai_int4", "lavapipe", False),
-    ("llama_tiny_genai_fp32", "generic", True), ("llama_tiny_genai_int4", "generic", True)])
+    ("llama_tiny_genai_fp32", "generic", True), ("llama_tiny_genai_int4", "generic", True),
+    ("qwen2_tiny_genai_fp32", "lavapipe", True), ("qwen2_tiny_genai_int4", "generic", False)])
 def test_greedy_tokens_equal_onnxruntime(name, target, argmax):
     """The generic profile runs the GPUs' decode kernels; the argmax output copies back one id
     a step."""
@@ -60,7 +62,9 @@ def test_mask_of_another_length_in_a_variant_is_refused():
 
 @pytest.mark.parametrize("name, target, precision", [
     ("llama_tiny_genai_fp32", "lavapipe", "fp32"), ("llama_tiny_genai_int4", "generic", "fp32"),
-    ("llama_tiny_genai_fp32", "lavapipe", "fp16"), ("llama_tiny_genai_int4", "generic", "fp16")])
+    ("llama_tiny_genai_fp32", "lavapipe", "fp16"), ("llama_tiny_genai_int4", "generic", "fp16"),
+    ("qwen2_tiny_genai_int4", "lavapipe", "fp32"), ("gemma_tiny_genai_fp32", "lavapipe", "fp32"),
+    ("gemma_tiny_genai_int4", "generic", "fp32"), ("gemma_tiny_genai_fp32", "generic", "fp16")])
 def test_logits_every_step(name, target, precision):
     """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps, the mask fed as generate feeds
     it: logits against onnxruntime's at every run, float32 to 1e-4 (rel L2), with a float16
