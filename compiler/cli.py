@@ -163,7 +163,8 @@ ShapeOpt = typer.Option(None, "--input-shape", help="Pin a dynamic input: NAME=1
 ContextOpt = typer.Option(None, "--max-context", min=2, help="A decoder whose KV cache grows each run (optimum's "
                           "text-generation-with-past export): compile it to a cache of this many rows kept on the "
                           "device, inputs input_ids and position (give the run lengths: --variant input_ids=1x16 "
-                          "--variant input_ids=1x1).")
+                          "--variant input_ids=1x1); or onnxruntime-genai's model builder's export: its caches and "
+                          "attention_mask pinned to this many rows, inputs input_ids and attention_mask.")
 VariantOpt = typer.Option(None, "--variant", help="One full set of input shapes, NAME=1x32[,NAME2=...] "
                           "(repeatable: one shape variant each; the runtime picks by the inputs' shapes).")
 TargetOpt = typer.Option(None, "--target",

@@ -12,6 +12,7 @@ from bundles.dtypes import DTYPES
 from bundles.variants import Part, combine
 
 from .argmax_output import add_argmax_output
+from .builder_cache import builder_shapes
 from .assemble import assemble_parts
 from .constant_ifs import take_constant_branches
 from .errors import CompileError, UnsupportedOpsError
@@ -84,7 +85,9 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     max_context: the cache rows of a decoder whose cache grows each run (optimum's
     text-generation-with-past export: present = Concat(past, new)); it is compiled to a cache of
     that many rows kept as state, for each variant's input_ids [1, S], with inputs input_ids and
-    position (compiler/growing_cache.py).
+    position (compiler/growing_cache.py); or of onnxruntime-genai's model builder's export (caches
+    GroupQueryAttention updates in place): its caches and attention_mask pinned to that many rows
+    (compiler/builder_cache.py), inputs input_ids and attention_mask.
 
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
@@ -211,6 +214,11 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
     front = lambda g: fold_constants(add_top_k_output(add_argmax_output(g, argmax_output), top_k_output))  # noqa: E731
+    pinned = builder_shapes(proto, input_shapes, max_context) if max_context is not None else None
+    if pinned is not None:   # onnxruntime-genai's model builder: caches of the context's length
+        if float16_shapes:
+            float16_shapes = builder_shapes(proto, float16_shapes, max_context)
+        input_shapes, max_context = pinned, None
     if max_context is not None:
         graph = fixed_capacity(proto, input_shapes, max_context, front, arrays)
     else:

@@ -86,3 +86,31 @@ def test_logits_every_step(name, target, precision):
             assert_close("logits", got["logits"], want["logits"], **tolerance)
             filled += len(ids)
             token = int(np.argmax(want["logits"][0, -1]))
+
+
+@pytest.mark.parametrize("name", ["llama_tiny_genai_int4", "qwen2_tiny_genai_fp32"])
+def test_max_context_pins_the_caches_and_the_mask(name):
+    """--max-context N alone, as for optimum's exports: the caches [1, kv heads, N, head size]
+    and attention_mask [1, N]; the same bundle as pinning them by hand."""
+    path = FIXTURES / f"{name}.onnx"
+    bundle = compile_model(path, variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}], target="lavapipe",
+                           max_context=CONTEXT)
+    assert bundle == genai_bundle(name, "lavapipe")
+    with load(bundle) as model:
+        assert list(model.generate(PROMPT, STEPS)) == GenaiLoop(path).greedy(PROMPT, STEPS)
+
+
+def test_max_context_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from compiler.cli import app
+    out = tmp_path / "llama.vkb"
+    r = CliRunner().invoke(app, ["compile", str(FIXTURES / "llama_tiny_genai_fp32.onnx"), "-o", str(out),
+                                 "--target", "lavapipe", "--max-context", str(CONTEXT), "--variant", "input_ids=1x4",
+                                 "--variant", "input_ids=1x1"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["generate", str(out), "--prompt-ids", ",".join(map(str, PROMPT)),
+                                 "--max-new-tokens", "8"])
+    assert r.exit_code == 0, r.output
+    want = GenaiLoop(FIXTURES / "llama_tiny_genai_fp32.onnx").greedy(PROMPT, 8)
+    assert r.output.splitlines()[0].split() == [str(t) for t in want]
