@@ -12,8 +12,8 @@ from bundles.dtypes import DTYPES
 from bundles.variants import Part, combine
 
 from .argmax_output import add_argmax_output
-from .builder_cache import builder_shapes
 from .assemble import assemble_parts
+from .builder_cache import builder_shapes
 from .constant_ifs import take_constant_branches
 from .errors import CompileError, UnsupportedOpsError
 from .float16_check import float16_check
@@ -109,18 +109,19 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   for s in (variants if variants else [input_shapes])]
     quant = WeightQuantization.parse(weights, weights_block)
     proto = load_model(model)
+    # every graph of the model and the float16 check read the same arrays of the weights
+    # (converted once; what the passes compute from a weight, as its quantized blocks, once for all)
+    arrays = initializer_arrays(proto)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output, max_context, top_k_output)
+                           quant, argmax_output, max_context, top_k_output, arrays=arrays)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
     # The float16 check runs once, at the variant with the fewest input elements, shared by all.
     smallest = min(shape_sets, key=lambda shapes: sum(int(np.prod(d)) for d in (shapes or {}).values()))
     parts, profiles, checked = [], {}, None
-    # every variant reads the same arrays of the weights (converted once; the passes that
-    # transform a weight, as quantization, do it once for all) and records the same digest
-    arrays, digest = initializer_arrays(proto), model_digest(proto)
+    digest = model_digest(proto)   # the same for every variant
     for name in targets:
         tgt = resolve_target(name)
         profiles[tgt.name] = tgt

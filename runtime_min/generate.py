@@ -91,7 +91,7 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
         raise ValueError(f"generate needs a bundle with state, inputs {ids!r} and {position!r} (or "
                          f"{attention_mask!r}) and output {logits!r}; this one has inputs {sorted(names)}, outputs "
                          f"{[o.name for o in model.outputs]} and {len(model.state)} state tensor(s).")
-    mask_length = _mask_length(model, ids, attention_mask) if where == attention_mask else None
+    mask_length = _mask_length(model, attention_mask) if where == attention_mask else None
     lengths = sorted({s[ids][1] for s in model.shapes}, reverse=True)
     if 1 not in lengths:
         raise ValueError(f"generate needs a decode variant of {ids}=1x1; this bundle has {ids} lengths {lengths} "
@@ -128,7 +128,7 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, sample
         filled += 1
 
 
-def _mask_length(model, ids: str, attention_mask: str) -> int:
+def _mask_length(model, attention_mask: str) -> int:
     """N of the attention_mask input [1, N], the same in every variant; else a ValueError."""
     found = {tuple(s[attention_mask]) for s in model.shapes}
     if len(found) != 1 or len(next(iter(found))) != 2 or next(iter(found))[0] != 1:
