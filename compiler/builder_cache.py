@@ -47,3 +47,11 @@ def builder_shapes(model: onnx.ModelProto, given: dict | None, capacity: int) ->
     if MASK in inputs:
         shapes[MASK] = [1, capacity]
     return {**shapes, **(given or {})}
+
+
+def pinned_for_context(model: onnx.ModelProto, given: dict | None,
+                       capacity: int | None) -> tuple[dict | None, int | None]:
+    """(input shapes, max_context) as the frontend takes them: the builder's form pinned at
+    `capacity` rows (no max_context left: its caches are not grown), else as given."""
+    pinned = builder_shapes(model, given, capacity) if capacity is not None else None
+    return (given, capacity) if pinned is None else (pinned, None)

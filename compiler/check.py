@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from .builder_cache import pinned_for_context
 from .compile import require_constant_shape_inputs, require_static_shapes
 from .errors import CompileError
 from .constant_ifs import take_constant_branches
@@ -67,6 +68,7 @@ def check_model(proto: onnx.ModelProto, input_shapes=None, target="generic",
     growing cache compiled to that many rows (compile_model's)."""
     built = []   # each graph the frontend builds, before folding
     front = lambda g: built.append(list(g.nodes)) or fold_constants(g)  # noqa: E731
+    input_shapes, max_context = pinned_for_context(proto, input_shapes, max_context)
     if max_context is None:
         graph = take_constant_branches(proto, input_shapes, front)[1]
         nodes = built[-1]

@@ -13,7 +13,7 @@ from bundles.variants import Part, combine
 
 from .argmax_output import add_argmax_output
 from .assemble import assemble_parts
-from .builder_cache import builder_shapes
+from .builder_cache import pinned_for_context
 from .constant_ifs import take_constant_branches
 from .errors import CompileError, UnsupportedOpsError
 from .float16_check import float16_check
@@ -215,11 +215,9 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
     quant = weights if isinstance(weights, WeightQuantization) or weights is None else WeightQuantization.parse(weights)
     proto = load_model(model)
     front = lambda g: fold_constants(add_top_k_output(add_argmax_output(g, argmax_output), top_k_output))  # noqa: E731
-    pinned = builder_shapes(proto, input_shapes, max_context) if max_context is not None else None
-    if pinned is not None:   # onnxruntime-genai's model builder: caches of the context's length
-        if float16_shapes:
-            float16_shapes = builder_shapes(proto, float16_shapes, max_context)
-        input_shapes, max_context = pinned, None
+    if float16_shapes:
+        float16_shapes = pinned_for_context(proto, float16_shapes, max_context)[0]
+    input_shapes, max_context = pinned_for_context(proto, input_shapes, max_context)
     if max_context is not None:
         graph = fixed_capacity(proto, input_shapes, max_context, front, arrays)
     else:

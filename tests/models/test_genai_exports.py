@@ -114,3 +114,13 @@ def test_max_context_on_the_command_line(tmp_path):
     assert r.exit_code == 0, r.output
     want = GenaiLoop(FIXTURES / "llama_tiny_genai_fp32.onnx").greedy(PROMPT, 8)
     assert r.output.splitlines()[0].split() == [str(t) for t in want]
+
+
+def test_check_agrees_with_compile_at_max_context():
+    """vkc check takes --max-context on the builder's export as compile does: nothing refused."""
+    import onnx
+
+    from compiler.check import check_model
+    report = check_model(onnx.load(FIXTURES / "llama_tiny_genai_int4.onnx"), {"input_ids": [1, 1]}, "generic",
+                         max_context=CONTEXT)
+    assert report.ops and report.ok, report
