@@ -200,6 +200,9 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
                                                   "stores them: int8 (symmetric), int4 (zero points) or int4-sym."),
             weights_block: Optional[int] = typer.Option(None, "--weights-block", help="With --weights: values "
                                                         "a block (a power of two from 16; default 32)."),
+            kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="int8: the KV caches kept on the device "
+                                                   "as int8 with a float32 scale per row (about half a float16 "
+                                                   "cache's memory); default: the model's float type."),
             argmax_output: Optional[str] = typer.Option(None, "--argmax-output", help="An output (logits): also "
                                                         "output NAME_argmax, its last row's argmax computed on the "
                                                         "device, so greedy `vkc generate` copies back one token id "
@@ -219,7 +222,7 @@ def compile(model: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     keep = [n for n in (keep_fp32 or "").split(",") if n]
     data = _compile(model, input_shape, target, variant, precision=precision, io=io, keep_fp32=keep, state=state,
                     weights=weights, weights_block=weights_block, argmax_output=argmax_output,
-                    top_k_output=top_k_output, max_context=max_context)
+                    top_k_output=top_k_output, max_context=max_context, kv_cache=kv_cache)
     _write(output, data, [model], "-o")
     m = read_bundle(data).manifest
     views = variant_views(m)

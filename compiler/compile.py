@@ -25,6 +25,7 @@ from .memory import plan_memory
 from .ops import constant_inputs, unsupported_ops
 from .passes import fold_constants, run_passes
 from .passes.precision import Precision
+from .passes.int8_cache import kv_cache_option
 from .passes.quantize_weights import WeightQuantization
 from .state import find_state, state_updates
 from .targets import DEFAULT_TARGETS, TARGETS, Target
@@ -60,7 +61,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
                   io: str | None = None, keep_fp32=(), keep_intermediates: bool = False,
                   state="auto", weights: str | None = None, weights_block: int | None = None,
                   argmax_output: str | None = None, top_k_output: str | None = None,
-                  max_context: int | None = None) -> bytes:
+                  max_context: int | None = None, kv_cache: str | None = None) -> bytes:
     """Compile an ONNX model (proto, path or bytes) into a .vkb bundle. precision="fp16" stores
     weights and activations as float16 (passes/precision.py); inputs and outputs stay float32
     unless io="fp16"; the nodes named in keep_fp32 stay float32.
@@ -89,6 +90,9 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     GroupQueryAttention updates in place): its caches and attention_mask pinned to that many rows
     (compiler/builder_cache.py), inputs input_ids and attention_mask.
 
+    kv_cache: "int8" holds the KV caches kept as state as int8, with a float32 scale per cached row
+    (passes/int8_cache.py); None keeps them in the model's float type (float16 under fp16).
+
     keep_intermediates (for `vkc verify --layers`, one variant only): every value a dispatch
     writes keeps arena bytes of its own to the end of the run and is an extra output, listed in
     the manifest's "intermediates" with the dispatch that wrote it; the fusions are unchanged.
@@ -114,7 +118,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
     arrays = initializer_arrays(proto)
     if len(targets) * len(shape_sets) == 1:  # one variant: the flat bundle, exactly as ever
         part, _ = _compile(proto, shape_sets[0], targets[0], precision, io, keep_fp32, keep_intermediates, state,
-                           quant, argmax_output, max_context, top_k_output, arrays=arrays)
+                           quant, argmax_output, max_context, top_k_output, arrays=arrays, kv_cache=kv_cache)
         return write_bundle(*part)
     if keep_intermediates:
         raise ValueError("keep_intermediates needs one variant: one target and one set of input shapes")
@@ -129,7 +133,7 @@ def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
             parts.append(_compile(proto, shapes, tgt, precision, io, keep_fp32, state=state, weights=quant,
                                   argmax_output=argmax_output, max_context=max_context,
                                   top_k_output=top_k_output, float16_checked=checked,
-                                  float16_shapes=smallest, arrays=arrays, digest=digest)[0])
+                                  float16_shapes=smallest, arrays=arrays, digest=digest, kv_cache=kv_cache)[0])
             checked = checked or parts[-1].manifest.get("float16_check")
     return combine(parts, matches={n: t.match() for n, t in profiles.items() if t.match()})
 
@@ -166,17 +170,18 @@ def _shape_dict(shapes, what: str) -> dict[str, list[int]] | None:
 
 def compile_with_kernels(model, *, input_shapes=None, target="generic", precision="fp32",
                          io=None, keep_fp32=(), state="auto", weights=None,
-                         weights_block=None, max_context=None) -> tuple[bytes, list]:
+                         weights_block=None, max_context=None, kv_cache=None) -> tuple[bytes, list]:
     """The bundle and the Kernels behind its dispatches, in schedule order (for the tuner)."""
     part, kernels = _compile(model, input_shapes, target, precision, io, keep_fp32, state=state,
-                             weights=WeightQuantization.parse(weights, weights_block), max_context=max_context)
+                             weights=WeightQuantization.parse(weights, weights_block), max_context=max_context,
+                             kv_cache=kv_cache)
     return write_bundle(*part), kernels
 
 
 def _compile(model, input_shapes, target, precision, io, keep_fp32,
              keep_intermediates=False, state="auto", weights=None, argmax_output=None,
              max_context=None, top_k_output=None, float16_checked=None,
-             float16_shapes=None, arrays=None, digest=None) -> tuple[Part, list]:
+             float16_shapes=None, arrays=None, digest=None, kv_cache=None) -> tuple[Part, list]:
     """One (profile, input shapes) pair: the bundle's parts, unwritten, and its Kernels.
     arrays, digest: the initializers' arrays and the model's digest, where the caller has them."""
     proto, graph, tgt, kernels = lower_model(model, input_shapes=input_shapes, target=target,
@@ -184,7 +189,7 @@ def _compile(model, input_shapes, target, precision, io, keep_fp32,
                                              weights=weights, argmax_output=argmax_output,
                                              max_context=max_context, top_k_output=top_k_output,
                                              float16_checked=float16_checked, float16_shapes=float16_shapes,
-                                             arrays=arrays)
+                                             arrays=arrays, kv_cache=kv_cache)
     kept = intermediates(graph, kernels) if keep_intermediates else []
     # Kept values live to the end like outputs, so the plan gives each bytes of its own.
     plan = plan_memory(kernels, graph.inputs, graph.outputs + kept, [i for i, _ in graph.state])
@@ -205,7 +210,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
                 state="auto", weights: "WeightQuantization | str | None" = None, argmax_output: str | None = None,
                 max_context: int | None = None, top_k_output: str | None = None,
                 float16_checked: dict | None = None, float16_shapes: dict | None = None,
-                arrays: dict | None = None):
+                arrays: dict | None = None, kv_cache: str | None = None):
     """(ONNX proto, IR graph, Target, Kernels in schedule order): everything before the memory
     plan and code generation. float16_checked: compiler/float16_check.py's verdict on the model,
     where the caller has it (compile_model checks once for every variant); else the check runs at
@@ -230,6 +235,7 @@ def lower_model(model, *, input_shapes=None, target="generic", precision="fp32",
         graph = take_constant_branches(proto, input_shapes, front, arrays)[1]
     graph.precision = options
     graph.weights = quant
+    graph.kv_cache = kv_cache_option(kv_cache)
     graph.state = find_state(graph, state)
     # Every unsupported op is reported at once, before any code generation. Ops computed only
     # from constants and shapes were folded away above, so they need no kernel.

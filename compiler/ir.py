@@ -150,6 +150,7 @@ class Graph:
         # value becomes the input's at the next run
         self.state: list[tuple[Value, Value]] = []
         self.growing = None     # compiler/growing_cache.py's GrowingCache, for passes/cache_reads.py
+        self.kv_cache = None    # "int8": the caches held as state are int8 (passes/int8_cache.py)
         self.name = name
         self.producer = producer
         self.relink()

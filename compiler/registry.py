@@ -141,6 +141,13 @@ class OpRule:
     # (a view of the cache, in place) as writes_rows would, or None where its kernel cannot
     # (passes/cache_row_stores.py).
     stores_rows: Callable | None = None
+    # writes_int8_rows: (node, scales, scales out) -> a node making the same update into an int8
+    # copy of the cache (its first input and output, retyped) and a float32 scale per row of the
+    # last axis beside it (scales, a bundle state of its own; passes/int8_cache.py).
+    writes_int8_rows: Callable | None = None
+    # int8_operands: {input slot: the slot of its scales}: inputs the kernel can read as int8 with
+    # a float32 scale per row of their last axis (an int8 KV cache; passes/int8_cache.py).
+    int8_operands: dict | None = None
 
     @property
     def dtypes_text(self) -> str:

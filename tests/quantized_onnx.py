@@ -84,3 +84,38 @@ def _add(extra: list, name: str, arrays: list, zero_points, rows: int) -> list[s
         extra.append(numpy_helper.from_array(zero_points.data.reshape(rows, -1), f"{name}/zero_points"))
         out.append(f"{name}/zero_points")
     return out
+
+
+def int8_cache_onnx(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The oracle of `compile_model(kv_cache="int8")`: every cache output (`present*`: a
+    TensorScatter's, or optimum's Concat) rounded as the int8 cache holds it, per row of the last
+    axis, q = Round(x * 127 / max|x|) clipped to +-127, read back as q * max|x| / 127; the
+    attention reads the rounded cache, as vkc's does. Fed back, the rows round to themselves."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    g = model.graph
+    caches = {o.name for o in g.output if o.name.startswith("present")}
+    consts = [numpy_helper.from_array(np.array(x, np.float32), name)
+              for name, x in (("int8/127", 127.0), ("int8/-127", -127.0), ("int8/0", 0.0))]
+    consts.append(numpy_helper.from_array(np.array([-1], np.int64), "int8/last_axis"))
+    nodes = []
+    for node in g.node:
+        nodes.append(node)
+        for i, out in enumerate(node.output):
+            if out not in caches:
+                continue
+            x = node.output[i] = f"{out}/exact"
+            p = f"{out}/int8"
+            nodes += [helper.make_node("Abs", [x], [f"{p}/abs"]),
+                      helper.make_node("ReduceMax", [f"{p}/abs", "int8/last_axis"], [f"{p}/max"], keepdims=1),
+                      helper.make_node("Greater", [f"{p}/max", "int8/0"], [f"{p}/some"]),
+                      helper.make_node("Div", ["int8/127", f"{p}/max"], [f"{p}/inv_any"]),
+                      helper.make_node("Where", [f"{p}/some", f"{p}/inv_any", "int8/0"], [f"{p}/inv"]),
+                      helper.make_node("Mul", [x, f"{p}/inv"], [f"{p}/scaled"]),
+                      helper.make_node("Round", [f"{p}/scaled"], [f"{p}/round"]),
+                      helper.make_node("Clip", [f"{p}/round", "int8/-127", "int8/127"], [f"{p}/q"]),
+                      helper.make_node("Div", [f"{p}/max", "int8/127"], [f"{p}/scale"]),
+                      helper.make_node("Mul", [f"{p}/q", f"{p}/scale"], [out])]
+    del g.node[:]
+    g.node.extend(nodes)
+    g.initializer.extend(consts)
+    return model

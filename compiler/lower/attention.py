@@ -35,6 +35,9 @@ Attention's nonpad_kv_seqlen), read at run time: keys at and past it are not att
 read, and SK in the causal rule is that count. An optional sixth, the bias, is a second float
 term added to the scores beside an "add" mask (Swin's relative position bias, per head, beside
 its window mask, per window): two strided operands where their sum would be [B, H, SQ, SK].
+Inputs seven and eight, float32, are K's and V's scales where K or V is int8 (an int8 KV cache:
+passes/int8_cache.py): an element is its int8 value times its row's scale. Such attention takes
+the tiled kernel on every profile (K and V read one element at a time).
 
 The kernels: a workgroup per (batch * head, block of query rows), every row's running max, sum
 and output row kept through an online softmax over blocks of keys (flash attention), no score
@@ -53,7 +56,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import float_literal, kernel_types, texel_format
+from ..dtypes import TYPES, float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Value
 from ..magnitudes import attention_logits, weighted_average
@@ -68,6 +71,7 @@ MAX_HEAD_DIM = 256
 LIMITS = (f"head sizes above {MAX_HEAD_DIM}; key-padding masks int32 or of Q's float type")
 DTYPES = ("float32", "float16")
 F16 = np.dtype(np.float16)
+INT8 = np.dtype(np.int8)
 
 # --- GPUs (tiled) ---
 # Invocations per workgroup (fewer where the device allows fewer), as ROW_GROUPS groups of
@@ -153,6 +157,17 @@ def _texel_lanes(rows: int, target) -> int:
     return lanes
 
 
+def _scale_layout(node, name: str, operand: Value, scale: Value) -> tuple[int, list[int]]:
+    """The offset and (batch, head, row) strides of an int8 operand's scales, one per row of its
+    last axis: its own layout's over the row's width, where its rows are whole and contiguous."""
+    width = operand.size // max(1, scale.size)
+    offset, strides = node.attrs["layouts"][name]
+    if width < 1 or strides[3] != 1 or offset % width or any(x % width for x in strides[:3]):
+        raise CompileError(f"Attention '{node.name}': int8 {name.upper()} is not read in whole rows of "
+                           f"{width} (a vkc bug: passes/int8_cache.py reads the cache itself).")
+    return offset // width, [x // width for x in strides[:3]]
+
+
 def tiled_shared_bytes(t: dict) -> int:
     """Shared memory of attention_tiled.comp.j2 for tile parameters `t`: Q and K rows with one
     vector of padding, V rows, P with one vec4 of padding a row, and the lanes' partials."""
@@ -231,17 +246,22 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
 
 
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2, attention_logits),
-          dtypes_doc="float32, float16; key-padding masks int32", store_cast_absorbing=True)
+          dtypes_doc="float32, float16; key-padding masks int32; K and V int8 with scales", store_cast_absorbing=True,
+          int8_operands={1: 6, 2: 7})
 def lower_attention(node, target):
-    q, k, v, mask, lengths, bias = (node.input(i) for i in range(6))
+    q, k, v, mask, lengths, bias, k_scale, v_scale = (node.input(i) for i in range(8))
     out = node.outputs[0]
     a = node.attrs
     b, h, sq, sk, d, dv = a["dims"]
-    # The output may be float16 under float32 Q, K and V too (passes/store_casts.py).
-    for what, val, dtypes in (("Q", q, (q.dtype,)), ("K", k, (q.dtype,)), ("V", v, (q.dtype,)),
-                              ("output", out, (q.dtype, F16))):
-        if np.dtype(val.dtype).name not in DTYPES or all(val.dtype != d for d in dtypes):
+    # The output may be float16 under float32 Q, K and V too (passes/store_casts.py); K and V int8
+    # with their scales (an int8 KV cache: passes/int8_cache.py).
+    for what, val, dtypes in (("Q", q, (q.dtype,)), ("K", k, (INT8,) if k_scale else (q.dtype,)),
+                              ("V", v, (INT8,) if v_scale else (q.dtype,)), ("output", out, (q.dtype, F16))):
+        if np.dtype(q.dtype).name not in DTYPES or all(val.dtype != d for d in dtypes):
             raise unsupported_dtype(node, val, f"attention's {what} (with {q.dtype} Q)")
+    scales = {name: x for name, x in (("k", k_scale), ("v", v_scale)) if x is not None}
+    if scales and "parts" in a and any(name in a["parts"] for name in scales):
+        raise CompileError(f"Attention '{node.name}': an int8 K or V read in two-part dims (a vkc bug).")
     if max(d, dv) > MAX_HEAD_DIM:
         raise CompileError(f"Attention '{node.name}': head size {max(d, dv)} is above the "
                            f"{MAX_HEAD_DIM} vkc's attention kernel keeps in registers.")
@@ -285,13 +305,17 @@ def lower_attention(node, target):
         prefix = name.upper()
         spec += [(f"{prefix}_OFF", "int32", int(offset))]
         spec += [(f"{prefix}_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
+    for name, scale in scales.items():
+        offset, strides = _scale_layout(node, name, {"k": k, "v": v}[name], scale)
+        spec += [(f"{name.upper()}SC_OFF", "int32", offset)]
+        spec += [(f"{name.upper()}SC_S{i}", "int32", s) for i, s in enumerate(strides)]
     for name, dims in parts.items():
         if name in ("q", "k", "v", "out", *terms):
             for dim, (inner, outer) in dims.items():
                 i = {"batch": ("BI", "S0O"), "row": ("RI", "S2O")}[dim]
                 spec += [(f"{name.upper()}_{i[0]}", "int32", int(inner)), (f"{name.upper()}_{i[1]}", "int32", int(outer))]
     inputs = [q, k, v] + ([mask] if mask is not None else []) + ([bias] if bias is not None else []) \
-        + ([lengths] if lengths is not None else [])
+        + list(scales.values()) + ([lengths] if lengths is not None else [])
     if split:
         spec += [("CHUNKS", "int32", chunks)]
     softcap = float(a.get("softcap", 0.0))
@@ -302,7 +326,9 @@ def lower_attention(node, target):
                   keep_to_inf=bool(a.get("keep_to_inf", False)),
                   empty_rows_zero=bool(a.get("empty_rows_zero", False)),
                   NEG_INF=float_literal(-np.inf), NAN=float_literal(np.nan),
-                  split=split is not None, GH=heads, CHUNK_STEP=CHUNK_STEP)
+                  split=split is not None, GH=heads, CHUNK_STEP=CHUNK_STEP,
+                  INT8=[name.upper() for name in scales], SCALES=[name.upper() + "SC" for name in scales],
+                  I8=TYPES["int8"])
     flops = 2 * b * h * sq * sk * (d + dv)
     # Split-KV: the first pass writes the chunks' partial results, the combine the output.
     dest = partials(out, b, h, sq, dv, chunks) if split else out
@@ -311,7 +337,7 @@ def lower_attention(node, target):
     # Texel fetches on lavapipe (one gather instead of a loop over SIMD lanes); an int32 mask
     # stays a storage buffer. float16 (no texel format) takes the tiled kernel there too.
     floats = [q, k, v] + ([mask] if mask_kind == "add" else []) + ([bias] if bias is not None else [])
-    if texel_format(q.dtype) and (split or texel_format(out.dtype)) and texel_reads(target, *floats):
+    if texel_format(q.dtype) and (split or texel_format(out.dtype)) and not scales and texel_reads(target, *floats):
         per_lane = max(1, min(TEXEL_ROWS, TEXEL_ROW_FLOATS // (d + dv),
                               rows // max(1, target.subgroup_size)))
         lanes = _texel_lanes(-(-rows // per_lane), target)
@@ -325,7 +351,7 @@ def lower_attention(node, target):
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
-    cm = None if split else coopmat_tiles(b * h, sq, d, dv, {n: _layout(a, n) for n in ("q", "k", "v")},
+    cm = None if split or scales else coopmat_tiles(b * h, sq, d, dv, {n: _layout(a, n) for n in ("q", "k", "v")},
                                           target, q.dtype)
     if cm is not None:
         shared = coopmat_shared_bytes(cm) + emulation_shared_bytes(target, 16, 16, 16, cm["WQ"])
@@ -340,7 +366,7 @@ def lower_attention(node, target):
                            "bytes of shared memory.")
     vec_reads = [name.upper() for name, whole in (("q", t["VEC"] == "vec4"), ("k", t["VEC"] == "vec4"),
                                                   ("v", t["VW"] == 4))
-                 if whole and types["T"].vec4 is not None and _vec4_rows(_layout(a, name))]
+                 if whole and name not in scales and types["T"].vec4 is not None and _vec4_rows(_layout(a, name))]
     groups = (-(-rows // t["BQ"]), *grid)
     params = dict(**t, **common, **types, VEC_READS=vec_reads, PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P,
                   combines=split is not None)

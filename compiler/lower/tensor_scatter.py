@@ -8,6 +8,7 @@ import numpy as np
 
 from ..dtypes import element_bits
 from ..errors import CompileError
+from ..ir import Node
 from ..registry import shape_of_input0
 from ..shapes import contiguous_strides, prod
 from .kernel import Kernel, grid_1d, register
@@ -25,13 +26,22 @@ def _rows_written(node):
     return node.inputs[1], node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape), node.text("mode", "linear")
 
 
+def _int8_rows(node, scales, scales_out):
+    """The same update into an int8 cache with a scale per row (lower/int8_cache_write.py)."""
+    attrs = {"axis": node.attrs.get("axis", -2), "mode": node.text("mode", "linear")}
+    if "input_columns" in node.attrs:
+        attrs["input_columns"] = node.attrs["input_columns"]
+    return Node("vkc.Int8CacheWrite", node.name, [node.inputs[0], scales, node.inputs[1], node.input(2)],
+                [node.outputs[0], scales_out], attrs, sources=node.sources)
+
+
 # vkc.TensorScatter: the same, for passes that write a cache update into graphs of any opset
 # (passes/group_query_attention.py).
 @register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),), reads_columns=(1,),
-          writes_rows=_rows_written)
+          writes_rows=_rows_written, writes_int8_rows=_int8_rows)
 @register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
           updates_in_place=((0, 0),), reads_columns=(1,), dtypes_doc=COPIES + "; write_indices int64",
-          limits=LIMITS, writes_rows=_rows_written)
+          limits=LIMITS, writes_rows=_rows_written, writes_int8_rows=_int8_rows)
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
     # input_columns (first, width, shape): the update, of `shape`, is columns of the rows of a

@@ -60,22 +60,13 @@ def test_mask_of_another_length_in_a_variant_is_refused():
             list(model.generate(PROMPT, 4))
 
 
-@pytest.mark.parametrize("name, target, precision", [
-    ("llama_tiny_genai_fp32", "lavapipe", "fp32"), ("llama_tiny_genai_int4", "generic", "fp32"),
-    ("llama_tiny_genai_fp32", "lavapipe", "fp16"), ("llama_tiny_genai_int4", "generic", "fp16"),
-    ("qwen2_tiny_genai_int4", "lavapipe", "fp32"), ("gemma_tiny_genai_fp32", "lavapipe", "fp32"),
-    ("gemma_tiny_genai_int4", "generic", "fp32"), ("gemma_tiny_genai_fp32", "generic", "fp16")])
-def test_logits_every_step(name, target, precision):
+def logits_every_step(name: str, bundle: bytes, cache_dtype, tolerance: dict) -> None:
     """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps, the mask fed as generate feeds
-    it: logits against onnxruntime's at every run, float32 to 1e-4 (rel L2), with a float16
-    cache (--precision fp16) to 1e-2."""
-    bundle = genai_bundle(name, target, precision=precision)
+    it: logits against onnxruntime's at every run."""
     ref = GenaiLoop(FIXTURES / f"{name}.onnx")
     chunks = [PROMPT[:4], PROMPT[4:5], PROMPT[5:6], PROMPT[6:7]]
-    tolerance = dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
     with load(bundle) as model:
-        if precision == "fp16":
-            assert model.read_state("past_key_values.0.key").dtype == np.float16
+        assert model.read_state("past_key_values.0.key").dtype == cache_dtype
         filled = 0
         for step in range(12):
             ids = chunks[step] if step < len(chunks) else [token]
@@ -86,6 +77,28 @@ def test_logits_every_step(name, target, precision):
             assert_close("logits", got["logits"], want["logits"], **tolerance)
             filled += len(ids)
             token = int(np.argmax(want["logits"][0, -1]))
+
+
+@pytest.mark.parametrize("name, target, precision", [
+    ("llama_tiny_genai_fp32", "lavapipe", "fp32"), ("llama_tiny_genai_int4", "generic", "fp32"),
+    ("llama_tiny_genai_fp32", "lavapipe", "fp16"), ("llama_tiny_genai_int4", "generic", "fp16"),
+    ("qwen2_tiny_genai_int4", "lavapipe", "fp32"), ("gemma_tiny_genai_fp32", "lavapipe", "fp32"),
+    ("gemma_tiny_genai_int4", "generic", "fp32"), ("gemma_tiny_genai_fp32", "generic", "fp16")])
+def test_logits_every_step(name, target, precision):
+    """float32 to 1e-4 (rel L2), with a float16 cache (--precision fp16) to 1e-2."""
+    tolerance = dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    logits_every_step(name, genai_bundle(name, target, precision=precision),
+                      np.float32 if precision == "fp32" else np.float16, tolerance)
+
+
+@pytest.mark.parametrize("name, target, precision", [("llama_tiny_genai_fp32", "lavapipe", "fp32"),
+                                                     ("qwen2_tiny_genai_int4", "generic", "fp16")])
+def test_int8_cache(name, target, precision):
+    """--kv-cache int8 on GroupQueryAttention's caches: logits at every step within 3e-2 (rel L2) of
+    onnxruntime's float cache (the rounding's own cost: the same rounding is checked exactly on
+    ONNX's forms, tests/compiler/passes/test_int8_cache.py)."""
+    logits_every_step(name, genai_bundle(name, target, precision=precision, kv_cache="int8"), np.int8,
+                      dict(rtol_l2=3e-2, rtol=1e9, atol=1e9))
 
 
 @pytest.mark.parametrize("name", ["llama_tiny_genai_int4", "qwen2_tiny_genai_fp32"])

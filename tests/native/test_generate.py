@@ -1,7 +1,7 @@
 """vkc_generate (native/src/generate.c) on tests/llm_models.py's tiny Llama-shaped decoder, its KV
 cache the bundle's state, compiled as tests/runtime_min/test_generate.py compiles it (a prefill
 variant of 4 tokens and the decode step), through the C API (tests/native/api_check.c): greedy
-tokens identical to runtime_min's Model.generate for float32 and float16 bundles, with and without
+tokens identical to runtime_min's Model.generate for float32 and float16 bundles (and an int8 KV cache), with and without
 --argmax-output logits (whose greedy steps never copy the logits back), the 7-token prompt split
 4 + 1 + 1 + 1; the callback sees each token as it comes and can stop the sequence; sampling is
 reproducible by seed, top_k=1 and a tiny top_p are greedy, top_k=3 draws only the 3 likeliest,
@@ -33,17 +33,18 @@ def llama():
 
 @pytest.fixture(scope="module")
 def llama_bundles(llama, tmp_path_factory):
-    """(precision, argmax) -> bundle path, compiled on first use."""
+    """(precision, argmax, kv_cache) -> bundle path, compiled on first use."""
     from compiler.compile import compile_model
     folder, made = tmp_path_factory.mktemp("llama"), {}
 
-    def get(precision, argmax):
-        if (precision, argmax) not in made:
-            path = folder / f"llama-{precision}-{argmax}.vkb"
+    def get(precision, argmax, kv_cache=None):
+        key = (precision, argmax, kv_cache)
+        if key not in made:
+            path = folder / f"llama-{precision}-{argmax}-{kv_cache}.vkb"
             path.write_bytes(compile_model(llama, variants=VARIANTS, target="lavapipe", precision=precision,
-                                           argmax_output="logits" if argmax else None))
-            made[(precision, argmax)] = path
-        return made[(precision, argmax)]
+                                           argmax_output="logits" if argmax else None, kv_cache=kv_cache))
+            made[key] = path
+        return made[key]
     return get
 
 
@@ -89,6 +90,14 @@ def test_greedy_tokens_equal_runtime_min(api_check, llama_bundles, precision, ar
     assert len(want) == STEPS and tokens(lines[1]) == want and tokens(lines[3]) == want
     assert lines[2] == ("ok untouched logits" if argmax else "error: output logits was copied back")
     assert lines[6] == "error: output logits was copied back"
+
+
+def test_int8_cache_tokens_equal_runtime_min(api_check, llama_bundles):
+    """--kv-cache int8: the caches and their scales are state the C runtime keeps as runtime_min does."""
+    bundle = llama_bundles("fp16", True, "int8")
+    lines = steps(api_check, bundle, "generate", IDS, STEPS, "-", "generate", IDS, STEPS, "-")
+    want = reference(bundle)
+    assert len(want) == STEPS and tokens(lines[0]) == want and tokens(lines[1]) == want
 
 
 def test_callback_streams_and_stops(api_check, llama_bundles):
