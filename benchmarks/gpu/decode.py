@@ -14,7 +14,7 @@ nonpad_kv_seqlen), written with external data and compiled by vkc here with vari
 input_ids=1xPREFILL and 1x1 (`--precision`, default fp16) and `--argmax-output logits` (a greedy
 step copies back one token id), once per --weights format (float:
 the precision's; int8, int4 and int4-sym: `vkc compile --weights`, block-wise as MatMulNBits stores
-them).
+them), and per --kv-caches format (float: the precision's; int8: `vkc compile --kv-cache int8`).
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
@@ -31,7 +31,9 @@ Figures:
       1/4 of them (plus their scales).
 torch: LlamaForCausalLM of the same config in the same dtype on CUDA, `generate(do_sample=False,
 min/max_new_tokens=N)` from the same prompt length, eager with the default dynamic cache: decode
-tokens/s = N / (time(N + 1 tokens) - time(1 token)). Absent transformers, the row says so.
+tokens/s = N / (time(N + 1 tokens) - time(1 token)); with --torch-compile also with transformers'
+static cache and the forward under torch.compile(mode="reduce-overhead") (a failure is its row).
+Absent transformers, the row says so.
 JSON to --json (default $OUT/decode.json when $OUT is set).
 """
 from __future__ import annotations
@@ -85,11 +87,12 @@ def step_schedule(bundle: bytes) -> dict:
                 "kernels": dict(Counter(names).most_common())}
 
 
-def vkc_figures(args, path: Path, weights: str) -> dict:
+def vkc_figures(args, path: Path, weights: str, kv_cache: str) -> dict:
     t0 = time.perf_counter()
     bundle = compile_model(str(path), variants=[{"input_ids": [1, args.prefill]}, {"input_ids": [1, 1]}],
                            target=args.target, precision=args.precision,
-                           weights=None if weights == "float" else weights, argmax_output="logits")
+                           weights=None if weights == "float" else weights, argmax_output="logits",
+                           kv_cache=None if kv_cache == "float" else kv_cache)
     compiled = time.perf_counter() - t0
     out = {"compile_s": compiled, "bundle_bytes": len(bundle), "decode_schedule": step_schedule(bundle)}
     with load(bundle) as model:
@@ -147,10 +150,22 @@ def torch_figures(args) -> dict:
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    timed(4)
-    one, many = min(timed(1) for _ in range(3)), min(timed(args.new_tokens + 1) for _ in range(3))
-    return {"decode_tokens_per_s": args.new_tokens / (many - one), "generate_tokens_per_s": (args.new_tokens + 1) / many,
-            "torch": torch.__version__}
+    def figures() -> dict:
+        timed(4)
+        one, many = min(timed(1) for _ in range(3)), min(timed(args.new_tokens + 1) for _ in range(3))
+        return {"decode_tokens_per_s": args.new_tokens / (many - one),
+                "generate_tokens_per_s": (args.new_tokens + 1) / many}
+
+    out = {"torch": torch.__version__, "eager": figures()}
+    if args.torch_compile:
+        # transformers' static cache with the forward compiled (CUDA graphs: mode reduce-overhead)
+        try:
+            model.generation_config.cache_implementation = "static"
+            model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+            out["static_compile"] = figures()
+        except Exception as e:   # noqa: BLE001 (the peer's failure is a row of the table)
+            out["static_compile"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return out
 
 
 def main() -> None:
@@ -164,6 +179,11 @@ def main() -> None:
     p.add_argument("--precision", default="fp16")
     p.add_argument("--weights", nargs="+", default=["float", "int8", "int4"],
                    help="vkc's weight formats, each compiled and timed: float (--precision's), int8, int4")
+    p.add_argument("--kv-caches", nargs="+", default=["float"],
+                   help="vkc's KV cache formats, each compiled and timed with every --weights: float (the "
+                        "precision's), int8 (`vkc compile --kv-cache int8`)")
+    p.add_argument("--torch-compile", action="store_true",
+                   help="also time torch with transformers' static cache and torch.compile (reduce-overhead)")
     p.add_argument("--target", default="host")
     p.add_argument("--bandwidth", type=float, default=3350.0, help="GB/s of the card (H100 SXM: 3350)")
     p.add_argument("--skip-torch", action="store_true")
@@ -194,8 +214,10 @@ def main() -> None:
               "memory_bound_tokens_per_s": args.bandwidth * 1e9 / (weights * itemsize)}
     result["vkc"] = {}
     for w in args.weights:
-        result["vkc"][w] = vkc_figures(args, path, w)
-        print(json.dumps({w: result["vkc"][w]}), file=sys.stderr, flush=True)
+        for cache in args.kv_caches:
+            key = w if cache == "float" else f"{w}, {cache} cache"
+            result["vkc"][key] = vkc_figures(args, path, w, cache)
+            print(json.dumps({key: result["vkc"][key]}), file=sys.stderr, flush=True)
     result["torch"] = {"skipped": True} if args.skip_torch else torch_figures(args)
     print(json.dumps(result, indent=1))
     if args.json:
