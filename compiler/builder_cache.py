@@ -11,11 +11,19 @@ own where static, else twice the width of the attention's cos cache [positions, 
 """
 from __future__ import annotations
 
+import numpy as np
 import onnx
+from onnx import helper
 
 from .errors import CompileError
 
 MASK = "attention_mask"
+# What an If's condition may compute from attention_mask's length for vkc to decide it at both
+# ends of the lengths a pinned mask stands for: picks of the length and one comparison with
+# constants, so that the condition is monotone in the length (Phi-3's long-context rotary
+# tables, chosen by `total length > original context`).
+LENGTH_OPS = {"Shape", "Gather", "Slice", "Squeeze", "Unsqueeze", "Reshape", "Cast", "Constant", "Identity"}
+COMPARISONS = {"Greater", "Less", "GreaterOrEqual", "LessOrEqual"}
 
 
 def builder_shapes(model: onnx.ModelProto, given: dict | None, capacity: int) -> dict[str, list[int]] | None:
@@ -29,7 +37,6 @@ def builder_shapes(model: onnx.ModelProto, given: dict | None, capacity: int) ->
         if node.op_type != "GroupQueryAttention" or node.domain != "com.microsoft":
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        cos = weights.get(node.input[7]) if len(node.input) > 7 else None
         for past in node.input[3:5]:
             if past not in inputs:
                 continue
@@ -37,7 +44,8 @@ def builder_shapes(model: onnx.ModelProto, given: dict | None, capacity: int) ->
             if len(dims) != 4:
                 raise CompileError(f"GroupQueryAttention '{node.name}': its cache input '{past}' has rank {len(dims)}, "
                                    "not 4 ([batch, kv heads, rows, head size]).")
-            size = dims[3] or (2 * cos.dims[1] if cos is not None and len(cos.dims) == 2 else None)
+            width = table_width(model, node.input[7]) if len(node.input) > 7 else None
+            size = dims[3] or (2 * width if width else None)
             if size is None:
                 raise CompileError(f"GroupQueryAttention '{node.name}': the head size of '{past}' is not in the model; "
                                    f"give it with --variant {past}=1xHx{capacity}xD (H kv heads, D the head size).")
@@ -54,4 +62,75 @@ def pinned_for_context(model: onnx.ModelProto, given: dict | None,
     """(input shapes, max_context) as the frontend takes them: the builder's form pinned at
     `capacity` rows (no max_context left: its caches are not grown), else as given."""
     pinned = builder_shapes(model, given, capacity) if capacity is not None else None
-    return (given, capacity) if pinned is None else (pinned, None)
+    shapes, capacity = (given, capacity) if pinned is None else (pinned, None)
+    if shapes and MASK in shapes and (pinned is not None or builder_shapes(model, None, 1) is not None):
+        check_mask_length(model, int(shapes[MASK][-1]))
+    return shapes, capacity
+
+
+def table_width(model: onnx.ModelProto, name: str) -> int | None:
+    """The second dim of the rotary table `name` [positions, head size / 2]: an initializer, a
+    Constant's value, or an If's (Phi-3's long-context form picks one of two tables)."""
+    for t in model.graph.initializer:
+        if t.name == name and len(t.dims) == 2:
+            return int(t.dims[1])
+    for node in model.graph.node:
+        if name not in node.output:
+            continue
+        if node.op_type == "Constant":
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            return int(value.dims[1]) if value is not None and len(value.dims) == 2 else None
+        if node.op_type == "If":
+            branch = next(a.g for a in node.attribute if a.name == "then_branch")
+            inner = branch.output[list(node.output).index(name)].name
+            return table_width(onnx.helper.make_model(branch), inner)
+    return None
+
+
+def check_mask_length(model: onnx.ModelProto, length: int) -> None:
+    """attention_mask pinned to `length` rows (the cache's) stands for every total length from 1
+    to `length`: an If whose condition reads the mask's length must decide the same at both ends
+    (its condition monotone in it, LENGTH_OPS), else it is refused, naming it."""
+    g = model.graph
+    producers = {o: n for n in g.node for o in n.output}
+    constants = {t.name: t for t in g.initializer}
+    for node in g.node:
+        if node.op_type != "If":
+            continue
+        needed, stack, seen, reads_mask, other = [], [node.input[0]], set(), False, None
+        while stack:
+            name = stack.pop()
+            if not name or name in seen or name in constants:
+                continue
+            seen.add(name)
+            if name == MASK:
+                reads_mask = True
+            elif name not in producers:
+                other = name
+            else:
+                needed.append(producers[name])
+                stack.extend(producers[name].input)
+        if not reads_mask:
+            continue
+        where = (f"If '{node.name}' chooses its branch from attention_mask's length (the total length of the "
+                 f"sequence), which a cache of {length} rows pins to {length}")
+        ops = [n.op_type for n in needed]
+        if other is not None or sum(op in COMPARISONS for op in ops) != 1 or \
+                any(op not in LENGTH_OPS | COMPARISONS for op in ops):
+            raise CompileError(f"{where}; vkc decides only a comparison of the length with constants. Not "
+                               "built: an If decided at run time.")
+        order = [n for n in g.node if any(n is m for m in needed)]
+        used = {i for n in order for i in n.input}
+        cond = helper.make_graph(order, "condition", [helper.make_tensor_value_info(MASK, onnx.TensorProto.INT64, [1, None])],
+                                 [helper.make_tensor_value_info(node.input[0], onnx.TensorProto.BOOL, None)],
+                                 [t for name, t in constants.items() if name in used])
+        from onnx.reference import ReferenceEvaluator
+        evaluator = ReferenceEvaluator(helper.make_model(cond, opset_imports=model.opset_import))
+        first, last = (bool(np.asarray(evaluator.run(None, {MASK: np.ones((1, n), np.int64)})[0]).reshape(-1)[0])
+                       for n in (1, length))
+        if first != last:
+            raise CompileError(f"{where}: it takes the {'then' if last else 'else'} branch at {length} and the "
+                               f"{'then' if first else 'else'} branch at 1, so shorter sequences would take the "
+                               f"wrong one. Give --max-context at most the length where it switches (Phi-3: the "
+                               "original context, whose rotary tables then serve every position); a cache "
+                               "past it is not built.")

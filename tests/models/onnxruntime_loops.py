@@ -16,6 +16,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from compiler.builder_cache import table_width
+
 
 class OnnxruntimeLoop:
     """optimum's form (the module's docstring)."""
@@ -61,9 +63,9 @@ class GenaiLoop(OnnxruntimeLoop):
         self.sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         self.names = [o.name for o in self.sess.get_outputs()]
         # the head size: twice the width of GroupQueryAttention's cos cache [positions, head size / 2]
-        weights = {t.name: t for t in model.graph.initializer}
+        # (an initializer, or Phi-3's If between two tables)
         gqa = next(n for n in model.graph.node if n.op_type == "GroupQueryAttention")
-        head_size = 2 * weights[gqa.input[7]].dims[1]
+        head_size = 2 * table_width(model, gqa.input[7])
         self.empty = {i.name: np.zeros((1, i.shape[1], 0, head_size), np.float32)
                       for i in self.sess.get_inputs() if i.name.startswith("past_key_values")}
         self.reset()

@@ -1,5 +1,5 @@
 """Decoders as onnxruntime-genai's model builder writes them (tests/models/fixtures/make_genai.py:
-tiny Llama, Qwen2 and Gemma, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
+tiny Llama, Qwen2, Gemma and Phi-3, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
 MatMulNBits; inputs input_ids and attention_mask) compiled at their cache's length: the caches
 are bundle state, attention_mask is [1, N] with N the cache's rows, and Model.generate feeds it
 (ones for the rows filled and the run's). Its greedy tokens equal onnxruntime's own loop over the
@@ -60,7 +60,7 @@ def test_mask_of_another_length_in_a_variant_is_refused():
             list(model.generate(PROMPT, 4))
 
 
-def logits_every_step(name: str, bundle: bytes, cache_dtype, tolerance: dict) -> None:
+def logits_every_step(name: str, bundle: bytes, cache_dtype, tolerance: dict, context: int = CONTEXT) -> None:
     """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps, the mask fed as generate feeds
     it: logits against onnxruntime's at every run."""
     ref = GenaiLoop(FIXTURES / f"{name}.onnx")
@@ -71,7 +71,7 @@ def logits_every_step(name: str, bundle: bytes, cache_dtype, tolerance: dict) ->
         for step in range(12):
             ids = chunks[step] if step < len(chunks) else [token]
             want = ref.run(ids)
-            mask = np.zeros((1, CONTEXT), np.int64)
+            mask = np.zeros((1, context), np.int64)
             mask[0, :filled + len(ids)] = 1
             got = model.run({"input_ids": np.array([ids], np.int64), "attention_mask": mask})
             assert_close("logits", got["logits"], want["logits"], **tolerance)
@@ -99,6 +99,48 @@ def test_int8_cache(name, target, precision):
     ONNX's forms, tests/compiler/passes/test_int8_cache.py)."""
     logits_every_step(name, genai_bundle(name, target, precision=precision, kv_cache="int8"), np.int8,
                       dict(rtol_l2=3e-2, rtol=1e9, atol=1e9))
+
+
+PHI3_CONTEXT = 64   # its original context: the short factors' tables serve every position
+
+
+@pytest.mark.parametrize("name, target", [("phi3_tiny_genai_fp32", "lavapipe"), ("phi3_tiny_genai_int4", "generic")])
+def test_phi3_at_its_original_context(name, target):
+    """Phi-3's long-context export (an If picks the rotary tables by attention_mask's length): at a
+    cache of its original context the If decides the same for every length, the short tables;
+    greedy tokens equal onnxruntime's loop, logits at every step to 1e-4 (float16 cache: 1e-2)."""
+    path = FIXTURES / f"{name}.onnx"
+    variants = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
+    bundle = compile_model(path, variants=variants, target=target, max_context=PHI3_CONTEXT)
+    want = GenaiLoop(path).greedy(PROMPT, STEPS)
+    assert len(set(want)) > 3
+    with load(bundle) as model:
+        assert list(model.generate(PROMPT, STEPS)) == want
+    logits_every_step(name, bundle, np.float32, dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5), PHI3_CONTEXT)
+    half = compile_model(path, variants=variants, target=target, max_context=PHI3_CONTEXT, precision="fp16")
+    logits_every_step(name, half, np.float16, dict(rtol_l2=1e-2, rtol=1e9, atol=1e9), PHI3_CONTEXT)
+
+
+def test_phi3_past_its_original_context_is_refused():
+    """Past it, the pinned mask would give every sequence the long tables, which onnxruntime-genai
+    uses only once the sequence is longer (recomputing the cache): refused, naming the If, for
+    compile and check alike."""
+    import onnx
+
+    from compiler.check import check_model
+    from compiler.errors import CompileError
+    path = FIXTURES / "phi3_tiny_genai_fp32.onnx"
+    message = "If '/model/rope_caches_subgraph/If' chooses its branch from attention_mask's length"
+    with pytest.raises(CompileError, match=message):
+        compile_model(path, variants=[{"input_ids": [1, 1]}], target="lavapipe", max_context=CONTEXT)
+    with pytest.raises(CompileError, match=message):
+        check_model(onnx.load(path), {"input_ids": [1, 1]}, "generic", max_context=CONTEXT)
+    assert check_model(onnx.load(path), {"input_ids": [1, 1]}, "generic", max_context=PHI3_CONTEXT).ok
+    # a condition vkc cannot bound by its two ends (not a comparison: Equal) is refused at any length
+    model = onnx.load(path)
+    next(n for n in model.graph.node if n.op_type == "Greater").op_type = "Equal"
+    with pytest.raises(CompileError, match="decides only a comparison of the length with constants"):
+        compile_model(model, variants=[{"input_ids": [1, 1]}], target="lavapipe", max_context=PHI3_CONTEXT)
 
 
 @pytest.mark.parametrize("name", ["llama_tiny_genai_int4", "qwen2_tiny_genai_fp32"])
