@@ -504,10 +504,11 @@ def _candidates(infos: list[DeviceInfo], device) -> list[DeviceInfo]:
 
 
 def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, target=None
-          ) -> tuple[DeviceInfo, list[int]]:
-    """(the device, the variants it runs: the chosen profile's shape set). The first candidate
-    device (best type first) that can run a variant wins; among its variants, the pick rule of
-    FORMAT.md ("Which variant runs") chooses. `target` names the profile instead."""
+          ) -> tuple[DeviceInfo, list[int], dict[int, str]]:
+    """(the device, the variants it runs: the chosen profile's shape set, and the profile's other
+    variants with what the device lacks for each). The first candidate device (best type first)
+    that can run a variant wins; among its variants, the pick rule of FORMAT.md ("Which variant
+    runs") chooses. `target` names the profile instead."""
     names = list(dict.fromkeys(v["target"]["name"] for v in variant_views(manifest)))
     if target is not None and target not in names:  # no device can help: say so before trying them
         raise VkcRuntimeError(f"Target {target!r} is not in this bundle; it has {', '.join(map(repr, names))}.")
@@ -518,25 +519,29 @@ def _pick(infos: list[DeviceInfo], manifest: dict, device, needs, robust=False, 
                           needs and [needs[i] for i in used_modules(view)], robust)
             return "; ".join(found) if found else None
         try:
-            return info, pick_profile(manifest, info.vendor_id, device_type(info.type_code), why, target)[1]
+            name, ids = pick_profile(manifest, info.vendor_id, device_type(info.type_code), why, target)
         except VariantError as e:
             problems.append(f"device {info} lacks: {e}")
+            continue
+        views = variant_views(manifest)
+        return info, ids, {i: why(v) for i, v in enumerate(views) if v["target"]["name"] == name and i not in ids}
     who = "No Vulkan device" if device is None else f"The requested Vulkan device ({device!r})"
     raise VkcRuntimeError(f"{who} can run this bundle: {' | '.join(problems)}. Choose another "
                           "device (`vkc devices`) or compile for a profile this device meets (`--target host`).")
 
 
 def acquire(manifest: dict, device=None, validation=None, robust=False, needs=None, target=None
-            ) -> tuple["Device", list[int]]:
-    """(the shared Device that can run this bundle, created on first use, and the ids of the
-    variants it runs); release() the device when done. `needs`: (name, SPIR-V Module) per module."""
+            ) -> tuple["Device", list[int], dict[int, str]]:
+    """(the shared Device that can run this bundle, created on first use, the ids of the variants
+    it runs, and the profile's variants it cannot with why); release() the device when done.
+    `needs`: (name, SPIR-V Module) per module."""
     if validation is None:
         validation = os.environ.get("VKC_VALIDATION", "") not in ("", "0")
     inst = _instance(bool(validation))
     pdevs = inst.physical_devices()
     if not pdevs:
         raise VkcRuntimeError(f"The Vulkan loader found no device; {INSTALL_DRIVER}.")
-    info, ids = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
+    info, ids, unmet = _pick([inst.describe(p, i) for i, p in enumerate(pdevs)], manifest, device, needs, robust, target)
     views = [variant_views(manifest)[i] for i in ids]  # the device serves every variant of the shape set
     used = needs and [needs[j] for j in sorted({k["module"] for v in views for k in v["kernels"]})]
     exts = {e for v in views for e in v["requirements"].get("extensions", [])} | spirv_needs(info, used)[1]
@@ -548,7 +553,7 @@ def acquire(manifest: dict, device=None, validation=None, robust=False, needs=No
         if dev is None:
             dev = _devices[key] = Device(inst, pdevs[info.index], info, sorted(exts), robust, key, feats)
         dev.refs += 1
-        return dev, ids
+        return dev, ids, unmet
 
 
 class Device:

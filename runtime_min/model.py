@@ -258,9 +258,11 @@ class Model:
             needs = [(f"{i} ({mod['name']})", SpirvModule(words)) for i, (mod, words) in
                      enumerate(zip(m["modules"], bundle.spirv))]
             self.robust = _env_flag("VKC_ROBUST", robust, True)
-            self._dev, ids = acquire(m, device, validation, self.robust, needs, target)
+            self._dev, ids, unmet = acquire(m, device, validation, self.robust, needs, target)
             views = variant_views(m)
             self._variants = [_Variant(i, views[i]) for i in ids]
+            # the profile's variants this device cannot run, by their input shapes: named when fed
+            self._unmet = {input_shapes(views[i]): (_Variant(i, views[i]).name, why) for i, why in unmet.items()}
             self._by_shapes = {v.shapes: v for v in self._variants}
             self._current = first = self._variants[0]  # the fast path of _check_feeds tries it first
             #: the profile that runs (target.name), and the inputs and outputs of its first variant
@@ -703,12 +705,26 @@ class Model:
             else:
                 arrays.append(a)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError(self._unmet_message(feeds, v) or "; ".join(problems))
         if several:
             if (found := self._by_shapes.get(tuple(a.shape for a in arrays))) is None:
-                raise ValueError(no_variant_message([w.view for w in self._variants], [a.shape for a in arrays]))
+                raise ValueError(self._unmet_message(feeds, v) or
+                                 no_variant_message([w.view for w in self._variants], [a.shape for a in arrays]))
             self._current = v = found  # the next run likely has the same shapes
         return arrays, v
+
+    def _unmet_message(self, feeds, v: _Variant) -> str | None:
+        """Where the feeds' shapes are a variant of the profile that this device cannot run: which,
+        and what the device lacks."""
+        try:
+            shapes = tuple(tuple(np.shape(feeds[spec.name])) for spec in v.inputs)
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None
+        if shapes not in self._unmet:
+            return None
+        name, why = self._unmet[shapes]
+        return (f"these input shapes are variant {name!r}, which device {self._dev.info.name} cannot run: it lacks "
+                f"{why}; run on a device that has it, or compile for a profile this device meets (--target host)")
 
     def _check_outputs(self, outputs, v: _Variant) -> dict:
         if outputs is None:

@@ -236,6 +236,7 @@ struct vkc_model {
     int lost;
     int lock_made, counted;             /* for vkc_free after a failed load */
     int spirv_validated;                /* every module passed SPIRV-Tools' validator at load */
+    int robust;                         /* loaded with robust buffer access (what lacks() asks for) */
     pthread_mutex_t lock;
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
 };
@@ -1501,6 +1502,7 @@ static vkc_status build(vkc_model *md, const vkb_bundle *b, const char *target, 
     const char *profile = NULL;
     uint8_t *in_set = calloc(m->n_variants, 1), *wanted = calloc(m->n_modules + 1, 1);
     if (!in_set || !wanted) { free(in_set); free(wanted); return vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory"); }
+    md->robust = robust;
     s = pick(md->ctx, m, target, robust, &md->info, &profile, in_set, &nd, err);
     for (uint32_t k = 0; s == VKC_OK && k < m->n_variants; k++) md->n_set += in_set[k];
     if (s == VKC_OK && !(md->set = calloc(md->n_set, sizeof *md->set))) s = vkc__fail(err, VKC_ERR_OUT_OF_MEMORY, "", "out of memory");
@@ -1749,6 +1751,21 @@ vkc_status vkc_find_variant(const vkc_model *md, const vkc_shape *shapes, uint32
         uint32_t i = 0;
         while (i < v->n_inputs && same_shape(&v->tensors[v->inputs[i].tensor], &shapes[i])) i++;
         if (i == v->n_inputs) { *out = k; return ok(err); }
+    }
+    /* A variant of the profile that this device cannot run: which, and what it lacks (runtime_min's
+     * Model._unmet_message). */
+    for (uint32_t k = 0; k < md->m.n_variants; k++) {
+        const variant *v = &md->m.variants[k];
+        uint32_t i = 0, in_set = 0;
+        needs one;
+        char lack[1024];
+        for (uint32_t q = 0; q < md->n_set; q++) in_set |= md->set[q].v == v;
+        if (in_set || strcmp(v->target, md->set[0].v->target) != 0 || v->n_inputs != md->set[0].v->n_inputs) continue;
+        while (i < v->n_inputs && same_shape(&v->tensors[v->inputs[i].tensor], &shapes[i])) i++;
+        if (i == v->n_inputs && lacks(md->ctx, md->info, &md->m, v, md->robust, &one, lack, sizeof lack))
+            return vkc__fail(err, VKC_ERR_ARGUMENT, "", "these input shapes are variant '%.80s', which device %s cannot "
+                             "run: it lacks %s; run on a device that has it, or compile for a profile this device "
+                             "meets (--target host)", v->name, md->device_name, lack);
     }
     /* None: the message of bundles/variants.py no_variant_message, "input 'ids' has shape (1, 64);
      * this bundle was compiled for ids=1x32, ids=1x128" (several inputs: "inputs have shapes a=(1, 2),

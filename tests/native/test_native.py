@@ -406,6 +406,18 @@ def test_variants_errors_list_what_the_bundle_has(build, variant_bundles, tmp_pa
     r = vkcrun(build, multi, _cnn_feeds(1), tmp_path / "t", "--target", "tpu")
     assert r.returncode == 2 and "Target 'tpu' is not in this bundle; it has 'nvidia', 'lavapipe', 'generic'." \
         in r.stderr, r.stderr
+    # a variant of the profile that this device cannot run: named, with what it lacks (as runtime_min)
+    from bundles import read_bundle, write_bundle
+    b = read_bundle(multi.read_bytes())
+    manifest = b.manifest
+    (unmet,) = [v for v in manifest["variants"] if v["name"].startswith("lavapipe") and "3x3x16x16" in v["name"]]
+    unmet["requirements"]["max_shared_memory_bytes"] = 2**40
+    path = tmp_path / "unmet.vkb"
+    path.write_bytes(write_bundle(manifest, [bytes(x) for x in b.spirv], bytes(b.weights)))
+    r = vkcrun(build, path, _cnn_feeds(3), tmp_path / "u", "--target", "lavapipe")
+    assert r.returncode == 2, r.stderr
+    assert f"these input shapes are variant '{unmet['name']}', which device " in r.stderr, r.stderr
+    assert "cannot run: it lacks 1099511627776 shared memory bytes" in r.stderr, r.stderr
 
 
 def _edited(multi, tmp_path, edit):

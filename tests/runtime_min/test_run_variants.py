@@ -112,6 +112,23 @@ def test_unmet_requirements_are_named(bundle):
     assert "for target 'lavapipe': 1099511627776 shared memory bytes" in str(e.value)
 
 
+def test_a_variant_the_device_cannot_run_is_named_when_fed(bundle, model_proto):
+    """One of the profile's shapes asks more than the device has: the others run, and feeding that
+    shape says which variant it is and what the device lacks (not that the shape is unknown)."""
+    b = read_bundle(bundle)
+    manifest = b.manifest
+    manifest["variants"][3]["requirements"]["max_shared_memory_bytes"] = 2**40   # lavapipe x=5x16
+    data = write_bundle(manifest, [bytes(s) for s in b.spirv], bytes(b.weights))
+    with load(data, target="lavapipe") as m:
+        assert m.variants == ["lavapipe x=1x16"]
+        assert_close("y", m.run(feeds(1))["y"], run_onnxruntime(model_proto, feeds(1))["y"], rtol_l2=1e-5)
+        with pytest.raises(ValueError, match=r"these input shapes are variant 'lavapipe x=5x16', which device .* cannot "
+                                             r"run: it lacks 1099511627776 shared memory bytes \(it has"):
+            m.run(feeds(5))
+        with pytest.raises(ValueError, match=r"input 'x': expected float32\[1, 16\], got float32\[3, 16\]"):
+            m.run(feeds(3))
+
+
 def test_portable_fallback_is_picked(model_proto):
     """A profile whose match does not fit this device is passed over for the portable one."""
     from compiler import compile_model
