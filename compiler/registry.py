@@ -141,6 +141,13 @@ class OpRule:
     # (a view of the cache, in place) as writes_rows would, or None where its kernel cannot
     # (passes/cache_row_stores.py).
     stores_rows: Callable | None = None
+    # reads_transposed: the kernel reads any input through a Transpose's permutation in place,
+    # where the node's `input_perms` {input slot: perm} says so (passes/transposes_in_place.py).
+    reads_transposed: bool = False
+    # stores_transposed: (node, perm) -> whether its kernel can store its first output permuted by
+    # perm, where the node's `output_perm` says so (its output is then the permuted tensor;
+    # passes/transposes_in_place.py).
+    stores_transposed: Callable | None = None
     # writes_int8_rows: (node, scales, scales out) -> a node making the same update into an int8
     # copy of the cache (its first input and output, retyped) and a float32 scale per row of the
     # last axis beside it (scales, a bundle state of its own; passes/int8_cache.py).

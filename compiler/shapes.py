@@ -12,13 +12,14 @@ def contiguous_strides(shape) -> list[int]:
     return strides[::-1]
 
 
-def broadcast_strides(shape, out_shape) -> list[int] | None:
+def broadcast_strides(shape, out_shape, strides=None) -> list[int] | None:
     """Element strides of `shape` read as if broadcast to `out_shape` (0 on broadcast dims),
-    or None when numpy broadcasting does not allow it."""
+    or None when numpy broadcasting does not allow it; `strides`: the shape's own, where they
+    are not the contiguous ones (a transposed read: transposed_read)."""
     if len(shape) > len(out_shape):
         return None
     padded = [1] * (len(out_shape) - len(shape)) + list(shape)
-    strides = contiguous_strides(padded)
+    strides = [0] * (len(out_shape) - len(shape)) + list(strides) if strides is not None else contiguous_strides(padded)
     result = []
     for d, o, s in zip(padded, out_shape, strides):
         if d == o:
@@ -67,3 +68,9 @@ def merge_dims(dims) -> list[tuple[int, int]]:
         else:
             merged.append((size, stride))
     return merged
+
+
+def transposed_read(shape, perm) -> tuple[list[int], list[int]]:
+    """(the shape, the strides) of a tensor of `shape` read as Transpose(perm) of it, in place."""
+    own = contiguous_strides(shape)
+    return [shape[p] for p in perm], [own[p] for p in perm]

@@ -27,12 +27,12 @@ from .errors import CompileError
 from .ir import Graph, Node, Value
 from .passes.onnx_node import infer_output_types
 from .registry import find_rule
-from .shapes import broadcast_strides
+from .lower.elementwise import operand_strides
 
 # From this pass on every node must have a reader (passes/outputs.py).
 DEAD_NODES_GONE_AFTER = "remove_dead_nodes"
 # Attributes passes add to ONNX nodes for the lowering; onnx's inference does not know them.
-IR_ATTRIBUTES = ("epilogue", "n_op_inputs", "written_in_place", "input_columns", "paired")
+IR_ATTRIBUTES = ("epilogue", "n_op_inputs", "written_in_place", "input_columns", "paired", "input_perms", "output_perm")
 
 
 class InvalidGraph(CompileError):
@@ -135,8 +135,8 @@ def _value_problem(graph: Graph, v: Value, listed: set[int]) -> str | None:
 def _shape_problem(graph: Graph, node: Node) -> str | None:
     if node.op_type == "vkc.Elementwise":
         out = node.outputs[0]
-        for v in node.inputs:
-            if broadcast_strides(v.shape, out.shape) is None:
+        for j, v in enumerate(node.inputs):
+            if operand_strides(node, j, v, out.shape) is None:
                 return (f"{_describe(node)}: operand '{v.name}' {list(v.shape)} does not "
                         f"broadcast to its output {list(out.shape)}")
         return None

@@ -45,12 +45,28 @@ def _as_2d(shape):
     return tuple(shape[:2]) + (1,) + tuple(shape[2:]) if len(shape) == 3 else tuple(shape)
 
 
+def _depthwise_2d(node) -> bool:
+    x, w = node.inputs[0], node.inputs[1]
+    return len(x.shape) == 4 and w.shape[1] == 1 and node.attrs.get("group", 1) == x.shape[1] > 1
+
+
+def _stores_transposed(node, perm) -> bool:
+    """The depthwise kernel stores channels-last (NCHW permuted by (0, 2, 3, 1)) as readily."""
+    return list(perm) == [0, 2, 3, 1] and _depthwise_2d(node)
+
+
 @register("Conv", dtypes=FLOATS, limits="convolution over 4 or more spatial dims",
           magnitude=weighted_sum(conv_taps), product="conv",
-          linear_in=lambda node: (0, 1) if node.input(2) is None else ())
+          linear_in=lambda node: (0, 1) if node.input(2) is None else (), stores_transposed=_stores_transposed)
 def lower_conv(node, target):
     x, w, bias = node.inputs[0], node.inputs[1], node.input(2)
     out = node.outputs[0]
+    # output_perm (passes/transposes_in_place.py): `out` is the result permuted, channels-last
+    perm = node.attrs.get("output_perm")
+    shape = tuple(out.shape) if perm is None else tuple(out.shape[list(perm).index(d)] for d in range(len(perm)))
+    if perm is not None and not _stores_transposed(node, perm):
+        raise CompileError(f"Conv '{node.name}': only a depthwise convolution stores its result permuted "
+                           f"(by {list(perm)}: a vkc bug).")
     if len(x.shape) == 5:
         return [_conv3d(node, target, x, w, bias, out)]
     if len(x.shape) not in (3, 4):
@@ -58,12 +74,12 @@ def lower_conv(node, target):
                            "3-D convolutions.")
     n, cin, ih, iw = _as_2d(x.shape)
     cout, cin_g, kh, kw = _as_2d(w.shape)
-    _, _, oh, ow = _as_2d(out.shape)
+    _, _, oh, ow = _as_2d(shape)
     group = node.attrs.get("group", 1)
-    strides, dils, begins, _ = conv_geometry(node, x.shape[2:], out.shape[2:], w.shape[2:])
+    strides, dils, begins, _ = conv_geometry(node, x.shape[2:], shape[2:], w.shape[2:])
     if len(x.shape) == 3:
         strides, dils, begins = [1] + strides, [1] + dils, [0] + begins
-    own = (channel_view(bias, len(out.shape)),) if bias is not None else ()
+    own = (channel_view(bias, len(shape)),) if bias is not None else ()
     tail = ("add", ("acc",), ("in", 0)) if bias is not None else ("acc",)
     geometry = [("IH", "int32", ih), ("IW", "int32", iw), ("KH", "int32", kh), ("KW", "int32", kw),
                 ("STRIDE_H", "int32", strides[0]), ("STRIDE_W", "int32", strides[1]),
@@ -71,7 +87,7 @@ def lower_conv(node, target):
                 ("DIL_H", "int32", dils[0]), ("DIL_W", "int32", dils[1])]
 
     if cin_g == 1 and group == cin and group > 1:
-        return [_depthwise(node, target, x, w, out, n, cout, oh, ow, cout // cin, geometry,
+        return [_depthwise(node, target, x, w, out, shape, n, cout, oh, ow, cout // cin, geometry,
                            tail, own)]
     if _winograd_fits(target, node, x, w, out, group, (kh, kw), strides, dils):
         return _winograd(node, target, x, w, out, n, cin, cout, (ih, iw), (oh, ow), begins, tail, own)
@@ -168,8 +184,10 @@ def _im2col_columns(node, target, x, geometry, n, group, taps, out_hw, common):
     return [first, *tiled_matmul(node, target, b=col, strides=strides, b_row_elements=np_, **gemm)]
 
 
-def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, own):
-    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "conv", out.shape, tail, own)
+def _depthwise(node, target, x, w, out, shape, n, cout, oh, ow, mult, geometry, tail, own):
+    """`out` holds the result of `shape`, or where the node has an output_perm, that result
+    channels-last."""
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "conv", shape, tail, own)
     total = n * cout * oh * ow
     sizes = dict((name, value) for name, _, value in geometry)
     # The W-direction window is structure: each invocation keeps the input segment its TW
@@ -187,6 +205,7 @@ def _depthwise(node, target, x, w, out, n, cout, oh, ow, mult, geometry, tail, o
     texel = (all(texel_format(bindings[b].dtype) for b in read)
              and texel_reads(target, x, w, *operands))
     return Kernel("conv2d_depthwise", dict(LOCAL=local, TW=tw, SEG=seg, TEXEL=texel, EP_TEXEL=texel,
+                                           channels_last="output_perm" in node.attrs,
                                            n_epilogue=len(operands), epilogue_expr=expr,
                                            epilogue_helpers=helpers, **row,
                                            **kernel_types(out)),

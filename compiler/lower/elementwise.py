@@ -13,14 +13,24 @@ import numpy as np
 from .. import expr as E
 from ..errors import CompileError
 from ..dtypes import scalar_type
-from ..shapes import broadcast_strides, collapse_dims
+from ..shapes import broadcast_strides, collapse_dims, transposed_read
 from .kernel import Kernel, buffer_view, grid_1d, register, texel_reads, unsupported_dtype
+
+
+def operand_strides(node, j: int, v, out_shape) -> list[int] | None:
+    """Operand j's element strides over the output's coordinates: broadcast, and where the node
+    reads it transposed (`input_perms`, passes/transposes_in_place.py) permuted."""
+    perm = node.attrs.get("input_perms", {}).get(j)
+    if perm is None:
+        return broadcast_strides(v.shape, out_shape)
+    shape, strides = transposed_read(v.shape, perm)
+    return broadcast_strides(shape, out_shape, strides)
 
 
 def _indexing(node, operands, out):
     """(dims, modes, spec, index text per operand): each operand is read at the output index
     ("same"), at 0 ("scalar") or through its own strides over the output coordinates c0, c1..."""
-    strides = [broadcast_strides(v.shape, out.shape) for v in operands]
+    strides = [operand_strides(node, j, v, out.shape) for j, v in enumerate(operands)]
     for v, s in zip(operands, strides):
         if s is None:
             raise CompileError(f"{node.op_type} '{node.name}': operand '{v.name}' of shape {list(v.shape)} "
@@ -54,7 +64,7 @@ def _render(node, renderer, leaf) -> str:
         raise unsupported_dtype(node, v, str(exc)) from None
 
 
-@register("vkc.Elementwise", dtypes=None, float16=True)
+@register("vkc.Elementwise", dtypes=None, float16=True, reads_transposed=True)
 def lower_elementwise(node, target):
     out, operands = node.outputs[0], node.inputs
     if any(np.dtype(v.dtype) != np.float32 for v in [*operands, out]):

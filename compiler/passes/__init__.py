@@ -35,6 +35,7 @@ from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
 from .split_parts import read_split_parts_in_place
 from .store_casts import absorb_store_casts
+from .transposes_in_place import read_transposes_in_place, store_transposes_in_producers
 from .views import make_views
 
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
@@ -51,13 +52,13 @@ from .views import make_views
 # drop_empty_results, once views are aliases, leaves the fusions no reader of nothing.
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
-# absorb_store_casts, once chains are fused). quantize_cache makes the caches int8 once their
+# absorb_store_casts, once chains are fused); the transposes_in_place passes once readers and producers are final. quantize_cache makes the caches int8 once their
 # float type is settled, before scatter_in_place writes them in place. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, quantize_cache, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            fuse_epilogues, absorb_store_casts, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
+            fuse_epilogues, absorb_store_casts, read_transposes_in_place, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

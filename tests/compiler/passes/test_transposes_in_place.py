@@ -1,0 +1,89 @@
+"""transposes_in_place: ConvNeXt's block (a depthwise convolution, permuted channels-last for the
+LayerNorm and the two Linears, permuted back for the layer scale and the residual) with neither
+Transpose a copy: the depthwise kernel stores channels-last, the elementwise kernel reads the
+second Linear's result permuted. Against onnxruntime on this device's kernels and the generic
+profile's, float32 and float16; the torchvision ConvNeXt fixture's block transposes all gone.
+Where a Transpose's result is read elsewhere too, or its producer cannot store permuted (a
+convolution that is not depthwise), it stays a copy."""
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.compile import compile_model, compile_with_kernels
+from runtime_min import load
+from tests.harness import assert_close, run_onnxruntime
+from onnx import helper
+
+from tests.onnx_builders import GraphBuilder, make_model, tensor_info
+
+C, HW = 8, 6
+
+
+def convnext_block(*, group: int = C, conv_out: bool = False) -> onnx.ModelProto:
+    """x [1, C, HW, HW] + scale * T(Linear(GELU(Linear(LN(T(dwconv(x))))))), torchvision's block;
+    conv_out: the convolution's NCHW result is an output too."""
+    g = GraphBuilder("convnext_block")
+    x = g.input("x", [1, C, HW, HW])
+    y = g.conv(x, C, C, 7, pad=3, group=group)
+    if conv_out:
+        y = g.node("Identity", [y], out="conv")
+    t = g.node("Transpose", [y], perm=[0, 2, 3, 1])
+    ln = g.node("LayerNormalization", [t, g.const("gamma", g.rng.normal(1, 0.1, C).astype(np.float32)),
+                                       g.const("beta", g.rng.normal(0, 0.1, C).astype(np.float32))], epsilon=1e-6)
+    h = g.node("Add", [g.node("MatMul", [ln, g.const("w1", g.rng.normal(0, 0.3, (C, 4 * C)).astype(np.float32))]),
+                       g.const("b1", g.rng.normal(0, 0.1, 4 * C).astype(np.float32))])
+    h = g.node("Gelu", [h])
+    h = g.node("Add", [g.node("MatMul", [h, g.const("w2", g.rng.normal(0, 0.3, (4 * C, C)).astype(np.float32))]),
+                       g.const("b2", g.rng.normal(0, 0.1, C).astype(np.float32))])
+    back = g.node("Transpose", [h], perm=[0, 3, 1, 2])
+    scaled = g.node("Mul", [g.const("layer_scale", g.rng.normal(0, 0.5, (C, 1, 1)).astype(np.float32)), back])
+    g.node("Add", [x, scaled], out="y")
+    graph = helper.make_graph(g.nodes, g.name, g.inputs, [tensor_info(o, None) for o in
+                              (["y", "conv"] if conv_out else ["y"])], initializer=g.inits)
+    return make_model(graph, opset=20)   # LayerNormalization (17), Gelu (20)
+
+
+def _copies(kernels) -> int:
+    return sum(k.template == "strided_copy" for k in kernels)
+
+
+@pytest.mark.parametrize("target, precision", [("lavapipe", "fp32"), ("generic", "fp32"), ("generic", "fp16")])
+def test_block_has_no_copies_and_matches_onnxruntime(target, precision, rng):
+    model = convnext_block()
+    kernels = compile_with_kernels(model, target=target, precision=precision)[1]
+    assert _copies(kernels) == 0, [k.template for k in kernels]
+    assert any(k.template == "conv2d_depthwise" and k.params["channels_last"] for k in kernels)
+    feeds = {"x": rng.standard_normal([1, C, HW, HW]).astype(np.float32)}
+    with load(compile_model(model, target=target, precision=precision)) as m:
+        got = m.run(feeds)
+    tol = dict(rtol_l2=1e-5, rtol=1e-4, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    assert_close("y", got["y"], run_onnxruntime(model, feeds)["y"], **tol)
+
+
+@pytest.mark.parametrize("options", [dict(conv_out=True), dict(group=1)], ids=["read-elsewhere", "not-depthwise"])
+def test_transposes_stay_where_they_must(options, rng):
+    """The convolution's NCHW result an output too, or a dense convolution: its Transpose stays a copy
+    (the one back to NCHW still goes), and the results are right."""
+    model = convnext_block(**options)
+    kernels = compile_with_kernels(model, target="generic")[1]
+    assert _copies(kernels) == 1
+    feeds = {"x": rng.standard_normal([1, C, HW, HW]).astype(np.float32)}
+    with load(compile_model(model, target="generic")) as m:
+        got = m.run(feeds)
+    want = run_onnxruntime(model, feeds)
+    for name in want:
+        assert_close(name, got[name], want[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+
+
+def test_torchvision_convnext_block_transposes_gone():
+    """The fixture (torchvision's ConvNeXt class): 9 blocks, each once 3 kernels more; left are the
+    stem's and the downsamples' LayerNorms between two Transposes (their producers are dense
+    convolutions and the LayerNorm, which store NCHW only)."""
+    path = Path(__file__).resolve().parents[2] / "models" / "fixtures" / "convnext_tiny.onnx"
+    kernels = compile_with_kernels(onnx.load(path), input_shapes={"input": [1, 3, 64, 64]}, target="nvidia",
+                                   precision="fp16")[1]
+    counts = Counter(k.template for k in kernels)
+    assert counts["strided_copy"] == 8 and counts["conv2d_depthwise"] == 18 and len(kernels) == 114, counts
