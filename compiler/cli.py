@@ -363,6 +363,11 @@ def inspect(bundle: Path = typer.Argument(..., exists=True, dir_okay=False),
                   f"{mem['lower_bound_bytes']:,} (arena / lower bound = "
                   f"{mem['arena_bytes'] / max(mem['lower_bound_bytes'], 1):.3f}); "
                   f"weights {mem['weights_bytes']:,}")
+    if m.get("state"):   # kept on the device between runs (a KV cache): not among the inputs
+        tensors = m["tensors"]
+        held = ", ".join(f"{s['name']} {tensors[s['tensor']]['dtype']}{tensors[s['tensor']]['shape']}"
+                         for s in m["state"][:6]) + (f", ... ({len(m['state'])} in all)" if len(m["state"]) > 6 else "")
+        console.print(f"state: {mem['state_bytes']:,} bytes ({_mib(mem['state_bytes'])}): {held}", highlight=False)
     req = m["requirements"]
     console.print(f"requires: Vulkan {'.'.join(map(str, req['vulkan_api'][:2]))}; features "
                   f"{', '.join(req['features']) or 'none'}; extensions "

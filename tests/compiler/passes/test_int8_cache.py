@@ -154,3 +154,8 @@ def test_command_line(tmp_path):
     r = CliRunner().invoke(app, ["compile", str(path), "-o", str(tmp_path / "a.vkb"), "--target", "lavapipe",
                                  "--input-shape", "input_ids=1x1", "--kv-cache", "int8"])
     assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["inspect", str(tmp_path / "a.vkb")], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    # 2 caches of 2 x 64 x 8 int8 and their 2 x 64 float32 scales
+    assert "state: 3,072 bytes (0.00 MiB): past_key.0 int8[1, 2, 64, 8], past_value.0 int8[1, 2, 64, 8], " \
+           "past_key.0.scale float32[1, 2, 64, 1]" in r.output, r.output
