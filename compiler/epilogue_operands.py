@@ -9,8 +9,14 @@ from __future__ import annotations
 from .shapes import broadcast_strides
 
 
-def epilogue_strides(kind: str, out_shape, operand_shape) -> tuple[int, int, int] | None:
-    strides = broadcast_strides(operand_shape, out_shape)
+def epilogue_strides(kind: str, out_shape, operand_shape, perm=None) -> tuple[int, int, int] | None:
+    """perm: the operand is given in the coordinates of the output permuted by perm (a product
+    that stores its result transposed, passes/fuse_epilogues.py: `epilogue_perms`)."""
+    if perm is None:
+        strides = broadcast_strides(operand_shape, out_shape)
+    else:
+        own = broadcast_strides(operand_shape, [out_shape[p] for p in perm])
+        strides = None if own is None else [own[list(perm).index(j)] for j in range(len(out_shape))]
     if strides is None or len(out_shape) < 2:
         return None
     if kind == "matmul":
@@ -40,3 +46,8 @@ def _flat_stride(dims, strides) -> int | None:
             return None
         expect *= d
     return flat
+
+
+def operand_perm(node, k: int):
+    """The permutation fused operand k of `node` (node.inputs[n_op_inputs + k]) is given in, or None."""
+    return node.attrs.get("epilogue_perms", {}).get(k)

@@ -32,7 +32,7 @@ from .lower.elementwise import operand_strides
 # From this pass on every node must have a reader (passes/outputs.py).
 DEAD_NODES_GONE_AFTER = "remove_dead_nodes"
 # Attributes passes add to ONNX nodes for the lowering; onnx's inference does not know them.
-IR_ATTRIBUTES = ("epilogue", "n_op_inputs", "written_in_place", "input_columns", "paired", "input_perms", "output_perm")
+IR_ATTRIBUTES = ("epilogue", "n_op_inputs", "written_in_place", "input_columns", "paired", "input_perms", "output_perm", "epilogue_perms")
 
 
 class InvalidGraph(CompileError):

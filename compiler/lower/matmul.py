@@ -8,8 +8,8 @@ from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import shared_axis, weighted_sum
 from ..ir import Value
-from ..shapes import broadcast_strides, collapse_dims, prod
-from ..epilogue_operands import epilogue_strides
+from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod
+from ..epilogue_operands import epilogue_strides, operand_perm
 from .layernorm import normalized_first
 from .paired import columns, unpaired
 from .coopmat_emulation import emulation_shared_bytes
@@ -434,7 +434,7 @@ def _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches):
     major, C row-major, every row and batch start 16-byte aligned (tensor-layout loads); plain
     matmuls only (a convolution's images side by side are not one matrix of C). None otherwise."""
     tile = target.coopmat2_tile
-    if (not tile or b_mode != "strided" or coopmat_shape(target, a, b, c) is None
+    if (not tile or b_mode != "strided" or strides["SC_N"] != 1 or coopmat_shape(target, a, b, c) is None
             or not coopmat2_fits(target, tile)):
         return None
     b_major = "row" if strides["SB_N"] == 1 else "col" if strides["SB_K"] == 1 else None
@@ -657,13 +657,35 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
+def _transposed_store(shape, perm) -> tuple[int, int] | None:
+    """(row stride, column stride) of a product's result [..., M, N] stored permuted by perm
+    (contiguous in the permuted order), where every row is one stride apart, else None."""
+    if len(perm) != len(shape) or sorted(perm) != list(range(len(shape))):
+        return None
+    permuted = contiguous_strides([shape[p] for p in perm])
+    strides = [permuted[list(perm).index(j)] for j in range(len(shape))]
+    rows = [(d, st) for d, st in zip(shape[:-1], strides[:-1]) if d != 1]
+    if any(outer != inner * d for (_, outer), (d, inner) in zip(rows, rows[1:])):
+        return None
+    return (rows[-1][1] if rows else 0), strides[-1]
+
+
+def _stores_transposed(node, perm) -> bool:
+    """A MatMul by one constant 2-D weight, its rows every batch's (lower_matmul: batches are rows),
+    stores its result at a stride per row and one per column."""
+    a, b = node.input(0), node.input(1)
+    return b is not None and b.is_constant and len(b.shape) == 2 and a is not None and len(a.shape) >= 2 \
+        and "paired" not in node.attrs and "normalized" not in node.attrs \
+        and _transposed_store(node.outputs[0].shape, perm) is not None
+
+
 def _weight_columns(node, part):
     """The MatMul by part 0 or 1 of a paired node's weight columns (lower/paired.py)."""
     return [node.inputs[0], columns(node.inputs[1], part, node.name)], {}
 
 
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
-          linear_in=lambda node: (0, 1), pairs=True, normalizes_rows=2,
+          linear_in=lambda node: (0, 1), pairs=True, normalizes_rows=2, stores_transposed=_stores_transposed,
           limits="batch dims that broadcast in more than two separate groups")
 def lower_matmul(node, target):
     a, b = node.input(0), node.input(1)
@@ -696,12 +718,19 @@ def lower_matmul(node, target):
     if prod(ep_shape) != out.size:
         raise CompileError(f"MatMul '{node.name}': output shape {out.shape} does not match "
                            f"{a.shape} x {b.shape}.")
+    perm = node.attrs.get("output_perm")
+    if perm is not None and not (_batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape)
+                                 and _transposed_store(ep_shape, perm)):
+        raise CompileError(f"MatMul '{node.name}': its result stored permuted by {list(perm)} is not rows of one "
+                           "GEMM at two strides (a vkc bug: passes/fuse_epilogues.py asks stores_transposed).")
     if _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape):
         # One weight for every batch, A and C contiguous: the batches are more rows (a seq-first
         # [L, B, E] x [E, F] projection is one GEMM of L*B rows, not L GEMMs of B rows that each
-        # read the whole weight).
+        # read the whole weight). Stored permuted (output_perm), a row and a column are each one
+        # stride apart.
+        sc_m, sc_n = _transposed_store(ep_shape, perm) if perm is not None else (N, 1)
         strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
+                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=sc_m, SC_N=sc_n)
         kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
                                batch1=1, strides=strides, coords="matmul", out_shape=ep_shape,
                                rows_per_batch=M, paired=paired, norm=norm)
@@ -727,8 +756,8 @@ def _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape) -> bool:
     if prod(dims) == 1 or any(sb) or not walked_in_order(sa, M * K) or not walked_in_order(sc, M * N):
         return False
     fused = node.inputs[node.attrs.get("n_op_inputs", len(node.inputs)):]
-    for v in fused:
-        strides = epilogue_strides("matmul", ep_shape, v.shape)
+    for k, v in enumerate(fused):
+        strides = epilogue_strides("matmul", ep_shape, v.shape, operand_perm(node, k))
         if strides is None or (M > 1 and strides[0] != M * strides[1]):
             return False
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import expr as E
-from ..epilogue_operands import epilogue_strides
+from ..epilogue_operands import epilogue_strides, operand_perm
 from ..errors import CompileError
 from ..ir import Node, Value
 
@@ -23,7 +23,7 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
     operands: list[Value] = [*own_operands, *node.inputs[n_own:]]
     spec = []
     for j, v in enumerate(operands):
-        sb, sm, sn = epilogue_strides(kind, out_shape, v.shape)
+        sb, sm, sn = epilogue_strides(kind, out_shape, v.shape, operand_perm(node, j - shift) if j >= shift else None)
         spec += [(f"EP{j}_SB", "int32", sb), (f"EP{j}_SM", "int32", sm), (f"EP{j}_SN", "int32", sn)]
 
     def leaf(t):

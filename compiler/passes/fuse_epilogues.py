@@ -2,7 +2,9 @@
 result (plus biases, per-channel tensors or same-shape residuals) is rendered into that kernel's
 store. The expression may read the result through a reshape (GPT-2's export applies its GELU to
 the [B, S, 4E] view of a [B*S, 4E] Gemm): the kernel then writes the expression's value in its
-own shape, and the expression's output becomes a view of it."""
+own shape, and the expression's output becomes a view of it. It may read the result transposed
+(passes/transposes_in_place.py: ConvNeXt's permute back to NCHW before its layer scale and
+residual): a product whose op can (`stores_transposed`) then stores it permuted."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,12 +36,26 @@ def fuse_epilogues(graph: Graph) -> Graph:
             if found is None:
                 break
             ew, read = found
-            if ew.op_type != "vkc.Elementwise" or tuple(ew.outputs[0].shape) != tuple(read.shape):
+            if ew.op_type != "vkc.Elementwise":
                 break
+            # The expression may read the result transposed (passes/transposes_in_place.py): the
+            # kernel then stores it permuted (`output_perm`), where its op can, and from then on
+            # its epilogue's operands are in the permuted order (`epilogue_perms`).
+            perms = ew.attrs.get("input_perms", {})
+            perm = next((perms[j] for j, v in enumerate(ew.inputs) if v is read and j in perms), None)
+            if perm is not None:
+                stores = fact(anchor, "stores_transposed")
+                if read is not out or "output_perm" in anchor.attrs or stores is None or not stores(anchor, perm):
+                    break
+            if len(perms) > (perm is not None) or \
+                    tuple(ew.outputs[0].shape) != tuple(read.shape[p] for p in perm or range(len(read.shape))):
+                break
+            coords = perm or anchor.attrs.get("output_perm")
+            logical = _logical_shape(anchor, out) if perm is None else tuple(out.shape)
             # A second product of the same activations that the expression reads (SwiGLU's up
             # for the gate) becomes this kernel's too (passes/paired_products.py): its column is
             # a sum the kernel computes, no operand.
-            other = partner(graph, anchor, ew, read) if read is out else None
+            other = partner(graph, anchor, ew, read) if read is out and coords is None else None
             second = other.outputs[0] if other is not None else None
             widen = _widens(anchor, ew, read, second)
             if not widen and any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
@@ -49,7 +65,7 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 # enable neither 64-bit integers nor include templates/low_precision.glsl
                 break
             others = [v for v in ew.inputs if v is not read and v is not second]
-            if any(epilogue_strides(kind, out.shape, v.shape) is None for v in others):
+            if any(epilogue_strides(kind, logical, v.shape, coords) is None for v in others):
                 break
             if read is not out and not all(_same_through_reshape(v, read, out) for v in others):
                 break
@@ -59,7 +75,9 @@ def fuse_epilogues(graph: Graph) -> Graph:
             if widen:  # the product stores float32 from here on
                 dtype = F32
                 _bias_to_float32(anchor)
-            _absorb(anchor, ew, read, second)
+            if perm is not None:
+                anchor.attrs["output_perm"] = list(perm)
+            _absorb(anchor, ew, read, second, coords)
             # The fused node runs where the elementwise node ran: its other operands (say the
             # other branch of a residual Add) may be computed after the anchor's old position.
             graph.nodes.remove(anchor)
@@ -103,13 +121,20 @@ def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:
     return (out.shape[-1:] == (n,) and v.size == n and v.shape[-1] == n)
 
 
-def _absorb(anchor: Node, ew: Node, read: Value, paired: Value | None = None) -> None:
+def _logical_shape(anchor: Node, out: Value) -> tuple:
+    """The shape the product computes: its output's, unpermuted where it stores permuted."""
+    perm = anchor.attrs.get("output_perm")
+    return tuple(out.shape) if perm is None else tuple(out.shape[list(perm).index(d)] for d in range(len(perm)))
+
+
+def _absorb(anchor: Node, ew: Node, read: Value, paired: Value | None = None, coords=None) -> None:
     """ew into anchor's store; `paired`: the result of the product paired with anchor's, which
-    the epilogue reads as ("acc", 1)."""
+    the epilogue reads as ("acc", 1); `coords`: the permutation ew's operands are in."""
     out = anchor.outputs[0]
     prev = anchor.attrs.get("epilogue")
     n_own = anchor.attrs.setdefault("n_op_inputs", len(anchor.inputs))
     operands = list(anchor.inputs[n_own:])
+    perms = dict(anchor.attrs.get("epilogue_perms", {}))
 
     def leaf(t):
         v = ew.inputs[t[1]]
@@ -118,12 +143,16 @@ def _absorb(anchor: Node, ew: Node, read: Value, paired: Value | None = None) ->
         if v is paired:
             return ("acc", 1)
         for i, o in enumerate(operands):
-            if o is v:
+            if o is v and perms.get(i) == coords:
                 return ("in", i)
         operands.append(v)
+        if coords is not None:
+            perms[len(operands) - 1] = list(coords)
         return ("in", len(operands) - 1)
 
     anchor.attrs["epilogue"] = E.substitute(ew.attrs["expr"], leaf)
+    if perms:
+        anchor.attrs["epilogue_perms"] = perms
     anchor.inputs = anchor.inputs[:n_own] + operands
     anchor.sources = anchor.sources + ew.sources
     if read is out:

@@ -11,8 +11,9 @@
 
 ConvNeXt's blocks have one of each: the depthwise convolution's NCHW result permuted to
 channels-last for the LayerNorm and the Linears, whose result is permuted back to NCHW for the
-layer scale and the residual add. Both run after the elementwise chains and epilogues are fused
-(readers and producers are final) and before materialize_outputs."""
+layer scale and the residual add (which fuse_epilogues then takes into the second Linear's store,
+stored permuted). read_transposes_in_place runs once the elementwise chains are fused, before
+fuse_epilogues; store_transposes_in_producers once the epilogues are (producers are final)."""
 from __future__ import annotations
 
 from ..ir import Graph, is_onnx

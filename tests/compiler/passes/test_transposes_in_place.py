@@ -1,10 +1,13 @@
-"""transposes_in_place: ConvNeXt's block (a depthwise convolution, permuted channels-last for the
-LayerNorm and the two Linears, permuted back for the layer scale and the residual) with neither
-Transpose a copy: the depthwise kernel stores channels-last, the elementwise kernel reads the
-second Linear's result permuted. Against onnxruntime on this device's kernels and the generic
-profile's, float32 and float16; the torchvision ConvNeXt fixture's block transposes all gone.
-Where a Transpose's result is read elsewhere too, or its producer cannot store permuted (a
-convolution that is not depthwise), it stays a copy."""
+"""transposes_in_place (and fuse_epilogues through a transposed read): ConvNeXt's block (a
+depthwise convolution, permuted channels-last for the LayerNorm and the two Linears, permuted
+back for the layer scale and the residual) with neither Transpose a copy and no elementwise
+kernel: the depthwise kernel stores channels-last, and the second Linear stores its result back
+in NCHW with the layer scale and the residual add in its store. Against onnxruntime on this
+device's kernels, the generic profile's and the nvidia profile's (its tensor cores emulated),
+float32 and float16; the torchvision ConvNeXt fixture's block transposes and adds all gone. A
+product read only by a Transpose stores permuted too. Where a Transpose's result is read
+elsewhere too, or its producer cannot store permuted (a convolution that is not depthwise), it
+stays a copy."""
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +16,7 @@ import onnx
 import pytest
 
 from compiler.compile import compile_model, compile_with_kernels
+from compiler.targets import TARGETS, emulating_cooperative_matrix
 from runtime_min import load
 from tests.harness import assert_close, run_onnxruntime
 from onnx import helper
@@ -50,11 +54,18 @@ def _copies(kernels) -> int:
     return sum(k.template == "strided_copy" for k in kernels)
 
 
-@pytest.mark.parametrize("target, precision", [("lavapipe", "fp32"), ("generic", "fp32"), ("generic", "fp16")])
+@pytest.mark.parametrize("target, precision", [("lavapipe", "fp32"), ("generic", "fp32"), ("generic", "fp16"),
+                                               ("nvidia-emulated", "fp16")])
 def test_block_has_no_copies_and_matches_onnxruntime(target, precision, rng):
+    """The block is the depthwise convolution, the LayerNorm and the two products: the first
+    storing GELU(x W1 + b1), the second scale * (x W2 + b2) + x in NCHW."""
+    if target == "nvidia-emulated":
+        target = emulating_cooperative_matrix(TARGETS["nvidia"])
     model = convnext_block()
     kernels = compile_with_kernels(model, target=target, precision=precision)[1]
-    assert _copies(kernels) == 0, [k.template for k in kernels]
+    # (float16: the input's and the output's casts besides)
+    templates = [k.template for k in kernels if not k.nodes[0].startswith("cast ")]
+    assert len(templates) == 4 and _copies(kernels) == 0 and "elementwise" not in templates, templates
     assert any(k.template == "conv2d_depthwise" and k.params["channels_last"] for k in kernels)
     feeds = {"x": rng.standard_normal([1, C, HW, HW]).astype(np.float32)}
     with load(compile_model(model, target=target, precision=precision)) as m:
@@ -79,11 +90,27 @@ def test_transposes_stay_where_they_must(options, rng):
 
 
 def test_torchvision_convnext_block_transposes_gone():
-    """The fixture (torchvision's ConvNeXt class): 9 blocks, each once 3 kernels more; left are the
-    stem's and the downsamples' LayerNorms between two Transposes (their producers are dense
-    convolutions and the LayerNorm, which store NCHW only)."""
+    """The fixture (torchvision's ConvNeXt class): 18 blocks, each once 6 kernels (two copies and
+    an add more), now 4; left are the stem's and the downsamples' LayerNorms between two
+    Transposes (their producers are dense convolutions and the LayerNorm, which store NCHW only)
+    and the input's cast to float16."""
     path = Path(__file__).resolve().parents[2] / "models" / "fixtures" / "convnext_tiny.onnx"
     kernels = compile_with_kernels(onnx.load(path), input_shapes={"input": [1, 3, 64, 64]}, target="nvidia",
                                    precision="fp16")[1]
     counts = Counter(k.template for k in kernels)
-    assert counts["strided_copy"] == 8 and counts["conv2d_depthwise"] == 18 and len(kernels) == 114, counts
+    assert counts["strided_copy"] == 8 and counts["conv2d_depthwise"] == 18 and counts["elementwise_typed"] == 1, counts
+    assert len(kernels) == 96, counts
+
+
+def test_product_read_only_by_a_transpose_stores_permuted(rng):
+    """x [1, 4, 6, 8] @ W [8, 5] + b, permuted to [1, 5, 4, 6]: one kernel, its store transposed."""
+    g = GraphBuilder("product_transposed")
+    y = g.node("Add", [g.node("MatMul", [g.input("x", [1, 4, 6, 8]), g.const("w", g.rng.normal(size=(8, 5)).astype(np.float32))]),
+                       g.const("b", g.rng.normal(size=5).astype(np.float32))])
+    g.node("Transpose", [y], perm=[0, 3, 1, 2], out="y")
+    model = g.build(["y"])
+    kernels = compile_with_kernels(model, target="generic")[1]
+    assert len(kernels) == 1, [k.template for k in kernels]
+    feeds = {"x": rng.standard_normal([1, 4, 6, 8]).astype(np.float32)}
+    with load(compile_model(model, target="generic")) as m:
+        assert_close("y", m.run(feeds)["y"], run_onnxruntime(model, feeds)["y"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
