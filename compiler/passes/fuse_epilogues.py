@@ -42,7 +42,10 @@ def fuse_epilogues(graph: Graph) -> Graph:
             # kernel then stores it permuted (`output_perm`), where its op can, and from then on
             # its epilogue's operands are in the permuted order (`epilogue_perms`).
             perms = ew.attrs.get("input_perms", {})
-            perm = next((perms[j] for j, v in enumerate(ew.inputs) if v is read and j in perms), None)
+            slots = [j for j, v in enumerate(ew.inputs) if v is read]
+            perm = next((perms[j] for j in slots if j in perms), None)
+            if perm is not None and len(slots) > 1:
+                break   # read both transposed and not: the kernel has one accumulator order
             if perm is not None:
                 stores = fact(anchor, "stores_transposed")
                 if read is not out or "output_perm" in anchor.attrs or stores is None or not stores(anchor, perm):

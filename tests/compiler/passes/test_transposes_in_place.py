@@ -114,3 +114,31 @@ def test_product_read_only_by_a_transpose_stores_permuted(rng):
     feeds = {"x": rng.standard_normal([1, 4, 6, 8]).astype(np.float32)}
     with load(compile_model(model, target="generic")) as m:
         assert_close("y", m.run(feeds)["y"], run_onnxruntime(model, feeds)["y"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+
+
+def test_depthwise_result_read_transposed_by_an_expression(rng):
+    """dwconv(x) permuted channels-last, then + b [C] (channels-last) and a ReLU: one kernel, the
+    depthwise convolution storing channels-last with the expression in its store."""
+    g = GraphBuilder("depthwise_transposed")
+    y = g.conv(g.input("x", [1, C, HW, HW]), C, C, 3, group=C)
+    t = g.node("Transpose", [y], perm=[0, 2, 3, 1])
+    g.node("Relu", [g.node("Add", [t, g.const("b", g.rng.normal(size=C).astype(np.float32))])], out="y")
+    model = g.build(["y"])
+    kernels = compile_with_kernels(model, target="generic")[1]
+    assert [k.template for k in kernels] == ["conv2d_depthwise"] and kernels[0].params["channels_last"]
+    feeds = {"x": rng.standard_normal([1, C, HW, HW]).astype(np.float32)}
+    with load(compile_model(model, target="generic")) as m:
+        assert_close("y", m.run(feeds)["y"], run_onnxruntime(model, feeds)["y"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+
+
+def test_product_read_both_transposed_and_not(rng):
+    """y = x W [1, 4, 4, 4] read as y + T(y) (perm 0, 3, 1, 2, which the product could store): one
+    accumulator cannot be in both orders, so the add stays a kernel of its own."""
+    g = GraphBuilder("both_orders")
+    y = g.node("MatMul", [g.input("x", [1, 4, 4, 6]), g.const("w", g.rng.normal(size=(6, 4)).astype(np.float32))])
+    g.node("Add", [y, g.node("Transpose", [y], perm=[0, 3, 1, 2])], out="z")
+    model = g.build(["z"])
+    assert len(compile_with_kernels(model, target="generic")[1]) == 2
+    feeds = {"x": rng.standard_normal([1, 4, 4, 6]).astype(np.float32)}
+    with load(compile_model(model, target="generic")) as m:
+        assert_close("z", m.run(feeds)["z"], run_onnxruntime(model, feeds)["z"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
