@@ -657,26 +657,47 @@ def lower_gemm(node, target):
                         own_operands=own)
 
 
-def _transposed_store(shape, perm) -> tuple[int, int] | None:
-    """(row stride, column stride) of a product's result [..., M, N] stored permuted by perm
-    (contiguous in the permuted order), where every row is one stride apart, else None."""
-    if len(perm) != len(shape) or sorted(perm) != list(range(len(shape))):
-        return None
+def _permuted_strides(shape, perm) -> list[int]:
+    """The element strides of every dim of `shape` in a tensor holding it permuted by perm."""
     permuted = contiguous_strides([shape[p] for p in perm])
-    strides = [permuted[list(perm).index(j)] for j in range(len(shape))]
+    return [permuted[list(perm).index(j)] for j in range(len(shape))]
+
+
+def _transposed_store(shape, perm) -> tuple[int, int] | None:
+    """(row stride, column stride) of a product's result [..., M, N] stored permuted by perm,
+    where every row of every batch is one stride apart (one GEMM of all the rows), else None."""
+    strides = _permuted_strides(shape, perm)
     rows = [(d, st) for d, st in zip(shape[:-1], strides[:-1]) if d != 1]
     if any(outer != inner * d for (_, outer), (d, inner) in zip(rows, rows[1:])):
         return None
     return (rows[-1][1] if rows else 0), strides[-1]
 
 
+def _permuted_batches(a_shape, shape, perm):
+    """(batch dims, (A's, C's batch strides)) of a MatMul by a 2-D weight whose result [..., M, N]
+    is stored permuted by perm, in at most two groups; None where they need more."""
+    batch = tuple(shape[:-2])
+    if not batch:
+        return [1, 1], ([0, 0], [0, 0])
+    m, k = a_shape[-2:]
+    a_b = [s * m * k for s in broadcast_strides(a_shape[:-2], batch)]
+    dims, (sa, sc) = collapse_dims(batch, [a_b, _permuted_strides(shape, perm)[:-2]])
+    if len(dims) > 2:
+        return None
+    pad = 2 - len(dims)
+    return [1] * pad + dims, ([0] * pad + sa, [0] * pad + sc)
+
+
 def _stores_transposed(node, perm) -> bool:
-    """A MatMul by one constant 2-D weight, its rows every batch's (lower_matmul: batches are rows),
-    stores its result at a stride per row and one per column."""
+    """A MatMul by one constant 2-D weight stores its result permuted: its rows at one stride and
+    its columns at another, batch groups at theirs (lower_matmul)."""
     a, b = node.input(0), node.input(1)
-    return b is not None and b.is_constant and len(b.shape) == 2 and a is not None and len(a.shape) >= 2 \
-        and "paired" not in node.attrs and "normalized" not in node.attrs \
-        and _transposed_store(node.outputs[0].shape, perm) is not None
+    y = node.outputs[0]
+    if b is None or not b.is_constant or len(b.shape) != 2 or a is None or len(a.shape) < 2 or \
+            len(perm) != len(y.shape) or sorted(perm) != list(range(len(y.shape))) or \
+            "paired" in node.attrs or "normalized" in node.attrs:
+        return False
+    return _permuted_batches(tuple(a.shape), tuple(y.shape), perm) is not None
 
 
 def _weight_columns(node, part):
@@ -718,17 +739,25 @@ def lower_matmul(node, target):
     if prod(ep_shape) != out.size:
         raise CompileError(f"MatMul '{node.name}': output shape {out.shape} does not match "
                            f"{a.shape} x {b.shape}.")
+    # output_perm (passes/fuse_epilogues.py, transposes_in_place.py): C holds the result permuted
     perm = node.attrs.get("output_perm")
-    if perm is not None and not (_batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape)
-                                 and _transposed_store(ep_shape, perm)):
-        raise CompileError(f"MatMul '{node.name}': its result stored permuted by {list(perm)} is not rows of one "
-                           "GEMM at two strides (a vkc bug: passes/fuse_epilogues.py asks stores_transposed).")
-    if _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape):
+    rows = _batches_are_rows(node, dims, sa, sb, sc, M, K, N, ep_shape)
+    sc_m, sc_n = N, 1
+    if perm is not None:
+        store = _transposed_store(ep_shape, perm) if rows else None
+        if store is None:   # batch by batch, each dim of C at its permuted stride
+            found = _permuted_batches(a_shape, ep_shape, perm)
+            if found is None:
+                raise CompileError(f"MatMul '{node.name}': its result stored permuted by {list(perm)} needs more "
+                                   "than two batch groups (a vkc bug: fuse_epilogues asks stores_transposed).")
+            rows, (dims, (sa, sc)), sb = False, found, [0, 0]
+            store = tuple(_permuted_strides(ep_shape, perm)[-2:])
+        sc_m, sc_n = store
+    if rows:
         # One weight for every batch, A and C contiguous: the batches are more rows (a seq-first
         # [L, B, E] x [E, F] projection is one GEMM of L*B rows, not L GEMMs of B rows that each
         # read the whole weight). Stored permuted (output_perm), a row and a column are each one
         # stride apart.
-        sc_m, sc_n = _transposed_store(ep_shape, perm) if perm is not None else (N, 1)
         strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
                        SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=sc_m, SC_N=sc_n)
         kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=prod(dims) * M, N=N, K=K, batch0=1,
@@ -736,7 +765,7 @@ def lower_matmul(node, target):
                                rows_per_batch=M, paired=paired, norm=norm)
     else:
         strides = dict(SA_B0=sa[0], SA_B1=sa[1], SB_B0=sb[0], SB_B1=sb[1], SC_B0=sc[0], SC_B1=sc[1],
-                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=N, SC_N=1)
+                       SA_M=K, SA_K=1, SB_K=b_shape[-1], SB_N=1, SC_M=sc_m, SC_N=sc_n)
         kernels = tiled_matmul(node, target, a=a, b=b, c=out, M=M, N=N, K=K, batch0=dims[0],
                                batch1=dims[1], strides=strides, coords="matmul", out_shape=ep_shape,
                                paired=paired, norm=norm)

@@ -102,16 +102,20 @@ def test_torchvision_convnext_block_transposes_gone():
     assert len(kernels) == 96, counts
 
 
-def test_product_read_only_by_a_transpose_stores_permuted(rng):
-    """x [1, 4, 6, 8] @ W [8, 5] + b, permuted to [1, 5, 4, 6]: one kernel, its store transposed."""
+@pytest.mark.parametrize("shape, perm", [([1, 4, 6, 8], [0, 3, 1, 2]), ([1, 6, 8], [0, 2, 1]), ([2, 3, 6, 8], [0, 1, 3, 2])],
+                         ids=["rows", "one-batch", "batch-by-batch"])
+def test_product_read_only_by_a_transpose_stores_permuted(shape, perm, rng):
+    """x @ W [8, 5] + b, permuted: one kernel, its store transposed. Its rows one GEMM (ConvNeXt's
+    [1, H, W, C] to NCHW), one batch (SegFormer's and CvT's [1, S, C] to [1, C, S] under the
+    dynamo exporter), or batch by batch where the rows are not one stride apart."""
     g = GraphBuilder("product_transposed")
-    y = g.node("Add", [g.node("MatMul", [g.input("x", [1, 4, 6, 8]), g.const("w", g.rng.normal(size=(8, 5)).astype(np.float32))]),
+    y = g.node("Add", [g.node("MatMul", [g.input("x", shape), g.const("w", g.rng.normal(size=(8, 5)).astype(np.float32))]),
                        g.const("b", g.rng.normal(size=5).astype(np.float32))])
-    g.node("Transpose", [y], perm=[0, 3, 1, 2], out="y")
+    g.node("Transpose", [y], perm=perm, out="y")
     model = g.build(["y"])
     kernels = compile_with_kernels(model, target="generic")[1]
     assert len(kernels) == 1, [k.template for k in kernels]
-    feeds = {"x": rng.standard_normal([1, 4, 6, 8]).astype(np.float32)}
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
     with load(compile_model(model, target="generic")) as m:
         assert_close("y", m.run(feeds)["y"], run_onnxruntime(model, feeds)["y"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
 
