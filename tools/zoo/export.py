@@ -2,16 +2,20 @@
 
     python tools/zoo/export.py torchvision [--out /tmp/zoo/exports] [--only NAME ...] [--limit N]
     python tools/zoo/export.py hf-default | hf-random
+    python tools/zoo/export.py torchvision --exporter dynamo
 
 Sources: every torchvision classification, segmentation and video model (library-default init,
 eval mode, the smallest input of a short ladder that the architecture takes); every class of
 transformers' MODEL_MAPPING_NAMES built from a shrunk config (hf-default: library-default init;
 hf-random: every parameter re-drawn normal(0, 0.5), seeded). Each export is
 `torch.onnx.export(..., opset_version=17, dynamo=False)` with a dynamic batch axis (a static
-export where that fails), the graph left as the exporter wrote it.
+export where that fails), the graph left as the exporter wrote it. `--exporter dynamo` exports
+with torch's current default instead, `torch.onnx.export(..., dynamo=True)` at its own default
+opset, into <out>/<source>-dynamo/, so the two exporters' files never mix.
 
 Each model leaves <out>/<source>/<name>.json (the recipe of its inputs, or why it was not
-exported) and, when exported, <name>.onnx; a model whose .json exists is not exported again.
+exported; the opset written) and, when exported, <name>.onnx; a model whose .json exists is not
+exported again.
 """
 from __future__ import annotations
 
@@ -28,13 +32,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import torch
 
 from recipe import float_input, ids_input, make_feed, mask_input
 from shrink import shrink_config
 
-OPSET = 17
+OPSET = 17  # the torchscript exporter's; the dynamo exporter keeps its own default
+EXPORTERS = ("torchscript", "dynamo")
 EXPORT_SECONDS = 240
 MAX_PARAMS = 150_000_000  # the exporter's protobuf limit is 2 GiB; lavapipe's patience is less
 SEQ = 16
@@ -83,7 +89,28 @@ def torch_feeds(specs, batch, seed=0):
     return [torch.from_numpy(make_feed(s, batch, rng)) for s in specs]
 
 
-def export(module, specs, path: Path, output_names=None) -> dict:
+def folder(source: str, exporter: str) -> str:
+    """The exports' folder of a source: the dynamo exporter's in their own."""
+    return source if exporter == "torchscript" else f"{source}-{exporter}"
+
+
+def torch_export(module, args, path: Path, names, outs, dynamic: bool, exporter: str) -> None:
+    if exporter == "torchscript":
+        axes = {n: {0: "batch"} for n in [*names, *outs]} if dynamic else None
+        torch.onnx.export(module, args, str(path), opset_version=OPSET, dynamo=False,
+                          input_names=names, output_names=outs, dynamic_axes=axes)
+        return
+    # dynamo: the batch axis of each positional input by name (the exporter makes it Dim.DYNAMIC;
+    # outputs follow); weights inside the .onnx, as the zoo's models are under 2 GiB, so the file
+    # is the whole model (its hash, a fixture)
+    shapes = tuple({0: "batch"} for _ in names) if dynamic else None
+    if shapes and any(p.kind == p.VAR_POSITIONAL for p in inspect.signature(module.forward).parameters.values()):
+        shapes = (shapes,)  # torch.export matches them to forward's parameters: *args is one
+    torch.onnx.export(module, args, str(path), dynamo=True, external_data=False,
+                      input_names=names, output_names=outs, dynamic_shapes=shapes)
+
+
+def export(module, specs, path: Path, output_names=None, exporter: str = "torchscript") -> dict:
     """Export with a dynamic batch axis; fall back to a static one when that export fails or
     onnxruntime cannot run it at batch 2. Returns facts for the recipe."""
     names = [s["name"] for s in specs]
@@ -95,20 +122,21 @@ def export(module, specs, path: Path, output_names=None) -> dict:
     attempts = [True, False]
     last = None
     for dynamic in attempts:
-        axes = {n: {0: "batch"} for n in [*names, *outs]} if dynamic else None
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                     contextlib.redirect_stderr(io.StringIO()):
                 warnings.simplefilter("ignore")
-                torch.onnx.export(module, args, str(path), opset_version=OPSET, dynamo=False,
-                                  input_names=names, output_names=outs, dynamic_axes=axes)
+                torch_export(module, args, path, names, outs, dynamic, exporter)
             sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
             got = sess.run(None, {n: a.numpy() for n, a in zip(names, args)})
             diff = max(float(np.abs(g - e.detach().numpy()).max()) if g.size else 0.0
                        for g, e in zip(got, expected))
             if dynamic:
                 sess.run(None, {n: a.numpy() for n, a in zip(names, torch_feeds(specs, 2))})
-            return {"dynamic_batch": dynamic, "outputs": outs, "torch_vs_ort_max_abs": diff}
+            opset = next(o.version for o in onnx.load(str(path), load_external_data=False).opset_import
+                         if o.domain in ("", "ai.onnx"))
+            return {"dynamic_batch": dynamic, "outputs": outs, "torch_vs_ort_max_abs": diff,
+                    "exporter": exporter, "opset": opset}
         except ExportTimeout:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is recorded with its reason
@@ -120,7 +148,7 @@ def record(out: Path, name: str, facts: dict) -> None:
     (out / f"{name}.json").write_text(json.dumps(facts, indent=1, sort_keys=True))
 
 
-def export_one(out: Path, name: str, candidates) -> None:
+def export_one(out: Path, name: str, candidates, exporter: str = "torchscript") -> None:
     """candidates() yields builds, each () -> (module, input specs, extra facts), smallest input
     first; the first that exports is kept. Every failure is recorded, not dropped."""
     if (out / f"{name}.json").exists():
@@ -142,7 +170,7 @@ def export_one(out: Path, name: str, candidates) -> None:
                     raise RuntimeError(f"{params / 1e6:.0f} M parameters, over the zoo's {MAX_PARAMS / 1e6:.0f} M")
                 module.eval()
                 stage = "export"
-                facts.update(export(module, specs, out / f"{name}.onnx"))
+                facts.update(export(module, specs, out / f"{name}.onnx", exporter=exporter))
                 facts.update(status="exported", inputs=specs)
                 break
             except ExportTimeout:
@@ -310,8 +338,10 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/zoo/exports")
     ap.add_argument("--only", nargs="*", help="model names (torchvision) or model types (transformers)")
     ap.add_argument("--limit", type=int, help="export at most this many (in the zoo's order)")
+    ap.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
+                    help="torch.onnx.export's dynamo=False (opset 17) or dynamo=True (its default opset)")
     args = ap.parse_args()
-    out = Path(args.out) / args.source
+    out = Path(args.out) / folder(args.source, args.exporter)
     out.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGALRM, _alarm)
     torch.set_num_threads(1)
@@ -323,7 +353,7 @@ def main() -> None:
     if args.only:
         jobs = [j for j in jobs if j[0] in args.only]
     for name, build in jobs[:args.limit]:
-        export_one(out, name, build)
+        export_one(out, name, build, args.exporter)
     sys.stdout.flush()
 
 

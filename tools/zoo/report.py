@@ -1,11 +1,12 @@
 """Write docs/ZOO.md from the zoo's exports and results (tools/zoo/run.py calls it).
 
     python tools/zoo/report.py [--work /tmp/zoo] [--vkc /work/main] [--doc docs/ZOO.md]
-                               [--previous docs/ZOO.md]
+                               [--previous docs/ZOO.md] [--exporter torchscript|dynamo]
 
 A model the work folder holds no export of keeps its row from --previous (by default the doc
 being rewritten), with the commit it was checked at: a run over a few models updates their rows
-and leaves the others' as they were checked.
+and leaves the others' as they were checked. `--exporter dynamo` reports the dynamo exporter's
+exports (<work>/exports/<source>-dynamo, run.py --exporter dynamo), to a doc of their own.
 """
 from __future__ import annotations
 
@@ -23,13 +24,20 @@ RANK = {"matched": 0, "ill-conditioned": 1, "refused": 2, "crash": 3, "wrong": 4
 RAN = ("matched", "ill-conditioned", "wrong")   # statuses of a model that compiled and ran
 SPREAD_TEXT = "a deep stack of random weights, attention near one-hot"
 FP32_LIMIT = 1e-4
+EXPORT_CALLS = {"torchscript": "`torch.onnx.export(..., opset_version=17, dynamo=False)`",
+                "dynamo": "`torch.onnx.export(..., dynamo=True)` (torch's default since 2.9) at its default opset"}
 
 
-def load_source(work: Path, source: str) -> list[dict]:
+def folder(source: str, exporter: str) -> str:
+    """The folder of a source's exports and results (run.py's): the dynamo exporter's apart."""
+    return source if exporter == "torchscript" else f"{source}-{exporter}"
+
+
+def load_source(work: Path, source: str, exporter: str = "torchscript") -> list[dict]:
     rows = []
-    for recipe_path in sorted((work / "exports" / source).glob("*.json")):
+    for recipe_path in sorted((work / "exports" / folder(source, exporter)).glob("*.json")):
         recipe = json.loads(recipe_path.read_text())
-        result_path = work / "results" / source / recipe_path.name
+        result_path = work / "results" / folder(source, exporter) / recipe_path.name
         recipe["result"] = json.loads(result_path.read_text()) if result_path.exists() else None
         rows.append(recipe)
     return rows
@@ -197,8 +205,8 @@ def model_line(r: dict) -> str:
             f"{seconds(r['result'], 'run_s')} | {commit} | {cell(note(r))} |")
 
 
-def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None) -> None:
-    data = {s: load_source(work, s) for s in SOURCES}
+def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None, exporter: str = "torchscript") -> None:
+    data = {s: load_source(work, s, exporter) for s in SOURCES}
     before = previous_rows(previous or doc)
     for source, rows in data.items():
         fresh = {r["name"] for r in rows}
@@ -213,13 +221,17 @@ def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None) -> Non
     commits.update(row.get("checked at") or "?" for row in old_rows)
     seconds_total = sum(r["result"].get("seconds", 0) for r in fresh_rows) + sum(
         float(row.get(k) or 0) for row in old_rows for k in ("compile s", "run s"))
-    lines = ["# Model zoo: what users export, against onnxruntime", "",
+    opsets = Counter(r["opset"] for rows in data.values() for r in rows if r.get("opset"))
+    call = EXPORT_CALLS[exporter] + ("" if exporter == "torchscript" else " (opset " + ", ".join(
+        f"{o}: {n} models" for o, n in sorted(opsets.items())) + ")")
+    lines = ["# Model zoo: what users export, against onnxruntime"
+             + ("" if exporter == "torchscript" else f" ({exporter} exporter)"), "",
              "Written by `tools/zoo/report.py` (run `tools/zoo/run.py`; the recipe is in `tools/zoo/`).",
              "vkc at " + ", ".join(f"`{c}` ({n} models)" for c, n in commits.most_common())
              + " (main when each model was checked: the tables' \"checked at\"; a run over some models "
              "rewrites their rows and keeps the others' as checked before), on lavapipe. Every model is "
              "exported as users do: "
-             "`torch.onnx.export(..., opset_version=17, dynamo=False)`, eval mode, the graph as the "
+             + call + ", eval mode, the graph as the "
              "exporter wrote it, a dynamic batch axis where the export allows (then compiled with two shape "
              "variants, batch 1 and 2, and run at both); run on fresh random inputs against onnxruntime (CPU). "
              "The script checks fp32 and fp16, each with the default targets and `--target host`; the "
@@ -229,7 +241,8 @@ def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None) -> Non
              "seconds are in the tables; lavapipe on 2 shared cores).", "",
              "Run: `/work/main/.venv/bin/python tools/zoo/run.py` (exports with the venv of "
              "`tools/zoo/requirements.txt`, checks with the project venv against `--vkc`, a checkout of "
-             "main; `--configs fp32/host fp16/host` for a quicker pass, `--only NAME ...` for some models). "
+             "main; `--configs fp32/host fp16/host` for a quicker pass, `--only NAME ...` for some models"
+             + ("" if exporter == "torchscript" else f", `--exporter {exporter} --doc ...` for this report") + "). "
              "The committed fixtures "
              "(`tests/models/fixtures/exports/`, `tools/zoo/make_fixtures.py`) run in CI as "
              "`tests/models/test_exports.py`.", "",
@@ -303,8 +316,10 @@ def main() -> None:
     ap.add_argument("--doc", type=Path, default=HERE.parents[1] / "docs" / "ZOO.md")
     ap.add_argument("--previous", type=Path, help="the doc whose rows the models not in --work keep "
                     "(default: --doc as it is)")
+    ap.add_argument("--exporter", choices=sorted(EXPORT_CALLS), default="torchscript",
+                    help="whose exports to report (run.py's --exporter)")
     args = ap.parse_args()
-    write(args.work, args.vkc, args.doc, args.previous)
+    write(args.work, args.vkc, args.doc, args.previous, args.exporter)
 
 
 if __name__ == "__main__":

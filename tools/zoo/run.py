@@ -4,12 +4,16 @@ docs/ZOO.md.
 
     python tools/zoo/run.py [--vkc /work/main] [--sources torchvision hf-default hf-random]
                             [--only NAME ...] [--limit N] [--timeout 600] [--no-export]
+                            [--exporter torchscript|dynamo] [--doc docs/ZOO.md]
 
 The exports come from the export venv (--torch-python), the checks run with the project venv
 (--vkc-python) and PYTHONPATH=--vkc (a checkout of main), so the zoo tests that checkout. Exports
 and results are cached under --work (default /tmp/zoo); a result is reused while the ONNX file
 and the vkc checkout's commit are the ones it was made with. docs/ZOO.md keeps the rows of the models
 not under --work as they were (tools/zoo/report.py), each with the commit it was checked at.
+`--exporter dynamo` exports with torch.onnx.export(..., dynamo=True) into <work>/exports/<source>-dynamo
+(results in <work>/results/<source>-dynamo); give it its own --doc, as docs/ZOO.md is the torchscript
+exporter's.
 """
 from __future__ import annotations
 
@@ -24,6 +28,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("torchvision", "hf-default", "hf-random")
+EXPORTERS = ("torchscript", "dynamo")
+
+
+def folder(source: str, exporter: str) -> str:
+    """The folder of a source's exports and results (export.py's): the dynamo exporter's apart."""
+    return source if exporter == "torchscript" else f"{source}-{exporter}"
 
 
 def vkc_commit(vkc: Path) -> str:
@@ -35,13 +45,14 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
-def exported(work: Path, source: str) -> list[dict]:
-    recipes = [json.loads(p.read_text()) for p in sorted((work / "exports" / source).glob("*.json"))]
+def exported(work: Path, name: str) -> list[dict]:  # name: the source's folder
+    recipes = [json.loads(p.read_text()) for p in sorted((work / "exports" / name).glob("*.json"))]
     return sorted(recipes, key=lambda r: (r.get("params") or 0, r["name"]))
 
 
 def check(args, source: str, recipe: dict, commit: str) -> dict:
     """The cached result of one model, or a fresh one from check_one.py in a subprocess."""
+    source = folder(source, args.exporter)
     onnx_path = args.work / "exports" / source / f"{recipe['name']}.onnx"
     out = args.work / "results" / source / f"{recipe['name']}.json"
     digest = sha(onnx_path)
@@ -89,21 +100,26 @@ def main() -> None:
     ap.add_argument("--configs", nargs="*", default=["fp32/default", "fp32/host", "fp16/default", "fp16/host"],
                     help="PRECISION/TARGET pairs to check")
     ap.add_argument("--no-export", action="store_true", help="check only what is exported already")
+    ap.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
+                    help="torch.onnx.export's dynamo=False (opset 17) or dynamo=True (its default opset)")
     ap.add_argument("--doc", type=Path, default=HERE.parents[1] / "docs" / "ZOO.md")
     args = ap.parse_args()
+    if args.exporter != "torchscript" and args.doc.resolve() == (HERE.parents[1] / "docs" / "ZOO.md").resolve():
+        ap.error("docs/ZOO.md is the torchscript exporter's: give --doc for another exporter")
     commit = vkc_commit(args.vkc)
     for source in args.sources:
         if not args.no_export:
             cmd = ["nice", "-n", "10", str(args.torch_python), str(HERE / "export.py"), source,
-                   "--out", str(args.work / "exports")] + (["--only", *args.only] if args.only else [])
+                   "--out", str(args.work / "exports"), "--exporter", args.exporter] + (
+                       ["--only", *args.only] if args.only else [])
             subprocess.run(cmd, check=False)
-        recipes = [r for r in exported(args.work, source) if r["status"] == "exported"
+        recipes = [r for r in exported(args.work, folder(source, args.exporter)) if r["status"] == "exported"
                    and (not args.only or r["name"] in args.only)]
         for recipe in recipes[:args.limit]:
             result = check(args, source, recipe, commit)
             print(f"{source}/{recipe['name']}: {summary(result)} ({result.get('seconds')} s)", flush=True)
     subprocess.run([sys.executable, str(HERE / "report.py"), "--work", str(args.work), "--vkc", str(args.vkc),
-                    "--doc", str(args.doc)], check=True)
+                    "--doc", str(args.doc), "--exporter", args.exporter], check=True)
 
 
 if __name__ == "__main__":
