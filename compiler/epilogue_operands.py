@@ -6,7 +6,7 @@ covers biases, per-channel scales, squeeze-excite gates at batch 1 and same-shap
 """
 from __future__ import annotations
 
-from .shapes import broadcast_strides
+from .shapes import broadcast_strides, unpermuted
 
 
 def epilogue_strides(kind: str, out_shape, operand_shape, perm=None) -> tuple[int, int, int] | None:
@@ -16,7 +16,7 @@ def epilogue_strides(kind: str, out_shape, operand_shape, perm=None) -> tuple[in
         strides = broadcast_strides(operand_shape, out_shape)
     else:
         own = broadcast_strides(operand_shape, [out_shape[p] for p in perm])
-        strides = None if own is None else [own[list(perm).index(j)] for j in range(len(out_shape))]
+        strides = None if own is None else unpermuted(own, perm)
     if strides is None or len(out_shape) < 2:
         return None
     if kind == "matmul":

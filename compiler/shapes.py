@@ -70,6 +70,12 @@ def merge_dims(dims) -> list[tuple[int, int]]:
     return merged
 
 
+def unpermuted(values, perm) -> list:
+    """Per-dim `values` of a tensor permuted by perm (its dim i is dim perm[i] of the original),
+    in the original's dim order: a permuted store's logical shape, or strides mapped back."""
+    return [values[list(perm).index(j)] for j in range(len(perm))]
+
+
 def transposed_read(shape, perm) -> tuple[list[int], list[int]]:
     """(the shape, the strides) of a tensor of `shape` read as Transpose(perm) of it, in place."""
     own = contiguous_strides(shape)

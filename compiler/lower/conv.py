@@ -15,6 +15,7 @@ from ..ir import Value
 from .store_expression import build_epilogue, channel_view
 from .matmul import tiled_matmul
 from ..registry import FLOATS
+from ..shapes import unpermuted
 from .kernel import Kernel, grid_1d, register, texel_reads
 from ..targets import GUARANTEED_BINDING_BYTES
 
@@ -63,7 +64,7 @@ def lower_conv(node, target):
     out = node.outputs[0]
     # output_perm (passes/transposes_in_place.py): `out` is the result permuted, channels-last
     perm = node.attrs.get("output_perm")
-    shape = tuple(out.shape) if perm is None else tuple(out.shape[list(perm).index(d)] for d in range(len(perm)))
+    shape = tuple(out.shape) if perm is None else tuple(unpermuted(out.shape, perm))
     if perm is not None and not _stores_transposed(node, perm):
         raise CompileError(f"Conv '{node.name}': only a depthwise convolution stores its result permuted "
                            f"(by {list(perm)}: a vkc bug).")

@@ -8,7 +8,7 @@ from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
 from ..errors import CompileError
 from ..magnitudes import shared_axis, weighted_sum
 from ..ir import Value
-from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod
+from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod, unpermuted
 from ..epilogue_operands import epilogue_strides, operand_perm
 from .layernorm import normalized_first
 from .paired import columns, unpaired
@@ -659,8 +659,7 @@ def lower_gemm(node, target):
 
 def _permuted_strides(shape, perm) -> list[int]:
     """The element strides of every dim of `shape` in a tensor holding it permuted by perm."""
-    permuted = contiguous_strides([shape[p] for p in perm])
-    return [permuted[list(perm).index(j)] for j in range(len(shape))]
+    return unpermuted(contiguous_strides([shape[p] for p in perm]), perm)
 
 
 def _transposed_store(shape, perm) -> tuple[int, int] | None:

@@ -13,6 +13,7 @@ from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
 from ..registry import constant_inputs, fact
+from ..shapes import unpermuted
 from .paired_products import pair, partner
 
 # The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
@@ -127,7 +128,7 @@ def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:
 def _logical_shape(anchor: Node, out: Value) -> tuple:
     """The shape the product computes: its output's, unpermuted where it stores permuted."""
     perm = anchor.attrs.get("output_perm")
-    return tuple(out.shape) if perm is None else tuple(out.shape[list(perm).index(d)] for d in range(len(perm)))
+    return tuple(out.shape) if perm is None else tuple(unpermuted(out.shape, perm))
 
 
 def _absorb(anchor: Node, ew: Node, read: Value, paired: Value | None = None, coords=None) -> None:

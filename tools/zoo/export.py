@@ -36,11 +36,10 @@ import onnx
 import onnxruntime as ort
 import torch
 
-from recipe import float_input, ids_input, make_feed, mask_input
+from recipe import EXPORTERS, float_input, folder, ids_input, make_feed, mask_input
 from shrink import shrink_config
 
 OPSET = 17  # the torchscript exporter's; the dynamo exporter keeps its own default
-EXPORTERS = ("torchscript", "dynamo")
 EXPORT_SECONDS = 240
 MAX_PARAMS = 150_000_000  # the exporter's protobuf limit is 2 GiB; lavapipe's patience is less
 SEQ = 16
@@ -87,11 +86,6 @@ class Positional(torch.nn.Module):
 def torch_feeds(specs, batch, seed=0):
     rng = np.random.default_rng(seed)
     return [torch.from_numpy(make_feed(s, batch, rng)) for s in specs]
-
-
-def folder(source: str, exporter: str) -> str:
-    """The exports' folder of a source: the dynamo exporter's in their own."""
-    return source if exporter == "torchscript" else f"{source}-{exporter}"
 
 
 def torch_export(module, args, path: Path, names, outs, dynamic: bool, exporter: str) -> None:

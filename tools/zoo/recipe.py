@@ -1,9 +1,16 @@
 """Input recipes of the zoo's exports and fixtures: what each graph input is fed (fresh values on
-every run), kept with the export as JSON. Only numpy: the exporter, the checker and the CI test
-share it."""
+every run), kept with the export as JSON, and where each exporter's files go. Only numpy: the
+exporter, the checker, the runner, the report and the CI test share it."""
 from __future__ import annotations
 
 import numpy as np
+
+EXPORTERS = ("torchscript", "dynamo")
+
+
+def folder(source: str, exporter: str) -> str:
+    """The folder of a source's exports and results: the dynamo exporter's apart."""
+    return source if exporter == "torchscript" else f"{source}-{exporter}"
 
 
 def float_input(name: str, shape) -> dict:

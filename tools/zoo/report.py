@@ -16,6 +16,8 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from recipe import folder
+
 HERE = Path(__file__).resolve().parent
 SOURCES = {"torchvision": "torchvision (library-default init)",
            "hf-default": "transformers (library-default init)",
@@ -26,11 +28,6 @@ SPREAD_TEXT = "a deep stack of random weights, attention near one-hot"
 FP32_LIMIT = 1e-4
 EXPORT_CALLS = {"torchscript": "`torch.onnx.export(..., opset_version=17, dynamo=False)`",
                 "dynamo": "`torch.onnx.export(..., dynamo=True)` (torch's default since 2.9) at its default opset"}
-
-
-def folder(source: str, exporter: str) -> str:
-    """The folder of a source's exports and results (run.py's): the dynamo exporter's apart."""
-    return source if exporter == "torchscript" else f"{source}-{exporter}"
 
 
 def load_source(work: Path, source: str, exporter: str = "torchscript") -> list[dict]:

@@ -26,14 +26,10 @@ import sys
 import time
 from pathlib import Path
 
+from recipe import EXPORTERS, folder
+
 HERE = Path(__file__).resolve().parent
 SOURCES = ("torchvision", "hf-default", "hf-random")
-EXPORTERS = ("torchscript", "dynamo")
-
-
-def folder(source: str, exporter: str) -> str:
-    """The folder of a source's exports and results (export.py's): the dynamo exporter's apart."""
-    return source if exporter == "torchscript" else f"{source}-{exporter}"
 
 
 def vkc_commit(vkc: Path) -> str:
