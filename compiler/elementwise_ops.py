@@ -4,6 +4,9 @@ an op takes follow from the texts it has: float32 and float16 (which computes in
 `float`, float64 `double`, signed integers `int`, unsigned ones `uint`, bool `bool`. Adding an op
 is adding one entry here.
 
+An ONNX op whose attribute chooses between tree ops (Mod's fmod, BitShift's direction) names it
+in each of their entries, with the attribute's value that chooses that one (`chosen_by`).
+
 Most ops compute in their operands' type and return it ("same"). A predicate (comparisons, IsNaN,
 IsInf) takes operands of one type and returns bool, its text chosen by the operands' type; Where
 ("select") takes a bool condition and two operands of its result's type; Cast converts its
@@ -11,7 +14,8 @@ operand to the dtype its tree names (expr.Renderer builds its text).
 
 A text is a str.format template: {0} is the first operand, {1}, {2} the next operands or
 attribute constants, {z} and {one} zero and one of the compute type, and a helper's name
-({idiv}, {udiv}: expr.HELPERS) calls that helper on the compute type. SPECIAL marks an op whose
+({idiv}, {udiv}: expr.HELPERS) calls that helper on the compute type; {bits} is the width of the
+op's dtype. SPECIAL marks an op whose
 text the renderer builds itself (Clip's bounds are numbers, not children; Pow's text depends on
 its exponent). Texts are spliced into one statement, so an op that reads an operand twice
 repeats its text (the fusion pass bounds the growth).
@@ -45,6 +49,8 @@ class ElementwiseOp:
     # constants after their one input; ops without attributes take `inputs` tensors as operands.
     onnx: dict = field(default_factory=dict)
     inputs: int = 1
+    # (attribute, value): the ONNX ops of `onnx` become this op where their attribute has `value`.
+    chosen_by: tuple = ()
     variadic: tuple[str, ...] = ()   # ONNX ops folding this op over any number of inputs
     exact: bool = False              # the result is one of the operands: nothing to wrap or round
     typing: str = "same"             # how the result's type follows from the operands' (TYPINGS)
@@ -160,6 +166,28 @@ _OPS = [
     # between these two (passes/elementwise.py).
     ElementwiseOp("gelu", _GELU),
     ElementwiseOp("gelu_tanh", _GELU_TANH),
+    # Remainders: Mod's fmod attribute chooses. fmod=1 is C's fmod, the sign of the dividend
+    # (exact, as C's is); fmod=0 Python's %, the sign of the divisor (on floats since Mod-28, and
+    # with its special cases: expr.HELPERS). A remainder by an integer 0 is 0, as numpy gives.
+    ElementwiseOp("fmod", **texts("{fmod}({0}, {1})", "double", int="{irem}({0}, {1})",
+                                  uint="{urem}({0}, {1})"), onnx={"Mod": ()}, inputs=2, chosen_by=("fmod", 1)),
+    ElementwiseOp("mod", **texts("{floor_mod}({fmod}({0}, {1}), {1})", "double",
+                                 int="{imod}({0}, {1})", uint="{urem}({0}, {1})"),
+                  onnx={"Mod": ()}, inputs=2, chosen_by=("fmod", 0)),
+    # Bits of integers (two's complement). A shift by the width or more, or (signed, BitShift-28)
+    # by a negative count, leaves what the sign alone gives: 0, or -1 shifting a negative right.
+    *(ElementwiseOp(name, None, int=f"({{0}} {sym} {{1}})", uint=f"({{0}} {sym} {{1}})",
+                    onnx={onnx_op: ()}, inputs=2)
+      for name, onnx_op, sym in [("bitwise_and", "BitwiseAnd", "&"), ("bitwise_or", "BitwiseOr", "|"),
+                                 ("bitwise_xor", "BitwiseXor", "^")]),
+    ElementwiseOp("bitwise_not", None, int="(~{0})", uint="(~{0})", onnx={"BitwiseNot": ()}),
+    ElementwiseOp("shift_left", None, int="({1} >= {z} && {1} < {bits} ? {0} << {1} : {z})",
+                  uint="({1} < {bits} ? {0} << {1} : {z})", onnx={"BitShift": ()}, inputs=2,
+                  chosen_by=("direction", "LEFT")),
+    ElementwiseOp("shift_right", None,
+                  int="({1} >= {z} && {1} < {bits} ? {0} >> {1} : {0} < {z} ? -{one} : {z})",
+                  uint="({1} < {bits} ? {0} >> {1} : {z})", onnx={"BitShift": ()}, inputs=2,
+                  chosen_by=("direction", "RIGHT")),
     # Comparisons and tests of one type's operands, returning bool.
     _predicate("equal", "Equal", "({0} == {1})", *ALL, "bool"),
     _predicate("less", "Less", "({0} < {1})", *ALL),
@@ -185,10 +213,14 @@ assert len(OPS) == len(_OPS), "an elementwise op is defined twice"
 assert all(op.typing in TYPINGS for op in _OPS)
 
 # ONNX op -> tree op: ops of one input (their attributes become constant children), of two
-# inputs, and of any number folded left to right (Mean then divides by the count).
+# inputs, and of any number folded left to right (Mean then divides by the count); ONNX ops whose
+# attribute chooses -> (that attribute, {its value: tree op}).
+ONNX_CHOSEN = {onnx: (op.chosen_by[0], {o.chosen_by[1]: o.name for o in _OPS if onnx in o.onnx})
+               for op in _OPS if op.chosen_by for onnx in op.onnx}
 ONNX_UNARY = {onnx: op.name for op in _OPS for onnx, attrs in op.onnx.items()
-              if attrs or op.inputs == 1}
-ONNX_BINARY = {onnx: op.name for op in _OPS for onnx in op.onnx if onnx not in ONNX_UNARY}
+              if (attrs or op.inputs == 1) and onnx not in ONNX_CHOSEN}
+ONNX_BINARY = {onnx: op.name for op in _OPS for onnx in op.onnx
+               if onnx not in ONNX_UNARY and onnx not in ONNX_CHOSEN}
 ONNX_VARIADIC = {onnx: op.name for op in _OPS for onnx in op.variadic}
 ONNX_ATTRS = {onnx: attrs for op in _OPS for onnx, attrs in op.onnx.items() if attrs}
 

@@ -226,6 +226,8 @@ class _Names:
     def __getitem__(self, key: str) -> str:
         if key in ("z", "one"):
             return self.t.literal(0 if key == "z" else 1)
+        if key == "bits":
+            return self.t.literal(self.t.bits)
         return self.r.helper(key, self.t)
 
 
@@ -349,6 +351,44 @@ HELPERS = {
 }}""",
     "udiv": """{T} {name}({T} a, {T} b) {{
     return b == {T}(0) ? {T}(0) : a / b;
+}}""",
+    # Remainders by magnitudes, defined for every operand pair: truncated (C's %, the sign of
+    # a), floored (Python's %, the sign of b); MIN % -1 is 0, and x % 0 is 0 (as numpy gives;
+    # SPIR-V leaves it undefined).
+    "irem": """{T} {name}({T} a, {T} b) {{
+    if (b == {T}(0)) return {T}(0);
+    const {UT} r = (a < {T}(0) ? {UT}(0) - {UT}(a) : {UT}(a)) % (b < {T}(0) ? {UT}(0) - {UT}(b) : {UT}(b));
+    return a < {T}(0) ? {T}(0) - {T}(r) : {T}(r);
+}}""",
+    "imod": """{T} {name}({T} a, {T} b) {{
+    if (b == {T}(0)) return {T}(0);
+    const {UT} m = (a < {T}(0) ? {UT}(0) - {UT}(a) : {UT}(a)) % (b < {T}(0) ? {UT}(0) - {UT}(b) : {UT}(b));
+    const {T} r = a < {T}(0) ? {T}(0) - {T}(m) : {T}(m);
+    return r != {T}(0) && (r < {T}(0)) != (b < {T}(0)) ? r + b : r;
+}}""",
+    "urem": """{T} {name}({T} a, {T} b) {{
+    return b == {T}(0) ? {T}(0) : a % b;
+}}""",
+    # C's fmod, exact as C's is: |x| less the multiples 2^k |y| it holds, largest first (each
+    # difference is exact: the operands are within a factor of 2). NaN for x = +-inf or y = 0,
+    # x for y = +-inf; a zero result has x's sign. GLSL's mod() floors x / y, inexactly.
+    "fmod": """{T} {name}({T} x, {T} y) {{
+    if (isnan(x) || isnan(y)) return x + y;
+    if (isinf(x) || y == {T}(0)) return {T}(uintBitsToFloat(0x7fc00000u));
+    const {T} ax = abs(x), ay = abs(y);
+    if (isinf(y) || ax < ay) return x;
+    {T} t = ay, r = ax;
+    while (t * {T}(2) <= ax) t *= {T}(2);
+    for (; t >= ay; t *= {T}(0.5)) {{
+        if (r >= t) r -= t;
+    }}
+    return x < {T}(0) ? -r : r;
+}}""",
+    # The floored remainder of x / y from r = fmod(x, y): r moved to y's sign, a zero of y's sign
+    # (Mod-28's special cases: y = +-inf gives x where x has y's sign, else y).
+    "floor_mod": """{T} {name}({T} r, {T} y) {{
+    if (r == {T}(0)) return y < {T}(0) ? -{T}(0) : {T}(0);
+    return (r < {T}(0)) != (y < {T}(0)) ? r + y : r;
 }}""",
     # x ** e in wraparound integers; a negative exponent gives 1 / x ** |e| truncated toward zero.
     "ipow": """{T} {name}({T} x, {E} e) {{

@@ -3,8 +3,9 @@ fuse into one kernel when the intermediate has no other reader and either has th
 dtype or is bool (a comparison feeding a Where, a Not, a Cast). Every subtree of a fused tree
 computes in its own type and is brought back into it after every op (expr.py), so a fused chain
 computes exactly what the ops one by one would. Which ONNX ops are elementwise, and as which tree
-op, is elementwise_ops.py's table; Cast, CastLike, IsInf, Gelu and the com.microsoft GELUs choose
-their tree from their attributes (and CastLike from its second input's dtype) here."""
+op, is elementwise_ops.py's table (Mod's and BitShift's attribute chooses between its entries);
+Cast, CastLike, IsInf, Gelu and the com.microsoft GELUs choose their tree from their attributes
+(and CastLike from its second input's dtype) here."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ import onnx
 
 from .. import expr as E
 from ..dtypes import E8M0_ROUND_MODES, TYPES
-from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_UNARY, ONNX_VARIADIC
+from ..elementwise_ops import OPS, ONNX_ATTRS, ONNX_BINARY, ONNX_CHOSEN, ONNX_UNARY, ONNX_VARIADIC
 from ..errors import CompileError
 from ..frontend import MAX_OPSET
 from ..ir import Graph, Node
@@ -24,19 +25,29 @@ from ..rows import broadcasting_rows, unary_rows
 ATTRIBUTE_OPS = {"Clip": "clip", "Cast": "cast", "CastLike": "cast", "IsInf": "isinf",
                  "Gelu": "gelu"}
 MICROSOFT_OPS = {"Gelu": "gelu", "FastGelu": "gelu_tanh", "BiasGelu": "gelu"}
-ELEMENTWISE_OPS = set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | set(ATTRIBUTE_OPS)
+ELEMENTWISE_OPS = (set(ONNX_BINARY) | set(ONNX_UNARY) | set(ONNX_VARIADIC) | set(ATTRIBUTE_OPS)
+                   | set(ONNX_CHOSEN))
+# Declarations that implement a newer schema than REVIEWED_OPSET: Cast-24's round_mode
+# (float8e8m0) and Cast-25's int2 / uint2; Mod-28's floored remainder of floats and BitShift-28's
+# signed integers.
+SCHEMAS = {"Cast": 25, "CastLike": 25, "Mod": 28, "BitShift": 28}
 # Fusion stops before a kernel's expression passes this many characters of GLSL: ops that read
 # their operand twice (Elu, PRelu, HardSwish) repeat its text, so a long chain would grow
 # exponentially.
 MAX_EXPR_CHARS = 4000
 
 
+def _tree_ops(op: str) -> list[str]:
+    """The tree ops an ONNX elementwise op can become."""
+    if op in ONNX_CHOSEN:
+        return list(ONNX_CHOSEN[op][1].values())
+    return [ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op) or ATTRIBUTE_OPS[op]]
+
+
 def _dtypes_doc(op: str) -> str:
     """The dtypes vkc computes an elementwise op on: those ONNX allows (its input's type
     constraint: T where it has one) that the expression renderer has texts for."""
-    name = (ONNX_BINARY.get(op) or ONNX_UNARY.get(op) or ONNX_VARIADIC.get(op)
-            or ATTRIBUTE_OPS[op])
-    kinds = OPS[name].kinds
+    kinds = sorted({k for name in _tree_ops(op) for k in OPS[name].kinds})
     # ONNX's names: float is float32; bfloat16 computes in float32 like float16
     vkc = {"float", "float16", "bfloat16"} if "float" in kinds else set()
     if "double" in kinds:
@@ -64,8 +75,7 @@ _LIMITS = {"Clip": "min and max computed at run time",
                    "(undefined in ONNX)"}
 for _op in sorted(ELEMENTWISE_OPS):
     # The elementwise kernel checks dtypes per expression (lower/elementwise.py).
-    name = (ONNX_BINARY.get(_op) or ONNX_UNARY.get(_op) or ONNX_VARIADIC.get(_op)
-            or ATTRIBUTE_OPS[_op])
+    name = _tree_ops(_op)[0]
     declare(_op, handled_by="fused elementwise", module=__name__, dtypes=None,
             float16="float" in OPS[name].kinds, magnitude=OPS[name].magnitude,
             dtypes_doc=(_dtypes_doc(_op) if _op not in ("Cast", "CastLike") else
@@ -74,8 +84,7 @@ for _op in sorted(ELEMENTWISE_OPS):
                         "of them"),
             constant_inputs=(1, 2) if _op == "Clip" else (),
             limits=_LIMITS.get("Cast" if _op == "CastLike" else _op, "-"),
-            # Cast-24's round_mode (float8e8m0) is implemented, and Cast-25's int2 / uint2
-            schema=25 if _op in ("Cast", "CastLike") else REVIEWED_OPSET,
+            schema=SCHEMAS.get(_op, REVIEWED_OPSET),
             noop=same_dtype if _op in ("Cast", "CastLike") else None,
             row_wise=unary_rows if _op in ONNX_UNARY or _op in ATTRIBUTE_OPS else broadcasting_rows)
 _MICROSOFT_DOCS = {"Gelu": "x Phi(x) (erf form)", "FastGelu": "tanh form, optional bias",
@@ -139,6 +148,37 @@ def _microsoft_tree(node: Node):
     return (MICROSOFT_OPS[node.op_type], x), node.inputs[:2] if bias else node.inputs[:1]
 
 
+def _leaves(inputs) -> tuple[list, list]:
+    """The leaves of a tree over `inputs` and the operands they read: a scalar constant becomes a
+    literal in the kernel, the same value twice (x * x) one operand."""
+    leaves, operands = [], []
+    for v in inputs:
+        if v.is_constant and v.size == 1:
+            leaves.append(("const", v.data.reshape(-1)[0].item()))
+        else:
+            same = [i for i, o in enumerate(operands) if o is v]
+            leaves.append(("in", same[0] if same else len(operands)))
+            if not same:
+                operands.append(v)
+    return leaves, operands
+
+
+def _chosen_op(node: Node) -> str:
+    """The tree op an attribute chooses (elementwise_ops.ONNX_CHOSEN); a missing attribute has
+    its schema's default."""
+    name, ops = ONNX_CHOSEN[node.op_type]
+    value = node.attrs.get(name)
+    if value is None:
+        schema = onnx.defs.get_schema(node.op_type, max_inclusive_version=MAX_OPSET)
+        default = schema.attributes[name].default_value
+        value = onnx.helper.get_attribute_value(default) if default.name else None
+    value = value.decode() if isinstance(value, bytes) else value
+    if value not in ops:
+        raise CompileError(f"{node.op_type} '{node.name}' has {name}={value!r}; ONNX defines "
+                           f"{', '.join(map(repr, ops))}.")
+    return ops[value]
+
+
 def to_elementwise(graph: Graph) -> Graph:
     for node in graph.nodes:
         if node.domain == "com.microsoft" and node.op_type in MICROSOFT_OPS:
@@ -147,21 +187,16 @@ def to_elementwise(graph: Graph) -> Graph:
             continue
         elif node.op_type in ATTRIBUTE_OPS:
             tree, operands = _attribute_tree(node), [node.inputs[0]]
+        elif node.op_type in ONNX_CHOSEN:
+            leaves, operands = _leaves(node.inputs)
+            tree = (_chosen_op(node), *leaves)
         elif node.op_type in ONNX_UNARY:
             # ONNX float attributes are float32, for every dtype the op computes on.
             attrs = [("const", float(np.float32(node.attrs.get(name, default))))
                      for name, default in ONNX_ATTRS.get(node.op_type, ())]
             tree, operands = (ONNX_UNARY[node.op_type], ("in", 0), *attrs), [node.inputs[0]]
         else:
-            leaves, operands = [], []
-            for v in node.inputs:
-                if v.is_constant and v.size == 1:  # scalars become literals in the kernel
-                    leaves.append(("const", v.data.reshape(-1)[0].item()))
-                else:  # the same value twice (x * x) is one operand
-                    same = [i for i, o in enumerate(operands) if o is v]
-                    leaves.append(("in", same[0] if same else len(operands)))
-                    if not same:
-                        operands.append(v)
+            leaves, operands = _leaves(node.inputs)
             if node.op_type in ONNX_VARIADIC:  # Sum(a, b, c) = add(add(a, b), c)
                 tree = leaves[0]
                 for leaf in leaves[1:]:

@@ -15,7 +15,7 @@ from compiler import onnx_backend
 from compiler.dtypes import TYPES
 from tests.harness import assert_close
 
-OPSET = 17
+OPSET = 28
 N = 97  # elements: not a multiple of a workgroup or of the 4 that packed 8- and 16-bit words hold
 KIND = {"float32": "float", "float16": "float", "float64": "double", "int8": "int", "int16": "int",
         "int32": "int", "int64": "int", "uint8": "uint", "uint16": "uint", "uint32": "uint", "uint64": "uint"}
@@ -42,14 +42,16 @@ def _cases(dtype):
         if op.typing in OTHER_TYPING or op.text(KIND[dtype]) is None:
             continue
         for onnx_op in (*op.onnx, *op.variadic):
-            if _allows(onnx_op, dtype) and _renders(onnx_op, dtype):
+            if _allows(onnx_op, dtype) and _renders(op, onnx_op, dtype):
                 yield onnx_op, op.name, 1 if onnx_op in ops.ONNX_UNARY else 2
 
 
-def _renders(onnx_op: str, dtype: str) -> bool:
+def _renders(op, onnx_op: str, dtype: str) -> bool:
     """The renderer takes the ONNX op's tree on tensor operands of this dtype (it refuses, by
     name, what it does not compute: float64 Pow of a float exponent tensor)."""
-    if onnx_op in ops.ONNX_UNARY:
+    if op.chosen_by:
+        tree = (op.name, ("in", 0), ("in", 1))
+    elif onnx_op in ops.ONNX_UNARY:
         tree = (ops.ONNX_UNARY[onnx_op], ("in", 0), *(("const", v) for _, v in ops.ONNX_ATTRS.get(onnx_op, ())))
     else:
         tree = ((ops.ONNX_BINARY.get(onnx_op) or ops.ONNX_VARIADIC[onnx_op]), ("in", 0), ("in", 1))
@@ -84,10 +86,12 @@ def _model(dtype):
     a product of sums and differences, and a Where on a comparison."""
     t = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     nodes, outputs = [], []
-    for onnx_op, _, inputs in _cases(dtype):
-        operands = ["a", "e"] if onnx_op == "Pow" else ["a", "b"][:inputs]
-        out = f"y_{onnx_op}"
-        nodes.append(helper.make_node(onnx_op, operands, [out], name=out))
+    for onnx_op, name, inputs in _cases(dtype):
+        # Pow takes e as its exponent, and so do shifts as their count
+        operands = ["a", "e"] if onnx_op in ("Pow", "BitShift") else ["a", "b"][:inputs]
+        out = f"y_{onnx_op}" + (f"_{name}" if ops.OPS[name].chosen_by else "")
+        attrs = dict([ops.OPS[name].chosen_by]) if ops.OPS[name].chosen_by else {}
+        nodes.append(helper.make_node(onnx_op, operands, [out], name=out, **attrs))
         outputs.append(out)
     nodes += [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Sub", ["a", "b"], ["d"]),
               helper.make_node("Mul", ["s", "d"], ["y_chain"]),
@@ -171,12 +175,16 @@ def test_onnx_tables():
     assert ops.ONNX_ATTRS["LeakyRelu"] == (("alpha", 0.01),)
     assert ops.ONNX_VARIADIC == {"Sum": "add", "Max": "max", "Min": "min", "Mean": "add"}
     assert not set(ops.ONNX_UNARY) & set(ops.ONNX_BINARY)
+    assert ops.ONNX_CHOSEN == {"Mod": ("fmod", {1: "fmod", 0: "mod"}),
+                               "BitShift": ("direction", {"LEFT": "shift_left", "RIGHT": "shift_right"})}
+    assert not set(ops.ONNX_CHOSEN) & (set(ops.ONNX_UNARY) | set(ops.ONNX_BINARY))
+    bits = {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right"}
     assert ops.INTEGER_OPS == {"add", "sub", "mul", "div", "max", "min", "clip", "neg", "abs",
                                "relu", "sign", "prelu", "pow", "equal", "less", "greater",
-                               "less_equal", "greater_equal", "where", "cast"}
-    assert ops.FLOAT64_OPS == ops.INTEGER_OPS | {"sqrt", "reciprocal", "floor", "ceil", "round",
-                                                 "exp", "log", "softsign", "thresholded_relu",
-                                                 "isnan", "isinf"}
+                               "less_equal", "greater_equal", "where", "cast", "fmod", "mod"} | bits
+    assert ops.FLOAT64_OPS == ops.INTEGER_OPS - bits | {"sqrt", "reciprocal", "floor", "ceil", "round",
+                                                        "exp", "log", "softsign", "thresholded_relu",
+                                                        "isnan", "isinf"}
     assert {op.name for op in ops.OPS.values() if "bool" in op.kinds} == {
         "equal", "not", "and", "or", "xor", "where", "cast"}
     assert ops.OPS["exp"].kinds == ("float", "double")

@@ -1,5 +1,7 @@
 """Elementwise arithmetic on integer, float16 and float64 tensors, with ONNX's semantics: integer
-+ - * wrap around modulo 2^bits, division truncates toward zero, Pow returns its base's type.
++ - * wrap around modulo 2^bits, division truncates toward zero, Mod's remainders take the sign
+of the dividend (fmod=1) or of the divisor (fmod=0), shifts past the width leave the sign's bits,
+Pow returns its base's type.
 Integers compare exactly with onnxruntime, or with numpy where onnxruntime's CPU provider has no
 kernel for the dtype (it lacks e.g. every int8 arithmetic op)."""
 
@@ -166,6 +168,83 @@ def test_unsigned_unary(op, dtype, rng):
     m = model([(op, ["x"], "y", {})], {"x": ([2, 9], dtype)}, {"y": (None, dtype)})
     fn = {"Abs": np.abs, "Sign": np.sign}[op]
     check_against_onnxruntime(m, feeds={"x": x}, exact=True, fallback=lambda f: {"y": fn(f["x"])})
+
+
+# ---- Mod and the bitwise ops ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+def test_integer_mod_and_bits(dtype, rng):
+    """Both remainders, And, Or, Xor, Not and both shifts (by -2 to width + 3: signed counts
+    are BitShift-28's) of one dtype, over its whole range, exactly as onnxruntime."""
+    info = np.iinfo(dtype)
+    a, b = full_range(rng, dtype, [6, 17]), nonzero_divisor(full_range(rng, dtype, [17]))
+    a.flat[:4], b[:4] = [info.min, info.max, 7, 0], [7, 7, info.max, info.min if info.min else 5]
+    n = rng.integers(max(info.min, -2), info.bits + 4, [6, 17]).astype(dtype)
+    nodes = [("Mod", ["a", "b"], "mod", {}), ("Mod", ["a", "b"], "fmod", {"fmod": 1}),
+             ("BitwiseAnd", ["a", "b"], "and", {}), ("BitwiseOr", ["a", "b"], "or", {}),
+             ("BitwiseXor", ["a", "b"], "xor", {}), ("BitwiseNot", ["a"], "not", {}),
+             ("BitShift", ["a", "n"], "left", {"direction": "LEFT"}),
+             ("BitShift", ["a", "n"], "right", {"direction": "RIGHT"})]
+    m = model(nodes, {"a": ([6, 17], dtype), "b": ([17], dtype), "n": ([6, 17], dtype)},
+              {out: (None, dtype) for _, _, out, _ in nodes}, opset=28)
+    r = check_against_onnxruntime(m, feeds={"a": a, "b": b, "n": n}, exact=True)
+    assert len(r["manifest"]["dispatches"]) <= 8
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.int64],
+                         ids=["int8", "uint16", "int32", "int64"])
+def test_integer_mod_by_zero_and_of_min_by_minus_one_is_zero(dtype):
+    """Undefined in ONNX (onnxruntime traps), 0 in vkc as in numpy."""
+    from tests.harness import run_bundle
+
+    info = np.iinfo(dtype)
+    a = np.array([7, -7 if info.min else 9, info.min, 5], dtype)
+    b = np.array([0, 0, -1 if info.min else 0, 3], dtype)
+    for fmod in (0, 1):
+        m = model([("Mod", ["a", "b"], "y", {"fmod": fmod})], {"a": ([4], dtype), "b": ([4], dtype)},
+                  {"y": (None, dtype)})
+        got, _ = run_bundle(compile_cached(m), {"a": a, "b": b})
+        assert got["y"].tolist() == [0, 0, 0, 2], fmod
+
+
+SPECIAL_FLOATS = [np.nan, -np.inf, np.inf, -0.0, 0.0, 1e-30, -3e30, 7.5, -7.5, 2.0, -2.0, 0.1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64],
+                         ids=["float32", "float16", "float64"])
+def test_float_mod(dtype, rng):
+    """C's fmod (fmod=1) bit for bit, quotients up to 2^60 included; the floored remainder
+    (fmod=0, Mod-28) as onnxruntime computes it: fmod, then + b where the signs differ. Every pair
+    of special values (NaN, infinities, signed zeros) and random ones."""
+    from tests.harness import run_bundle, run_onnxruntime, spirv_validate
+
+    with np.errstate(over="ignore"):  # -3e30 is -inf in float16
+        a, b = np.meshgrid(np.array(SPECIAL_FLOATS, dtype), np.array(SPECIAL_FLOATS, dtype))
+    top = 30 if dtype != np.float16 else 8
+    big = rng.standard_normal(60) * np.exp2(rng.uniform(-top, top, 60))
+    small = rng.standard_normal(60) * np.exp2(rng.uniform(-top, top / 3, 60))
+    a, b = np.concatenate([a.ravel(), big]).astype(dtype), np.concatenate([b.ravel(), small]).astype(dtype)
+    nodes = [("Mod", ["a", "b"], "fmod", {"fmod": 1}), ("Mod", ["a", "b"], "mod", {})]
+    m = model(nodes, {"a": (a.shape, dtype), "b": (b.shape, dtype)},
+              {"fmod": (None, dtype), "mod": (None, dtype)}, opset=28)
+    bundle = compile_cached(m)
+    spirv_validate(bundle)
+    got, _ = run_bundle(bundle, {"a": a, "b": b})
+    want = run_onnxruntime(m, {"a": a, "b": b})
+    for name in ("fmod", "mod"):
+        same = (got[name] == want[name]) & (np.signbit(got[name]) == np.signbit(want[name]))
+        same |= np.isnan(got[name]) & np.isnan(want[name])
+        bad = np.flatnonzero(~same)
+        assert not bad.size, [(name, a[i], b[i], got[name][i], want[name][i]) for i in bad[:8]]
+
+
+def test_mod_attribute_out_of_range_is_refused():
+    from compiler import CompileError, compile_model
+
+    m = model([("Mod", ["a", "b"], "y", {"fmod": 2})], {"a": ([4], np.int32), "b": ([4], np.int32)},
+              {"y": (None, np.int32)})
+    with pytest.raises(CompileError, match=r"Mod 'y' has fmod=2; ONNX defines 1, 0"):
+        compile_model(m)
 
 
 # ---- floating point: float16 (computed in float32, rounded after each op) and float64 ---------
