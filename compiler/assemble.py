@@ -35,8 +35,8 @@ class TensorTable:
             raise CompileError(f"tensor '{v.name}' is {np.dtype(v.dtype).name}, a dtype bundles cannot "
                                f"hold; they hold {', '.join(DTYPES)}.")
         root = v.root()
-        if root.is_constant:
-            memory, offset = "weights", self._place_weight(root)
+        if root.is_constant:   # a view of a weight (rows of it) binds from where it starts
+            memory, offset = "weights", self._place_weight(root) + v.root_offset()
         else:
             memory, offset = self.plan.memory_of(v), self.plan.offset_of(v)
         self.entries.append({"name": v.name, "dtype": np.dtype(v.dtype).name,

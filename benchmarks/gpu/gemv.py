@@ -7,7 +7,8 @@ when its product reads it again. GPU time per product is Model.profile's median 
 over the copies; the bandwidth is the weights' bytes over that time.
 --weights int8|int4|int4-sym: the same products quantized as `vkc compile --weights` does
 (templates/matmul_nbits.comp.j2), bytes counting the packed weights, scales and zero points; then
-variants are r<ROWS>l<LOCAL>[i] (rows of W a workgroup, its invocations; i: integer-to-float
+variants are r<ROWS>l<LOCAL>[g<G>][i] (rows of W a workgroup, its invocations; g: A staged in
+shared memory and G groups of ROWS rows a workgroup, a subgroup a group; i: integer-to-float
 conversions instead of shifting the weights into a float's mantissa).
 Float variants: the kernel's module constants (compiler/lower/matmul.py), as
 t<THREADS>u<UNROLL>[w][c<C>][s][k<S>][g<G>] (w: 16-byte loads of 8 columns; c: at least C column
@@ -17,7 +18,7 @@ until there are G times the profile's min_workgroups workgroups).
 
     python3 -m benchmarks.gpu.gemv                              # the default
     python3 -m benchmarks.gpu.gemv t256u4wc4k1,t256u4wc4k16     # variants
-    python3 -m benchmarks.gpu.gemv --weights int4 r4l64,r8l64   # quantized weights' variants
+    python3 -m benchmarks.gpu.gemv --weights int4 r4l64,r4l128g4   # quantized weights' variants
 """
 import json
 import re
@@ -78,7 +79,7 @@ def gpu_us(model: onnx.ModelProto, count: int, weights: str | None = None) -> tu
         run.run(feeds)
         prof = run.profile(feeds, repeat=50)
     if weights:
-        params = [{p: k.params[p] for p in ("ROWS", "LOCAL", "PAIRED")} | {"groups": k.groups[0]}
+        params = [{p: k.params[p] for p in ("ROWS", "LOCAL", "GROUPS", "PAIRED")} | {"groups": k.groups[0]}
                   for k in kernels if k.template == "matmul_nbits"]
     else:
         params = [{p: k.params[p] for p in ("CT", "KT", "COLS", "PAIRED")} | {"groups": k.groups[0], "split": k.groups[2]}
@@ -100,12 +101,20 @@ def set_variant(name: str) -> None:
     matmul.GEMV_SPLIT_WORKGROUPS = int(groups or DEFAULT_GROUPS)
 
 
-NBITS_DEFAULT = (matmul_nbits.ROWS, matmul_nbits.LOCAL)
+def nbits_default() -> str:
+    staged = matmul_nbits.STAGED_GROUPS
+    return f"r{matmul_nbits.ROWS}l{matmul_nbits.STAGED_LOCAL if staged else matmul_nbits.LOCAL}" + \
+        (f"g{staged}" if staged else "")
 
 
 def set_nbits_variant(name: str) -> None:
-    rows, local, ints = re.fullmatch(r"r(\d+)l(\d+)(i?)", name).groups()
-    matmul_nbits.ROWS, matmul_nbits.LOCAL, matmul_nbits.MANTISSA_WEIGHTS = int(rows), int(local), not ints
+    rows, local, groups, ints = re.fullmatch(r"r(\d+)l(\d+)(?:g(\d+))?(i?)", name).groups()
+    matmul_nbits.ROWS, matmul_nbits.MANTISSA_WEIGHTS = int(rows), not ints
+    matmul_nbits.STAGED_GROUPS = int(groups or 0)
+    if groups:
+        matmul_nbits.STAGED_LOCAL = int(local)
+    else:
+        matmul_nbits.LOCAL = int(local)
 
 
 def weight_bytes(k: int, n: int, weights: str | None) -> int:
@@ -125,7 +134,7 @@ def main(argv) -> None:
         if weights not in ("int8", "int4", "int4-sym"):
             sys.exit(f"--weights {weights}: use int8, int4 or int4-sym")
     if weights:
-        variants = argv[0].split(",") if argv else ["r%dl%d" % NBITS_DEFAULT]
+        variants = argv[0].split(",") if argv else [nbits_default()]
         choose = set_nbits_variant
     else:
         variants, choose = float_variants(argv), set_variant

@@ -93,6 +93,8 @@ def dequantize_rows(node, target, *, data, scales, zero_points, y, idx, rows: in
     local = target.elementwise_local
     params = dict(LOCAL=local, BITS=bits, signed=signed, has_zp=zero_points is not None,
                   default_zp=default_zp, gather=idx is not None, PER=per,
+                  # a word's values stored four at a time (rows of whole words start on 16 bytes)
+                  Y_VEC4=per % 4 == 0 and kernel_types(y)["T"].vec4 is not None,
                   idx_words=np.dtype(idx.dtype).itemsize // 4 if idx is not None else 0,
                   **kernel_types(scales),
                   # Y's type: float16 under float32 scales in a --precision fp16 bundle

@@ -33,6 +33,7 @@ from ..ir import Value
 from .gather_block_quantized import dequantize_rows
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
 from .layernorm import normalized_first
+from ..memory import ALIGNMENT
 from ..targets import GUARANTEED_BINDING_BYTES
 from .matmul import tiled_matmul
 from .paired import rows, unpaired
@@ -51,6 +52,12 @@ LOCAL = 64
 # 89 and 112), most of it the dequantization. Dequantizing a word an invocation is not measured
 # yet; it may move the crossover below 64.
 PROMPT_ROWS = 64
+# GPU profiles with subgroup arithmetic, where A's rows fit shared memory: a workgroup of
+# STAGED_LOCAL invocations stages A once and computes STAGED_GROUPS groups of ROWS rows, a
+# subgroup a group, each sum one subgroup addition (no barrier after the staging). 0: the
+# workgroup of LOCAL invocations computes ROWS rows, its partial sums added in shared memory.
+STAGED_GROUPS = 4
+STAGED_LOCAL = 128
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
 # On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
 # loads were 4-13% faster at M = 1 and within 10% at M = 16; ROWS, M_TILE and LOCAL the best
@@ -133,14 +140,22 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     split_k, local = target.matmul != "texel", min(LOCAL, target.max_invocations)
     if norm is not None and (m >= PROMPT_ROWS or not split_k or local & (local - 1)):
         return normalized_first(node, target, lower_matmul_nbits)
-    if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and \
-            scratch.nbytes <= GUARANTEED_BINDING_BYTES and _rows_of_one_matrix(node, out_shape, m):
-        if paired:  # the tiled GEMM computes one product
-            return [k for half in unpaired(node, _weight_rows) for k in lower_matmul_nbits(half, target)]
-        return _dequantized_gemm(node, target, a=a, b=b, scales=scales, zero_points=zero_points,
-                                 w=scratch, m=m, k=k, n=n, bits=bits, block_size=block_size,
-                                 out_shape=out_shape)
+    if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and _rows_of_one_matrix(node, out_shape, m):
+        gemm = dict(a=a, m=m, k=k, bits=bits, block_size=block_size, out_shape=out_shape)
+        if scratch.nbytes <= GUARANTEED_BINDING_BYTES:
+            if paired:  # the tiled GEMM computes one product
+                return [k for half in unpaired(node, _weight_rows) for k in lower_matmul_nbits(half, target)]
+            return _dequantized_gemm(node, target, b=b, scales=scales, zero_points=zero_points, w=scratch,
+                                     y=node.outputs[0], n=n, **gemm)
+        if parts := _row_parts(node, b, scales, zero_points, n, k, a.dtype, paired):
+            return [kernel for part in parts for kernel in _dequantized_gemm(node, target, **part, **gemm)]
     m_tile = min(m, M_TILE)
+    # A's rows as float vec4s, zero past K, and a subgroup's sum of squares of each
+    staged_bytes = m_tile * (blocks * block_size * 4 + (4 * STAGED_LOCAL if norm else 0))
+    staged = bool(split_k and STAGED_GROUPS and target.subgroup_reductions and
+                  STAGED_LOCAL <= target.max_invocations and staged_bytes <= target.max_shared_memory)
+    if staged:
+        local = STAGED_LOCAL
     expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape)
     spec = [("M", "int32", m), ("N", "int32", columns), ("K", "int32", k), ("BLOCKS", "int32", blocks),
             ("ROW_WORDS", "int32", row_bytes // 4),
@@ -150,7 +165,8 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
     params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
                   SPLIT_K=split_k, PAIRED=bool(paired), MANTISSA=MANTISSA_WEIGHTS,
-                  SUBGROUP_SUM=target.subgroup_reductions,
+                  SUBGROUP_SUM=target.subgroup_reductions, STAGED=staged, GROUPS=STAGED_GROUPS if staged else 1,
+                  STAGED_VEC4S=blocks * block_size // 4,
                   WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
                   A_VEC4=k == blocks * block_size and k % 4 == 0,
@@ -169,14 +185,14 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     bindings += [y, *operands, *norm[:1]] if norm else [y, *operands]
     # a workgroup's (CPU profiles: an invocation's) ROWS rows of W: as many output columns, or
     # half as many of a paired product (each from a row of both halves)
-    per = ROWS // 2 if paired else ROWS
+    per = (ROWS // 2 if paired else ROWS) * (STAGED_GROUPS if staged else 1)
     groups = (-(-columns // (per if split_k else per * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
     return [Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
                    groups=groups, local_size=(local, 1, 1), nodes=node.sources,
                    flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
-                   shared_memory_bytes=4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)]
+                   shared_memory_bytes=staged_bytes if staged else 4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)]
 
 
 def _weight_rows(node, part):
@@ -197,11 +213,39 @@ def _rows_of_one_matrix(node, out_shape, m: int) -> bool:
                                                                for v in fused))
 
 
-def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bits, block_size, out_shape):
+def _row_parts(node, b, scales, zero_points, n: int, k: int, dtype, paired) -> list[dict] | None:
+    """A prompt's product whose dequantized W would not fit one binding (an LM head: 128256 x
+    2048 float16 is 525 MB) in parts of W's rows, each a binding's worth: its packed rows,
+    scales and zero points as views of the weights, its scratch, and its columns of Y (a window
+    of Y from the part's first column, rows N apart). None where a part's weights or columns
+    would not start on a binding boundary (the repeated GEMV runs then), or with fused
+    epilogue operands (indexed by whole rows of Y) or a pair."""
+    y = node.outputs[0]
+    if paired or len(node.inputs) > node.attrs.get("n_op_inputs", len(node.inputs)):
+        return None
+    row_bytes = {v: v.nbytes // n for v in (b, scales, zero_points) if v is not None}
+    part_rows = GUARANTEED_BINDING_BYTES // (k * np.dtype(dtype).itemsize) // ALIGNMENT * ALIGNMENT
+    parts = []
+    for first in range(0, n, part_rows):
+        rows = min(part_rows, n - first)
+        if any((first * size) % ALIGNMENT for size in [*row_bytes.values(), np.dtype(y.dtype).itemsize]):
+            return None
+        view = {v: Value(f"{v.name}/rows{first}", v.dtype, (rows * size // np.dtype(v.dtype).itemsize,), alias_of=v,
+                         alias_offset=first * size) for v, size in row_bytes.items()}
+        window = Value(f"{y.name}/columns{first}", y.dtype, ((y.size // n - 1) * n + rows,), alias_of=y,
+                       alias_offset=first * np.dtype(y.dtype).itemsize)
+        parts.append(dict(b=view[b], scales=view[scales], zero_points=view.get(zero_points),
+                          w=Value(f"{y.name}/weights{first}", dtype, (rows, k)), y=window, n=rows, row_stride=n))
+    return parts
+
+
+def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n, bits, block_size, out_shape,
+                      row_stride=None):
     """A prompt's product: W dequantized into scratch ([N, K], A's dtype: a word of W an
     invocation, stores along W's rows), then the tiled GEMM reading it as Bᵀ, each weight once
     per tile of rows instead of once per M_TILE rows. (Dequantized as [K, N], the scratch took
-    the GEMM as long and its writes 1.6-5x as long on an H100.)"""
+    the GEMM as long and its writes 1.6-5x as long on an H100.) row_stride: Y's rows are this
+    many elements apart (N where Y is all of the output)."""
     blocks = -(-k // block_size)
     dequantize = dequantize_rows(node, target, data=b, scales=scales, zero_points=zero_points,
                                  y=w, idx=None, rows=n, k=k, row_stride=blocks * block_size,
@@ -209,8 +253,8 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, m, k, n, bi
                                  zp_row=-(-blocks * bits // 8) * 8 // bits, signed=False,
                                  default_zp=2 ** (bits - 1))
     strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=n, SC_N=1)  # B [N, K]: Wᵀ
-    return dequantize + tiled_matmul(node, target, a=a, b=w, c=node.outputs[0], M=m, N=n, K=k,
+                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=row_stride or n, SC_N=1)  # B [N, K]: Wᵀ
+    return dequantize + tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=n, K=k,
                                      batch0=1, batch1=1, strides=strides, coords="matmul",
                                      out_shape=out_shape, rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import expr as E
 from ..ir import Node, Value
+from ..memory import ALIGNMENT
 
 
 def unpaired(node: Node, half) -> list[Node]:
@@ -34,6 +35,11 @@ def columns(v: Value, part: int, name: str) -> Value:
 
 
 def rows(v: Value, part: int, name: str) -> Value:
-    """Part 0 or 1 of a packed constant's rows (2-D, or flat: scales, zero points)."""
+    """Part 0 or 1 of a packed constant's rows (2-D, or flat: scales, zero points), flat: a view
+    of the constant where the part starts on a binding boundary (the bundle then holds the
+    weights once, for this kernel and for a variant's paired one), else a copy."""
+    half = v.size // 2
+    if (part * half * v.data.itemsize) % ALIGNMENT == 0:
+        return Value(f"{name}/part{part}", v.dtype, (half,), alias_of=v, alias_offset=part * half * v.data.itemsize)
     data = np.ascontiguousarray(np.split(v.data.reshape(2, -1), 2)[part].reshape(-1))
     return Value(f"{name}/part{part}", data.dtype, data.shape, data=data)

@@ -87,19 +87,24 @@ def test_matmul_nbits(a_shape, n, kw, target):
 SUBGROUP_SUMS = replace(TARGETS["generic"], name="generic-subgroup-sums", subgroup_reductions=True)
 
 
+@pytest.mark.parametrize("staged_groups", [4, 0])
 @pytest.mark.parametrize("mantissa", [True, False])
 @pytest.mark.parametrize("vector_loads", [True, False])
 @pytest.mark.parametrize("a_shape,n,kw", [CASES[0], CASES[1], CASES[5], CASES[6]])
-def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, mantissa, monkeypatch):
-    """Subgroup sums (the nvidia profile's reduction), B read a word at a time, and weights
-    converted to floats by integer conversions instead of through a float's mantissa."""
+def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, mantissa, staged_groups, monkeypatch):
+    """Subgroup sums (the nvidia profile's reduction), with A staged in shared memory and a
+    subgroup a group of rows or a workgroup's partial sums added in shared memory; B read a word
+    at a time; weights converted to floats by integer conversions instead of through a float's
+    mantissa."""
     monkeypatch.setattr(matmul_nbits, "VECTOR_LOADS", vector_loads)
     monkeypatch.setattr(matmul_nbits, "MANTISSA_WEIGHTS", mantissa)
-    target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}-mantissa{mantissa}")  # own cache key
+    monkeypatch.setattr(matmul_nbits, "STAGED_GROUPS", staged_groups)
+    target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}-mantissa{mantissa}"
+                     f"-staged{staged_groups}")  # own cache key
     model = nbits_model(a_shape, n, **kw)
     [kernel] = compile_with_kernels(model, target=target)[1]
     assert kernel.params["VEC"] == (4 if vector_loads else 1) and kernel.params["SUBGROUP_SUM"]
-    assert kernel.params["MANTISSA"] == mantissa
+    assert kernel.params["MANTISSA"] == mantissa and kernel.params["STAGED"] == bool(staged_groups)
     check_against_onnxruntime(model, target=target)
 
 
@@ -280,3 +285,22 @@ def test_float16_product_widens_with_its_scales_as_they_are():
     tensors = {t["name"]: t["dtype"] for t in read_bundle(bundle).manifest["tensors"]}
     assert tensors["scales"] == "float16"
     check_against_onnxruntime(model, rtol_l2=1e-3, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("a_shape,n,kw", [
+    pytest.param([1, 64, 64], 600, {"zero_points": "packed"}, id="4bit-packed-zp"),
+    pytest.param([64, 64], 520, {"bits": 8}, id="8bit"),
+])
+def test_prompt_product_over_one_binding_runs_in_parts(a_shape, n, kw, monkeypatch):
+    """A prompt's product whose dequantized weight would not fit one binding (an LM head) runs
+    as row parts of W, each dequantized into scratch and multiplied into its columns of Y; the
+    packed weights stay one copy in the bundle (the parts bind views of them)."""
+    monkeypatch.setattr(matmul_nbits, "GUARANTEED_BINDING_BYTES", 256 * 64 * 4)   # 256 rows a part
+    model = nbits_model(a_shape, n, **kw)
+    target = replace(TARGETS["generic"], name="generic-small-bindings")   # own cache key
+    bundle, kernels = compile_with_kernels(model, target=target)
+    templates = [k.template for k in kernels]
+    assert templates.count("gather_block_quantized") == 3 and "matmul_nbits" not in templates, templates
+    packed = next(init for init in model.graph.initializer if init.name == "b")
+    assert len(read_bundle(bundle).weights) < 1.5 * len(packed.raw_data)
+    check_against_onnxruntime(model, target=target)

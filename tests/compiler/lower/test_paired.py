@@ -4,6 +4,8 @@ the second product first, into scratch, then the first with the epilogue reading
 pairing. Against onnxruntime (for --weights, the same quantization as MatMulNBits nodes)."""
 import pytest
 
+from bundles import read_bundle
+from compiler.compile import compile_with_kernels
 from tests.compiler.passes.test_paired_products import check_pair
 from tests.llm_models import swiglu_model
 
@@ -17,3 +19,16 @@ def test_products_apart(target, rows, weights, products):
     templates, kernels = check_pair(swiglu_model(rows), target, weights)
     assert templates == products
     assert not any(k.params.get("PAIRED") for k in kernels)
+
+
+def test_prompt_halves_bind_the_paired_weights():
+    """A prompt's two products bind their halves of the paired packed weights as views where a
+    half starts on a binding boundary: the bundle holds those bytes once."""
+    bundle, kernels = compile_with_kernels(swiglu_model(64, k=512, f=128), target="generic", weights="int4")
+    tensors = {t["name"]: t for t in read_bundle(bundle).manifest["tensors"] if t["memory"] == "weights"}
+    halves = sorted((t for name, t in tensors.items() if name.endswith("/part1")), key=lambda t: t["nbytes"])
+    assert any(t["nbytes"] % 256 == 0 for t in halves), halves
+    for half in halves:
+        first = tensors[half["name"][:-1] + "0"]
+        if half["nbytes"] % 256 == 0:   # a view: right after its first half, in the same weights
+            assert half["offset"] == first["offset"] + first["nbytes"], (first, half)
