@@ -6,44 +6,65 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import TYPES, kernel_types
+from ..dtypes import TYPES, element_bits, kernel_types
+from ..errors import CompileError
 from ..ir import Value
 from ..memory import ALIGNMENT
 from ..noops import rest_empty
 from ..registry import FLOATS
 from ..shapes import prod
-from .kernel import Kernel, grid_1d, kernels_by_root, register
+from .kernel import Kernel, buffer_view, grid_1d, kernels_by_root, register
 from .strided_copy import element_words
 
-# Integer Concats (positions and block ids computed from a mask: LongT5's) move 32-bit words.
+# Integer Concats (positions and block ids computed from a mask: LongT5's) move 32-bit words;
+# 8- and 16-bit ones (CPM-Ant's bool attention mask) too, where each input's part of an output
+# row is whole words.
 MOVED = ("int32", "int64", "uint32", "uint64")
+PACKED = ("bool", "int8", "uint8", "int16", "uint16")
 
 
-@register("Concat", dtypes=FLOATS + MOVED, noop=rest_empty)
+@register("Concat", dtypes=FLOATS + MOVED + PACKED, noop=rest_empty,
+          limits="8- and 16-bit parts of an output row that are not whole 32-bit words")
 def lower_concat(node, target):
     out = node.outputs[0]
     axis = node.attrs["axis"] % len(out.shape)
     outer, inner = prod(out.shape[:axis]), prod(out.shape[axis + 1:])
     local = target.elementwise_local
+    lengths = [x.shape[axis] for x in node.inputs]  # each input's part of the axis, in units
+    a_out = out.shape[axis]
     if np.dtype(out.dtype).name in FLOATS:
         params = dict(LOCAL=local, **kernel_types(out))
     else:  # copied bit for bit as 32-bit words (an int64 element is two)
-        inner *= element_words(node, [*node.inputs, out])
+        if np.dtype(out.dtype).name in PACKED:  # the axis and the dims after it as words
+            lengths, a_out, inner = _packed_words(node, lengths, inner, element_bits(out.dtype))
+        else:
+            inner *= element_words(node, [*node.inputs, out])
         params = dict(LOCAL=local, T=TYPES["float32"], ACC=TYPES["float32"])
     kernels, offset = [], 0
     # Set by passes/concat_slices.py: the inputs already written into their slice.
     placed_inputs = node.attrs.get("written_in_place", (False,) * len(node.inputs))
-    for x, placed in zip(node.inputs, placed_inputs):
-        a_in = x.shape[axis]
+    for x, a_in, placed in zip(node.inputs, lengths, placed_inputs):
         total = outer * a_in * inner
         if total and not placed:
             spec = [("TOTAL", "int32", total), ("INNER", "int32", inner), ("A_IN", "int32", a_in),
-                    ("A_OUT", "int32", out.shape[axis]), ("OFFSET", "int32", offset)]
-            kernels.append(Kernel("copy_slice", params, spec, [x, out], writes=[1],
-                                  groups=grid_1d(total, local), local_size=(local, 1, 1),
+                    ("A_OUT", "int32", a_out), ("OFFSET", "int32", offset)]
+            kernels.append(Kernel("copy_slice", params, spec, [buffer_view(x), buffer_view(out)],
+                                  writes=[1], groups=grid_1d(total, local), local_size=(local, 1, 1),
                                   nodes=node.sources))
         offset += a_in
     return kernels
+
+
+def _packed_words(node, lengths: list[int], inner: int, bits: int) -> tuple[list[int], int, int]:
+    """(each input's words of an output row, the row's words, 1): a Concat of 8- or 16-bit
+    elements copies whole words, so each input's part of an output row must be whole words."""
+    per_word = 32 // bits
+    if any(a * inner % per_word for a in lengths):
+        raise CompileError(f"Concat '{node.name}' joins {np.dtype(node.outputs[0].dtype).name} parts of "
+                           f"{[a * inner for a in lengths]} elements per row; vkc's kernel moves "
+                           f"{bits}-bit elements {per_word} to a word, so each part must be a multiple "
+                           f"of {per_word} (Cast to int32 before the Concat otherwise).")
+    return [a * inner // per_word for a in lengths], sum(lengths) * inner // per_word, 1
 
 
 def write_slices_with_shifted_stores(kernels: list[Kernel], graph) -> list[Kernel]:

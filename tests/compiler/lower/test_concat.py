@@ -67,3 +67,27 @@ def test_concat_integers(axis, shapes, dtype, target):
     low = -2**40 if dtype == np.int64 else -2**30
     feeds = {k: rng.integers(low, 2**30, v).astype(dtype) for k, v in shapes.items()}
     check_against_onnxruntime(model, feeds=feeds, target=target, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16])
+@pytest.mark.parametrize("axis, shapes", [(1, {"a": [2, 32], "b": [2, 16]}),     # CPM-Ant's mask
+                                          (0, {"a": [4, 6], "b": [2, 6], "c": [6, 6]}),
+                                          (1, {"a": [3, 2, 6], "b": [3, 4, 6]})])
+def test_concat_packed(axis, shapes, dtype):
+    """8- and 16-bit elements move as words where each input's part of an output row is whole
+    words."""
+    model = single_op_model("Concat", shapes, {"axis": axis}, input_dtypes={k: dtype for k in shapes},
+                            output_dtypes=[dtype])
+    rng = np.random.default_rng(0)
+    feeds = {k: (rng.integers(-100, 100, v) if dtype != np.bool_ else rng.random(v) < 0.5).astype(dtype)
+             for k, v in shapes.items()}
+    check_against_onnxruntime(model, feeds=feeds, exact=True)
+
+
+def test_concat_packed_parts_off_words_refused():
+    from compiler import CompileError, compile_model
+
+    model = single_op_model("Concat", {"a": [2, 3], "b": [2, 5]}, {"axis": 1},
+                            input_dtypes={"a": np.bool_, "b": np.bool_}, output_dtypes=[np.bool_])
+    with pytest.raises(CompileError, match=r"Concat .* joins bool parts of \[3, 5\] elements per row"):
+        compile_model(model)
