@@ -58,6 +58,7 @@ PROMPT_ROWS = 64
 # workgroup of LOCAL invocations computes ROWS rows, its partial sums added in shared memory.
 STAGED_GROUPS = 4
 STAGED_LOCAL = 128
+STAGED_UNROLL = 1   # chunks of the rows each invocation loads before it computes
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
 # On an H100 (`python3 -m benchmarks.gpu.matmul_nbits 4x4x64,4x4x128,4x4x64v,2x4x64`) 16-byte
 # loads were 4-13% faster at M = 1 and within 10% at M = 16; ROWS, M_TILE and LOCAL the best
@@ -149,39 +150,69 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                                      y=node.outputs[0], n=n, **gemm)
         if parts := _row_parts(node, b, scales, zero_points, n, k, a.dtype, paired):
             return [kernel for part in parts for kernel in _dequantized_gemm(node, target, **part, **gemm)]
+    weights = dict(BITS=bits, PER_WORD=32 // bits, BLOCKS=blocks, WORDS_PER_BLOCK=block_size * bits // 32,
+                   K_EXACT=k == blocks * block_size, MANTISSA=MANTISSA_WEIGHTS, zero_points=zp_kind,
+                   has_bias=bias is not None, TS=kernel_types(scales)["T"],
+                   TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None,
+                   TBIAS=kernel_types(bias)["T"] if bias is not None else None, FLOAT_WEIGHTS=False)
+    bindings = [buffer_view(b), scales]
+    bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
+    bindings += [bias] if bias is not None else []
+    return [_gemv_kernel(node, target, a=a, y=y, weights=bindings, params=weights, m=m, n=n, k=k,
+                         row_bytes=row_bytes, split_k=split_k, norm=norm, out_shape=out_shape)]
+
+
+def float_rows_gemv(node, target, *, a, w, n: int, k: int, norm=None) -> list[Kernel] | None:
+    """A MatMul's few rows of A by a float16 weight stored by rows (W [N, K], the weight
+    transposed: lower/matmul.py ROW_GEMV) on this module's staged GEMV; None where it does not
+    apply (no subgroup arithmetic, or A's rows past shared memory)."""
+    y = node.outputs[0]
+    paired = node.attrs.get("paired")
+    out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, paired or n)
+    weights = dict(BITS=16, PER_WORD=2, BLOCKS=1, WORDS_PER_BLOCK=k // 2, K_EXACT=True, MANTISSA=False,
+                   zero_points=None, has_bias=False, TS=None, TZ=None, TBIAS=None, FLOAT_WEIGHTS=True)
+    kernel = _gemv_kernel(node, target, a=a, y=y, weights=[w], params=weights, m=prod(a.shape[:-1]), n=n, k=k,
+                          row_bytes=2 * k, split_k=True, norm=norm, out_shape=out_shape)
+    return [kernel] if kernel.params["STAGED"] else None
+
+
+def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: int, k: int, row_bytes: int,
+                 split_k: bool, norm, out_shape) -> Kernel:
+    """The GEMV kernel of templates/matmul_nbits.comp.j2: `weights` the bindings after A (the
+    weight rows, then scales, zero points and bias where present), `params` what the template
+    knows of them."""
+    where = f"{node.op_type} '{node.name}'"
+    paired = node.attrs.get("paired")
+    columns = paired or n
+    local = min(LOCAL, target.max_invocations)
     m_tile = min(m, M_TILE)
+    k_padded = row_bytes * 8 // params["BITS"]
     # A's rows as float vec4s, zero past K, and a subgroup's sum of squares of each
-    staged_bytes = m_tile * (blocks * block_size * 4 + (4 * STAGED_LOCAL if norm else 0))
+    staged_bytes = m_tile * (k_padded * 4 + (4 * STAGED_LOCAL if norm else 0))
     staged = bool(split_k and STAGED_GROUPS and target.subgroup_reductions and
                   STAGED_LOCAL <= target.max_invocations and staged_bytes <= target.max_shared_memory)
     if staged:
         local = STAGED_LOCAL
     expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape)
-    spec = [("M", "int32", m), ("N", "int32", columns), ("K", "int32", k), ("BLOCKS", "int32", blocks),
+    spec = [("M", "int32", m), ("N", "int32", columns), ("K", "int32", k), ("BLOCKS", "int32", params["BLOCKS"]),
             ("ROW_WORDS", "int32", row_bytes // 4),
-            ("ZP_ROW_BYTES", "int32", -(-blocks * bits // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
+            ("ZP_ROW_BYTES", "int32", -(-params["BLOCKS"] * params["BITS"] // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
     spec += [("PAIR", "int32", paired)] if paired else []
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
-    params = dict(LOCAL=local, ROWS=ROWS, M_TILE=m_tile, BITS=bits, PER_WORD=32 // bits, VEC=vec,
-                  SPLIT_K=split_k, PAIRED=bool(paired), MANTISSA=MANTISSA_WEIGHTS,
+    params = dict(params, LOCAL=local, ROWS=ROWS, M_TILE=m_tile, VEC=vec, SPLIT_K=split_k, PAIRED=bool(paired),
                   SUBGROUP_SUM=target.subgroup_reductions, STAGED=staged, GROUPS=STAGED_GROUPS if staged else 1,
-                  STAGED_VEC4S=blocks * block_size // 4,
-                  WORDS_PER_BLOCK=block_size * bits // 32, K_EXACT=k == blocks * block_size,
+                  UNROLL=STAGED_UNROLL,
+                  STAGED_VEC4S=k_padded // 4,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
-                  A_VEC4=k == blocks * block_size and k % 4 == 0,
-                  zero_points=zp_kind, has_bias=bias is not None,
+                  A_VEC4=params["K_EXACT"] and k % 4 == 0,
                   # T: what Y stores (float32 under a float16 A where the epilogue widens); AB: A's
-                  **kernel_types(y), AB=kernel_types(a)["T"], TS=kernel_types(scales)["T"],
-                  TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None,
-                  TBIAS=kernel_types(bias)["T"] if bias is not None else None,
+                  **kernel_types(y), AB=kernel_types(a)["T"],
                   n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers,
                   NORM=norm is not None, TN=kernel_types(norm[0])["T"] if norm else None)
     if norm:
         spec.append(("EPS", "float32", float(norm[1])))
-    bindings = [a, buffer_view(b), scales]
-    bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
-    bindings += [bias] if bias is not None else []
+    bindings = [a, *weights]
     bindings += [y, *operands, *norm[:1]] if norm else [y, *operands]
     # a workgroup's (CPU profiles: an invocation's) ROWS rows of W: as many output columns, or
     # half as many of a paired product (each from a row of both halves)
@@ -189,10 +220,10 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     groups = (-(-columns // (per if split_k else per * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")
-    return [Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
-                   groups=groups, local_size=(local, 1, 1), nodes=node.sources,
-                   flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
-                   shared_memory_bytes=staged_bytes if staged else 4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)]
+    return Kernel("matmul_nbits", params, spec + ep_spec, bindings, writes=[len(bindings) - 1 - len(operands)],
+                  groups=groups, local_size=(local, 1, 1), nodes=node.sources,
+                  flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
+                  shared_memory_bytes=staged_bytes if staged else 4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)
 
 
 def _weight_rows(node, part):

@@ -99,6 +99,7 @@ def test_matmul_nbits_forms(a_shape, n, kw, vector_loads, mantissa, staged_group
     monkeypatch.setattr(matmul_nbits, "VECTOR_LOADS", vector_loads)
     monkeypatch.setattr(matmul_nbits, "MANTISSA_WEIGHTS", mantissa)
     monkeypatch.setattr(matmul_nbits, "STAGED_GROUPS", staged_groups)
+    monkeypatch.setattr(matmul_nbits, "STAGED_UNROLL", 2)
     target = replace(SUBGROUP_SUMS, name=f"{SUBGROUP_SUMS.name}-vec{vector_loads}-mantissa{mantissa}"
                      f"-staged{staged_groups}")  # own cache key
     model = nbits_model(a_shape, n, **kw)
@@ -304,3 +305,18 @@ def test_prompt_product_over_one_binding_runs_in_parts(a_shape, n, kw, monkeypat
     packed = next(init for init in model.graph.initializer if init.name == "b")
     assert len(read_bundle(bundle).weights) < 1.5 * len(packed.raw_data)
     check_against_onnxruntime(model, target=target)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_float16_weights_by_rows(rows, monkeypatch):
+    """lower/matmul.py ROW_GEMV: a decoder step's float16 products (SwiGLU's pair and the down
+    projection) on this kernel, their weights stored by rows."""
+    from compiler.lower import matmul
+    from tests.compiler.passes.test_paired_products import check_pair
+    from tests.llm_models import swiglu_model
+    monkeypatch.setattr(matmul, "ROW_GEMV", True)
+    target = replace(SUBGROUP_SUMS, name="generic-subgroup-sums-row-gemv")   # own cache key
+    templates, kernels = check_pair(swiglu_model(rows, k=256, down=True), target, precision="fp16")
+    products = [k for k in kernels if k.template == "matmul_nbits"]
+    assert len(products) == 2 and all(k.params["FLOAT_WEIGHTS"] and k.params["STAGED"] for k in products)
+    assert products[0].params["PAIRED"]
