@@ -259,6 +259,12 @@ def expand_nodes(graph: Graph, rewrite) -> Graph:
     return graph
 
 
+def constant(name: str, array) -> Value:
+    """A constant value holding `array` (a pass's new initializer)."""
+    array = np.asarray(array)
+    return Value(name, array.dtype, array.shape, data=array)
+
+
 def written_in_shape(y: Value, shape) -> Value:
     """What a kernel that computes `y` through a reshape writes: a value of y's dtype in its own
     `shape`, with y made a view of its bytes."""

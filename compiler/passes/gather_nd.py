@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import Graph, Node, Value, expand_nodes, is_onnx
+from ..ir import Graph, Node, Value, constant, expand_nodes, is_onnx
 from ..registry import declare
 from ..shapes import prod
 
@@ -25,11 +25,6 @@ declare("GatherND", handled_by="a Gather of rows (passes/gather_nd.py)", module=
 
 def rewrite_gather_nd(graph: Graph) -> Graph:
     return expand_nodes(graph, lambda node: _rewrite(node) if is_onnx(node, "GatherND") else None)
-
-
-def _const(name: str, array) -> Value:
-    array = np.asarray(array)
-    return Value(name, array.dtype, array.shape, data=array)
 
 
 def _flat_rows(node: Node, data_shape, indices: np.ndarray, batch_dims: int) -> np.ndarray:
@@ -55,7 +50,7 @@ def _rewrite(node: Node) -> list[Node]:
     slice_shape = tuple(data.shape[batch_dims + k:])
     name = node.name
     if indices.is_constant:
-        rows, computing = _const(f"{name}/flat_rows", _flat_rows(node, data.shape, indices.data, batch_dims)), []
+        rows, computing = constant(f"{name}/flat_rows", _flat_rows(node, data.shape, indices.data, batch_dims)), []
     else:
         rows = Value(f"{name}/flat_rows", np.dtype(np.int64), tuple(indices.shape[:-1]))
         computing = _runtime_rows(node, data.shape, indices, batch_dims, rows)
@@ -83,7 +78,7 @@ def _runtime_rows(node: Node, data_shape, indices: Value, batch_dims: int, rows:
         return y
 
     def scalar(tag: str, x) -> Value:
-        return _const(f"{node.name}/{tag}", np.array(x, np.int64))
+        return constant(f"{node.name}/{tag}", np.array(x, np.int64))
 
     zero, total = scalar("zero", 0), None
     for j, (dim, stride) in enumerate(zip(dims, strides)):
@@ -100,11 +95,11 @@ def _runtime_rows(node: Node, data_shape, indices: Value, batch_dims: int, rows:
         batch = data_shape[:batch_dims]
         offsets = (np.arange(prod(batch), dtype=np.int64) * prod(dims)).reshape(
             tuple(batch) + (1,) * (len(shape) - batch_dims))
-        total = add("Add", [total, _const(f"{node.name}/batch_rows", offsets)], "batch_offset")
+        total = add("Add", [total, constant(f"{node.name}/batch_rows", offsets)], "batch_offset")
     nodes[-1].outputs = [rows]
     return nodes
 
 
 def _reshape(node: Node, x: Value, y: Value, tag: str) -> Node:
-    shape = _const(f"{node.name}/{tag}_shape", np.array(y.shape, np.int64))
+    shape = constant(f"{node.name}/{tag}_shape", np.array(y.shape, np.int64))
     return Node("Reshape", f"{node.name}/{tag}", [x, shape], [y], sources=list(node.sources))
