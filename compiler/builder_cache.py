@@ -7,7 +7,7 @@ such cache input is pinned to [1, kv heads, N, head size] and attention_mask to 
 caches become bundle state (state.py: GroupQueryAttention declares its caches' in-place updates),
 and Model.generate feeds the mask, ones for the rows filled and the run's
 (runtime_min/generate.py). Dims the given shapes pin are kept. The head size is the cache input's
-own where static, else twice the width of the attention's cos cache [positions, head size / 2].
+own where static, else the query projection's width over the heads (head_size).
 """
 from __future__ import annotations
 
@@ -44,8 +44,7 @@ def builder_shapes(model: onnx.ModelProto, given: dict | None, capacity: int) ->
             if len(dims) != 4:
                 raise CompileError(f"GroupQueryAttention '{node.name}': its cache input '{past}' has rank {len(dims)}, "
                                    "not 4 ([batch, kv heads, rows, head size]).")
-            width = table_width(model, node.input[7]) if len(node.input) > 7 else None
-            size = dims[3] or (2 * width if width else None)
+            size = dims[3] or head_size(model, node)
             if size is None:
                 raise CompileError(f"GroupQueryAttention '{node.name}': the head size of '{past}' is not in the model; "
                                    f"give it with --variant {past}=1xHx{capacity}xD (H kv heads, D the head size).")
@@ -68,22 +67,34 @@ def pinned_for_context(model: onnx.ModelProto, given: dict | None,
     return shapes, capacity
 
 
-def table_width(model: onnx.ModelProto, name: str) -> int | None:
-    """The second dim of the rotary table `name` [positions, head size / 2]: an initializer, a
-    Constant's value, or an If's (Phi-3's long-context form picks one of two tables)."""
-    for t in model.graph.initializer:
-        if t.name == name and len(t.dims) == 2:
-            return int(t.dims[1])
-    for node in model.graph.node:
-        if name not in node.output:
+# What may stand between a projection and GroupQueryAttention's query input
+PASS_THROUGH = {"Add", "Identity", "Cast"}
+
+
+def head_size(model: onnx.ModelProto, gqa: onnx.NodeProto) -> int | None:
+    """The head size of a GroupQueryAttention: the width of its query input (the projection's
+    output columns: a MatMul's constant weight or a MatMulNBits' N, through a bias Add) over the
+    heads it holds (packed Q, K and V: num_heads + 2 kv_num_heads). Not the rotary tables'
+    width, which covers only the rotated part of a head under partial rotary (Phi-2, Phi-4-mini,
+    Nemotron)."""
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in gqa.attribute}
+    packed = len(gqa.input) < 2 or not gqa.input[1]
+    heads = int(attrs.get("num_heads", 0)) + (2 * int(attrs.get("kv_num_heads", 0)) if packed else 0)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    shapes = {t.name: list(t.dims) for t in model.graph.initializer}
+    name = gqa.input[0]
+    while name in producers:
+        node = producers[name]
+        if node.op_type == "MatMulNBits":
+            width = next((a.i for a in node.attribute if a.name == "N"), None)
+        elif node.op_type == "MatMul" and len(shapes.get(node.input[1], [])) == 2:
+            width = shapes[node.input[1]][1]
+        elif node.op_type in PASS_THROUGH:
+            name = next((i for i in node.input if i and i not in shapes), "")
             continue
-        if node.op_type == "Constant":
-            value = next((a.t for a in node.attribute if a.name == "value"), None)
-            return int(value.dims[1]) if value is not None and len(value.dims) == 2 else None
-        if node.op_type == "If":
-            branch = next(a.g for a in node.attribute if a.name == "then_branch")
-            inner = branch.output[list(node.output).index(name)].name
-            return table_width(onnx.helper.make_model(branch), inner)
+        else:
+            return None
+        return width // heads if heads and width and width % heads == 0 else None
     return None
 
 

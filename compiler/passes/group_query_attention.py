@@ -10,8 +10,11 @@ that update). seqlens_k (int32 [B]) is each batch's last position, read at run t
 total_sequence_length must fit the cache.
 
 Q, K and V come separate ([B, S, heads * head size]) or packed in query ([B, S, (heads + 2 * kv
-heads) * head size], key and value absent). Refused, naming the node: local_window_size,
-smooth_softmax, head_sink, attention_bias, position_ids, a cache shorter than the sequence.
+heads) * head size], key and value absent). Partial rotary (Phi-2, Phi-4-mini) rotates the first
+2 x the tables' width dims of each head. A sliding window (local_window_size: Gemma-2, Mistral)
+is taken where it holds the whole cache, so that it masks nothing. Refused, naming the node: a
+window shorter than the cache, smooth_softmax, head_sink, attention_bias, position_ids, a cache
+shorter than the sequence.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ declare("GroupQueryAttention", domain=MS, handled_by="vkc.TensorScatter + vkc.At
         float16=True, output_shape=_output_shape, output_types=_output_types, updates_in_place=((1, 3), (2, 4)),
         dtypes_doc="float32, float16; seqlens_k, total_sequence_length int32",
         limits="a cache shorter than its context (past and present of different lengths); "
-               "local_window_size, smooth_softmax, head_sink, attention_bias, position_ids")
+               "local_window_size shorter than the cache, smooth_softmax, head_sink, attention_bias, position_ids")
 
 
 def expand_group_query_attention(graph: Graph) -> Graph:
@@ -65,9 +68,8 @@ def _const(name: str, array) -> Value:
 
 def _expand(graph: Graph, node: Node) -> list[Node]:
     a, name = node.attrs, node.name
-    for attr, unset in (("local_window_size", -1), ("smooth_softmax", 0)):
-        if int(a.get(attr, unset)) != unset:
-            raise CompileError(f"GroupQueryAttention '{name}': {attr} is not supported by vkc; export without it.")
+    if int(a.get("smooth_softmax", 0)):
+        raise CompileError(f"GroupQueryAttention '{name}': smooth_softmax is not supported by vkc; export without it.")
     for i, what in ((9, "position_ids"), (10, "attention_bias"), (11, "head_sink")):
         if node.input(i) is not None:
             raise CompileError(f"GroupQueryAttention '{name}': input {what} is not supported by vkc.")
@@ -95,6 +97,11 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
         raise CompileError(f"GroupQueryAttention '{name}': vkc needs past_key, past_value and seqlens_k "
                            "(a decoder with its cache).")
     context = past_k.shape[2]
+    window = int(a.get("local_window_size", -1))
+    if 0 < window < context:   # each query sees its last `window` keys: the whole cache where it holds no more
+        raise CompileError(f"GroupQueryAttention '{name}': its sliding window of {window} keys is shorter than "
+                           f"the cache's {context} rows, and vkc has no sliding-window attention; compile with "
+                           f"--max-context {window} or less, where the window holds every key.")
     if total is not None and total.is_constant and int(np.asarray(total.data).reshape(-1)[0]) > context:
         raise CompileError(f"GroupQueryAttention '{name}': total_sequence_length "
                            f"{int(np.asarray(total.data).reshape(-1)[0])} exceeds the cache's {context} rows: vkc "
@@ -112,6 +119,8 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
         positions = add("Add", [first, _const(f"{name}/steps", np.arange(s, dtype=np.int64)[None])],
                         "positions", np.int64, (b, s))
         rotary = dict(interleaved=int(a.get("rotary_interleaved", 0)))
+        if 2 * cos.shape[-1] < head:   # partial rotary: the tables cover a head's first dims
+            rotary["rotary_embedding_dim"] = 2 * cos.shape[-1]
         q = add("RotaryEmbedding", [q, positions, cos, sin], "q_rotary", q.dtype, q.shape, num_heads=heads, **rotary)
         k = add("RotaryEmbedding", [k, positions, cos, sin], "k_rotary", k.dtype, k.shape, num_heads=kv_heads, **rotary)
         for n in nodes[-2:]:

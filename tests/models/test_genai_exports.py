@@ -1,5 +1,5 @@
 """Decoders as onnxruntime-genai's model builder writes them (tests/models/fixtures/make_genai.py:
-tiny Llama, Qwen2, Gemma and Phi-3, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
+tiny Llama, Qwen2, Gemma, Gemma-2, Phi-3 and Phi-4-mini, float32 and int4; com.microsoft GroupQueryAttention, Skip/SimplifiedLayerNormalization,
 MatMulNBits; inputs input_ids and attention_mask) compiled at their cache's length: the caches
 are bundle state, attention_mask is [1, N] with N the cache's rows, and Model.generate feeds it
 (ones for the rows filled and the run's). Its greedy tokens equal onnxruntime's own loop over the
@@ -141,6 +141,42 @@ def test_phi3_past_its_original_context_is_refused():
     next(n for n in model.graph.node if n.op_type == "Greater").op_type = "Equal"
     with pytest.raises(CompileError, match="decides only a comparison of the length with constants"):
         compile_model(model, variants=[{"input_ids": [1, 1]}], target="lavapipe", max_context=PHI3_CONTEXT)
+
+
+@pytest.mark.parametrize("name, target", [("phi4mini_tiny_genai_fp32", "lavapipe"), ("phi4mini_tiny_genai_int4", "generic")])
+def test_partial_rotary(name, target):
+    """Phi-4-mini's form: rotary embedding on the first 3/4 of each head (the tables' width), the
+    head size read from the q/k/v projection (not the tables); greedy tokens equal onnxruntime's
+    loop (library init: one token over and over), logits at every step to 1e-4."""
+    path = FIXTURES / f"{name}.onnx"
+    bundle = compile_model(path, variants=[{"input_ids": [1, 4]}, {"input_ids": [1, 1]}], target=target,
+                           max_context=PHI3_CONTEXT)
+    with load(bundle) as model:
+        assert [s.shape for s in model.state] == [(1, 1, PHI3_CONTEXT, 64)] * 4
+        assert list(model.generate(PROMPT, STEPS)) == GenaiLoop(path).greedy(PROMPT, STEPS)
+    logits_every_step(name, bundle, np.float32, dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5), PHI3_CONTEXT)
+
+
+@pytest.mark.parametrize("name, target", [("gemma2_tiny_genai_fp32", "lavapipe"), ("gemma2_tiny_genai_int4", "generic")])
+def test_sliding_window_past_the_cache(name, target):
+    """Gemma-2's sliding-window layers (local_window_size 4096) with a cache of 160 rows: the
+    window holds every key, so it masks nothing; soft-capped scores and logits. Greedy tokens
+    equal onnxruntime's loop, logits at every step to 1e-4."""
+    bundle = genai_bundle(name, target)
+    with load(bundle) as model:
+        assert list(model.generate(PROMPT, STEPS)) == GenaiLoop(FIXTURES / f"{name}.onnx").greedy(PROMPT, STEPS)
+    logits_every_step(name, bundle, np.float32, dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-5))
+
+
+def test_sliding_window_shorter_than_the_cache_is_refused():
+    import onnx
+
+    from compiler.errors import CompileError
+    model = onnx.load(FIXTURES / "gemma2_tiny_genai_fp32.onnx")
+    gqa = next(n for n in model.graph.node if n.op_type == "GroupQueryAttention")
+    next(a for a in gqa.attribute if a.name == "local_window_size").i = 64
+    with pytest.raises(CompileError, match=f"sliding window of 64 keys is shorter than the cache's {CONTEXT} rows"):
+        compile_model(model, variants=VARIANTS, target="lavapipe")
 
 
 @pytest.mark.parametrize("name", ["llama_tiny_genai_int4", "qwen2_tiny_genai_fp32"])

@@ -17,7 +17,9 @@ F, I32 = TensorProto.FLOAT, TensorProto.INT32
 MS = "com.microsoft"
 
 
-def gqa_model(*, b=1, s=1, heads=4, kv_heads=2, head=16, context=32, rotary=False, packed=False, **attrs):
+def gqa_model(*, b=1, s=1, heads=4, kv_heads=2, head=16, context=32, rotary=False, packed=False, rotary_dim=None,
+              **attrs):
+    """rotary_dim: the tables' rotated dims (partial rotary), the head size by default."""
     hidden, kv = heads * head, kv_heads * head
     if packed:
         inputs = [helper.make_tensor_value_info("qkv", F, [b, s, hidden + 2 * kv])]
@@ -33,7 +35,8 @@ def gqa_model(*, b=1, s=1, heads=4, kv_heads=2, head=16, context=32, rotary=Fals
     names += ["past_key", "past_value", "seqlens_k", "total"]
     inits = [helper.make_tensor("total", I32, [], [context])]
     if rotary:
-        angles = np.outer(np.arange(context), 1.0 / 10000 ** (np.arange(0, head, 2) / head))
+        rot = rotary_dim or head
+        angles = np.outer(np.arange(context), 1.0 / 10000 ** (np.arange(0, rot, 2) / rot))
         inits += [onnx.numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
                   onnx.numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin")]
         names += ["cos", "sin"]
@@ -70,6 +73,8 @@ def _feeds(model, seqlens, seed=0):
     pytest.param(dict(b=2, s=1, rotary=True, packed=True), [6, 20], id="b2-packed-rotary"),
     pytest.param(dict(s=3, packed=True), [12], id="chunk-packed"),
     pytest.param(dict(s=1, heads=8, kv_heads=1, scale=0.3, softcap=5.0), [30], id="mqa-scale-softcap"),
+    pytest.param(dict(s=3, rotary=True, packed=True, head=32, rotary_dim=16), [10], id="partial-rotary"),
+    pytest.param(dict(s=2, local_window_size=32), [30], id="window-holding-the-cache"),
 ])
 def test_group_query_attention(target, kw, seqlens):
     model = gqa_model(**kw)
@@ -107,7 +112,7 @@ def test_decode_loop_with_state():
 
 
 @pytest.mark.parametrize("kw, phrase", [
-    (dict(local_window_size=4), "local_window_size"),
+    (dict(local_window_size=4), "sliding window of 4 keys is shorter than the cache's 32 rows"),
     (dict(s=40), "exceed the cache"),
 ])
 def test_refused(kw, phrase):
