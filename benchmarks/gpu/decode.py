@@ -14,7 +14,9 @@ nonpad_kv_seqlen), written with external data and compiled by vkc here with vari
 input_ids=1xPREFILL and 1x1 (`--precision`, default fp16) and `--argmax-output logits` (a greedy
 step copies back one token id), once per --weights format (float:
 the precision's; int8, int4 and int4-sym: `vkc compile --weights`, block-wise as MatMulNBits stores
-them), and per --kv-caches format (float: the precision's; int8: `vkc compile --kv-cache int8`).
+them), and per --kv-caches format (float: the precision's; int8: `vkc compile --kv-cache int8`);
+--nbits-staged-groups G ... gives int8/int4 a row per value of compiler/lower/matmul_nbits.py's
+STAGED_GROUPS (0: its unstaged GEMV).
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
@@ -60,6 +62,7 @@ import onnx
 from bundles import read_bundle
 from bundles.manifest import variant_views
 from compiler.compile import compile_model
+from compiler.lower import matmul_nbits
 from compiler.host import warm_up
 from runtime_min import load
 from tests.llm_models import tiny_llama
@@ -182,6 +185,8 @@ def main() -> None:
     p.add_argument("--kv-caches", nargs="+", default=["float"],
                    help="vkc's KV cache formats, each compiled and timed with every --weights: float (the "
                         "precision's), int8 (`vkc compile --kv-cache int8`)")
+    p.add_argument("--nbits-staged-groups", type=int, nargs="+", default=[matmul_nbits.STAGED_GROUPS],
+                   help="--weights int8/int4: matmul_nbits' STAGED_GROUPS (0: its unstaged kernel), each its own row")
     p.add_argument("--torch-compile", action="store_true",
                    help="also time torch with transformers' static cache and torch.compile (reduce-overhead)")
     p.add_argument("--target", default="host")
@@ -215,9 +220,13 @@ def main() -> None:
     result["vkc"] = {}
     for w in args.weights:
         for cache in args.kv_caches:
-            key = w if cache == "float" else f"{w}, {cache} cache"
-            result["vkc"][key] = vkc_figures(args, path, w, cache)
-            print(json.dumps({key: result["vkc"][key]}), file=sys.stderr, flush=True)
+            for groups in args.nbits_staged_groups if w != "float" else [None]:
+                key = w if cache == "float" else f"{w}, {cache} cache"
+                if groups is not None and len(args.nbits_staged_groups) > 1:
+                    key += f", staged groups {groups}"
+                    matmul_nbits.STAGED_GROUPS = groups
+                result["vkc"][key] = vkc_figures(args, path, w, cache)
+                print(json.dumps({key: result["vkc"][key]}), file=sys.stderr, flush=True)
     result["torch"] = {"skipped": True} if args.skip_torch else torch_figures(args)
     print(json.dumps(result, indent=1))
     if args.json:
