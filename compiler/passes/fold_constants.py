@@ -10,7 +10,8 @@ constants (or that only reads static shapes) is evaluated with onnx's reference 
 disappears (one the evaluator fails on stays, for a kernel to compute; one its op's declaration
 keeps for a pass stays too: registry `unfolded`); a node whose output shape
 shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
-now-constant inputs visible.
+now-constant inputs visible. An assignment through a boolean mask (NonZero's positions, a count
+known at run time) then becomes a Where (passes/masked_assignment.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..derived import derived
 from ..errors import CompileError
 from ..ir import Graph, Node, Value, is_onnx
 from ..registry import declare, find_rule
+from .masked_assignment import rewrite_masked_assignments
 from .onnx_node import evaluate, infer_output_types
 
 # Folding these would bake one random draw into the bundle.
@@ -91,7 +93,7 @@ def fold_constants(graph: Graph) -> Graph:
         kept.append(node)
     graph.nodes = kept
     graph.relink()
-    return graph
+    return rewrite_masked_assignments(graph)
 
 
 def _shape_from_declaration(node: Node, opset: int) -> None:

@@ -1,0 +1,107 @@
+"""An assignment through a boolean mask, `x[mask] = value` (torch's index_put), becomes a Where.
+
+The dynamo exporter writes it as ScatterND(x, Transpose(NonZero(mask)), updates): the positions
+where the mask holds, and as many updates, a count known only at run time (NonZero's length),
+which no kernel of fixed shapes can take. Where the updates are one value repeated (an Expand of
+a single element to that count, as `input_ids[input_ids == image_token] = pad` in Gemma 3) or
+the same positions gathered from a tensor of the data's shape (`x[mask] = y[mask]`), the result
+is Where(mask, value, x): the mask widened with trailing 1s where it covers only the leading
+dims of the data. The NonZero and what computed the count go with it, once nothing else reads
+them. Runs at the end of fold_constants, before the unsupported-op check sees NonZero.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value, constant, is_onnx
+
+
+def rewrite_masked_assignments(graph: Graph) -> Graph:
+    replaced, feeding = {}, []
+    for node in graph.nodes:
+        where = _as_where(node) if is_onnx(node, "ScatterND") else None
+        if where:
+            replaced[id(node)] = where
+            feeding += node.inputs[1:3]
+    if not replaced:
+        return graph
+    graph.nodes = [n for node in graph.nodes for n in replaced.get(id(node), [node])]
+    graph.relink()
+    return _drop_unread(graph, _ancestors(feeding))
+
+
+def _producer(v: Value | None, *ops: str) -> Node | None:
+    p = v.producer if v is not None else None
+    return p if p is not None and is_onnx(p, *ops) else None
+
+
+def _as_where(node: Node) -> list[Node] | None:
+    data, indices, updates = node.inputs[:3]
+    if node.text("reduction", "none") != "none" or data.shape is None:
+        return None
+    transpose = _producer(indices, "Transpose")
+    nonzero = _producer(transpose.inputs[0], "NonZero") if transpose else None
+    if nonzero is None or list(transpose.attrs.get("perm", [1, 0])) != [1, 0]:
+        return None
+    mask = nonzero.inputs[0]
+    rank = len(data.shape)
+    if mask.shape is None or not 1 <= len(mask.shape) <= rank \
+            or tuple(mask.shape) != tuple(data.shape[:len(mask.shape)]):
+        return None
+    value = _repeated_value(updates, indices, data)
+    if value is None:
+        return None
+    name, sources, nodes = node.name, list(node.sources), []
+    if np.dtype(mask.dtype) != np.dtype(bool):
+        as_bool = Value(f"{name}/mask", np.dtype(bool), tuple(mask.shape))
+        nodes.append(Node("Cast", f"{name}/mask", [mask], [as_bool], {"to": 9}, sources=sources))
+        mask = as_bool
+    if len(mask.shape) < rank:
+        shape = tuple(mask.shape) + (1,) * (rank - len(mask.shape))
+        widened = Value(f"{name}/mask_widened", np.dtype(bool), shape)
+        nodes.append(Node("Reshape", f"{name}/mask_widened", [mask, constant(f"{name}/mask_shape",
+                                                                            np.array(shape, np.int64))],
+                          [widened], sources=sources))
+        mask = widened
+    nodes.append(Node("Where", name, [mask, value, data], list(node.outputs), sources=sources))
+    return nodes
+
+
+def _repeated_value(updates: Value, indices: Value, data: Value) -> Value | None:
+    """What every update is: a single element (through Reshapes and an Expand), or the data-shaped
+    tensor the same positions were gathered from; None otherwise."""
+    v = updates
+    while _producer(v, "Reshape"):
+        v = v.producer.inputs[0]
+    gathered = _producer(v, "GatherND")
+    if gathered is not None and gathered.inputs[1] is indices and not gathered.attrs.get("batch_dims", 0) \
+            and gathered.inputs[0].shape is not None and tuple(gathered.inputs[0].shape) == tuple(data.shape):
+        return gathered.inputs[0]
+    if _producer(v, "Expand"):
+        v = v.producer.inputs[0]
+    if v.shape is not None and int(np.prod(v.shape)) == 1 and np.dtype(v.dtype) == np.dtype(data.dtype):
+        return v
+    return None
+
+
+def _ancestors(values: list[Value]) -> set[int]:
+    """The ids of the nodes that computed `values`, transitively."""
+    seen, todo = set(), [v.producer for v in values if v is not None and v.producer is not None]
+    while todo:
+        node = todo.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            todo += [v.producer for v in node.inputs if v is not None and v.producer is not None]
+    return seen
+
+
+def _drop_unread(graph: Graph, candidates: set[int]) -> Graph:
+    """Drop the candidates whose every output nothing reads any more (the NonZero, the count, the
+    updates), up to the first that something else reads."""
+    while True:
+        unread = {id(n) for n in graph.nodes if id(n) in candidates and all(
+            not o.consumers and not graph.is_output(o) for o in n.outputs)}
+        if not unread:
+            return graph
+        graph.nodes = [n for n in graph.nodes if id(n) not in unread]
+        graph.relink()
