@@ -52,11 +52,14 @@ LOCAL = 64
 # 89 and 112), most of it the dequantization. Dequantizing a word an invocation is not measured
 # yet; it may move the crossover below 64.
 PROMPT_ROWS = 64
-# GPU profiles with subgroup arithmetic, where A's rows fit shared memory: a workgroup of
-# STAGED_LOCAL invocations stages A once and computes STAGED_GROUPS groups of ROWS rows, a
-# subgroup a group, each sum one subgroup addition (no barrier after the staging). 0: the
-# workgroup of LOCAL invocations computes ROWS rows, its partial sums added in shared memory.
-STAGED_GROUPS = 4
+# GPU profiles with subgroup arithmetic, where A's rows fit shared memory, with STAGED_GROUPS > 0:
+# a workgroup of STAGED_LOCAL invocations stages A once and computes STAGED_GROUPS groups of ROWS
+# rows, a subgroup a group, each sum one subgroup addition (no barrier after the staging). 0: the
+# workgroup of LOCAL invocations computes ROWS rows, its partial sums added in shared memory. On an
+# H100 (benchmarks/RESULTS.md, `python3 -m benchmarks.gpu.gemv --weights int4-sym r4l64,r4l128g4`)
+# the q/k/v product alone took 6.9 us unstaged and 7.4 staged (7.1 with STAGED_UNROLL 2): 0 until a
+# decode step says otherwise (`benchmarks.gpu.decode --nbits-staged-groups 4 0`).
+STAGED_GROUPS = 0
 STAGED_LOCAL = 128
 STAGED_UNROLL = 1   # chunks of the rows each invocation loads before it computes
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
@@ -159,7 +162,8 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
     return [_gemv_kernel(node, target, a=a, y=y, weights=bindings, params=weights, m=m, n=n, k=k,
-                         row_bytes=row_bytes, split_k=split_k, norm=norm, out_shape=out_shape)]
+                         row_bytes=row_bytes, split_k=split_k, norm=norm, out_shape=out_shape,
+                         staged_groups=STAGED_GROUPS)]
 
 
 def float_rows_gemv(node, target, *, a, w, n: int, k: int, norm=None) -> list[Kernel] | None:
@@ -172,15 +176,16 @@ def float_rows_gemv(node, target, *, a, w, n: int, k: int, norm=None) -> list[Ke
     weights = dict(BITS=16, PER_WORD=2, BLOCKS=1, WORDS_PER_BLOCK=k // 2, K_EXACT=True, MANTISSA=False,
                    zero_points=None, has_bias=False, TS=None, TZ=None, TBIAS=None, FLOAT_WEIGHTS=True)
     kernel = _gemv_kernel(node, target, a=a, y=y, weights=[w], params=weights, m=prod(a.shape[:-1]), n=n, k=k,
-                          row_bytes=2 * k, split_k=True, norm=norm, out_shape=out_shape)
+                          row_bytes=2 * k, split_k=True, norm=norm, out_shape=out_shape,
+                          staged_groups=STAGED_GROUPS or 4)   # float weights: the staged kernel only
     return [kernel] if kernel.params["STAGED"] else None
 
 
 def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: int, k: int, row_bytes: int,
-                 split_k: bool, norm, out_shape) -> Kernel:
+                 split_k: bool, norm, out_shape, staged_groups: int) -> Kernel:
     """The GEMV kernel of templates/matmul_nbits.comp.j2: `weights` the bindings after A (the
     weight rows, then scales, zero points and bias where present), `params` what the template
-    knows of them."""
+    knows of them; staged_groups: STAGED_GROUPS."""
     where = f"{node.op_type} '{node.name}'"
     paired = node.attrs.get("paired")
     columns = paired or n
@@ -189,7 +194,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
     k_padded = row_bytes * 8 // params["BITS"]
     # A's rows as float vec4s, zero past K, and a subgroup's sum of squares of each
     staged_bytes = m_tile * (k_padded * 4 + (4 * STAGED_LOCAL if norm else 0))
-    staged = bool(split_k and STAGED_GROUPS and target.subgroup_reductions and
+    staged = bool(split_k and staged_groups and target.subgroup_reductions and
                   STAGED_LOCAL <= target.max_invocations and staged_bytes <= target.max_shared_memory)
     if staged:
         local = STAGED_LOCAL
@@ -201,7 +206,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
     # 16-byte loads of B where every row starts on 16 bytes (the weights' binding does)
     vec = 4 if VECTOR_LOADS and (row_bytes // 4) % 4 == 0 else 1
     params = dict(params, LOCAL=local, ROWS=ROWS, M_TILE=m_tile, VEC=vec, SPLIT_K=split_k, PAIRED=bool(paired),
-                  SUBGROUP_SUM=target.subgroup_reductions, STAGED=staged, GROUPS=STAGED_GROUPS if staged else 1,
+                  SUBGROUP_SUM=target.subgroup_reductions, STAGED=staged, GROUPS=staged_groups if staged else 1,
                   UNROLL=STAGED_UNROLL,
                   STAGED_VEC4S=k_padded // 4,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
@@ -216,7 +221,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
     bindings += [y, *operands, *norm[:1]] if norm else [y, *operands]
     # a workgroup's (CPU profiles: an invocation's) ROWS rows of W: as many output columns, or
     # half as many of a paired product (each from a row of both halves)
-    per = (ROWS // 2 if paired else ROWS) * (STAGED_GROUPS if staged else 1)
+    per = (ROWS // 2 if paired else ROWS) * (staged_groups if staged else 1)
     groups = (-(-columns // (per if split_k else per * local)), -(-m // m_tile), 1)
     if groups[0] > 65535:
         raise CompileError(f"{where}: N = {n} needs more than 65535 workgroups of {ROWS} rows.")

@@ -3,13 +3,18 @@ their GEMV kernels as they read A (no norm kernel, no intermediate), against onn
 product and K split across workgroups, a paired gate/up product, rows of a batch, block-quantized
 weights (MatMulNBits); where the kernel that fits cannot normalize (a CPU profile's), the norm
 runs first; where the norm's result is read elsewhere, or by more rows, it stays."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from bundles import read_bundle
 from compiler.compile import compile_with_kernels
+from compiler.lower import matmul_nbits
 from tests.compiler.lower.test_matmul_nbits import SUBGROUP_SUMS
+
+STAGED = replace(SUBGROUP_SUMS, name="generic-subgroup-sums-staged")   # matmul_nbits' staged GEMV
 from tests.harness import assert_close, check_against_onnxruntime, random_feeds, run_bundle, run_onnxruntime
 from tests.quantized_onnx import quantized_onnx
 
@@ -82,16 +87,19 @@ def test_norm_kept(kw):
     check_against_onnxruntime(model, target="generic", **tolerance("fp32"))
 
 
-@pytest.mark.parametrize("target", ["generic", SUBGROUP_SUMS, "lavapipe"])
+@pytest.mark.parametrize("target", ["generic", SUBGROUP_SUMS, STAGED, "lavapipe"])
 @pytest.mark.parametrize("weights, kw", [
     ("int4", dict(k=512)),
     ("int8", dict(rows=3, k=256, n=40)),
     ("int4", dict(gated=True, k=256, n=48)),
 ])
-def test_norm_in_quantized_products(weights, kw, target):
+def test_norm_in_quantized_products(weights, kw, target, monkeypatch):
     """--weights int4/int8: the MatMulNBits kernel normalizes as it reads A (its workgroup per
-    row group adds the row's squares); lavapipe's kernel of an invocation a row group cannot,
-    so the norm runs first. Against onnxruntime on the same quantization."""
+    row group adds the row's squares; staged: as it stages A); lavapipe's kernel of an
+    invocation a row group cannot, so the norm runs first. Against onnxruntime on the same
+    quantization."""
+    if target is STAGED:
+        monkeypatch.setattr(matmul_nbits, "STAGED_GROUPS", 4)
     model = norm_model(**kw)
     bundle, kernels = compile_with_kernels(model, target=target, weights=weights)
     templates = [k.template for k in kernels]
