@@ -73,8 +73,8 @@ VECTOR_LOADS = True
 MANTISSA_WEIGHTS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of two from 16; "
           "accuracy_level (ignored: A is never quantized); a packed weight over 128 MiB "
-          "(maxStorageBufferRange); prompts with a bias, float zero points or a dequantized "
-          "weight over 128 MiB run as repeated GEMV")
+          "(maxStorageBufferRange); prompts with a bias or float zero points, or a dequantized "
+          "weight over 128 MiB with fused operands, run as repeated GEMV")
 
 
 def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
