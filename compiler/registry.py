@@ -148,6 +148,10 @@ class OpRule:
     # perm, where the node's `output_perm` says so (its output is then the permuted tensor;
     # passes/transposes_in_place.py).
     stores_transposed: Callable | None = None
+    # normalizes_axis_in_place: (node, axis) -> whether its kernel can normalize X's axis `axis`
+    # where it lies, keeping X's layout, in place of its own last-axis normalization, where the
+    # node's `normalized_axis` says so (passes/transposes_in_place.py).
+    normalizes_axis_in_place: Callable | None = None
     # writes_int8_rows: (node, scales, scales out) -> a node making the same update into an int8
     # copy of the cache (its first input and output, retyped) and a float32 scale per row of the
     # last axis beside it (scales, a bundle state of its own; passes/int8_cache.py).

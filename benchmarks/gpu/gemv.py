@@ -11,8 +11,7 @@ variants are r<ROWS>l<LOCAL>[g<G>[u<U>]][i] (rows of W a workgroup, its invocati
 shared memory and G groups of ROWS rows a workgroup, a subgroup a group, U chunks of the rows
 loaded before they are computed; i: integer-to-float
 conversions instead of shifting the weights into a float's mantissa).
-Float variants: r<ROWS>l<LOCAL>g<G> for the weight stored by rows on that staged kernel
-(compiler/lower/matmul.py ROW_GEMV), else the kernel's module constants (compiler/lower/matmul.py), as
+Float variants: the kernel's module constants (compiler/lower/matmul.py), as
 t<THREADS>u<UNROLL>[w][c<C>][s][k<S>][g<G>] (w: 16-byte loads of 8 columns; c: at least C column
 invocations a workgroup with them; s: the partial sums added one after another by one invocation
 a column, not in pairs by all; k: at most S slices of K across workgroups, k1 none; g: slices
@@ -80,7 +79,7 @@ def gpu_us(model: onnx.ModelProto, count: int, weights: str | None = None) -> tu
         feeds = {name: np.random.default_rng(1).standard_normal(shape).astype(np.float16)}
         run.run(feeds)
         prof = run.profile(feeds, repeat=50)
-    if weights or matmul.ROW_GEMV:
+    if weights:
         params = [{p: k.params[p] for p in ("ROWS", "LOCAL", "GROUPS", "PAIRED")} | {"groups": k.groups[0]}
                   for k in kernels if k.template == "matmul_nbits"]
     else:
@@ -94,10 +93,6 @@ DEFAULT_SPLIT, DEFAULT_GROUPS = matmul.GEMV_MAX_SPLIT, matmul.GEMV_SPLIT_WORKGRO
 
 
 def set_variant(name: str) -> None:
-    matmul.ROW_GEMV = name.startswith("r")
-    if matmul.ROW_GEMV:   # the weight by rows on the staged GEMV of matmul_nbits.comp.j2
-        set_nbits_variant(name)
-        return
     threads, unroll, wide, least, serial, split, groups = re.fullmatch(
         r"t(\d+)u(\d+)(w?)(?:c(\d+))?(s?)(?:k(\d+))?(?:g(\d+))?", name).groups()
     matmul.GEMV_THREADS, matmul.GEMV_UNROLL, matmul.GEMV_WIDE_LOADS = int(threads), int(unroll), bool(wide)

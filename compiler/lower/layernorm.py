@@ -98,14 +98,16 @@ def _skip_broadcast(node, x, skip) -> bool:
 
 def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias=None,
                       skip=None, prebias=None, outputs=(), simplified: bool = False,
-                      channels: int = 0):
+                      channels: int = 0, strided: bool = False):
     """The kernel behind every normalization node: Y = (S - mean) * inv_std * scale + bias over
     the dims [axis, rank), where S is x, or x + skip (+ prebias) for a fused residual sum.
     simplified: RMS normalization (mean 0, inv_std = 1 / sqrt(mean(S^2) + eps)).
     channels: Scale and B hold one value a row, row % channels (InstanceNormalization's per
     channel over rows (n, c)), instead of one a row element.
     outputs: (Y, Mean, InvStdDev, the sum S, Y2), the last four optional (None or unnamed); Y2 is
-    Y again in another dtype (float16 for the next product: passes/store_casts.py)."""
+    Y again in another dtype (float16 for the next product: passes/store_casts.py).
+    strided: the normalized dims are the one axis `axis` of X, wherever it lies, and Y has X's
+    layout (rows: the other dims in order; a channel axis normalized in place)."""
     rank = len(x.shape)
     if not -rank <= axis < rank:
         raise CompileError(f"{node.op_type} '{node.name}': axis {axis} is out of range for "
@@ -122,9 +124,10 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
         raise CompileError(f"{node.op_type} '{node.name}' asks for the residual sum output "
                            f"'{sum_out.name}' without a residual input.")
 
-    norm_shape = x.shape[axis:]
+    norm_shape = x.shape[axis:axis + 1] if strided else x.shape[axis:]
     d = prod(norm_shape)
     rows = x.size // d
+    inner = prod(x.shape[axis + 1:]) if strided else 1
     operands = [("S", scale, "Scale")] if not channels else []
     operands += [("B", bias, "B")] if bias is not None and not channels else []
     operands += [("P", prebias, "the residual bias")] if prebias is not None else []
@@ -132,6 +135,7 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     skip_broadcast = skip is not None and _skip_broadcast(node, x, skip)
 
     spec = [("ROWS", "int32", rows), ("D", "int32", d), ("EPS", "float32", float(epsilon))]
+    spec += [("INNER", "int32", inner)] if strided else []
     spec += [("CHANNELS", "int32", channels)] if channels else []
     spec += [("SKIP_SIZE", "int32", skip.size)] if skip_broadcast else []
     for prefix, prefix_terms in terms.items():
@@ -150,6 +154,7 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
     local = _local_size(d, target, texel)
     mods = {prefix: [bool(m) for _, m, _ in t] for prefix, t in terms.items()}
     params = dict(LOCAL=local, E=_row_registers(d, local, texel), TEXEL=texel, SUBGROUP_SUM=target.subgroup_reductions and not texel,
+                  STRIDED=strided,
                   inputs=[n for n, _ in ins],
                   outputs=[n for n, _ in outs], simplified=simplified,
                   has_skip=skip is not None, skip_broadcast=skip_broadcast,
@@ -169,6 +174,16 @@ def layernorm_kernels(node, target, *, x, scale, axis: int, epsilon: float, bias
                    shared_memory_bytes=np.dtype(params["ACC"].name).itemsize * local,
                    texel_buffers={j: texel_format(v.dtype) for j, (_, v) in enumerate(ins)}
                    if texel else {})]
+
+
+def _normalizes_axis_in_place(node, axis: int) -> bool:
+    """Whether this LayerNormalization could normalize X's axis `axis` in place (X's layout, rows
+    the other dims): only Y asked for, statistics in float32, Scale and B one value along it."""
+    present = [o for o in node.outputs if o is not None and o.name]
+    x = node.inputs[0]
+    return (present == [node.outputs[0]] and node.attrs.get("stash_type", 1) == 1 and
+            node.attrs.get("axis", -1) % len(x.shape) == len(x.shape) - 1 and
+            all(v is None or v.size in (1, x.shape[-1]) for v in node.inputs[1:3]))
 
 
 def _rows(graph, node, rows: Rows):
@@ -194,12 +209,15 @@ def _skip_output_shapes(shapes: list, attrs: dict, dtypes: list) -> list:
 
 
 @register("LayerNormalization", since=17, dtypes=FLOATS, limits=LIMITS,
-          magnitude=normalization(scale=1, bias=2), row_wise=_rows, store_cast_absorbing=True)
+          magnitude=normalization(scale=1, bias=2), row_wise=_rows, store_cast_absorbing=True,
+          normalizes_axis_in_place=_normalizes_axis_in_place)
 def lower_layernorm(node, target):
     _stash_type(node)
+    # normalized_axis (passes/transposes_in_place.py): X's axis normalized in place, X's layout kept
+    axis = node.attrs.get("normalized_axis", node.attrs.get("axis", -1))
     return layernorm_kernels(node, target, x=node.inputs[0], scale=node.input(1),
-                             bias=node.input(2), axis=node.attrs.get("axis", -1),
-                             epsilon=node.attrs.get("epsilon", 1e-5), outputs=node.outputs)
+                             bias=node.input(2), axis=axis, epsilon=node.attrs.get("epsilon", 1e-5),
+                             outputs=node.outputs, strided="normalized_axis" in node.attrs)
 
 
 def normalized_first(node, target, lower) -> list[Kernel]:

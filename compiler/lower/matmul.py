@@ -2,8 +2,6 @@
 convolution (conv.py)."""
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from ..dtypes import FLOAT16_NATIVE, kernel_types, texel_format
@@ -701,27 +699,6 @@ def _stores_transposed(node, perm) -> bool:
     return _permuted_batches(tuple(a.shape), tuple(y.shape), perm) is not None
 
 
-# A decoder step's products by float16 weights on GPU profiles with subgroup arithmetic: the
-# weight stored by rows (transposed) for the staged GEMV of templates/matmul_nbits.comp.j2 (a
-# subgroup a group of rows, 16-byte loads along K) instead of templates/matmul_gemv.comp.j2.
-# Off: the bundle would hold a second copy of each weight for the prompt's GEMM.
-ROW_GEMV = False
-_weights_by_rows: "weakref.WeakKeyDictionary[Value, Value]" = weakref.WeakKeyDictionary()
-
-
-def _by_weight_rows(node, target, a, b, M: int, K: int, norm) -> list[Kernel] | None:
-    """The product on the staged GEMV by the weight's rows (ROW_GEMV), or None."""
-    rows = prod(a.shape[:-1]) if len(a.shape) > 1 else 1
-    if not (ROW_GEMV and b.is_constant and len(b.shape) == 2 and np.dtype(b.dtype) == np.float16
-            and rows <= GEMV_ROWS and K % 8 == 0 and "output_perm" not in node.attrs and target.subgroup_reductions):
-        return None
-    from .matmul_nbits import float_rows_gemv   # it builds on this module's tiled GEMM
-    if b not in _weights_by_rows:
-        data = np.ascontiguousarray(b.data.T)
-        _weights_by_rows[b] = Value(f"{b.name}/by_rows", data.dtype, data.shape, data=data)
-    return float_rows_gemv(node, target, a=a, w=_weights_by_rows[b], n=b.shape[-1], k=K, norm=norm)
-
-
 def _weight_columns(node, part):
     """The MatMul by part 0 or 1 of a paired node's weight columns (lower/paired.py)."""
     return [node.inputs[0], columns(node.inputs[1], part, node.name)], {}
@@ -742,8 +719,6 @@ def lower_matmul(node, target):
     normalized = node.attrs.get("normalized")
     norm = (node.input(2), normalized["epsilon"]) if normalized else None
     N = paired or b_shape[-1]
-    if (kernels := _by_weight_rows(node, target, a, b, M, K, norm)) is not None:
-        return kernels
     batch = _batch_dims(a_shape, b_shape)
     # Walk the broadcast batch dims of A, B and C as (b0, b1): at most two groups of dims.
     a_b = broadcast_strides(a_shape[:-2], batch)

@@ -157,7 +157,7 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                    K_EXACT=k == blocks * block_size, MANTISSA=MANTISSA_WEIGHTS, zero_points=zp_kind,
                    has_bias=bias is not None, TS=kernel_types(scales)["T"],
                    TZ=kernel_types(zero_points)["T"] if zp_kind == "float" else None,
-                   TBIAS=kernel_types(bias)["T"] if bias is not None else None, FLOAT_WEIGHTS=False)
+                   TBIAS=kernel_types(bias)["T"] if bias is not None else None)
     bindings = [buffer_view(b), scales]
     bindings += [buffer_view(zero_points) if zp_kind == "packed" else zero_points] if zp_kind else []
     bindings += [bias] if bias is not None else []
@@ -166,25 +166,10 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
                          staged_groups=STAGED_GROUPS)]
 
 
-def float_rows_gemv(node, target, *, a, w, n: int, k: int, norm=None) -> list[Kernel] | None:
-    """A MatMul's few rows of A by a float16 weight stored by rows (W [N, K], the weight
-    transposed: lower/matmul.py ROW_GEMV) on this module's staged GEMV; None where it does not
-    apply (no subgroup arithmetic, or A's rows past shared memory)."""
-    y = node.outputs[0]
-    paired = node.attrs.get("paired")
-    out_shape = tuple(y.shape) if len(y.shape) >= 2 else (1, paired or n)
-    weights = dict(BITS=16, PER_WORD=2, BLOCKS=1, WORDS_PER_BLOCK=k // 2, K_EXACT=True, MANTISSA=False,
-                   zero_points=None, has_bias=False, TS=None, TZ=None, TBIAS=None, FLOAT_WEIGHTS=True)
-    kernel = _gemv_kernel(node, target, a=a, y=y, weights=[w], params=weights, m=prod(a.shape[:-1]), n=n, k=k,
-                          row_bytes=2 * k, split_k=True, norm=norm, out_shape=out_shape,
-                          staged_groups=STAGED_GROUPS or 4)   # float weights: the staged kernel only
-    return [kernel] if kernel.params["STAGED"] else None
-
-
 def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: int, k: int, row_bytes: int,
                  split_k: bool, norm, out_shape, staged_groups: int) -> Kernel:
     """The GEMV kernel of templates/matmul_nbits.comp.j2: `weights` the bindings after A (the
-    weight rows, then scales, zero points and bias where present), `params` what the template
+    packed rows, then scales, zero points and bias where present), `params` what the template
     knows of them; staged_groups: STAGED_GROUPS."""
     where = f"{node.op_type} '{node.name}'"
     paired = node.attrs.get("paired")

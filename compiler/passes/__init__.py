@@ -36,7 +36,7 @@ from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
 from .split_parts import read_split_parts_in_place
 from .store_casts import absorb_store_casts
-from .transposes_in_place import read_transposes_in_place, store_transposes_in_producers
+from .transposes_in_place import normalize_across_transposes, read_transposes_in_place, store_transposes_in_producers
 from .views import make_views
 
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
@@ -53,14 +53,14 @@ from .views import make_views
 # drop_empty_results, once views are aliases, leaves the fusions no reader of nothing.
 # apply_precision retypes to float16 once those are single nodes, and before to_elementwise, so
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
-# absorb_store_casts, once chains are fused); read_transposes_in_place once chains are fused (fuse_epilogues may then store a product
+# absorb_store_casts, once chains are fused); normalize_across_transposes and read_transposes_in_place once chains are fused (fuse_epilogues may then store a product
 # permuted for its reader), store_transposes_in_producers once epilogues are. quantize_cache makes the caches int8 once their
 # float type is settled, before scatter_in_place writes them in place. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, rewrite_scatter_elements, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, quantize_cache, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
+            normalize_across_transposes, read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

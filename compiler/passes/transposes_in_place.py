@@ -9,7 +9,12 @@
   convolution storing channels-last), goes; the producer writes the Transpose's output
   (`output_perm`).
 
-ConvNeXt's blocks have one of each: the depthwise convolution's NCHW result permuted to
+- normalize_across_transposes: a normalization of the last axis between a Transpose that moves
+  an axis last and the Transpose that moves it back (ConvNeXt's NCHW LayerNorm in its stem and
+  downsampling layers), where its op can normalize an axis in place (`normalizes_axis_in_place`),
+  normalizes that axis of the first Transpose's input: both Transposes go (`normalized_axis`).
+
+ConvNeXt's blocks have one of each of the first two: the depthwise convolution's NCHW result permuted to
 channels-last for the LayerNorm and the Linears, whose result is permuted back to NCHW for the
 layer scale and the residual add (which fuse_epilogues then takes into the second Linear's store,
 stored permuted). read_transposes_in_place runs once the elementwise chains are fused, before
@@ -58,6 +63,27 @@ def store_transposes_in_producers(graph: Graph) -> Graph:
         producer.attrs = {**producer.attrs, "output_perm": _perm(t)}
         producer.outputs[producer.outputs.index(v)] = t.outputs[0]
         gone.append(t)
+    return _without(graph, gone)
+
+
+def normalize_across_transposes(graph: Graph) -> Graph:
+    gone = []
+    for node in graph.nodes:
+        in_place = fact(node, "normalizes_axis_in_place")
+        first = node.inputs[0].producer if in_place is not None and node.inputs[0] is not None else None
+        y = node.outputs[0]
+        second = y.consumers[0] if len(y.consumers) == 1 and y not in graph.outputs else None
+        if not _copying_transpose(first) or not _copying_transpose(second) or not graph.used_only_by(first.outputs[0], node):
+            continue
+        perm, back = _perm(first), _perm(second)
+        axis = perm[-1]
+        # the first moves one axis last and keeps the others in order; the second undoes it
+        if perm != [a for a in range(len(perm)) if a != axis] + [axis] or \
+                [perm[b] for b in back] != list(range(len(perm))) or not in_place(node, axis):
+            continue
+        node.attrs = {**node.attrs, "normalized_axis": axis}
+        node.inputs[0], node.outputs[0] = first.inputs[0], second.outputs[0]
+        gone += [first, second]
     return _without(graph, gone)
 
 

@@ -305,18 +305,3 @@ def test_prompt_product_over_one_binding_runs_in_parts(a_shape, n, kw, monkeypat
     packed = next(init for init in model.graph.initializer if init.name == "b")
     assert len(read_bundle(bundle).weights) < 1.5 * len(packed.raw_data)
     check_against_onnxruntime(model, target=target)
-
-
-@pytest.mark.parametrize("rows", [1, 3])
-def test_float16_weights_by_rows(rows, monkeypatch):
-    """lower/matmul.py ROW_GEMV: a decoder step's float16 products (SwiGLU's pair and the down
-    projection) on this kernel, their weights stored by rows."""
-    from compiler.lower import matmul
-    from tests.compiler.passes.test_paired_products import check_pair
-    from tests.llm_models import swiglu_model
-    monkeypatch.setattr(matmul, "ROW_GEMV", True)
-    target = replace(SUBGROUP_SUMS, name="generic-subgroup-sums-row-gemv")   # own cache key
-    templates, kernels = check_pair(swiglu_model(rows, k=256, down=True), target, precision="fp16")
-    products = [k for k in kernels if k.template == "matmul_nbits"]
-    assert len(products) == 2 and all(k.params["FLOAT_WEIGHTS"] and k.params["STAGED"] for k in products)
-    assert products[0].params["PAIRED"]

@@ -89,17 +89,59 @@ def test_transposes_stay_where_they_must(options, rng):
         assert_close(name, got[name], want[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
 
 
-def test_torchvision_convnext_block_transposes_gone():
+def test_torchvision_convnext_transposes_gone():
     """The fixture (torchvision's ConvNeXt class): 18 blocks, each once 6 kernels (two copies and
-    an add more), now 4; left are the stem's and the downsamples' LayerNorms between two
-    Transposes (their producers are dense convolutions and the LayerNorm, which store NCHW only)
-    and the input's cast to float16."""
+    an add more), now 4; the stem's and the downsamples' LayerNorms between two Transposes
+    normalize the channel axis in place (8 copies gone); left is the input's cast to float16."""
     path = Path(__file__).resolve().parents[2] / "models" / "fixtures" / "convnext_tiny.onnx"
     kernels = compile_with_kernels(onnx.load(path), input_shapes={"input": [1, 3, 64, 64]}, target="nvidia",
                                    precision="fp16")[1]
     counts = Counter(k.template for k in kernels)
-    assert counts["strided_copy"] == 8 and counts["conv2d_depthwise"] == 18 and counts["elementwise_typed"] == 1, counts
-    assert len(kernels) == 96, counts
+    assert counts["strided_copy"] == 0 and counts["conv2d_depthwise"] == 18 and counts["elementwise_typed"] == 1, counts
+    assert sum(k.template == "layernorm" and k.params["STRIDED"] for k in kernels) == 4
+    assert len(kernels) == 88, counts
+
+
+def layernorm_2d(*, read_elsewhere: bool = False, perm=(0, 2, 3, 1)) -> onnx.ModelProto:
+    """conv(x) permuted channels-last, LayerNorm over the channels, permuted back, then a
+    convolution (ConvNeXt's stem and downsampling layers); read_elsewhere: the LayerNorm's result
+    is an output too."""
+    g = GraphBuilder("layernorm_2d")
+    x = g.input("x", [2, 3, HW, HW])
+    t = g.node("Transpose", [g.conv(x, 3, C, 2, stride=2, pad=0)], perm=list(perm))
+    ln = g.node("LayerNormalization", [t, g.const("gamma", g.rng.normal(1, 0.1, C).astype(np.float32)),
+                                       g.const("beta", g.rng.normal(0, 0.1, C).astype(np.float32))],
+                epsilon=1e-6, out="ln" if read_elsewhere else None)
+    back = g.node("Transpose", [ln], perm=[list(perm).index(a) for a in range(4)])
+    g.node("Identity", [g.conv(back, C, C, 1)], out="y")
+    outputs = ["y", "ln"] if read_elsewhere else ["y"]
+    graph = helper.make_graph(g.nodes, g.name, g.inputs, [tensor_info(o, None) for o in outputs], initializer=g.inits)
+    return make_model(graph, opset=17)
+
+
+@pytest.mark.parametrize("target, precision", [("lavapipe", "fp32"), ("generic", "fp32"), ("generic", "fp16")])
+def test_layernorm_between_transposes_normalizes_channels_in_place(target, precision, rng):
+    model = layernorm_2d()
+    bundle, kernels = compile_with_kernels(model, target=target, precision=precision)
+    assert _copies(kernels) == 0 and any(k.template == "layernorm" and k.params["STRIDED"] for k in kernels)
+    feeds = {"x": rng.standard_normal([2, 3, HW, HW]).astype(np.float32)}
+    with load(bundle) as m:
+        got = m.run(feeds)
+    tol = dict(rtol_l2=1e-5, rtol=1e-4, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    assert_close("y", got["y"], run_onnxruntime(model, feeds)["y"], **tol)
+
+
+@pytest.mark.parametrize("options", [dict(read_elsewhere=True), dict(perm=(0, 3, 2, 1))], ids=["read-elsewhere", "not-one-axis-last"])
+def test_layernorm_transposes_stay_where_they_must(options, rng):
+    model = layernorm_2d(**options)
+    bundle, kernels = compile_with_kernels(model, target="generic")
+    assert _copies(kernels) >= 1 and not any(k.params.get("STRIDED") for k in kernels)
+    feeds = {"x": rng.standard_normal([2, 3, HW, HW]).astype(np.float32)}
+    with load(bundle) as m:
+        got = m.run(feeds)
+    want = run_onnxruntime(model, feeds)
+    for name in want:
+        assert_close(name, got[name], want[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape, perm", [([1, 4, 6, 8], [0, 3, 1, 2]), ([1, 6, 8], [0, 2, 1]), ([2, 3, 6, 8], [0, 1, 3, 2])],
