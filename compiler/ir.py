@@ -265,6 +265,29 @@ def constant(name: str, array) -> Value:
     return Value(name, array.dtype, array.shape, data=array)
 
 
+def ancestors(values: list[Value]) -> set[int]:
+    """The ids of the nodes that computed `values`, transitively."""
+    seen, todo = set(), [v.producer for v in values if v is not None and v.producer is not None]
+    while todo:
+        node = todo.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            todo += [v.producer for v in node.inputs if v is not None and v.producer is not None]
+    return seen
+
+
+def drop_unread(graph: Graph, candidates: set[int]) -> Graph:
+    """Drop the candidates (node ids) whose every output nothing reads any more, repeatedly: what
+    only a replaced node read goes with it, up to the first value something else reads."""
+    while True:
+        unread = {id(n) for n in graph.nodes if id(n) in candidates and all(
+            not o.consumers and not graph.is_output(o) for o in n.outputs)}
+        if not unread:
+            return graph
+        graph.nodes = [n for n in graph.nodes if id(n) not in unread]
+        graph.relink()
+
+
 def written_in_shape(y: Value, shape) -> Value:
     """What a kernel that computes `y` through a reshape writes: a value of y's dtype in its own
     `shape`, with y made a view of its bytes."""

@@ -11,7 +11,8 @@ disappears (one the evaluator fails on stays, for a kernel to compute; one its o
 keeps for a pass stays too: registry `unfolded`); a node whose output shape
 shape inference could not fix (a Reshape fed by a folded shape subgraph) is re-inferred with its
 now-constant inputs visible. An assignment through a boolean mask (NonZero's positions, a count
-known at run time) then becomes a Where (passes/masked_assignment.py).
+known at run time) then becomes a Where (passes/masked_assignment.py), and a tensor split into a
+sequence and read back at constant positions, slices of it (passes/unbound_sequences.py).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ..ir import Graph, Node, Value, is_onnx
 from ..registry import declare, find_rule
 from .masked_assignment import rewrite_masked_assignments
 from .onnx_node import evaluate, infer_output_types
+from .unbound_sequences import rewrite_unbound_sequences
 
 # Folding these would bake one random draw into the bundle.
 NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -93,7 +95,10 @@ def fold_constants(graph: Graph) -> Graph:
         kept.append(node)
     graph.nodes = kept
     graph.relink()
-    return rewrite_masked_assignments(graph)
+    before = [id(n) for n in graph.nodes]
+    graph = rewrite_unbound_sequences(rewrite_masked_assignments(graph))
+    # the shapes a rewrite fixed reach their readers in one more walk
+    return graph if [id(n) for n in graph.nodes] == before else fold_constants(graph)
 
 
 def _shape_from_declaration(node: Node, opset: int) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value, constant, is_onnx
+from ..ir import Graph, Node, Value, ancestors, constant, drop_unread, is_onnx
 
 
 def rewrite_masked_assignments(graph: Graph) -> Graph:
@@ -27,7 +27,7 @@ def rewrite_masked_assignments(graph: Graph) -> Graph:
         return graph
     graph.nodes = [n for node in graph.nodes for n in replaced.get(id(node), [node])]
     graph.relink()
-    return _drop_unread(graph, _ancestors(feeding))
+    return drop_unread(graph, ancestors(feeding))
 
 
 def _producer(v: Value | None, *ops: str) -> Node | None:
@@ -82,26 +82,3 @@ def _repeated_value(updates: Value, indices: Value, data: Value) -> Value | None
     if v.shape is not None and int(np.prod(v.shape)) == 1 and np.dtype(v.dtype) == np.dtype(data.dtype):
         return v
     return None
-
-
-def _ancestors(values: list[Value]) -> set[int]:
-    """The ids of the nodes that computed `values`, transitively."""
-    seen, todo = set(), [v.producer for v in values if v is not None and v.producer is not None]
-    while todo:
-        node = todo.pop()
-        if id(node) not in seen:
-            seen.add(id(node))
-            todo += [v.producer for v in node.inputs if v is not None and v.producer is not None]
-    return seen
-
-
-def _drop_unread(graph: Graph, candidates: set[int]) -> Graph:
-    """Drop the candidates whose every output nothing reads any more (the NonZero, the count, the
-    updates), up to the first that something else reads."""
-    while True:
-        unread = {id(n) for n in graph.nodes if id(n) in candidates and all(
-            not o.consumers and not graph.is_output(o) for o in n.outputs)}
-        if not unread:
-            return graph
-        graph.nodes = [n for n in graph.nodes if id(n) not in unread]
-        graph.relink()
