@@ -544,6 +544,7 @@ NOT_CHECKED = {
     # gives the weighted infinity; which is right is not settled, nearest mode agrees.
     "Resize": "not checked: linear and cubic interpolation of an infinity",
     "ScatterND": "checked in tests/compiler/lower/test_scatter_nd.py: its reductions of NaN and infinities",
+    "ScatterElements": "a ScatterND of single elements (passes/scatter_elements.py): ScatterND's, checked there",
     "TopK": "checked in tests/compiler/lower/test_top_k.py: NaN ranks largest, as onnxruntime's",
     "Upsample": "not checked: as Resize",
     "GridSample": "checked in tests/compiler/lower/test_grid_sample.py: NaN and infinite grid points "

@@ -663,6 +663,48 @@ def scatter_nd(g: GraphBuilder, op: str) -> None:
     g.emit(op, [x, g.ints(index), updates], {"reduction": reduction} if reduction else None)
 
 
+def scatter_elements(g: GraphBuilder, op: str) -> None:
+    """Distinct elements along an axis of x (negative indices too) replaced by updates; add or
+    max over repeated ones now and then on float32."""
+    x = g.pick_or_new(1, 4)
+    s = g.shape(x)
+    axis = int(g.rng.integers(len(s)))
+    reduction = str(g.rng.choice(("add", "max"))) if g.dtype == np.float32 and g.rng.random() < 0.3 else None
+    n = int(g.rng.integers(1, s[axis] + 1))
+    shape = tuple(n if d == axis else int(g.rng.integers(1, s[d] + 1)) for d in range(len(s)))
+    # along the axis, each index row a draw without repeats (with repeats where a reduction adds them)
+    rows = np.moveaxis(np.zeros(shape, np.int64), axis, -1)
+    for at in np.ndindex(rows.shape[:-1]):
+        rows[at] = g.rng.integers(0, s[axis], n) if reduction else g.rng.choice(s[axis], n, replace=False)
+    index = np.moveaxis(rows, -1, axis)
+    index = np.where(g.rng.random(index.shape) < 0.2, index - s[axis], index)   # from the end
+    updates = g.new_input(shape) if g.rng.random() < 0.5 else g.const(shape)
+    attrs = {"axis": axis, **({"reduction": reduction} if reduction else {})}
+    g.emit(op, [x, g.ints(index), updates], attrs)
+
+
+def bitwise(g: GraphBuilder, op: str) -> None:
+    """A bitwise op on values turned to integers (x * 16, truncated; BitShift's unsigned, by 0 to
+    7 places), the result turned back to floats."""
+    if not g.exact_ops:
+        raise Reject()
+    unsigned = op == "BitShift"
+    to = TensorProto.UINT32 if unsigned else TensorProto.INT32
+
+    def integers(x: str) -> str:
+        x = g.emit("Abs", [x])[0] if unsigned else x
+        return g.emit("Cast", [g.emit("Mul", [x, g.const((), array=np.asarray(16.0))])[0]], {"to": to})[0]
+    a = g.pick_or_new(0, 4, exact=True)
+    if op == "BitwiseNot":
+        y = g.emit(op, [integers(a)])[0]
+    elif op == "BitShift":
+        places = g.constant(g.rng.integers(0, 8, g.shape(a)[-1:]).astype(np.uint32))
+        y = g.emit(op, [integers(a), places], {"direction": str(g.rng.choice(("LEFT", "RIGHT")))})[0]
+    else:
+        y = g.emit(op, [integers(a), integers(broadcast_partner(g, g.shape(a), True))])[0]
+    g.emit("Cast", [y], {"to": g.elem})
+
+
 def pad(g: GraphBuilder, op: str) -> None:
     x = g.pick_or_new(1, 4)
     s = g.shape(x)
@@ -887,7 +929,8 @@ BUILDERS = {
                              "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare")},
     "LayerNormalization": layernorm, "InstanceNormalization": instancenorm, "Transpose": transpose, "Reshape": reshape,
     "Squeeze": squeeze, "Unsqueeze": squeeze, "Concat": concat, "Split": split, "Slice": slice_,
-    "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "Pad": pad, "Tile": tile, "Expand": expand,
+    "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "ScatterElements": scatter_elements,
+    **{op: bitwise for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift")}, "Pad": pad, "Tile": tile, "Expand": expand,
     "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
     "Resize": resize, "GridSample": grid_sample, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
     "Einsum": einsum, "TopK": top_k, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [

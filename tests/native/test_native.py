@@ -120,7 +120,8 @@ def _models():
 CASES = [("mlp", "generic"), ("elementwise", "generic"), ("elementwise", "lavapipe"), ("conv_pad", "generic"),
          ("conv_pad", "lavapipe"), ("large_input", "generic"), ("large_input", "lavapipe"),
          ("small_cnn", "lavapipe"), ("models.small_cnn", "generic"), ("models.mobilenetv2-block-s1-residual", "generic"),
-         ("bert_tiny", "lavapipe"), ("bert_tiny", "generic-fp16"), ("vit_tiny", "generic"), ("vit_tiny", "lavapipe-fp16"),
+         ("bert_tiny", "lavapipe"), ("bert_tiny", "generic-fp16"), ("vit_tiny", "generic"), ("vit_tiny", "generic-fp16"),
+         ("vit_tiny", "lavapipe-fp16"),
          ("r3d_tiny", "generic"), ("r3d_tiny", "lavapipe"), ("unet_small-64", "generic"), ("unet_small-64", "lavapipe-fp16"),
          ("shufflenet_v2-64-split-shapeops", "lavapipe-fp16"), ("convnext_tiny", "generic-fp16"),
          # `vkc compile`'s default: every profile of DEFAULT_TARGETS in one bundle (lavapipe runs here)
