@@ -92,7 +92,8 @@ def test_logits_every_step(name, target, precision):
 
 
 @pytest.mark.parametrize("name, target, precision", [("llama_tiny_genai_fp32", "lavapipe", "fp32"),
-                                                     ("qwen2_tiny_genai_int4", "generic", "fp16")])
+                                                     ("qwen2_tiny_genai_int4", "generic", "fp16"),
+                                                     ("gemma2_tiny_genai_int4", "lavapipe", "fp16")])
 def test_int8_cache(name, target, precision):
     """--kv-cache int8 on GroupQueryAttention's caches: logits at every step within 3e-2 (rel L2) of
     onnxruntime's float cache (the rounding's own cost: the same rounding is checked exactly on
