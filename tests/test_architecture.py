@@ -236,3 +236,12 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert problems[2].startswith("runtime_min/__init__.py:1 imports compiler: runtime_min/ may import only")
     assert hidden(imports) == ["compiler/b.py:2 imports compiler.a (inside a function): import project "
                                "modules at the module's top, where a cycle cannot hide."]
+
+
+def test_the_map_lists_every_pass():
+    """docs/ARCHITECTURE.md's pass table names every pass of the pipeline, in its order."""
+    from compiler.passes import PIPELINE
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    rows = [line.split("|")[1].strip().strip("`") for line in doc.splitlines() if line.startswith("| `")]
+    names = [p.__name__ for p in PIPELINE]
+    assert [r for r in rows if r in names] == names
