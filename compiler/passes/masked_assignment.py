@@ -6,7 +6,9 @@ which no kernel of fixed shapes can take. Where the updates are one value repeat
 a single element to that count, as `input_ids[input_ids == image_token] = pad` in Gemma 3) or
 the same positions gathered from a tensor of the data's shape (`x[mask] = y[mask]`), the result
 is Where(mask, value, x): the mask widened with trailing 1s where it covers only the leading
-dims of the data. The NonZero and what computed the count go with it, once nothing else reads
+dims of the data. Where the updates repeat one row of the data's trailing dims and the mask is
+an Expand of one holding 1 in those dims, every masked position takes the row: Where(that
+mask, row, x). The NonZero and what computed the count go with it, once nothing else reads
 them. Runs at the end of fold_constants, before the unsupported-op check sees NonZero.
 """
 from __future__ import annotations
@@ -48,7 +50,10 @@ def _as_where(node: Node) -> list[Node] | None:
     if mask.shape is None or not 1 <= len(mask.shape) <= rank \
             or tuple(mask.shape) != tuple(data.shape[:len(mask.shape)]):
         return None
-    value = _repeated_value(updates, indices, data)
+    value, widen = _repeated_value(updates, indices, data), True
+    if value is None and tuple(mask.shape) == tuple(data.shape):
+        value, mask = _repeated_row(updates, mask, data) or (None, mask)
+        widen = False   # the Expand's own source: it broadcasts as the Expand did
     if value is None:
         return None
     name, sources, nodes = node.name, list(node.sources), []
@@ -56,7 +61,7 @@ def _as_where(node: Node) -> list[Node] | None:
         as_bool = Value(f"{name}/mask", np.dtype(bool), tuple(mask.shape))
         nodes.append(Node("Cast", f"{name}/mask", [mask], [as_bool], {"to": 9}, sources=sources))
         mask = as_bool
-    if len(mask.shape) < rank:
+    if widen and len(mask.shape) < rank:
         shape = tuple(mask.shape) + (1,) * (rank - len(mask.shape))
         widened = Value(f"{name}/mask_widened", np.dtype(bool), shape)
         nodes.append(Node("Reshape", f"{name}/mask_widened", [mask, constant(f"{name}/mask_shape",
@@ -65,6 +70,28 @@ def _as_where(node: Node) -> list[Node] | None:
         mask = widened
     nodes.append(Node("Where", name, [mask, value, data], list(node.outputs), sources=sources))
     return nodes
+
+
+def _repeated_row(updates: Value, mask: Value, data: Value) -> tuple[Value, Value] | None:
+    """(row, small mask) where the updates are one row of the data's trailing dims repeated (an
+    Expand of it to [count, *row], flattened: T5Gemma 2's `embeds[image_mask] = eoi_embedding`)
+    and the mask an Expand of a small mask holding 1 in those dims, so that every masked position
+    takes the row whole; None otherwise."""
+    v = updates
+    while _producer(v, "Reshape"):
+        v = v.producer.inputs[0]
+    expand = _producer(mask, "Expand")
+    if expand is None or _producer(v, "Expand") is None:
+        return None
+    row, small, rank = v.producer.inputs[0], expand.inputs[0], len(data.shape)
+    if row.shape is None or small.shape is None or not row.shape or len(small.shape) > rank:
+        return None
+    width = len(row.shape)
+    aligned = (1,) * (rank - len(small.shape)) + tuple(small.shape)
+    if tuple(row.shape) != tuple(data.shape[rank - width:]) or np.dtype(row.dtype) != np.dtype(data.dtype) \
+            or any(d != 1 for d in aligned[rank - width:]):
+        return None
+    return row, small
 
 
 def _repeated_value(updates: Value, indices: Value, data: Value) -> Value | None:

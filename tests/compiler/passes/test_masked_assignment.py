@@ -87,3 +87,29 @@ def test_varying_updates_still_refused():
                    tensor_info("m", [3, 5], np.bool_), node_updates, extra_inputs=[tensor_info("u", [15], np.float32)])
     with pytest.raises(UnsupportedOpsError, match="NonZero"):
         compile_model(model)
+
+
+def test_row_where_a_token_is(rng):
+    """T5Gemma 2's embeds[(ids == token)[..., None].expand_as(embeds)] = row: the row repeated
+    over the masked positions' trailing dim."""
+    nodes = [helper.make_node("Equal", ["ids", "token"], ["hit"]),
+             helper.make_node("Unsqueeze", ["hit", "minus_one"], ["hit1"]),
+             helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("Expand", ["hit1", "x_shape"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["positions"]),
+             helper.make_node("Transpose", ["positions"], ["indices"], perm=[1, 0]),
+             *_count_nodes("hit"),
+             helper.make_node("Concat", ["count", "width"], ["rows_shape"], axis=0),
+             helper.make_node("Expand", ["row", "rows_shape"], ["rows"]),
+             helper.make_node("Reshape", ["rows", "minus_one"], ["updates"]),
+             helper.make_node("ScatterND", ["x", "indices", "updates"], ["y"], name="index_put")]
+    inits = [numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+             numpy_helper.from_array(np.array(5, np.int64), "token"),
+             numpy_helper.from_array(np.array([3], np.int64), "width"),
+             numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "row")]
+    inputs = [tensor_info("x", [2, 6, 3], np.float32), tensor_info("ids", [2, 6], np.int64)]
+    graph = helper.make_graph(nodes, "g", inputs, [tensor_info("y", [2, 6, 3], np.float32)], initializer=inits)
+    ids = rng.integers(0, 8, [2, 6]).astype(np.int64)
+    ids[0, 2] = ids[1, 4] = 5
+    check_against_onnxruntime(make_model(graph, opset=18), exact=True,
+                              feeds={"x": rng.standard_normal([2, 6, 3]).astype(np.float32), "ids": ids})
