@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Value, ancestors, constant, drop_unread, is_onnx
+from ..ir import Graph, Node, Value, ancestors, constant, drop_unread, expand_nodes, is_onnx
 
 
 def rewrite_masked_assignments(graph: Graph) -> Graph:
-    replaced, feeding = {}, []
-    for node in graph.nodes:
+    feeding = []
+
+    def rewrite(node: Node) -> list[Node] | None:
         where = _as_where(node) if is_onnx(node, "ScatterND") else None
         if where:
-            replaced[id(node)] = where
-            feeding += node.inputs[1:3]
-    if not replaced:
-        return graph
-    graph.nodes = [n for node in graph.nodes for n in replaced.get(id(node), [node])]
-    graph.relink()
+            feeding.extend(node.inputs[1:3])
+        return where
+    graph = expand_nodes(graph, rewrite)
     return drop_unread(graph, ancestors(feeding))
 
 

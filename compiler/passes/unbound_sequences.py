@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, ancestors, constant, drop_unread, is_onnx
+from ..ir import Graph, Node, ancestors, constant, drop_unread, expand_nodes, is_onnx
 
 
 def rewrite_unbound_sequences(graph: Graph) -> Graph:
-    replaced, feeding = {}, []
-    for node in graph.nodes:
+    feeding = []
+
+    def rewrite(node: Node) -> list[Node] | None:
         read = _as_slice(node) if is_onnx(node, "SequenceAt") else None
         if read:
-            replaced[id(node)] = read
             feeding.append(node.inputs[0])
-    if not replaced:
-        return graph
-    graph.nodes = [n for node in graph.nodes for n in replaced.get(id(node), [node])]
-    graph.relink()
+        return read
+    graph = expand_nodes(graph, rewrite)
     return drop_unread(graph, ancestors(feeding))
 
 
