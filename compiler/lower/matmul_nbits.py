@@ -196,6 +196,10 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
                   STAGED_VEC4S=k_padded // 4,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
                   A_VEC4=params["K_EXACT"] and k % 4 == 0,
+                  # float16 A and norm scale read 16 bytes (eight values) at a time where a word's
+                  # values are whole 16-byte groups (the staged kernel reads A once, as vec4s)
+                  A_HALF8=not staged and _half8(a, k, params),
+                  NORM_HALF8=bool(norm) and not staged and _half8(norm[0], k, params),
                   # T: what Y stores (float32 under a float16 A where the epilogue widens); AB: A's
                   **kernel_types(y), AB=kernel_types(a)["T"],
                   n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers,
@@ -214,6 +218,12 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
                   groups=groups, local_size=(local, 1, 1), nodes=node.sources,
                   flops=m * columns * (2 * k + ep_ops) + 2 * m * (n - columns) * k,
                   shared_memory_bytes=staged_bytes if staged else 4 * local * (ROWS + bool(norm)) * m_tile if split_k else 0)
+
+
+def _half8(v, k: int, params: dict) -> bool:
+    """Whether float16 `v`, K values a row, is read as 16-byte groups of eight values: rows start
+    on 16 bytes and each word of W takes whole groups."""
+    return np.dtype(v.dtype) == np.float16 and params["K_EXACT"] and k % 8 == 0 and params["PER_WORD"] % 8 == 0
 
 
 def _weight_rows(node, part):

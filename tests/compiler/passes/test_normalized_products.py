@@ -93,19 +93,20 @@ def test_norm_kept(kw):
     ("int8", dict(rows=3, k=256, n=40)),
     ("int4", dict(gated=True, k=256, n=48)),
 ])
-def test_norm_in_quantized_products(weights, kw, target, monkeypatch):
-    """--weights int4/int8: the MatMulNBits kernel normalizes as it reads A (its workgroup per
-    row group adds the row's squares; staged: as it stages A); lavapipe's kernel of an
-    invocation a row group cannot, so the norm runs first. Against onnxruntime on the same
-    quantization."""
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_norm_in_quantized_products(weights, kw, target, precision, monkeypatch):
+    """--weights int4/int8: the MatMulNBits kernel normalizes as it reads A (its invocations add
+    up the squares of what they read; staged: as it stages A); lavapipe's kernel of an
+    invocation a row group cannot, so the norm runs first. float16: A and the norm's scale
+    read eight values a load. Against onnxruntime on the same quantization."""
     if target is STAGED:
         monkeypatch.setattr(matmul_nbits, "STAGED_GROUPS", 4)
     model = norm_model(**kw)
-    bundle, kernels = compile_with_kernels(model, target=target, weights=weights)
+    bundle, kernels = compile_with_kernels(model, target=target, weights=weights, precision=precision)
     templates = [k.template for k in kernels]
     assert ("layernorm" in templates) == (target == "lavapipe") and "matmul_nbits" in templates
     feeds = random_feeds(model)
     got = run_bundle(bundle, feeds)[0]
     ref = run_onnxruntime(quantized_onnx(model, read_bundle(bundle).manifest), feeds)
     for name in ref:
-        assert_close(name, got[name], ref[name], **tolerance("fp32"))
+        assert_close(name, got[name], ref[name], **tolerance(precision))
