@@ -20,6 +20,7 @@ until there are G times the profile's min_workgroups workgroups).
     python3 -m benchmarks.gpu.gemv                              # the default
     python3 -m benchmarks.gpu.gemv t256u4wc4k1,t256u4wc4k16     # variants
     python3 -m benchmarks.gpu.gemv --weights int4 r4l64,r4l128g4   # quantized weights' variants
+    python3 -m benchmarks.gpu.gemv --shapes gate+up,head/9 ...      # some of the shapes
 """
 import json
 import re
@@ -130,7 +131,12 @@ def weight_bytes(k: int, n: int, weights: str | None) -> int:
 
 
 def main(argv) -> None:
-    weights = None
+    weights, shapes = None, SHAPES
+    if argv[:1] == ["--shapes"]:
+        names, argv = argv[1].split(","), argv[2:]
+        shapes = [s for s in SHAPES if s[0] in names]
+        if len(shapes) != len(names):
+            sys.exit(f"--shapes {','.join(names)}: use some of {','.join(s[0] for s in SHAPES)}")
     if argv[:1] == ["--weights"]:
         weights, argv = argv[1], argv[2:]
         if weights not in ("int8", "int4", "int4-sym"):
@@ -141,7 +147,7 @@ def main(argv) -> None:
     else:
         variants, choose = float_variants(argv), set_variant
     total = dict.fromkeys(variants, 0.0)
-    for label, k, n in SHAPES:
+    for label, k, n in shapes:
         count = -(-int(READ_BYTES) // weight_bytes(k, n, weights))
         model = copies(swiglu_model(1, k, n // 2) if label == "gate+up" else dense_model(1, k, n), count)
         row = {"shape": label, "K": k, "N": n, "copies": count}

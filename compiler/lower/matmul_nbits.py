@@ -193,7 +193,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
     params = dict(params, LOCAL=local, ROWS=ROWS, M_TILE=m_tile, VEC=vec, SPLIT_K=split_k, PAIRED=bool(paired),
                   SUBGROUP_SUM=target.subgroup_reductions, STAGED=staged, GROUPS=staged_groups if staged else 1,
                   UNROLL=STAGED_UNROLL,
-                  STAGED_VEC4S=k_padded // 4,
+                  STAGED_VEC4S=k_padded // 4, LANE_VEC4S=vec * params["PER_WORD"] // 4,
                   # A's rows start on 16 bytes (K a multiple of 4): vec4 loads of A
                   A_VEC4=params["K_EXACT"] and k % 4 == 0,
                   # float16 A and norm scale read 16 bytes (eight values) at a time where a word's
