@@ -458,6 +458,20 @@ def reduction(kind: str):
     return _facts(rule, sign=sign, terms=terms, conditioned=kind == "logsumexp", multiplies=multiplies)
 
 
+def rotated_sum(count):
+    """A sum of `count(node)` = (terms, scale) inputs times unit complex weights (a DFT's roots
+    of unity), scaled: its bound grows terms * scale times, its typical size sqrt(terms) * scale
+    times (Parseval's theorem); None where count is. The weights have both signs, so the sum
+    may cancel."""
+    def rule(node, ins) -> Magnitude | None:
+        counted = count(node)
+        if not ins or ins[0] is None or counted is None:
+            return None
+        terms, scale = counted
+        return Magnitude(_grown(lambda: ins[0].top * terms * scale), ins[0].rms * math.sqrt(terms) * scale)
+    return _facts(rule, terms=lambda node, signs: [0])
+
+
 def normalization(scale: int, bias: int | None = None, skip: int | None = None, axis: int = -1,
                   centered=True):
     """A layer normalization: a row of N normalized values lies within +-sqrt(N), times the

@@ -410,7 +410,7 @@ def arg_reference(x: np.ndarray, op: str, last: int) -> np.ndarray:
 
 
 def rows_model(length: int) -> Model:
-    """Reductions over each row, Softmax and LogSoftmax along it, CumSum, LayerNormalization
+    """Reductions over each row, Softmax and LogSoftmax along it, CumSum, DFT, LayerNormalization
     (the op, com.microsoft's Skip forms and the decomposition exporters write, which vkc fuses),
     InstanceNormalization (a row a channel),
     BatchNormalization with a row's four values as four channels, LRN across them."""
@@ -426,6 +426,10 @@ def rows_model(length: int) -> Model:
         m.output(m.node(op, [x], axis=1, keepdims=1, select_last_index=last)[0], op, TensorProto.INT64,
                  describe=describe_row(x), reference=arg_reference(m.feeds[x], op, last))
     m.output(m.node("CumSum", [x, m.const(1, np.int64)])[0], "CumSum", describe=describe_row(x))
+    signal = m.node("Unsqueeze", [x, m.const([-1], np.int64)])[0]
+    for inverse, onesided in ((0, 0), (1, 0), (0, 1)):
+        m.output(m.node("DFT", [signal, "", m.const(1, np.int64)], inverse=inverse, onesided=onesided)[0], "DFT",
+                 describe=describe_row(x), reference=dft(m.feeds[x], inverse, onesided))
     scale, bias = m.const(np.full(length, 1.5)), m.const(np.full(length, -0.25))
     m.output(m.node("LayerNormalization", [x, scale, bias], axis=-1)[0], "LayerNormalization",
              describe=describe_row(x))
@@ -470,6 +474,25 @@ def lrn(x: np.ndarray, size: int, alpha=1e-4, beta=0.75, bias=1.0) -> np.ndarray
         squares[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
     with np.errstate(invalid="ignore"):
         return (x / (bias + alpha / size * squares) ** beta).astype(np.float32)
+
+
+def dft(x: np.ndarray, inverse: int, onesided: int) -> np.ndarray:
+    """The DFT of each row of x as ONNX defines it, a sum over the row of each value times a root
+    of unity (0 exactly at the quarter turns): an infinity times a 0 root is NaN, an infinity's
+    terms of both signs sum to NaN. onnxruntime's FFT combines the values in butterflies, pairs of
+    infinities before any root multiplies them, so which of its outputs an infinity makes NaN
+    depends on how its kernel sums; the definition is the reference."""
+    length = x.shape[1]
+    angle = 2 * np.pi * np.arange(length) / length
+    cos, sin = np.cos(angle), np.sin(angle)
+    cos[np.abs(cos) < 1e-12], sin[np.abs(sin) < 1e-12] = 0.0, 0.0
+    k = np.arange(length // 2 + 1 if onesided else length)
+    j = np.outer(k, np.arange(length)) % length
+    x = x.astype(np.float64)[:, None, :]
+    with np.errstate(invalid="ignore"):
+        re, im = (x * cos[j]).sum(-1), (x * sin[j]).sum(-1) * (1 if inverse else -1)
+    scale = 1.0 / length if inverse else 1.0
+    return (np.stack([re, im], -1) * scale).astype(np.float32)
 
 
 def pool_model() -> Model:
@@ -527,7 +550,7 @@ def test_pooling(precision):
 # ---------------------------------------------------------------------------------------------
 
 # The ops each family above checks.
-FAMILY_OPS = {*reduce_ops(), "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "CumSum", "LayerNormalization",
+FAMILY_OPS = {*reduce_ops(), "ArgMax", "ArgMin", "Softmax", "LogSoftmax", "CumSum", "DFT", "LayerNormalization",
               "InstanceNormalization",
               "com.microsoft.SkipLayerNormalization", "com.microsoft.SkipSimplifiedLayerNormalization",
               "BatchNormalization", "LRN", "MaxPool", "AveragePool", "GlobalMaxPool",

@@ -742,6 +742,33 @@ def cumsum(g: GraphBuilder, op: str) -> None:
            {"exclusive": int(g.rng.random() < 0.3), "reverse": int(g.rng.random() < 0.3)})
 
 
+def dft(g: GraphBuilder, op: str) -> None:
+    """A DFT along a drawn signal axis of a real signal (a tensor with a trailing axis of 1) or a
+    complex one (a last axis of 2 as the real and imaginary parts): forward, inverse, onesided
+    forward of a real signal, onesided inverse (IRFFT) of a complex one at a length whose N/2 + 1
+    is the spectrum's; a drawn DFT length may pad or cut the signal. The axis is an attribute
+    before opset 20, an input from it."""
+    x = g.pick_or_new(1, 3)
+    signal = x if len(g.shape(x)) > 1 and g.shape(x)[-1] == 2 and g.rng.random() < 0.6 else \
+        g.emit("Unsqueeze", [x, g.ints([-1])])[0]
+    shape = g.shape(signal)
+    axis = int(g.rng.integers(0, len(shape) - 1))
+    axis -= len(shape) if g.rng.random() < 0.5 else 0
+    complex_input, inverse = shape[-1] == 2, int(g.rng.random() < 0.4)
+    onesided = int(g.rng.random() < 0.3 and (inverse == complex_input) and shape[axis] > inverse)
+    if onesided and inverse:   # the spectrum's N/2 + 1 values: N = 2 (L - 1) by default, or 2 L - 1
+        length = [2 * shape[axis] - 1] if g.rng.random() < 0.5 else []
+    else:
+        length = [int(g.rng.integers(1, 2 * shape[axis] + 1))] if g.rng.random() < 0.4 else []
+    args = [signal, g.ints(length[0]) if length else ""]
+    attrs = {"inverse": inverse, "onesided": onesided}
+    if g.opset >= 20:
+        args.append(g.ints(axis))
+    else:
+        attrs["axis"] = axis
+    g.emit("DFT", args, attrs)
+
+
 def clip(g: GraphBuilder, op: str) -> None:
     x = g.pick_or_new(0, 4)
     lo, hi = sorted(g.rng.standard_normal(2).tolist())
@@ -931,7 +958,7 @@ BUILDERS = {
     "Squeeze": squeeze, "Unsqueeze": squeeze, "Concat": concat, "Split": split, "Slice": slice_,
     "Gather": gather, "GatherElements": gather, "ScatterND": scatter_nd, "ScatterElements": scatter_elements,
     **{op: bitwise for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift")}, "Pad": pad, "Tile": tile, "Expand": expand,
-    "Trilu": trilu, "CumSum": cumsum, "Clip": clip, "Cast": cast, "CastLike": cast,
+    "Trilu": trilu, "CumSum": cumsum, "DFT": dft, "Clip": clip, "Cast": cast, "CastLike": cast,
     "Resize": resize, "GridSample": grid_sample, "Where": where, "And": where, "Or": where, "Xor": where, "Not": where,
     "Einsum": einsum, "TopK": top_k, "Pow": generic_nary, "Constant": lambda g, op: g.emit("Add", [
         g.pick_or_new(0, 4), g.constant(g.rng.standard_normal(3).astype(g.dtype), node=True)]),
