@@ -178,8 +178,20 @@ def lower_resize_v10(node, target):
     return _legacy(node, target, _const(node, 1))
 
 
+def _reference_differs(graph, node) -> bool:
+    """Whether onnx's reference evaluator, which folds Resize of constants, computes another
+    answer than onnxruntime and this kernel: pytorch_half_pixel maps an output of length 1 to
+    source coordinate 0 (ONNX's text, onnxruntime), where the reference tests scale * n_in == 1
+    (-0.5 then, (y + 0.5) / scale - 0.5 otherwise: row 1 of 3 at scale 0.5). Such a node is
+    left to the kernel (registry `unfolded`)."""
+    if node.text("coordinate_transformation_mode", "half_pixel") != "pytorch_half_pixel":
+        return False
+    x, y = node.inputs[0], node.outputs[0]
+    return y.shape is None or any(o == 1 and i != 1 for i, o in zip(x.shape, y.shape))
+
+
 @register("Resize", since=11, dtypes=FLOATS, constant_inputs=(1, 2, 3),
-          limits=RESIZE_LIMIT)
+          limits=RESIZE_LIMIT, unfolded=_reference_differs)
 def lower_resize(node, target):
     transform = node.text("coordinate_transformation_mode", "half_pixel")
     if transform not in TRANSFORMS:

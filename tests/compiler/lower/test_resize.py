@@ -122,3 +122,24 @@ def test_upsample_opset7_attribute():
     attrs = {"mode": "nearest", "scales": [1.0, 1.0, 2.0, 2.0]}
     model = at_opset(single_op_model("Upsample", {"x": [1, 2, 3, 3]}, attrs), 7)
     check_against_onnxruntime(model)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "cubic"])
+def test_resize_of_a_constant_to_length_1_pytorch_half_pixel(mode):
+    """A constant [3, 2] image resized by 0.5 x 2 (one row out) with pytorch_half_pixel: its row
+    is the source's row 0 (output length 1 maps to coordinate 0), as onnxruntime computes;
+    onnx's reference evaluator, which folds constants, takes row 1 (it tests scale * length ==
+    1), so the node is not folded and the kernel computes it. Found by the fuzzer (seed 181)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.onnx_builders import make_model
+
+    image = np.array([0.406, 0.345, 0.226, -0.397, -0.113, -0.208], np.float32).reshape(1, 1, 3, 2)
+    nodes = [helper.make_node("Resize", ["image", "", "scales"], ["resized"], mode=mode, nearest_mode="ceil",
+                              coordinate_transformation_mode="pytorch_half_pixel"),
+             helper.make_node("Add", ["x", "resized"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 4])],
+                              [numpy_helper.from_array(image, "image"),
+                               numpy_helper.from_array(np.array([1, 1, 0.5, 2], np.float32), "scales")])
+    check_against_onnxruntime(make_model(graph, opset=19))
