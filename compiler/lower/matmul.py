@@ -11,7 +11,7 @@ from ..ir import Value
 from ..shapes import broadcast_strides, collapse_dims, contiguous_strides, prod, unpermuted
 from ..epilogue_operands import epilogue_strides, operand_perm
 from .layernorm import normalized_first
-from .paired import columns, unpaired
+from .paired import column_view, columns, unpaired
 from .coopmat_emulation import emulation_shared_bytes
 from .store_expression import build_epilogue
 from ..registry import FLOATS
@@ -700,8 +700,13 @@ def _stores_transposed(node, perm) -> bool:
 
 
 def _weight_columns(node, part):
-    """The MatMul by part 0 or 1 of a paired node's weight columns (lower/paired.py)."""
-    return [node.inputs[0], columns(node.inputs[1], part, node.name)], {}
+    """The MatMul by part 0 or 1 of a paired node's weight columns (lower/paired.py): by the
+    paired weight itself, read from the part's columns (`weight_part`), or where those cannot
+    be bound in place, by a copy of them."""
+    b = node.inputs[1]
+    if column_view(b, part) is not None:
+        return [node.inputs[0], b], {"weight_part": part}
+    return [node.inputs[0], columns(b, part, node.name)], {}
 
 
 @register("MatMul", dtypes=FLOATS, magnitude=weighted_sum(shared_axis), row_wise=_matmul_rows, product="matmul",
@@ -718,7 +723,11 @@ def lower_matmul(node, target):
     # normalized (passes/normalized_products.py): A is an RMS normalization's input, its scale input 2
     normalized = node.attrs.get("normalized")
     norm = (node.input(2), normalized["epsilon"]) if normalized else None
-    N = paired or b_shape[-1]
+    # weight_part (_weight_columns): the product by B's first or second half of columns alone
+    part = node.attrs.get("weight_part")
+    N = paired or (b_shape[-1] // 2 if part is not None else b_shape[-1])
+    if part is not None:
+        b = column_view(b, part)
     batch = _batch_dims(a_shape, b_shape)
     # Walk the broadcast batch dims of A, B and C as (b0, b1): at most two groups of dims.
     a_b = broadcast_strides(a_shape[:-2], batch)

@@ -29,9 +29,20 @@ def unpaired(node: Node, half) -> list[Node]:
 
 
 def columns(v: Value, part: int, name: str) -> Value:
-    """Part 0 or 1 of a constant 2-D weight's columns."""
+    """Part 0 or 1 of a constant 2-D weight's columns, a copy."""
     data = np.ascontiguousarray(np.split(v.data, 2, axis=1)[part])
     return Value(f"{name}/part{part}", data.dtype, data.shape, data=data)
+
+
+def column_view(v: Value, part: int) -> Value | None:
+    """Part 0 or 1 of a 2-D weight's columns read in place: a view from the part's first column,
+    its rows the whole width apart (the bundle holds the weight once, for this kernel and for a
+    variant's paired one); None where that column does not start on a binding boundary."""
+    k, width = v.shape
+    offset = part * (width // 2) * np.dtype(v.dtype).itemsize
+    if offset % ALIGNMENT:
+        return None
+    return Value(f"{v.name}/part{part}", v.dtype, ((k - 1) * width + width // 2,), alias_of=v, alias_offset=offset)
 
 
 def rows(v: Value, part: int, name: str) -> Value:
