@@ -122,7 +122,9 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     # cache viewed as [outer, C_ROWS, C_INNER] elements along its axis, from the write index of
     # each batch (C_PER_BATCH outer rows) on; the output's elements are one row of the cache's
     stored, axis, mode, indices = node.attrs.get("stores_rows", (None, 0, "linear", None))
-    sizes = [y.size // (y.shape[axis] if i == stored else 1) for i, y in enumerate(node.outputs)]
+    carried = node.attrs.get("carries_rows")
+    own = node.outputs[:-1] if carried else node.outputs
+    sizes = [y.size // (y.shape[axis] if i == stored else 1) for i, y in enumerate(own)]
     if packed:
         first, width = packed[0], x.shape[-1]
         rows = x.size // width
@@ -138,16 +140,23 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
         cache = node.outputs[stored]
         spec += [("C_ROWS", "int32", cache.shape[axis]), ("C_INNER", "int32", prod(cache.shape[axis + 1:])),
                  ("C_PER_BATCH", "int32", prod(cache.shape[1:axis]))]
+    # carries_rows (first, width): the last output is a second cache of the first's shape, into
+    # whose rows the kernel also copies the `width` columns of X's rows from `first` on
+    total = size
+    if carried:
+        spec += [("V_OFF", "int32", int(carried[0])), ("V_ROW", "int32", int(carried[1])),
+                 ("V_TOTAL", "int32", rows * int(carried[1]))]
+        total += rows * int(carried[1])
     local = target.elementwise_local
     # position_ids is int64: read as two int words (the low one holds any valid position).
     params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
                   partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b, split=bool(split),
-                  stored=stored, circular=mode == "circular", row_indices=bool(write_indices),
+                  stored=stored, carried=bool(carried), circular=mode == "circular", row_indices=bool(write_indices),
                   idx_words=np.dtype(write_indices[0].dtype).itemsize // 4 if write_indices else 1,
                   **kernel_types(x), TC=kernel_types(cos)["T"])
     bindings = [x, cos, sin] + ([position_ids] if positions else []) + write_indices + list(node.outputs)
     return [Kernel("rotary", params, spec, bindings, writes=list(range(len(bindings) - len(node.outputs), len(bindings))),
-                   groups=grid_1d(size, local), local_size=(local, 1, 1), nodes=node.sources,
+                   groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
                    flops=3 * size)]
 
 
@@ -207,8 +216,29 @@ def _stores_rows(node, index, update, cache, indices, axis, mode):
     return Node(node.op_type, node.name, inputs, outputs, attrs, node.domain, node.sources)
 
 
+def _carries_rows(node, first, cache, indices, axis, mode):
+    """The node storing a cache's rows (_stores_rows) also copying the columns of its packed
+    input from `first` on into the rows of `cache`, a second cache of the first's shape, type,
+    write indices and axis (a decode step's V rows, right after Q's and K's columns), once."""
+    if "carries_rows" in node.attrs or "stores_rows" not in node.attrs or "input_columns" not in node.attrs:
+        return None
+    stored, axis_k, mode_k, slot = node.attrs["stores_rows"]
+    own_first, width, shape = node.attrs["input_columns"]
+    x, keys = node.inputs[0], node.outputs[stored]
+    part = prod(shape) // (x.size // width)
+    carried = keys.size // keys.shape[axis]   # a cache row's elements, for every batch and head
+    per_row = carried // prod(shape[:1])
+    if (axis, mode) != (axis_k, mode_k) or (indices is None) != (slot is None) or \
+            (slot is not None and not _same(node.inputs[slot], indices)) or first != own_first + part or \
+            tuple(cache.shape) != tuple(keys.shape) or cache.dtype != keys.dtype or first + per_row > width:
+        return None
+    return Node(node.op_type, node.name, list(node.inputs), [*node.outputs, cache],
+                {**node.attrs, "carries_rows": (first, per_row)}, node.domain, node.sources)
+
+
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
-          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined, stores_rows=_stores_rows)
+          dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined, stores_rows=_stores_rows,
+          carries_rows=_carries_rows)
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -232,7 +262,7 @@ def _contrib_attrs(node) -> None:
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
           output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined,
-          stores_rows=_stores_rows)
+          stores_rows=_stores_rows, carries_rows=_carries_rows)
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

@@ -26,6 +26,17 @@ def _rows_written(node):
     return node.inputs[1], node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape), node.text("mode", "linear")
 
 
+def _column_rows_written(node):
+    """(packed tensor, (first column, width), write indices, axis, mode): where the update is
+    columns of a wider tensor's rows, what passes/cache_row_stores.py may have the kernel reading
+    the neighbouring columns carry into the cache; None otherwise."""
+    columns = node.attrs.get("input_columns")
+    if columns is None or node.text("mode", "linear") not in MODES:
+        return None
+    return (node.inputs[1], tuple(columns[:2]), node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape),
+            node.text("mode", "linear"))
+
+
 def _int8_rows(node, scales, scales_out):
     """The same update into an int8 cache with a scale per row (lower/int8_cache_write.py)."""
     attrs = {"axis": node.attrs.get("axis", -2), "mode": node.text("mode", "linear")}
@@ -38,10 +49,11 @@ def _int8_rows(node, scales, scales_out):
 # vkc.TensorScatter: the same, for passes that write a cache update into graphs of any opset
 # (passes/group_query_attention.py).
 @register("vkc.TensorScatter", dtypes=None, float16=True, updates_in_place=((0, 0),), reads_columns=(1,),
-          writes_rows=_rows_written, writes_int8_rows=_int8_rows)
+          writes_rows=_rows_written, writes_column_rows=_column_rows_written, writes_int8_rows=_int8_rows)
 @register("TensorScatter", since=24, dtypes=None, float16=True, output_shape=shape_of_input0,
           updates_in_place=((0, 0),), reads_columns=(1,), dtypes_doc=COPIES + "; write_indices int64",
-          limits=LIMITS, writes_rows=_rows_written, writes_int8_rows=_int8_rows)
+          limits=LIMITS, writes_rows=_rows_written, writes_column_rows=_column_rows_written,
+          writes_int8_rows=_int8_rows)
 def lower_tensor_scatter(node, target):
     cache, update, out = node.inputs[0], node.inputs[1], node.outputs[0]
     # input_columns (first, width, shape): the update, of `shape`, is columns of the rows of a

@@ -6,6 +6,11 @@ the two. Taken where the update (its op declares `writes_rows`) is written in pl
 otherwise the update kernel stays. The fused kernel runs after the cache's own producer, if it
 has one (a cast of a float32 cache input), so that it writes the rows last.
 
+A cache update that is columns of a packed projection's rows (a decode step's V rows, right
+after Q's and K's), written in place, is carried into its cache by the kernel that reads the
+columns before them and already stores the other cache's rows, where that node's op declares
+`carries_rows` and takes it (the rotary embedding of Q and K): V's cache write goes too.
+
 Runs after scatter_in_place.
 """
 from __future__ import annotations
@@ -52,4 +57,41 @@ def store_rows_in_cache(graph: Graph) -> Graph:
         changed = True
     if changed:
         graph.relink()
+    if _carry_column_rows(graph):
+        graph.relink()
     return graph
+
+
+def _carry_column_rows(graph: Graph) -> bool:
+    changed = False
+    for node in list(graph.nodes):
+        rows = fact(node, "writes_column_rows")
+        found = rows(node) if rows is not None else None
+        cache, out = node.inputs[0], node.outputs[0]
+        if found is None or out.alias_of is not cache:
+            continue
+        packed, (first, _), indices, axis, mode = found
+        at = graph.nodes.index(node)
+        for carrier in packed.consumers:
+            carries = fact(carrier, "carries_rows")
+            where = graph.nodes.index(carrier) if carrier in graph.nodes else at
+            if carries is None or where > at or _touched_between(graph, cache, where, at, node):
+                continue
+            fused = carries(carrier, first, out, indices, axis, mode)
+            if fused is not None:
+                graph.nodes[where] = fused
+                graph.nodes.remove(node)
+                changed = True
+                break
+    return changed
+
+
+def _touched_between(graph: Graph, cache, first: int, last: int, writer) -> bool:
+    """Whether the cache is made at or after node `first`, or a node between `first` and `last`
+    other than its writer reads it: then its write cannot move to `first`."""
+    maker = cache.root().producer
+    if maker is not None and graph.nodes.index(maker) >= first:
+        return True
+    family = {id(v) for v in graph.family(cache)}
+    return any(n is not writer and any(v is not None and id(v) in family for v in n.inputs)
+               for n in graph.nodes[first + 1:last])

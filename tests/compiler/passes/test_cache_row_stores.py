@@ -1,8 +1,9 @@
 """store_rows_in_cache: a decode step's rotated keys, which the KV cache's TensorScatter alone
 reads, are stored by the rotary kernel into the cache's rows itself (no cache-write dispatch),
 linear and circular, through the head split's views; against onnxruntime, the cache an input and
-an output of its own. Where the keys are read elsewhere too, the cache write stays a kernel. The
-decoders' steps are in tests/models/test_decode_step.py."""
+an output of its own. Where the keys are read elsewhere too, the cache write stays a kernel. A
+packed projection's V columns are carried into their cache by the same kernel. The decoders'
+steps are in tests/models/test_decode_step.py."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -51,3 +52,54 @@ def test_keys_stored_into_cache(mode, rows, keys_out, rng):
     with load(compile_model(model, target="generic", state="none")) as m:
         got = m.run(feeds)
     np.testing.assert_allclose(got["present"], want[0], rtol=1e-5, atol=1e-6)
+
+
+def packed_step(mode: str, value_rows: int = ROWS):
+    """A packed projection's row per batch, qkv [B, 1, 3 * HEADS * D], split into Q, K and V; Q
+    and K rotated at position_ids, K's and V's heads written into their caches at write_indices
+    (V's cache `value_rows` long)."""
+    angles = np.outer(np.arange(16), 1.0 / 10000 ** (np.arange(0, D, 2) / D))
+    width = HEADS * D
+    inits = [numpy_helper.from_array(np.cos(angles).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(angles).astype(np.float32), "sin"),
+             numpy_helper.from_array(np.array([width] * 3, np.int64), "sizes"),
+             numpy_helper.from_array(np.array([B, 1, HEADS, D], np.int64), "heads")]
+    nodes = [helper.make_node("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2),
+             helper.make_node("RotaryEmbedding", ["q", "cos", "sin", "position_ids"], ["q_rotated"], num_heads=HEADS),
+             helper.make_node("RotaryEmbedding", ["k", "cos", "sin", "position_ids"], ["k_rotated"], num_heads=HEADS)]
+    for name, x in (("key", "k_rotated"), ("value", "v")):
+        nodes += [helper.make_node("Reshape", [x, "heads"], [f"{name}4"]),
+                  helper.make_node("Transpose", [f"{name}4"], [f"{name}_update"], perm=[0, 2, 1, 3]),
+                  helper.make_node("TensorScatter", [f"past_{name}", f"{name}_update", "write_indices"],
+                                   [f"present_{name}"], axis=2, mode=mode)]
+    shapes = {"key": [B, HEADS, ROWS, D], "value": [B, HEADS, value_rows, D]}
+    inputs = [helper.make_tensor_value_info("qkv", TensorProto.FLOAT, [B, 1, 3 * width]),
+              helper.make_tensor_value_info("position_ids", TensorProto.INT64, [B, 1]),
+              *(helper.make_tensor_value_info(f"past_{n}", TensorProto.FLOAT, s) for n, s in shapes.items()),
+              helper.make_tensor_value_info("write_indices", TensorProto.INT64, [B])]
+    outputs = [helper.make_tensor_value_info("q_rotated", TensorProto.FLOAT, [B, 1, width]),
+               *(helper.make_tensor_value_info(f"present_{n}", TensorProto.FLOAT, s) for n, s in shapes.items())]
+    graph = helper.make_graph(nodes, "step", inputs, outputs, inits)
+    return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 24)])
+
+
+@pytest.mark.parametrize("mode, rows, value_rows", [("linear", [0, 5], ROWS), ("circular", [7, 2], ROWS),
+                                                     ("linear", [3, 1], ROWS + 2)])
+def test_values_carried_into_cache(mode, rows, value_rows, rng):
+    """V's columns, right after K's in the packed projection, are copied into V's cache by the
+    kernel rotating Q and K and storing K's rows: one kernel and no cache write, where V's cache
+    is of K's cache's shape; otherwise V's cache write stays a kernel."""
+    model = packed_step(mode, value_rows)
+    kernels = compile_with_kernels(model, target="generic", state="none")[1]
+    templates = [k.template for k in kernels]
+    assert templates.count("tensor_scatter") == (value_rows != ROWS) and templates.count("rotary") == 1
+    feeds = {"qkv": rng.standard_normal([B, 1, 3 * HEADS * D]).astype(np.float32),
+             "position_ids": np.array([[3], [9]], np.int64),
+             "past_key": rng.standard_normal([B, HEADS, ROWS, D]).astype(np.float32),
+             "past_value": rng.standard_normal([B, HEADS, value_rows, D]).astype(np.float32),
+             "write_indices": np.array(rows, np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    with load(compile_model(model, target="generic", state="none")) as m:
+        got = m.run(feeds)
+    for name, ref in zip(("q_rotated", "present_key", "present_value"), want):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-5, atol=1e-6, err_msg=name)
