@@ -249,9 +249,22 @@ def _accepts(fn, name) -> bool:
     return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
-def hf_inputs(model, config) -> tuple[list[dict], dict]:
-    """The main input of the model (ids with a padding mask, pixels, audio features or samples)
-    at a small size; extra keyword arguments."""
+def _setting(config, names, default):
+    """The first of `names` the config (or a config nested in it: an encoder's, an audio
+    model's) sets to an int."""
+    subs = [getattr(config, n) for n in vars(config) if hasattr(getattr(config, n, None), "to_diff_dict")]
+    for c in (config, *subs):
+        for name in names:
+            value = getattr(c, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return default
+
+
+def hf_inputs(model, config) -> tuple[list[list[dict]], dict]:
+    """The layouts the model's main input (ids with a padding mask, pixels, audio features or
+    samples) may take at a small size, in the order tried (audio models differ: mel bins before
+    or after frames, samples with or without a channel axis); extra keyword arguments."""
     main = getattr(model, "main_input_name", "input_ids")
     forward = model.forward
     extra = {k: False for k in ("use_cache",) if _accepts(forward, k) and "use_cache" in inspect.signature(forward).parameters}
@@ -260,30 +273,41 @@ def hf_inputs(model, config) -> tuple[list[dict], dict]:
         specs = [ids_input("input_ids", [1, SEQ], min(vocab, 100))]
         if "attention_mask" in inspect.signature(forward).parameters:
             specs.append(mask_input("attention_mask", [1, SEQ]))
-        return specs, extra
+        return [specs], extra
     if main == "pixel_values":
         size = getattr(config, "image_size", 32)
         size = size[0] if isinstance(size, (list, tuple)) else size
         if isinstance(size, dict):
             size = size.get("height", 32)
         channels = getattr(config, "num_channels", 3)
-        return [float_input("pixel_values", [1, channels, size, size])], extra
+        return [[float_input("pixel_values", [1, channels, size, size])]], extra
+    mels = _setting(config, ("num_mel_bins", "feature_size", "n_mels", "input_feat_size"), 80)
     if main == "input_features":
-        mels = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
         frames = 2 * getattr(config, "max_source_positions", 32) if hasattr(config, "max_source_positions") else 64
-        if getattr(config, "model_type", "") in ("speech_to_text", "speech_to_text_2"):
-            return [float_input("input_features", [1, frames, mels])], extra
-        return [float_input("input_features", [1, mels, frames])], extra
+        return [[float_input("input_features", [1, mels, frames])],
+                [float_input("input_features", [1, frames, mels])]], extra
     if main == "input_values":
-        return [float_input("input_values", [1, 1600])], extra
+        frames = _setting(config, ("max_length",), 64)
+        return [[float_input("input_values", [1, 1600])], [float_input("input_values", [1, 1, 1600])],
+                [float_input("input_values", [1, frames, mels])]], extra
+    if main == "past_values":  # time series: [batch, context, channels]
+        context = _setting(config, ("context_length",), SEQ)
+        return [[float_input(main, [1, context, _setting(config, ("num_input_channels",), 1)])]], extra
+    if main == "inputs" or (isinstance(main, str) and main.endswith("_embeds")):  # embeddings: [batch, seq, width]
+        width = _setting(config, ("d_model", "hidden_size"), None)
+        if width is not None:
+            return [[float_input(main, [1, SEQ, width])]], extra
     raise RuntimeError(f"main input '{main}' has no recipe in the zoo")
 
 
 def build_hf(model_type: str, class_name: str, weights: str):
+    """One candidate per layout of the model's main input (hf_inputs), the first tried first."""
     import transformers
     from transformers import CONFIG_MAPPING
 
-    def build():
+    layouts = {}
+
+    def build(layout: int):
         config = shrink_config(CONFIG_MAPPING[model_type]())
         cls = getattr(transformers, class_name)
         torch.manual_seed(0)
@@ -297,7 +321,9 @@ def build_hf(model_type: str, class_name: str, weights: str):
                 for p in model.parameters():
                     p.copy_(torch.empty(p.shape, dtype=p.dtype).normal_(0.0, 0.5, generator=gen))
         model.eval()
-        specs, extra = hf_inputs(model, config)
+        options, extra = hf_inputs(model, config)
+        layouts["count"] = len(options)
+        specs = options[layout]
         wrapped = Positional(model, [s["name"] for s in specs], extra)
         with torch.no_grad():
             wrapped(*torch_feeds(specs, 1))
@@ -305,7 +331,13 @@ def build_hf(model_type: str, class_name: str, weights: str):
                                 "part": part, "model_type": model_type,
                                 "config": {k: v for k, v in config.to_diff_dict().items()
                                            if isinstance(v, (int, float, str, bool))}}
-    return lambda: iter([build])
+
+    def candidates():  # the first build counts the layouts (export_one runs each before the next)
+        layout = 0
+        while layout < layouts.get("count", 1):
+            yield lambda layout=layout: build(layout)
+            layout += 1
+    return candidates
 
 
 # Families users export most, checked first; the rest follow in the mapping's order.
