@@ -50,8 +50,31 @@ def require_constant_shape_inputs(graph) -> None:
         fixed = [node.input(i) for i in constant_inputs(node.op_type, node.domain)]
         computed = [v for v in fixed if v is not None and not v.is_constant]
         if computed:
+            inputs = values_read(graph, computed[0])
+            why = (f"; it depends on the values of the input{'s' if len(inputs) > 1 else ''} "
+                   + ", ".join(f"'{v.name}'" for v in inputs) + " (data-dependent shapes, such as a mixture "
+                   "of experts splitting its tokens by expert): export a form whose shapes do not depend on the "
+                   "data (for a mixture of experts, every expert applied to every token, weighted by the router)" if inputs else
+                   "; it depends only on shapes: pin the model's inputs with --input-shape")
             raise CompileError(f"{node.op_type} '{node.name}': '{computed[0].name}' comes from the computation; a "
-                               "bundle's shapes are fixed at compile time, so vkc needs it constant.")
+                               f"bundle's shapes are fixed at compile time, so vkc needs it constant{why}.")
+
+
+def values_read(graph, value) -> list:
+    """The graph inputs whose values (not only their shapes: Shape and Size read no values)
+    a value is computed from."""
+    inputs = {id(v) for v in graph.inputs}
+    seen, stack, found = set(), [value], []
+    while stack:
+        v = stack.pop()
+        if id(v) in seen or v.is_constant:
+            continue
+        seen.add(id(v))
+        if id(v) in inputs:
+            found.append(v)
+        elif v.producer is not None and v.producer.op_type not in ("Shape", "Size"):
+            stack.extend(i for i in v.producer.inputs if i is not None)
+    return sorted(found, key=lambda v: v.name)
 
 
 def compile_model(model: onnx.ModelProto | str | Path | bytes, *,
