@@ -26,6 +26,9 @@ layouts:
   kv_group  query heads per K/V head (grouped-query attention; 1 by default): query head h
             reads K/V head h // kv_group
   causal_align  "bottom_right" (the default, above) or "top_left": k <= q
+  window    >= 0, with bottom-right causal: query q sees only its last `window` keys, none
+            with k <= q + SK - SQ - window (a sliding window: onnxruntime's GroupQueryAttention
+            local_window_size)
   key_limit only the first key_limit keys are seen (ONNX Attention's masks shorter than the keys)
   softcap   > 0: each score s becomes softcap * tanh(s / softcap) before the mask
   keep_to_inf   a keep mask hides its keys entirely (score -inf) instead of adding mask_filter
@@ -288,6 +291,10 @@ def lower_attention(node, target):
     keys = int(a.get("key_limit", sk))
     if not 0 <= keys <= sk:
         raise CompileError(f"Attention '{node.name}': key_limit {keys} is outside 0..{sk} (a vkc bug).")
+    window = a.get("window")
+    if window is not None and (not a.get("causal") or a.get("causal_align") == "top_left" or window < 0):
+        raise CompileError(f"Attention '{node.name}': a window of {window} keys needs bottom-right causal "
+                           "attention (a vkc bug).")
     parts = a.get("parts", {})
     # (the chunks' combination writes the output at one stride per dim)
     split = None if "out" in parts else split_kv(b, h, sq, keys, kv_group, target)
@@ -318,9 +325,12 @@ def lower_attention(node, target):
         + list(scales.values()) + ([lengths] if lengths is not None else [])
     if split:
         spec += [("CHUNKS", "int32", chunks)]
+    if window is not None:
+        spec += [("WINDOW", "int32", int(window))]
     softcap = float(a.get("softcap", 0.0))
     split_dims = {dim: [n.upper() for n, d in parts.items() if dim in d] for dim in ("batch", "row")}
-    common = dict(mask_kind=mask_kind, bias=bias is not None, parts=split_dims, causal=bool(a.get("causal", False)), lengths=lengths is not None,
+    common = dict(mask_kind=mask_kind, bias=bias is not None, parts=split_dims, causal=bool(a.get("causal", False)),
+                  window=window is not None, lengths=lengths is not None,
                   KV_GROUP=kv_group, KEYS=keys, causal_top_left=a.get("causal_align") == "top_left",
                   SOFTCAP=float_literal(softcap) if softcap > 0 else None,
                   keep_to_inf=bool(a.get("keep_to_inf", False)),

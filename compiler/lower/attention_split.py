@@ -59,9 +59,10 @@ def combine(node, part: Value, lengths: Value | None, out: Value, common: dict, 
     total, local = b * h * sq * dv, target.elementwise_local
     combine_spec = [("TOTAL", "int32", total), ("H", "int32", h), ("SQ", "int32", sq),
                     ("DV", "int32", dv), ("CHUNKS", "int32", chunks), ("OUT_OFF", "int32", int(offset))]
+    combine_spec += [("WINDOW", "int32", int(node.attrs["window"]))] if common["window"] else []
     combine_spec += [(f"OUT_S{i}", "int32", int(s)) for i, s in enumerate(strides)]
     params = dict(LOCAL=local, TO=kernel_types(out)["T"], NAN=float_literal(np.nan),
-                  **{k: common[k] for k in ("lengths", "causal", "causal_top_left", "KEYS",
+                  **{k: common[k] for k in ("lengths", "causal", "causal_top_left", "window", "KEYS",
                                              "empty_rows_zero", "NEG_INF", "CHUNK_STEP")})
     bindings = [part] + ([lengths] if lengths is not None else []) + [out]
     return Kernel("attention_combine", params, combine_spec, bindings, writes=[len(bindings) - 1],

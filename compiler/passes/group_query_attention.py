@@ -11,10 +11,10 @@ total_sequence_length must fit the cache.
 
 Q, K and V come separate ([B, S, heads * head size]) or packed in query ([B, S, (heads + 2 * kv
 heads) * head size], key and value absent). Partial rotary (Phi-2, Phi-4-mini) rotates the first
-2 x the tables' width dims of each head. A sliding window (local_window_size: Gemma-2, Mistral)
-is taken where it holds the whole cache, so that it masks nothing. Refused, naming the node: a
-window shorter than the cache, smooth_softmax, head_sink, attention_bias, position_ids, a cache
-shorter than the sequence.
+2 x the tables' width dims of each head. A sliding window (local_window_size W: Gemma-2,
+Mistral) lets each query see its last W keys (its own the last), as onnxruntime's kernel does;
+the attention kernels start at the window and mask the keys before it. Refused, naming the node:
+smooth_softmax, head_sink, attention_bias, position_ids, a cache shorter than the sequence.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ declare("GroupQueryAttention", domain=MS, handled_by="vkc.TensorScatter + vkc.At
         float16=True, output_shape=_output_shape, output_types=_output_types, updates_in_place=((1, 3), (2, 4)),
         dtypes_doc="float32, float16; seqlens_k, total_sequence_length int32",
         limits="a cache shorter than its context (past and present of different lengths); "
-               "local_window_size shorter than the cache, smooth_softmax, head_sink, attention_bias, position_ids")
+               "smooth_softmax, head_sink, attention_bias, position_ids")
 
 
 def expand_group_query_attention(graph: Graph) -> Graph:
@@ -97,11 +97,6 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
         raise CompileError(f"GroupQueryAttention '{name}': vkc needs past_key, past_value and seqlens_k "
                            "(a decoder with its cache).")
     context = past_k.shape[2]
-    window = int(a.get("local_window_size", -1))
-    if 0 < window < context:   # each query sees its last `window` keys: the whole cache where it holds no more
-        raise CompileError(f"GroupQueryAttention '{name}': its sliding window of {window} keys is shorter than "
-                           f"the cache's {context} rows, and vkc has no sliding-window attention; compile with "
-                           f"--max-context {window} or less, where the window holds every key.")
     if total is not None and total.is_constant and int(np.asarray(total.data).reshape(-1)[0]) > context:
         raise CompileError(f"GroupQueryAttention '{name}': total_sequence_length "
                            f"{int(np.asarray(total.data).reshape(-1)[0])} exceeds the cache's {context} rows: vkc "
@@ -143,5 +138,8 @@ def _expand(graph: Graph, node: Node) -> list[Node]:
     attrs = dict(dims=[b, heads, s, context, head, head], scale=scale, causal=True, mask_kind="none",
                  layouts=layouts, kv_group=heads // kv_heads, softcap=float(a.get("softcap", 0.0)),
                  empty_rows_zero=True)
+    window = int(a.get("local_window_size", -1))
+    if 0 <= window < context:   # a query sees its last `window` keys; a window of the cache, all it has
+        attrs["window"] = window
     nodes.append(Node("vkc.Attention", name, [q, *presents, None, count], [out], attrs, sources=node.sources))
     return nodes

@@ -1,6 +1,7 @@
 """onnxruntime's com.microsoft GroupQueryAttention against onnxruntime: separate and packed
 Q/K/V, rotary or not, prefill and decode steps over a cache of the context's length, batch 2
-with different lengths; a decoder step loop with the caches as bundle state; what is refused."""
+with different lengths, sliding windows; a decoder step loop with the caches as bundle state;
+what is refused."""
 
 import numpy as np
 import onnx
@@ -9,8 +10,9 @@ from onnx import TensorProto, helper
 
 from tests.harness import assert_close, run_bundle
 
-from compiler.compile import compile_model
+from compiler.compile import compile_model, compile_with_kernels
 from compiler.errors import CompileError
+from compiler.targets import TARGETS, emulating_cooperative_matrix
 from runtime_min import load
 
 F, I32 = TensorProto.FLOAT, TensorProto.INT32
@@ -75,6 +77,11 @@ def _feeds(model, seqlens, seed=0):
     pytest.param(dict(s=1, heads=8, kv_heads=1, scale=0.3, softcap=5.0), [30], id="mqa-scale-softcap"),
     pytest.param(dict(s=3, rotary=True, packed=True, head=32, rotary_dim=16), [10], id="partial-rotary"),
     pytest.param(dict(s=2, local_window_size=32), [30], id="window-holding-the-cache"),
+    pytest.param(dict(s=1, local_window_size=4), [30], id="decode-window"),
+    pytest.param(dict(b=2, s=1, rotary=True, packed=True, local_window_size=6), [3, 27], id="b2-decode-window"),
+    pytest.param(dict(s=5, rotary=True, local_window_size=2), [12], id="chunk-window"),
+    pytest.param(dict(s=7, local_window_size=3), [6], id="prefill-window"),
+    pytest.param(dict(s=1, local_window_size=0), [17], id="window-of-its-own-key"),
 ])
 def test_group_query_attention(target, kw, seqlens):
     model = gqa_model(**kw)
@@ -112,9 +119,27 @@ def test_decode_loop_with_state():
 
 
 @pytest.mark.parametrize("kw, phrase", [
-    (dict(local_window_size=4), "sliding window of 4 keys is shorter than the cache's 32 rows"),
     (dict(s=40), "exceed the cache"),
 ])
 def test_refused(kw, phrase):
     with pytest.raises(CompileError, match=phrase):
         compile_model(gqa_model(**kw), target="generic")
+
+
+@pytest.mark.parametrize("target, precision, kw, seqlens, kernel", [
+    ("generic", "fp32", dict(s=1, context=512), [300], "attention_tiled"),
+    ("lavapipe", "fp32", dict(b=2, s=1, context=512, rotary=True), [40, 470], "attention_combine"),
+    (emulating_cooperative_matrix(TARGETS["nvidia"]), "fp16", dict(s=80, context=256), [150], "attention_coopmat"),
+])
+def test_sliding_window_kernels(target, precision, kw, seqlens, kernel):
+    """A window of 100 keys over a longer cache on each attention kernel: split-KV decode (its
+    chunks over the window alone; the tiled kernel combining them itself, and lavapipe's combine
+    kernel), and the cooperative-matrix prefill's key blocks from the window's first on."""
+    model = gqa_model(local_window_size=100, **kw)
+    feeds = _feeds(model, seqlens)
+    ref = _ort(model, feeds)
+    bundle, kernels = compile_with_kernels(model, target=target, state="none", precision=precision)
+    assert kernel in [k.template for k in kernels]
+    got, _ = run_bundle(bundle, feeds)
+    tol = dict(rtol_l2=1e-2, rtol=1e9, atol=1e9) if precision == "fp16" else dict(rtol_l2=1e-4, rtol=1e-3, atol=1e-4)
+    assert_close("y", got["y"], ref["y"], **tol)
