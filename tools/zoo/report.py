@@ -219,8 +219,11 @@ def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None, export
     seconds_total = sum(r["result"].get("seconds", 0) for r in fresh_rows) + sum(
         float(row.get(k) or 0) for row in old_rows for k in ("compile s", "run s"))
     opsets = Counter(r["opset"] for rows in data.values() for r in rows if r.get("opset"))
+    carried_exports = sum(1 for rows in data.values() for r in rows if "carried" in r and r["status"] == "exported")
     call = EXPORT_CALLS[exporter] + ("" if exporter == "torchscript" else " (opset " + ", ".join(
-        f"{o}: {n} models" for o, n in sorted(opsets.items())) + ")")
+        f"{o}: {n} models" for o, n in sorted(opsets.items())) + (
+            f" of the work folder's exports; the {carried_exports} carried from earlier runs keep their rows, "
+            "which do not record it" if carried_exports else "") + ")")
     lines = ["# Model zoo: what users export, against onnxruntime"
              + ("" if exporter == "torchscript" else f" ({exporter} exporter)"), "",
              "Written by `tools/zoo/report.py` (run `tools/zoo/run.py`; the recipe is in `tools/zoo/`).",
