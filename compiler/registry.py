@@ -141,14 +141,15 @@ class OpRule:
     # (a view of the cache, in place) as writes_rows would, or None where its kernel cannot
     # (passes/cache_row_stores.py).
     stores_rows: Callable | None = None
-    # writes_column_rows: node -> (packed tensor, (first, width), write indices or None, axis, mode)
-    # where the node writes, as writes_rows does, an update that is columns of a wider tensor's
-    # rows (`input_columns`: a part of a packed projection, passes/split_parts.py); None otherwise.
+    # writes_column_rows: node -> (packed tensor, (first column, columns a row), write indices or
+    # None, axis, mode) where the node writes, as writes_rows does, an update that is columns of a
+    # wider tensor's rows (`input_columns`: a part of a packed projection, passes/split_parts.py);
+    # None otherwise.
     writes_column_rows: Callable | None = None
-    # carries_rows: (node, first column, cache, write indices, axis, mode) -> the node also copying
-    # the columns of its packed input from `first` on, as many as a cache row holds, into the rows
-    # of `cache` (in place) as writes_column_rows would, or None where its kernel cannot (a decode
-    # step's V rows, carried by the kernel rotating Q and K: passes/cache_row_stores.py).
+    # carries_rows: (node, (first column, columns a row), cache, write indices, axis, mode) -> the
+    # node also copying those columns of its packed input's rows into the rows of `cache` (in
+    # place) as writes_column_rows would, or None where its kernel cannot (a decode step's V rows,
+    # carried by the kernel rotating Q and K: passes/cache_row_stores.py).
     carries_rows: Callable | None = None
     # reads_transposed: the kernel reads any input through a Transpose's permutation in place,
     # where the node's `input_perms` {input slot: perm} says so (passes/transposes_in_place.py).

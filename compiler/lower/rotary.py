@@ -216,21 +216,22 @@ def _stores_rows(node, index, update, cache, indices, axis, mode):
     return Node(node.op_type, node.name, inputs, outputs, attrs, node.domain, node.sources)
 
 
-def _carries_rows(node, first, cache, indices, axis, mode):
-    """The node storing a cache's rows (_stores_rows) also copying the columns of its packed
-    input from `first` on into the rows of `cache`, a second cache of the first's shape, type,
-    write indices and axis (a decode step's V rows, right after Q's and K's columns), once."""
+def _carries_rows(node, columns, cache, indices, axis, mode):
+    """The node storing a cache's rows (_stores_rows) also copying `columns` (first, count) of
+    each row of its packed input into the rows of `cache`, a second cache of the first's shape,
+    type, write indices and axis (a decode step's V rows, right after Q's and K's columns), once."""
     if "carries_rows" in node.attrs or "stores_rows" not in node.attrs or "input_columns" not in node.attrs:
         return None
     stored, axis_k, mode_k, slot = node.attrs["stores_rows"]
     own_first, width, shape = node.attrs["input_columns"]
     x, keys = node.inputs[0], node.outputs[stored]
     part = prod(shape) // (x.size // width)
-    carried = keys.size // keys.shape[axis]   # a cache row's elements, for every batch and head
-    per_row = carried // prod(shape[:1])
-    if (axis, mode) != (axis_k, mode_k) or (indices is None) != (slot is None) or \
-            (slot is not None and not _same(node.inputs[slot], indices)) or first != own_first + part or \
-            tuple(cache.shape) != tuple(keys.shape) or cache.dtype != keys.dtype or first + per_row > width:
+    first, per_row = columns
+    # the columns are a token's elements of each batch: a cache row, for every batch and head
+    if per_row * shape[0] != keys.size // keys.shape[axis] or (axis, mode) != (axis_k, mode_k) or \
+            (indices is None) != (slot is None) or (slot is not None and not _same(node.inputs[slot], indices)) or \
+            first != own_first + part or first + per_row > width or \
+            tuple(cache.shape) != tuple(keys.shape) or cache.dtype != keys.dtype:
         return None
     return Node(node.op_type, node.name, list(node.inputs), [*node.outputs, cache],
                 {**node.attrs, "carries_rows": (first, per_row)}, node.domain, node.sources)

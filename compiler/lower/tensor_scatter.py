@@ -18,23 +18,29 @@ MODES = ("linear", "circular")
 LIMITS = "rows of fewer than 32 bits (an odd number of 16-bit elements after the axis)"
 
 
+def _placement(node) -> tuple:
+    """(write indices, axis, mode) of the update's rows."""
+    return node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape), node.text("mode", "linear")
+
+
 def _rows_written(node):
     """(update, write indices, axis, mode): what passes/cache_row_stores.py may have the update's
     producer store itself; None where the update is columns of a wider tensor."""
     if "input_columns" in node.attrs or node.text("mode", "linear") not in MODES:
         return None
-    return node.inputs[1], node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape), node.text("mode", "linear")
+    return (node.inputs[1], *_placement(node))
 
 
 def _column_rows_written(node):
-    """(packed tensor, (first column, width), write indices, axis, mode): where the update is
-    columns of a wider tensor's rows, what passes/cache_row_stores.py may have the kernel reading
-    the neighbouring columns carry into the cache; None otherwise."""
+    """(packed tensor, (first column, columns of each of its rows), write indices, axis, mode):
+    where the update is columns of a wider tensor's rows, what passes/cache_row_stores.py may
+    have the kernel reading the neighbouring columns carry into the cache; None otherwise."""
     columns = node.attrs.get("input_columns")
     if columns is None or node.text("mode", "linear") not in MODES:
         return None
-    return (node.inputs[1], tuple(columns[:2]), node.input(2), node.attrs.get("axis", -2) % len(node.inputs[0].shape),
-            node.text("mode", "linear"))
+    packed = node.inputs[1]
+    per_row = prod(columns[2]) // (packed.size // packed.shape[-1])
+    return (packed, (columns[0], per_row), *_placement(node))
 
 
 def _int8_rows(node, scales, scales_out):

@@ -70,14 +70,15 @@ def _carry_column_rows(graph: Graph) -> bool:
         cache, out = node.inputs[0], node.outputs[0]
         if found is None or out.alias_of is not cache:
             continue
-        packed, (first, _), indices, axis, mode = found
+        packed, columns, indices, axis, mode = found
         at = graph.nodes.index(node)
-        for carrier in packed.consumers:
+        # (links are stale until the relink: a carrier fused already is no longer in the list)
+        for carrier in (c for c in packed.consumers if c in graph.nodes):
             carries = fact(carrier, "carries_rows")
-            where = graph.nodes.index(carrier) if carrier in graph.nodes else at
+            where = graph.nodes.index(carrier)
             if carries is None or where > at or _touched_between(graph, cache, where, at, node):
                 continue
-            fused = carries(carrier, first, out, indices, axis, mode)
+            fused = carries(carrier, columns, out, indices, axis, mode)
             if fused is not None:
                 graph.nodes[where] = fused
                 graph.nodes.remove(node)
