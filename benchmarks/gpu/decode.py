@@ -16,7 +16,8 @@ step copies back one token id), once per --weights format (float:
 the precision's; int8, int4 and int4-sym: `vkc compile --weights`, block-wise as MatMulNBits stores
 them), and per --kv-caches format (float: the precision's; int8: `vkc compile --kv-cache int8`);
 --nbits-staged-groups G ... gives int8/int4 a row per value of compiler/lower/matmul_nbits.py's
-STAGED_GROUPS (0: its unstaged GEMV).
+STAGED_GROUPS (0: its unstaged GEMV). The bundles compile side by side, a process each; then each runs
+alone.
 Figures:
   decode tokens/s at context C: one decode run (input_ids [1, 1], position C) repeated, median wall
       time per run, for each --contexts C: attention reads C + 1 cache rows;
@@ -48,6 +49,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 from benchmarks.cli import exit_on_help
@@ -90,15 +93,26 @@ def step_schedule(bundle: bytes) -> dict:
                 "kernels": dict(Counter(names).most_common())}
 
 
-def vkc_figures(args, path: Path, weights: str, kv_cache: str) -> dict:
+def compile_bundle(args, path: Path, weights: str, kv_cache: str, staged_groups, folder: Path) -> tuple[Path, float]:
+    """One bundle of the model at `path` into `folder` (a worker process's job: the compiles run side
+    by side); its path and the compile's seconds."""
+    if staged_groups is not None:
+        matmul_nbits.STAGED_GROUPS = staged_groups
     t0 = time.perf_counter()
     bundle = compile_model(str(path), variants=[{"input_ids": [1, args.prefill]}, {"input_ids": [1, 1]}],
                            target=args.target, precision=args.precision,
                            weights=None if weights == "float" else weights, argmax_output="logits",
                            kv_cache=None if kv_cache == "float" else kv_cache)
-    compiled = time.perf_counter() - t0
+    out = folder / f"{weights}-{kv_cache}-{staged_groups}.vkb"
+    out.write_bytes(bundle)
+    return out, time.perf_counter() - t0
+
+
+def vkc_figures(args, bundle_path: Path, compiled: float) -> dict:
+    bundle = bundle_path.read_bytes()
     out = {"compile_s": compiled, "bundle_bytes": len(bundle), "decode_schedule": step_schedule(bundle)}
-    with load(bundle) as model:
+    del bundle
+    with load(bundle_path) as model:
         out["device"] = model.device_name
         prompt = np.random.default_rng(0).integers(0, args.vocab, (1, args.prefill))
         token = np.array([[1]], np.int64)
@@ -218,15 +232,23 @@ def main() -> None:
               "weights_read_per_token_bytes": weights * itemsize,
               "memory_bound_tokens_per_s": args.bandwidth * 1e9 / (weights * itemsize)}
     result["vkc"] = {}
+    rows = {}
     for w in args.weights:
         for cache in args.kv_caches:
             for groups in args.nbits_staged_groups if w != "float" else [None]:
                 key = w if cache == "float" else f"{w}, {cache} cache"
                 if groups is not None and len(args.nbits_staged_groups) > 1:
                     key += f", staged groups {groups}"
-                    matmul_nbits.STAGED_GROUPS = groups
-                result["vkc"][key] = vkc_figures(args, path, w, cache)
-                print(json.dumps({key: result["vkc"][key]}), file=sys.stderr, flush=True)
+                rows[key] = (w, cache, groups)
+    # the compiles side by side (each single-threaded), then the runs one after another
+    with ProcessPoolExecutor(max(1, min(len(rows), os.cpu_count() or 1)), mp_context=get_context("fork")) as pool:
+        jobs = {key: pool.submit(compile_bundle, args, path, *row, folder) for key, row in rows.items()}
+        compiled = {key: job.result() for key, job in jobs.items()}
+    print(f"compiled in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    for key, (bundle_path, seconds) in compiled.items():
+        result["vkc"][key] = vkc_figures(args, bundle_path, seconds)
+        bundle_path.unlink()
+        print(json.dumps({key: result["vkc"][key]}), file=sys.stderr, flush=True)
     result["torch"] = {"skipped": True} if args.skip_torch else torch_figures(args)
     print(json.dumps(result, indent=1))
     if args.json:

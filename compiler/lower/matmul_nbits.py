@@ -56,10 +56,10 @@ PROMPT_ROWS = 64
 # a workgroup of STAGED_LOCAL invocations stages A once and computes STAGED_GROUPS groups of ROWS
 # rows, a subgroup a group, each sum one subgroup addition (no barrier after the staging). 0: the
 # workgroup of LOCAL invocations computes ROWS rows, its partial sums added in shared memory. On an
-# H100 (benchmarks/RESULTS.md, `python3 -m benchmarks.gpu.gemv --weights int4-sym r4l64,r4l128g4`)
-# the q/k/v product alone took 6.9 us unstaged and 7.4 staged (7.1 with STAGED_UNROLL 2): 0 until a
-# decode step says otherwise (`benchmarks.gpu.decode --nbits-staged-groups 4 0`).
-STAGED_GROUPS = 0
+# H100, the decode step of a Llama-3.2-1B-shaped int4-sym decoder at context 128 (benchmarks/
+# RESULTS.md) took 1.16 ms with 4 groups of 4 rows, 1.41 with 8 groups, 1.48 with 2, and 1.95
+# unstaged; 2 rows a group (1.35 ms of GPU time against 1.24) and STAGED_UNROLL 2 (1.51) were slower.
+STAGED_GROUPS = 4
 STAGED_LOCAL = 128
 STAGED_UNROLL = 1   # chunks of the rows each invocation loads before it computes
 # B read 16 bytes (4 words) at a time by each invocation where rows allow, else a word at a time.
