@@ -13,7 +13,7 @@ from ..epilogue_operands import epilogue_strides, operand_perm
 from .layernorm import normalized_first
 from .paired import column_view, columns, unpaired
 from .coopmat_emulation import emulation_shared_bytes
-from .store_expression import build_epilogue
+from .store_expression import build_epilogue, operand_types
 from ..registry import FLOATS
 from ..rows import Rows, aligned
 from .kernel import Kernel, grid_1d, register, texel_reads
@@ -135,7 +135,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     takes it; None where another kernel fits (the caller normalizes first then)."""
     if fused:
         expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
-            node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands)
+            node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands,
+            typed=not coords.startswith("conv"))
     else:
         expr, operands, ep_spec, ep_ops, helpers = "acc_v", [], [], 0, []
     if rows_per_batch:  # batches folded into rows (lower_matmul): row m is batch m / rows_per_batch
@@ -215,7 +216,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if max(groups[0], groups[1], batches * split) > 65535:
         raise CompileError(f"{node.op_type} '{node.name}' needs {groups} workgroups, over "
                            "Vulkan's guaranteed 65535 per axis.")
-    params.update(coords=coords, split_k=split > 1, splitk_fused=False, **types)
+    params.update(coords=coords, split_k=split > 1, splitk_fused=False, epilogue_types=operand_types(operands, c), **types)
     common = dict(nodes=node.sources, writes=[2], problem=problem, **extra)
     if template in ("matmul_tiled", "matmul_register", "matmul_gemv"):
         common["load_offsets"] = {0: "A_SHIFT", 1: "B_SHIFT"}   # slice.read_slices_with_shifted_loads
@@ -254,7 +255,8 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     reduce_spec += [(name, "int32", strides[name]) for name in ("SC_B0", "SC_B1", "SC_M", "SC_N")]
     reduce_spec += store_spec
     second = Kernel("splitk_reduce", dict(LOCAL=local, coords=coords, n_epilogue=len(operands),
-                                          epilogue_expr=expr, epilogue_helpers=helpers, **types),
+                                          epilogue_expr=expr, epilogue_helpers=helpers,
+                                          epilogue_types=params["epilogue_types"], **types),
                     reduce_spec + ep_spec, [partial, c, *operands], writes=[1],
                     groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
                     flops=total * (split + ep_ops), problem=problem, store_offset=1)

@@ -37,7 +37,7 @@ from ..memory import ALIGNMENT
 from ..targets import GUARANTEED_BINDING_BYTES
 from .matmul import tiled_matmul
 from .paired import rows, unpaired
-from .store_expression import build_epilogue
+from .store_expression import build_epilogue, operand_types
 
 MS = "com.microsoft"
 # Rows of W a workgroup computes, rows of A (tokens) at most, and its invocations.
@@ -183,7 +183,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
                   STAGED_LOCAL <= target.max_invocations and staged_bytes <= target.max_shared_memory)
     if staged:
         local = STAGED_LOCAL
-    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape)
+    expr, operands, ep_spec, ep_ops, helpers = build_epilogue(node, "matmul", out_shape, typed=True)
     spec = [("M", "int32", m), ("N", "int32", columns), ("K", "int32", k), ("BLOCKS", "int32", params["BLOCKS"]),
             ("ROW_WORDS", "int32", row_bytes // 4),
             ("ZP_ROW_BYTES", "int32", -(-params["BLOCKS"] * params["BITS"] // 8)), ("ROWS_PER_BATCH", "int32", out_shape[-2])]
@@ -203,6 +203,7 @@ def _gemv_kernel(node, target, *, a, y, weights: list, params: dict, m: int, n: 
                   # T: what Y stores (float32 under a float16 A where the epilogue widens); AB: A's
                   **kernel_types(y), AB=kernel_types(a)["T"],
                   n_epilogue=len(operands), epilogue_expr=expr, epilogue_helpers=helpers,
+                  epilogue_types=operand_types(operands, y),
                   NORM=norm is not None, TN=kernel_types(norm[0])["T"] if norm else None)
     if norm:
         spec.append(("EPS", "float32", float(norm[1])))

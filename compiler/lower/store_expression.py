@@ -6,16 +6,18 @@ import numpy as np
 
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides, operand_perm
+from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..ir import Node, Value
 
 
-def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=()):
+def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=(), typed=False):
     """Returns (GLSL expression over acc_v/e0/e1/e2 (and acc_w, a paired product's second
     column), operand Values, spec entries, op count, the texts of the helper functions the
-    expression calls: erf, GELU's tanh)."""
+    expression calls: erf, GELU's tanh). typed: the kernel declares each operand in its own
+    float type (operand_types), else every operand must be of the stored type."""
     n_own = node.attrs.get("n_op_inputs", len(node.inputs))
-    _check_operand_dtypes(node, n_own)
+    _check_operand_dtypes(node, n_own, typed)
     fused = node.attrs.get("epilogue", ("acc",))
     shift = len(own_operands)
     # ("acc", 1): the second product's column of a paired product (passes/paired_products.py)
@@ -37,12 +39,22 @@ def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_oper
     return expr, operands, spec, E.count_ops(tree), list(renderer.helpers.values())
 
 
-def _check_operand_dtypes(node: Node, n_own: int) -> None:
-    """The templates declare every fused operand's buffer in the stored type T: one of another
-    type would be read as T's bytes (fuse_epilogues keeps them alike)."""
+def operand_types(operands: list[Value], out: Value) -> list | None:
+    """The ScalarType of each epilogue operand where one is not of `out`'s type (a float16
+    residual read by a product that stores float32: fuse_epilogues._widens), for the templates'
+    epilogue_buffers; None where all are (each is declared in the stored type T)."""
+    if all(np.dtype(v.dtype) == np.dtype(out.dtype) for v in operands):
+        return None
+    return [kernel_types(v)["T"] for v in operands]
+
+
+def _check_operand_dtypes(node: Node, n_own: int, typed: bool) -> None:
+    """Templates declare a fused operand's buffer in the stored type T, or where the kernel is
+    `typed`, in its own float type: one of another type would be read as T's bytes
+    (fuse_epilogues keeps them alike)."""
     t = np.dtype(node.outputs[0].dtype)
     for v in node.inputs[n_own:]:
-        if np.dtype(v.dtype) != t:
+        if np.dtype(v.dtype) != t and not (typed and np.dtype(v.dtype).name in ("float16", "float32")):
             raise CompileError(f"{node.op_type} '{node.name}': its fused epilogue reads "
                                f"{np.dtype(v.dtype).name} tensor '{v.name}' in a kernel that stores "
                                f"{t.name}; vkc cannot compile this fusion (an internal error: "

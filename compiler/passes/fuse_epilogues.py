@@ -12,7 +12,7 @@ import numpy as np
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
-from ..registry import constant_inputs, fact
+from ..registry import fact
 from ..shapes import unpermuted
 from .paired_products import pair, partner
 
@@ -62,8 +62,8 @@ def fuse_epilogues(graph: Graph) -> Graph:
             other = partner(graph, anchor, ew, read) if read is out and coords is None else None
             second = other.outputs[0] if other is not None else None
             widen = _widens(anchor, ew, read, second)
-            if not widen and any(np.dtype(v.dtype) != dtype for v in [*ew.inputs, *ew.outputs]):
-                break  # epilogues read their operands in the kernel's T (a Pow's exponent may not be)
+            if not widen and not _operands_fit(anchor, ew, read, second, dtype):
+                break
             if E.needs_int64(ew.attrs["expr"]) or E.needs_low_precision(ew.attrs["expr"]):
                 # a cast through int64 or a low-precision type: the product templates
                 # enable neither 64-bit integers nor include templates/low_precision.glsl
@@ -78,7 +78,6 @@ def fuse_epilogues(graph: Graph) -> Graph:
                 paired_away.add(id(other))
             if widen:  # the product stores float32 from here on
                 dtype = F32
-                _bias_to_float32(anchor)
             if perm is not None:
                 anchor.attrs["output_perm"] = list(perm)
             _absorb(anchor, ew, read, second, coords)
@@ -93,27 +92,25 @@ def fuse_epilogues(graph: Graph) -> Graph:
 def _widens(anchor: Node, ew: Node, read: Value, second: Value | None = None) -> bool:
     """Whether the chain takes a float16 MatMul's or Gemm's result into float32 (--precision
     fp16-matmul's Cast after a product, and what follows it in float32): the kernel then reads
-    float16 A and B and stores float32 (lower/matmul.py's AB type). Every other input, a Gemm's
-    own bias and the operands of an epilogue fused before (a float16 bias and residual under
-    --precision fp16), is read in the kernel's T: the float16 ones must be constants (they become
-    float32). A Conv never widens (its depthwise and Winograd kernels take one type). `second`,
-    the result of a product paired with the anchor's, is a sum the kernel computes, no input."""
+    float16 A and B and stores float32 (lower/matmul.py's AB type). Its operands, the chain's and
+    those of an epilogue fused before (a float16 residual: Swin's, or layer 0's of a decoder whose
+    residual stream turns float32 after it), are float32 or float16, each read in its own type
+    (store_expression.operand_types). A Conv never widens (its depthwise and Winograd kernels
+    take one type). `second`, the result of a product paired with the anchor's, is a sum the
+    kernel computes, no input."""
     return (fact(anchor, "product") == "matmul" and np.dtype(read.dtype) == F16
-            and all(v.is_constant for v in anchor.inputs[2:]
-                    if v is not None and np.dtype(v.dtype) != F32)
-            and all(np.dtype(v.dtype) == F32 for v in [*ew.inputs, *ew.outputs]
-                    if v is not read and v is not second))
+            and all(np.dtype(v.dtype) == F32 for v in ew.outputs)
+            and all(np.dtype(v.dtype) in EPILOGUE_DTYPES for v in ew.inputs if v is not read and v is not second))
 
 
-def _bias_to_float32(anchor: Node) -> None:
-    """A widened product's float16 constants (a Gemm's bias, a fused epilogue's), in the float32
-    its kernel now reads them in. The op's constant inputs (MatMulNBits' packed weight and
-    scales) keep their form: the kernel reads them as they are."""
-    weights = constant_inputs(anchor.op_type, anchor.domain)
-    for i in range(2, len(anchor.inputs)):
-        v = anchor.inputs[i]
-        if v is not None and np.dtype(v.dtype) == F16 and i not in weights:
-            anchor.inputs[i] = Value(v.name + "/float32", F32, v.shape, data=v.data.astype(np.float32))
+def _operands_fit(anchor: Node, ew: Node, read: Value, second: Value | None, dtype) -> bool:
+    """Whether the kernel can read the chain's operands and store its result in its type `dtype`:
+    a matrix product's kernel reads each float operand in its own type (store_expression.
+    operand_types); the others read them in `dtype` (a Pow's exponent may not be)."""
+    typed = fact(anchor, "product") == "matmul"
+    return (all(np.dtype(v.dtype) == dtype for v in [read, *ew.outputs])
+            and all(np.dtype(v.dtype) == dtype or typed and np.dtype(v.dtype) in EPILOGUE_DTYPES
+                    for v in ew.inputs if v is not read and v is not second))
 
 
 def _same_through_reshape(v: Value, read: Value, out: Value) -> bool:

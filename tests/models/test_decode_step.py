@@ -48,8 +48,9 @@ def test_dispatches(form, weights):
     want.update({attention: LAYERS, product: 1,
                  "gather" if weights is None else "gather_block_quantized": 1,
                  # position ids and keys filled (in-place: int64, and its int32 cast for attention;
-                 # optimum: keys filled int64 and int32, position ids), the first layer's add
-                 "elementwise_typed": 4})
+                 # optimum: keys filled int64 and int32, position ids); every layer's residual
+                 # sums are the products' epilogues (the first layer's float16 one read as such)
+                 "elementwise_typed": 3})
     assert +Counter(k.template for k in kernels) == +want
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import helper, numpy_helper
 
 from compiler.frontend import to_ir
@@ -106,7 +107,7 @@ def _matmul_bias_relu_and_conv():
 def test_fp16_matmul_products_store_float32_through_their_epilogue():
     """--precision fp16-matmul: the Cast of a float16 MatMul's (or Gemm's) result to float32 and the
     float32 chain after it are the product's epilogue (the kernel reads float16 A and B and stores
-    float32; a Gemm's constant bias goes float32); a Conv's result is cast apart. Where only the
+    float32; a Gemm's float16 bias is read as such); a Conv's result is cast apart. Where only the
     Cast into the next product (the Conv here) reads the widened result, the product stores
     float16 after all, its bias with it (passes/store_casts.py)."""
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -118,7 +119,7 @@ def test_fp16_matmul_products_store_float32_through_their_epilogue():
     gemm = passes_graph(_gemm_reshape_chain([32]), "fp16-matmul")
     gemm_node = next(n for n in gemm.nodes if n.op_type == "Gemm")
     assert gemm_node.outputs[0].dtype == f32 and gemm_node.inputs[1].dtype == f16
-    assert gemm_node.inputs[2].dtype == f32 and gemm_node.inputs[2].is_constant
+    assert gemm_node.inputs[2].dtype == f16 and gemm_node.inputs[2].is_constant
     assert [n.op_type for n in gemm.nodes] == ["vkc.Elementwise", "Gemm"]   # the input's Cast, then it all
     for target in ("lavapipe", "generic"):   # the register and the tiled kernels
         # ([2, 5, 1]: a chain that would widen but stays apart, the Gemm's bias float16 with it)
@@ -156,3 +157,46 @@ def test_float16_epilogue_with_a_residual_is_not_widened():
     for target in ("lavapipe", "generic"):
         check_against_onnxruntime(_mlp_residual_then_pad(), target=target, precision="fp16",
                                   rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
+
+
+def _widened_with_a_float16_residual(op: str, m: int, k: int, n: int):
+    """y = float32(A · W (+ bias)) + float32(r): a float16 product (MatMul, Gemm with a float16
+    bias, or MatMulNBits with float16 scales) whose float32 sum with a float16 residual becomes
+    its epilogue (layer 0 of a float16 decoder, whose residual stream is float32 after it)."""
+    rng = np.random.default_rng(4)
+    f16 = lambda a: a.astype(np.float16)  # noqa: E731
+    inits, nodes = [], []
+    if op == "MatMulNBits":
+        block = 32
+        q = rng.integers(0, 16, (n, k), dtype=np.uint8)
+        inits += [numpy_helper.from_array((q[:, 0::2] | (q[:, 1::2] << 4)).reshape(n, k // block, block // 2), "wq"),
+                  numpy_helper.from_array(f16(rng.uniform(0.01, 0.05, (n * k // block,))), "scales")]
+        nodes.append(helper.make_node("MatMulNBits", ["a", "wq", "scales"], ["p"], domain="com.microsoft",
+                                      K=k, N=n, bits=4, block_size=block))
+    else:
+        inits.append(numpy_helper.from_array(f16(rng.standard_normal((k, n)) / np.sqrt(k)), "w"))
+        if op == "Gemm":
+            inits.append(numpy_helper.from_array(f16(rng.standard_normal(n) * 0.1), "c"))
+        nodes.append(helper.make_node(op, ["a", "w"] + (["c"] if op == "Gemm" else []), ["p"]))
+    nodes += [helper.make_node("Cast", ["p"], ["p32"], to=1), helper.make_node("Cast", ["r"], ["r32"], to=1),
+              helper.make_node("Add", ["p32", "r32"], ["y"])]
+    graph = helper.make_graph(nodes, "widened", [helper.make_tensor_value_info("a", 10, [m, k]),
+                                                 helper.make_tensor_value_info("r", 10, [m, n])],
+                              [helper.make_tensor_value_info("y", 1, [m, n])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
+
+
+@pytest.mark.parametrize("op, m, k, n", [("MatMul", 1, 64, 48), ("MatMul", 4, 64, 48), ("MatMul", 64, 64, 48),
+                                         ("MatMul", 2, 4096, 8), ("Gemm", 64, 64, 48), ("MatMulNBits", 1, 64, 48),
+                                         ("MatMulNBits", 2, 128, 32)])
+@pytest.mark.parametrize("target", ["generic", "lavapipe"])
+def test_float16_residual_of_a_widened_product(op, m, k, n, target):
+    """The product stores float32 through the residual sum, its kernel (GEMV, register, tiled,
+    split-K, texel, MatMulNBits) reading the float16 residual in its own type: one node, and
+    onnxruntime's values."""
+    model = _widened_with_a_float16_residual(op, m, k, n)
+    graph = passes_graph(model, "fp32")
+    [product] = [node for node in graph.nodes if node.op_type == op]
+    assert product.outputs[0].dtype == np.float32 and "vkc.Elementwise" not in [node.op_type for node in graph.nodes]
+    check_against_onnxruntime(model, target=target, rtol_l2=1e-3, rtol=1e-2, atol=1e-2)
