@@ -67,17 +67,17 @@ def _chunks(target, rows: int, r: int, lanes: int) -> int:
 
 
 def _split(node, x, out, spec, params, shared, total: int, r: int, chunks: int) -> list:
-    """Two dispatches: each chunk's best index into a scratch tensor, then each row's best of them."""
+    """One dispatch: each chunk's best index into a scratch tensor, and the last of each row's
+    chunks to finish picks the row's best of them (counted in a counter the run zeroes first:
+    lower/counters.py)."""
     local = params["LOCAL"]
     best = Value(f"{out.name}/arg_reduce_chunks", np.dtype(np.int32), (total * chunks,))
+    count = Value(f"{out.name}/arg_reduce_counts", np.dtype(np.uint32), (total,))
     spec = spec + [("CHUNKS", "int32", chunks), ("CHUNK", "int32", -(-r // chunks))]
-    first = Kernel("arg_reduce", dict(params, split="chunks"), spec, [buffer_view(x), best], writes=[1],
-                   groups=grid_1d(total * chunks * local, local), local_size=(local, 1, 1),
-                   nodes=node.sources, flops=x.size, shared_memory_bytes=shared)
-    second = Kernel("arg_reduce", dict(params, split="combine", LANES=1), spec, [buffer_view(x), best, out],
-                    writes=[2], groups=grid_1d(total, local), local_size=(local, 1, 1), nodes=node.sources,
-                    flops=total * chunks)
-    return [first, second]
+    return [Kernel("arg_reduce", dict(params, split="chunks"), spec, [buffer_view(x), best, out, count],
+                   writes=[1, 2, 3], groups=grid_1d(total * chunks * local, local), local_size=(local, 1, 1),
+                   nodes=node.sources, flops=x.size + total * chunks, shared_memory_bytes=shared + 4,
+                   zeroed=(3,))]
 
 
 def _register(op_type: str, op: str) -> None:

@@ -173,16 +173,20 @@ def _scale_layout(node, name: str, operand: Value, scale: Value) -> tuple[int, l
 
 def tiled_shared_bytes(t: dict) -> int:
     """Shared memory of attention_tiled.comp.j2 for tile parameters `t`: Q and K rows with one
-    vector of padding, V rows, P with one vec4 of padding a row, and the lanes' partials."""
+    vector of padding, V rows, P with one vec4 of padding a row, the lanes' partials, and where
+    the kernel combines split-KV chunks, each row's chunk weights and sums and its scale."""
     bq, bk, row = t["BQ"], t["BK"], t["D"] + (4 if t["VEC"] == "vec4" else 1)
-    return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 4) + bq * t["TX"])
+    combine = 2 * bq * t["COMBINE_CHUNKS"] + bq if t.get("COMBINE_CHUNKS") else 0
+    return 4 * (bq * row + bk * row + bk * t["DV"] + bq * (bk + 4) + bq * t["TX"] + combine)
 
 
-def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target, one_row: bool = False) -> dict | None:
+def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target, one_row: bool = False,
+                chunks: int = 0) -> dict | None:
     """The tiled kernel's shape for `bh` batches x heads of `sq` query rows and `sk` keys: the
     first, in the order of preference above, that fits the target's invocations, shared memory
     and MAX_LANE_FLOATS; None when none does. one_row: a lane takes one row (split-KV, whose
-    workgroups are as many as the rule wants, and whose rows the row groups cover)."""
+    workgroups are as many as the rule wants, and whose rows the row groups cover); chunks: the
+    split-KV chunks the kernel combines (0: none)."""
     groups_max = ROW_GROUPS
     while groups_max > 1 and groups_max // 2 >= sq:  # short sequences: fewer idle row groups
         groups_max //= 2
@@ -206,6 +210,8 @@ def tiled_tiles(bh: int, sq: int, sk: int, d: int, dv: int, target, one_row: boo
                              VECV="vec4" if vw == 4 else "float", D=d, DV=dv,
                              VEC="vec4" if d % 4 == 0 else "float", SHUFFLE=shuffle(tx))
                     t["DQ"] = d // 4 if t["VEC"] == "vec4" else d
+                    if chunks:
+                        t.update(COMBINE_CHUNKS=chunks, COMBINE_PER_LANE=-(-t["BQ"] * dv // (tx * ty)))
                     if (tiled_shared_bytes(t) <= target.max_shared_memory
                             and rq * (rd * vw + t["RK"]) <= MAX_LANE_FLOATS):
                         return t
@@ -369,7 +375,8 @@ def lower_attention(node, target):
                        writes=[len(inputs)], groups=(-(-sq // cm["BQ"]), b * h, 1),
                        local_size=(cm["WQ"] * cm["SUBGROUP"], 1, 1), nodes=node.sources,
                        flops=flops, shared_memory_bytes=shared)]
-    t = tiled_tiles(b * h // heads * chunks, rows, sk, d, dv, target, one_row=split is not None)
+    t = tiled_tiles(b * h // heads * chunks, rows, sk, d, dv, target, one_row=split is not None,
+                    chunks=chunks if split else 0)
     if t is None:
         raise CompileError(f"Attention '{node.name}': no tile of the attention kernel at head "
                            f"size {max(d, dv)} fits {target.name}'s {target.max_shared_memory} "
