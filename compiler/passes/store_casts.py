@@ -5,9 +5,9 @@ either way and rounds once, at the store (templates/layernorm.comp.j2's TY,
 attention_tiled.comp.j2's TO).
 
 So does a product of float16 operands that stores float32 (fuse_epilogues widened it: BERT's FFN
-up-projection with its bias and GELU) when only the next product's Cast reads it: its constant
-epilogue operands (the bias) go float16 with it, as the kernel reads them in its stored type; a
-non-constant float32 operand (a residual) keeps the Cast.
+up-projection with its bias and GELU) when only the next product's Cast reads it: its kernel reads
+each epilogue operand (a bias, a residual) in the operand's own type either way
+(lower/store_expression.py's operand_types).
 
 A fused LayerNorm (vkc.LayerNorm) whose float32 result the next residual sum reads as well as the
 Cast into a product (BERT's post-LN blocks) writes it twice instead: float32 and, as its output
@@ -18,7 +18,6 @@ import numpy as np
 
 from ..ir import Graph, Value, written_in_shape
 from ..registry import fact
-from .precision import to_float16_weights
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
@@ -31,8 +30,6 @@ def absorb_store_casts(graph: Graph) -> Graph:
         found = graph.sole_reader(y) if y is not None and y.dtype == F32 else None
         if found is None or not _float16_cast_of_its_input(found[0]):
             continue
-        if _matmul(node):
-            node.inputs[2:] = [_float16_constant(v) for v in node.inputs[2:]]
         cast, read = found
         out = cast.outputs[0]
         # Through a reshape (GPT-2's [B, S, E] -> [B*S, E]) the Cast's output views what Y becomes.
@@ -72,17 +69,9 @@ def _matmul(node) -> bool:
 
 def _widened_product(node) -> bool:
     """A MatMul or Gemm of float16 operands storing float32 whose other inputs (a Gemm's bias, its
-    epilogue's operands) are all constants or float16."""
+    epilogue's operands) are floats, each read in its own type."""
     return (_matmul(node) and all(v.dtype == F16 for v in node.inputs[:2])
-            and all(v is None or v.is_constant or v.dtype == F16 for v in node.inputs[2:]))
-
-
-def _float16_constant(v):
-    """A float32 constant epilogue operand in float16, saturating as the precision pass rounds
-    weights (a finite value past float16's range stays finite)."""
-    if v is None or v.dtype != F32:
-        return v
-    return Value(f"{v.name}/float16", F16, v.shape, data=to_float16_weights(v.data))
+            and all(v is None or v.dtype in (F16, F32) for v in node.inputs[2:]))
 
 
 def _float16_cast_of_its_input(node) -> bool:

@@ -109,12 +109,12 @@ def test_fp16_matmul_products_store_float32_through_their_epilogue():
     float32 chain after it are the product's epilogue (the kernel reads float16 A and B and stores
     float32; a Gemm's float16 bias is read as such); a Conv's result is cast apart. Where only the
     Cast into the next product (the Conv here) reads the widened result, the product stores
-    float16 after all, its bias with it (passes/store_casts.py)."""
+    float16 after all, reading its float32 bias as such (passes/store_casts.py)."""
     f16, f32 = np.dtype(np.float16), np.dtype(np.float32)
     graph = passes_graph(_matmul_bias_relu_and_conv(), "fp16-matmul")
     mm, conv = (next(n for n in graph.nodes if n.op_type == op) for op in ("MatMul", "Conv"))
     assert [v.dtype for v in mm.inputs[:2]] == [f16, f16] and mm.outputs[0].dtype == f16
-    assert mm.inputs[2].dtype == f16 and conv.outputs[0].dtype == f16   # the bias; the Conv unwidened
+    assert mm.inputs[2].dtype == f32 and conv.outputs[0].dtype == f16   # the bias as it was; the Conv unwidened
     assert mm.attrs.get("epilogue") is not None   # the bias and the Relu
     gemm = passes_graph(_gemm_reshape_chain([32]), "fp16-matmul")
     gemm_node = next(n for n in gemm.nodes if n.op_type == "Gemm")

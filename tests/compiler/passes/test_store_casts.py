@@ -127,16 +127,15 @@ def _two_products(residual: bool):
 
 def test_widened_product_stores_float16_for_the_next_product():
     """BERT's FFN: the up-projection with its bias and GELU stores float16 for the down-projection
-    (its bias float16 with it: the kernel reads epilogue operands in its stored type). A
-    down-projection whose epilogue adds float32 x stores float32, and the Cast into the product
-    after it stays."""
+    (its float32 bias read as such). So does a down-projection whose epilogue adds float32 x, for
+    the product after it: the kernel reads each operand in its own type, and only x's Cast is left."""
     for residual in (False, True):
         graph = passes_graph(_two_products(residual), "fp16-matmul")
         up, down = [n for n in graph.nodes if n.op_type == "MatMul"][:2]
-        assert up.outputs[0].dtype == F16 and up.inputs[2].dtype == F16 and up.inputs[2].is_constant
-        assert down.inputs[0] is up.outputs[0] and down.outputs[0].dtype == F32
-        # x's Cast, and where `residual` the Cast of x + down's result into the last product.
-        assert [n.op_type for n in graph.nodes].count("vkc.Elementwise") == 1 + residual
+        assert up.outputs[0].dtype == F16 and up.inputs[2].dtype == F32 and up.inputs[2].is_constant
+        assert down.inputs[0] is up.outputs[0]
+        assert down.outputs[0].dtype == (F16 if residual else F32)   # the last product's input, or y
+        assert [n.op_type for n in graph.nodes].count("vkc.Elementwise") == 1   # x's Cast
         for target in ("lavapipe", "generic"):
             check_against_onnxruntime(_two_products(residual), target=target, precision="fp16-matmul",
                                       rtol_l2=1e-2, rtol=2e-2, atol=2e-2)
