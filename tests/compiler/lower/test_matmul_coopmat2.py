@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+import numpy as np
 import pytest
+from onnx import helper
 
 from tests.harness import spirv_validate
 
@@ -21,7 +23,7 @@ from compiler.targets import TARGETS
 from compiler.tune import COOPMAT2_TILES, candidates
 from runtime_min import VkcRuntimeError, load
 
-from tests.compiler.lower.test_matmul_coopmat import conv, gemm, matmul_residual
+from tests.compiler.lower.test_matmul_coopmat import _model, conv, gemm, matmul_residual
 
 NVIDIA = TARGETS["nvidia"]
 TILE = (128, 128, 32, 256, 8)
@@ -45,10 +47,20 @@ def lowered(model, target=CM2, precision="fp16"):
     return [k.template for k in kernels if k.template.startswith("matmul")]
 
 
-# Row- and column-major B, whole and ragged tiles, the fused epilogue with an operand, batches,
-# every tile `vkc tune` tries, a float32 store.
+def chained(M, K, N):
+    """Two products, the first's result the second's A: the first stores float16."""
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("MatMul", ["a", "b1"], ["h"]), helper.make_node("MatMul", ["h", "b2"], ["y"])]
+    inits = [("b1", (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)),
+             ("b2", (rng.standard_normal((N, N)) / np.sqrt(N)).astype(np.float32))]
+    return _model(nodes, [("a", [M, K])], "y", [M, N], inits)
+
+
+# Row- and column-major B, whole and ragged tiles, the fused epilogue with an operand (a float16
+# residual read into a float32 store), batches, every tile `vkc tune` tries, float32 and float16 stores.
 VARIANTS = {
     "aligned": (gemm(256, 256, 256), CM2),
+    "float16_store": (chained(128, 64, 128), CM2),
     "ragged_tanh": (gemm(200, 72, 40, act="Tanh"), CM2),
     "b_column_major": (gemm(96, 80, 64, trans_b=1, const_b=False, bias=False, act=None), CM2),
     "batched_residual": (matmul_residual(3, 100, 64, 72), CM2),
