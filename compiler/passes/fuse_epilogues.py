@@ -16,8 +16,9 @@ from ..registry import fact
 from ..shapes import unpermuted
 from .paired_products import pair, partner
 
-# The anchors' kernels read epilogue operands and store in their T; float16 (the precision pass)
-# computes the expression in float32 and rounds once, at the store.
+# The epilogue operands' types: a matrix product's kernel reads each in its own, the others in the
+# type they store; float16 (the precision pass) computes the expression in float32 and rounds once,
+# at the store.
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 EPILOGUE_DTYPES = (F32, F16)
 
