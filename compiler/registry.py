@@ -151,6 +151,14 @@ class OpRule:
     # place) as writes_column_rows would, or None where its kernel cannot (a decode step's V rows,
     # carried by the kernel rotating Q and K: passes/cache_row_stores.py).
     carries_rows: Callable | None = None
+    # decode_rotation: node -> a dict describing a decode step's rotary embedding that stores K's
+    # row and carries V's into their caches, for a reader that rotates as it reads
+    # (lower/rotary.py's _decode_rotation), or None.
+    decode_rotation: Callable | None = None
+    # absorbs_rotary: (node, rotary node, its decode_rotation) -> one node doing both, reading
+    # the rotary's packed input, rotating Q and this step's K row as it reads them and storing
+    # the K and V rows into the caches itself (passes/rotary_in_attention.py), or None.
+    absorbs_rotary: Callable | None = None
     # reads_transposed: the kernel reads any input through a Transpose's permutation in place,
     # where the node's `input_perms` {input slot: perm} says so (passes/transposes_in_place.py).
     reads_transposed: bool = False

@@ -19,7 +19,7 @@ F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
 def tiny_llama(*, vocab=64, hidden=32, layers=2, heads=4, kv_heads=2, ffn=48, context=64,
-               seed=0, tied=False) -> onnx.ModelProto:
+               seed=0, tied=False, interleaved=0, rotary_dim=0) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
     head = hidden // heads
     inits, nodes = [], []
@@ -36,7 +36,8 @@ def tiny_llama(*, vocab=64, hidden=32, layers=2, heads=4, kv_heads=2, ffn=48, co
         return output
 
     embed = weight("embed", vocab, hidden, scale=1.0)
-    inv = 1.0 / 10000 ** (np.arange(0, head, 2) / head)
+    rot = rotary_dim or head   # RotaryEmbedding's rotary_embedding_dim: the first `rot` of a head rotate
+    inv = 1.0 / 10000 ** (np.arange(0, rot, 2) / rot)
     angles = np.outer(np.arange(context), inv)
     cos, sin = const("cos", np.cos(angles).astype(np.float32)), const("sin", np.sin(angles).astype(np.float32))
     const("axis1", np.array([1], np.int64))
@@ -64,8 +65,9 @@ def tiny_llama(*, vocab=64, hidden=32, layers=2, heads=4, kv_heads=2, ffn=48, co
         q = node("Transpose", [node("Reshape", [q, q_shape], f"{p}.q4")], f"{p}.qt", perm=[0, 2, 1, 3])
         k = node("Transpose", [node("Reshape", [k, kv_shape], f"{p}.k4")], f"{p}.kt", perm=[0, 2, 1, 3])
         v = node("Transpose", [node("Reshape", [v, kv_shape], f"{p}.v4")], f"{p}.vt", perm=[0, 2, 1, 3])
-        q = node("RotaryEmbedding", [q, cos, sin, "position_ids"], f"{p}.q_rope")
-        k = node("RotaryEmbedding", [k, cos, sin, "position_ids"], f"{p}.k_rope")
+        rotary = dict(interleaved=interleaved, **({"rotary_embedding_dim": rotary_dim} if rotary_dim else {}))
+        q = node("RotaryEmbedding", [q, cos, sin, "position_ids"], f"{p}.q_rope", **rotary)
+        k = node("RotaryEmbedding", [k, cos, sin, "position_ids"], f"{p}.k_rope", **rotary)
         pk, pv = f"past_key.{i}", f"past_value.{i}"
         caches_in += [pk, pv]
         present_k = node("TensorScatter", [pk, k, "position"], f"present_key.{i}", axis=2)

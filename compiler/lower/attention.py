@@ -53,15 +53,21 @@ formats are float32 only). float16 attention on a device with 16x16x16 float16 c
 matrices (templates/attention_coopmat.comp.j2): both products on the tensor cores, the softmax
 between them through shared memory. A decode step (a few query rows over a long cache) splits the
 keys into chunks over more workgroups, which the last of them to finish combines (on texel
-profiles a second kernel: lower/attention_split.py).
+profiles a second kernel: lower/attention_split.py). The tiled split-KV kernel can also take the
+step's rotary embedding in (passes/rotary_in_attention.py: attribute `rotary`, inputs 8-11): it
+reads Q and the step's K and V rows from the packed projection, rotating Q and K as it loads
+them, and stores the two rows into the caches.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from ..dtypes import TYPES, float_literal, kernel_types, texel_format
 from ..errors import CompileError
-from ..ir import Value
+from ..ir import Node, Value
+from ..registry import check_dtypes, find_rule
 from ..magnitudes import attention_logits, weighted_average
 from .attention_split import CHUNK_STEP, combine, partials, split_kv
 from .coopmat_emulation import emulation_shared_bytes
@@ -254,10 +260,77 @@ def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtyp
     return None
 
 
+def _absorb_rotary(node, rotary, rotation: dict, opset: int):
+    """The attention rotating its decode step's Q and new K row as it reads them from the rotary
+    embedding's packed input, and storing the new K and V rows into the caches itself
+    (passes/rotary_in_attention.py): where Q is one token's heads as the rotary wrote them, K and
+    V are the rotary's caches whole ([batch, K/V heads, rows, head], contiguous: the kernel's
+    reads and the rotary's stores address a row alike), and the packed columns hold the heads
+    attention reads. The node's inputs 8-11: the tables, the positions and the write rows; its
+    outputs: the result and both caches (in place); attribute `rotary`: the description, and
+    the two nodes, lowered as they were where the kernel cannot rotate."""
+    a = node.attrs
+    b, h, sq, sk, d, dv = a["dims"]
+    kc, vc = rotary.outputs[1], rotary.outputs[2]
+    kv_heads = h // int(a.get("kv_group", 1))
+    x = rotation["x"]
+    if (sq != 1 or "parts" in a or node.input(6) is not None or node.input(7) is not None or len(node.outputs) != 1
+            or node.inputs[1] is not kc or node.inputs[2] is not vc or rotation["axis"] != 2
+            or rotation["head"] != d or rotation["q_columns"] != h * d or rotation["v_columns"] != kv_heads * dv
+            or x.dtype != node.inputs[0].dtype or rotation["v_first"] < rotation["first"] + (h + kv_heads) * d):
+        return None
+    for cache, width in ((kc, d), (vc, dv)):
+        if cache.alias_of is None or cache.root_offset() != 0 or tuple(cache.shape) != (b, kv_heads, sk, width):
+            return None
+    for name, width in (("k", d), ("v", dv)):
+        offset, strides = a["layouts"][name]
+        want = (kv_heads * sk * width, sk * width, width, 1)
+        if offset != 0 or any(s != w for s, w, n in zip(strides, want, (b, kv_heads, sk, width)) if n > 1):
+            return None
+    offset, (sb, sh, _, s3) = a["layouts"]["q"]
+    if offset != 0 or sh != d or s3 != 1 or (b > 1 and sb != h * d):
+        return None
+    layouts = {**a["layouts"], "q": (rotation["first"], (rotation["width"], d, rotation["width"], 1))}
+    inputs = [x, kc.alias_of, vc.alias_of] + [node.input(i) for i in range(3, 8)] + \
+        [rotation["cos"], rotation["sin"], rotation["positions"], rotation["write_rows"]]
+    described = {k: v for k, v in rotation.items() if k not in ("x", "cos", "sin", "positions", "write_rows")}
+    attrs = {**a, "layouts": layouts, "rotary": dict(described, unfused=(rotary, node), opset=opset)}
+    return Node(node.op_type, node.name, inputs, [node.outputs[0], kc, vc], attrs, node.domain,
+                rotary.sources + node.sources)
+
+
+def _lower_rotating(node, target) -> list[Kernel]:
+    """An attention that absorbed its rotary embedding (_absorb_rotary): where its kernel is the
+    tiled split-KV one, that kernel rotating as it reads; else the two nodes' kernels."""
+    r = node.attrs["rotary"]
+    rope, plain = r["unfused"]
+    rule = find_rule(rope.op_type, rope.domain, r["opset"])
+    check_dtypes(rule, rope)
+    rotations = rule.lower(rope, target)  # its checks hold either way
+    kernels = lower_attention(plain, target)
+    k = kernels[0]
+    if len(kernels) != 1 or k.template != "attention_tiled" or not k.params["split"]:
+        return rotations + kernels
+    x, cos, sin, positions, write_rows = (node.inputs[i] for i in (0, 8, 9, 10, 11))
+    q_layout = {"Q_OFF": r["first"], "Q_S0": r["width"], "Q_S1": r["head"], "Q_S2": r["width"], "Q_S3": 1}
+    spec = [(name, kind, q_layout.get(name, value)) for name, kind, value in k.spec]
+    spec += [("HALF", "int32", r["half"]), ("TABLE_ROWS", "int32", cos.shape[0]), ("X_ROW", "int32", r["width"]),
+             ("KN_OFF", "int32", r["first"] + r["q_columns"]), ("VN_OFF", "int32", r["v_first"])]
+    params = dict(k.params, rotary=True, interleaved=r["interleaved"], partial=2 * r["half"] < r["head"],
+                  one_position=r["one_position"], idx_words=np.dtype(write_rows.dtype).itemsize // 4,
+                  TC=kernel_types(cos)["T"], VEC_READS=[n for n in k.params["VEC_READS"] if n != "Q"])
+    n = len(k.bindings)
+    bindings = [x] + k.bindings[1:] + [cos, sin, positions, write_rows] + list(node.outputs[1:])
+    return [replace(k, params=params, spec=spec, bindings=bindings, writes=k.writes + [n + 4, n + 5],
+                    nodes=node.sources)]
+
+
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2, attention_logits),
           dtypes_doc="float32, float16; key-padding masks int32; K and V int8 with scales", store_cast_absorbing=True,
-          int8_operands={1: 6, 2: 7})
+          int8_operands={1: 6, 2: 7}, absorbs_rotary=_absorb_rotary)
 def lower_attention(node, target):
+    if "rotary" in node.attrs:
+        return _lower_rotating(node, target)
     q, k, v, mask, lengths, bias, k_scale, v_scale = (node.input(i) for i in range(8))
     out = node.outputs[0]
     a = node.attrs
@@ -386,7 +459,7 @@ def lower_attention(node, target):
                  if whole and name not in scales and types["T"].vec4 is not None and _vec4_rows(_layout(a, name))]
     groups = (-(-rows // t["BQ"]), *grid)
     params = dict(**t, **common, **types, VEC_READS=vec_reads, PREFETCH_KV=PREFETCH_KV, SUBGROUP_P=SUBGROUP_P,
-                  combines=split is not None)
+                  combines=split is not None, rotary=False)
     if split:
         # The last chunk of each row block to finish combines them: one dispatch, no combine
         # kernel (its per-block count zeroed by the run's first dispatch: lower/counters.py).

@@ -237,9 +237,46 @@ def _carries_rows(node, columns, cache, indices, axis, mode):
                 {**node.attrs, "carries_rows": (first, per_row)}, node.domain, node.sources)
 
 
+def _decode_rotation(node) -> dict | None:
+    """A decode step's rotation, described for a reader that rotates as it reads (split-KV
+    attention: passes/rotary_in_attention.py): the node rotates Q's and K's columns of one packed
+    projection (joined), one token a batch, stores K's rotated row into its cache and carries
+    V's into its own (passes/cache_row_stores.py), at run-time positions [batch, 1] (or the
+    contrib op's one start position) into [max_position, rotary_dim / 2] tables. None for any
+    other form. The description: the packed tensor `x`, the tables, `positions` and
+    `write_rows` (values); Q's columns from `first` on in rows of `width`, `q_columns` of
+    them; K's right after; V's `v_columns` from `v_first` on; heads of `head` elements, of
+    which the first 2 * `half` rotate, pairs neighbours where `interleaved`; `one_position`:
+    the contrib op's start position."""
+    a = node.attrs
+    if "carries_rows" not in a or "output_columns" not in a or "input_columns" not in a:
+        return None
+    stored, axis, mode, slot = a["stores_rows"]
+    contrib = node.domain == "com.microsoft"
+    x = node.inputs[0]
+    cos, sin = (node.inputs[2], node.inputs[3]) if contrib else (node.inputs[1], node.inputs[2])
+    positions = node.inputs[1] if contrib else node.input(3)
+    first, width, shape = a["input_columns"]
+    tokens = _tokens(node, tuple(shape))
+    if stored != 1 or mode != "linear" or slot is None or positions is None or tokens is None or \
+            np.dtype(positions.dtype) != np.int64 or len(cos.shape) != 2 or cos.shape != sin.shape:
+        return None
+    batch, count, head, _ = tokens
+    one_position = contrib and positions.size == 1
+    if count != 1 or (not one_position and tuple(positions.shape) != (batch, 1)):
+        return None
+    rot = a.get("rotary_embedding_dim", 0) or head
+    if rot > head or rot % 2 or cos.shape[1] != rot // 2:
+        return None
+    return dict(x=x, cos=cos, sin=sin, positions=positions, write_rows=node.inputs[slot],
+                first=int(first), width=int(width), q_columns=int(a["output_columns"]), head=head,
+                half=rot // 2, interleaved=bool(a.get("interleaved", 0)), one_position=one_position,
+                v_first=int(a["carries_rows"][0]), v_columns=int(a["carries_rows"][1]), axis=axis)
+
+
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
           dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined, stores_rows=_stores_rows,
-          carries_rows=_carries_rows)
+          carries_rows=_carries_rows, decode_rotation=_decode_rotation)
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -263,7 +300,7 @@ def _contrib_attrs(node) -> None:
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
           output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined,
-          stores_rows=_stores_rows, carries_rows=_carries_rows)
+          stores_rows=_stores_rows, carries_rows=_carries_rows, decode_rotation=_decode_rotation)
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

@@ -28,6 +28,7 @@ from .precision import apply_precision
 from .quantize_weights import quantize_weights
 from .quantized_matmul import pack_quantized_matmuls
 from .rolls import roll_slices
+from .rotary_in_attention import rotate_in_attention
 from .scatter_elements import rewrite_scatter_elements
 from .scale_products import scale_products
 from .sliced_products import slice_products
@@ -55,12 +56,13 @@ from .views import make_views
 # that its Casts fuse into elementwise chains and epilogues (or into a normalization's store:
 # absorb_store_casts, once chains are fused); normalize_across_transposes and read_transposes_in_place once chains are fused (fuse_epilogues may then store a product
 # permuted for its reader), store_transposes_in_producers once epilogues are. quantize_cache makes the caches int8 once their
-# float type is settled, before scatter_in_place writes them in place. place_concat_inputs comes last: it
+# float type is settled, before scatter_in_place writes them in place; store_rows_in_cache and rotate_in_attention then fold a
+# decode step's cache writes and rotation into the kernels around them. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, rewrite_scatter_elements, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, quantize_cache, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
-            normalize_across_transposes, read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, materialize_outputs, place_concat_inputs]
+            normalize_across_transposes, read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, rotate_in_attention, materialize_outputs, place_concat_inputs]
 
 
 def run_passes(graph):

@@ -3,10 +3,10 @@
 
 The dispatches, compiled for nvidia with --precision fp16. A layer is: Q, K and V as one product
 (passes/merge_projections.py) that RMS-normalizes its input as it reads it (passes/
-normalized_products.py) and whose
-columns one rotary kernel (Q's and K's) reads in place (passes/split_parts.py), storing K's row
-into its cache and copying V's into its own (passes/cache_row_stores.py); attention; the output
-projection with the residual add in its store; gate and
+normalized_products.py); split-KV attention over a cache
+of 256 rows, reading Q's, K's and V's columns of the product in place, rotating Q and K as it reads
+them and storing K's row and V's into their caches (passes/split_parts.py,
+passes/cache_row_stores.py, passes/rotary_in_attention.py); the output projection with the residual add in its store; gate and
 up as one normalizing product storing silu(gate) * up (passes/paired_products.py); the down
 projection with the residual add in its store. Per model: the position arithmetic (position ids,
 the keys filled: once, not a layer), the embedding, the head (normalizing), and one float32
@@ -31,21 +31,20 @@ LAYERS = 2
 
 
 def _layer(product):
-    """One layer's kernels: no cache write of their own."""
-    return {product: 4, "rotary": 1}
+    """One layer's kernels: no cache write or rotation of their own."""
+    return {product: 4, "attention_tiled": 1}
 
 
 @pytest.mark.parametrize("weights", [None, "int4", "int8"])
 @pytest.mark.parametrize("form", ["in-place", "optimum"])
 def test_dispatches(form, weights):
-    model, extra = (tiny_llama(layers=LAYERS, context=64), {}) if form == "in-place" else \
-        (FIXTURES / "llama_tiny_optimum.onnx", {"max_context": 64})
+    model, extra = (tiny_llama(layers=LAYERS, context=256), {}) if form == "in-place" else \
+        (FIXTURES / "llama_tiny_optimum.onnx", {"max_context": 256})
     kernels = compile_with_kernels(model, input_shapes={"input_ids": [1, 1]}, target="nvidia",
                                    precision="fp16", weights=weights, **extra)[1]
     product = "matmul_gemv" if weights is None else "matmul_nbits"
     want = Counter({k: LAYERS * n for k, n in _layer(product).items()})
-    attention = "attention_tiled" if form == "in-place" else "attention_coopmat"
-    want.update({attention: LAYERS, product: 1,
+    want.update({product: 1, "zero_fill": 1,   # the split-KV attention's counters, zeroed once a run
                  "gather" if weights is None else "gather_block_quantized": 1,
                  # position ids and keys filled (in-place: int64, and its int32 cast for attention;
                  # optimum: keys filled int64 and int32, position ids); every layer's residual

@@ -93,7 +93,7 @@ def test_decode_step_merges_qkv(weights):
     """ONNX's in-place cache form (tests/llm_models.py) at one token: Q, K and V are one product
     (MatMul, or MatMulNBits of the three packed weights), one rotary embedding of Q and K reads
     their columns of it in place (the head split is a view), storing K's row in its cache and
-    carrying V's columns into theirs (an output each), no Split is left; the logits and the
+    carrying V's columns into theirs (an output each), folded into the attention; no Split is left; the logits and the
     caches as onnxruntime computes them (for int4 the same quantization as MatMulNBits nodes:
     tests/quantized_onnx.py)."""
     from bundles import read_bundle
@@ -105,8 +105,10 @@ def test_decode_step_merges_qkv(weights):
     product = "MatMul" if weights is None else "MatMulNBits"
     projections = [n for n in graph.nodes if n.op_type == product and n.name.endswith(".v/matmul")]
     assert [n.name for n in projections] == [f"layers.{i}.q+layers.{i}.k+layers.{i}.v/matmul" for i in range(2)]
-    readers = [n for n in graph.nodes if "input_columns" in n.attrs]
-    assert sorted((n.op_type, len(n.outputs)) for n in readers) == [("RotaryEmbedding", 3)] * 2
+    # the rotary embedding, folded into the attention that reads it (passes/rotary_in_attention.py)
+    rotaries = [n.attrs["rotary"]["unfused"][0] for n in graph.nodes if "rotary" in n.attrs]
+    assert sorted((n.op_type, len(n.outputs), "input_columns" in n.attrs) for n in rotaries) == \
+        [("RotaryEmbedding", 3, True)] * 2
     assert not any(n.op_type == "Split" for n in graph.nodes)
     oracle = llama if weights is None else quantized_onnx(llama, read_bundle(bundle).manifest)
     got, ref = run_bundle(bundle, feeds)[0], run_onnxruntime(oracle, feeds)
