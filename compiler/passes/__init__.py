@@ -43,7 +43,8 @@ from .views import make_views
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
 # Float weights quantized at compile time (--weights) and block-quantized MatMul weights become
 # MatMulNBits next, before any pass reads MatMuls.
-# Contrib attention and Einsum become MatMuls next, so the fusions see one form; rotary
+# Contrib attention and Einsum become MatMuls next, so the fusions see one form (the per-layer
+# scalars the attention expansions write merged again); rotary
 # embeddings fuse while their head splits are still Reshape and Transpose nodes. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
@@ -59,7 +60,7 @@ from .views import make_views
 # float type is settled, before scatter_in_place writes them in place; store_rows_in_cache and rotate_in_attention then fold a
 # decode step's cache writes and rotation into the kernels around them. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
-PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, rewrite_einsum, rewrite_gather_nd, rewrite_scatter_elements, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
+PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, merge_common_subexpressions, rewrite_einsum, rewrite_gather_nd, rewrite_scatter_elements, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
             split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, quantize_cache, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             normalize_across_transposes, read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, rotate_in_attention, materialize_outputs, place_concat_inputs]

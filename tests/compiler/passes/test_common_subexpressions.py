@@ -1,12 +1,15 @@
 """Repeated nodes on the same inputs become one (compiler/passes/common_subexpressions.py)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.harness import check_against_onnxruntime
 from tests.onnx_builders import make_model, tensor_info
 
+from compiler.compile import compile_with_kernels
 from compiler.frontend import to_ir
 from compiler.passes import fold_constants
 from compiler.passes.common_subexpressions import merge_common_subexpressions
@@ -55,3 +58,17 @@ def test_merged_matches_onnxruntime():
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32),
              "m": np.array([[1, 1, 1, 0, 1], [1, 0, 1, 1, 1]], np.int64)}
     check_against_onnxruntime(_per_layer_masks(), feeds=feeds, target="lavapipe")
+
+
+def test_group_query_attention_scalars_once():
+    """The model builder's decode step: GroupQueryAttention's expansion writes each layer its
+    positions, key counts and write rows from the same seqlens_k; merged after the expansion,
+    one kernel computes each for both layers (no elementwise kernel of layer 1's alone)."""
+    fixture = Path(__file__).resolve().parents[2] / "models" / "fixtures" / "llama_tiny_genai_int4.onnx"
+    past = {f"past_key_values.{i}.{kv}": [1, 2, 160, 16] for i in range(2) for kv in ("key", "value")}
+    kernels = compile_with_kernels(fixture, input_shapes={"input_ids": [1, 1], "attention_mask": [1, 160], **past},
+                                   target="nvidia", precision="fp16")[1]
+    scalars = [k for k in kernels if k.template.startswith("elementwise")
+               and any("/attn/GroupQueryAttention" in n for n in k.nodes)]
+    assert len(scalars) == 3
+    assert all(any("layers.0/" in n for n in k.nodes) and any("layers.1/" in n for n in k.nodes) for k in scalars)
