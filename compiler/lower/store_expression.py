@@ -10,6 +10,10 @@ from ..dtypes import kernel_types
 from ..errors import CompileError
 from ..ir import Node, Value
 
+# The float types a matrix product's kernel can read an epilogue operand in, each in its own
+# (`typed` kernels); the expression is computed in float32 and rounded once, at the store.
+EPILOGUE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
 
 def build_epilogue(node: Node, kind: str, out_shape, own_tail=("acc",), own_operands=(), typed=False):
     """Returns (GLSL expression over acc_v/e0/e1/e2 (and acc_w, a paired product's second
@@ -54,7 +58,7 @@ def _check_operand_dtypes(node: Node, n_own: int, typed: bool) -> None:
     (fuse_epilogues keeps them alike)."""
     t = np.dtype(node.outputs[0].dtype)
     for v in node.inputs[n_own:]:
-        if np.dtype(v.dtype) != t and not (typed and np.dtype(v.dtype).name in ("float16", "float32")):
+        if np.dtype(v.dtype) != t and not (typed and np.dtype(v.dtype) in EPILOGUE_DTYPES):
             raise CompileError(f"{node.op_type} '{node.name}': its fused epilogue reads "
                                f"{np.dtype(v.dtype).name} tensor '{v.name}' in a kernel that stores "
                                f"{t.name}; vkc cannot compile this fusion (an internal error: "

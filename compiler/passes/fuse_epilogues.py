@@ -12,15 +12,14 @@ import numpy as np
 from .. import expr as E
 from ..epilogue_operands import epilogue_strides
 from ..ir import Graph, Node, Value, written_in_shape
+from ..lower.store_expression import EPILOGUE_DTYPES
 from ..registry import fact
 from ..shapes import unpermuted
 from .paired_products import pair, partner
 
-# The epilogue operands' types: a matrix product's kernel reads each in its own, the others in the
-# type they store; float16 (the precision pass) computes the expression in float32 and rounds once,
-# at the store.
-F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
-EPILOGUE_DTYPES = (F32, F16)
+# The epilogue operands' types: a matrix product's kernel reads each in its own (EPILOGUE_DTYPES),
+# the others in the type they store.
+F32, F16 = EPILOGUE_DTYPES
 
 
 def fuse_epilogues(graph: Graph) -> Graph:
