@@ -289,3 +289,16 @@ def test_attention_mask_bundle_equals_runtime_min(api_check, tmp_path):
     bundle.write_bytes(genai_bundle("llama_tiny_genai_int4", "lavapipe"))
     lines = steps(api_check, bundle, "generate", IDS, STEPS, "-")
     assert tokens(lines[0]) == reference(bundle)
+
+
+def test_rotating_attention_tokens_equal_runtime_min(api_check, tmp_path):
+    """The generic profile's decode step over a cache of 256 rows: its split-KV attention rotates Q
+    and K as it reads them and stores the step's K and V rows itself (passes/rotary_in_attention.py),
+    binding each cache twice (read, and written in the step's row)."""
+    from compiler.compile import compile_model
+    from tests.llm_models import tiny_llama
+    bundle = tmp_path / "llama-rotating.vkb"
+    bundle.write_bytes(compile_model(tiny_llama(layers=2, context=256), variants=VARIANTS, target="generic",
+                                     precision="fp16", argmax_output="logits"))
+    lines = steps(api_check, bundle, "generate", IDS, STEPS, "-")
+    assert tokens(lines[0]) == reference(bundle)
