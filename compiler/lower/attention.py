@@ -53,7 +53,7 @@ formats are float32 only). float16 attention on a device with 16x16x16 float16 c
 matrices (templates/attention_coopmat.comp.j2): both products on the tensor cores, the softmax
 between them through shared memory. A decode step (a few query rows over a long cache) splits the
 keys into chunks over more workgroups, which the last of them to finish combines (on texel
-profiles a second kernel: lower/attention_split.py). The tiled split-KV kernel can also take the
+profiles a second kernel: lower/attention_split.py). The tiled kernel can also take a decode
 step's rotary embedding in (passes/rotary_in_attention.py: attribute `rotary`, inputs 8-11): it
 reads Q and the step's K and V rows from the packed projection, rotating Q and K as it loads
 them, and stores the two rows into the caches.
@@ -301,7 +301,8 @@ def _absorb_rotary(node, rotary, rotation: dict, opset: int):
 
 def _lower_rotating(node, target) -> list[Kernel]:
     """An attention that absorbed its rotary embedding (_absorb_rotary): where its kernel is the
-    tiled split-KV one, that kernel rotating as it reads; else the two nodes' kernels."""
+    tiled one (split-KV or not), that kernel rotating as it reads; else (texel profiles, the
+    cooperative-matrix kernel) the two nodes' kernels."""
     r = node.attrs["rotary"]
     rope, plain = r["unfused"]
     rule = find_rule(rope.op_type, rope.domain, r["opset"])
@@ -309,7 +310,7 @@ def _lower_rotating(node, target) -> list[Kernel]:
     rotations = rule.lower(rope, target)  # its checks hold either way
     kernels = lower_attention(plain, target)
     k = kernels[0]
-    if len(kernels) != 1 or k.template != "attention_tiled" or not k.params["split"]:
+    if len(kernels) != 1 or k.template != "attention_tiled":
         return rotations + kernels
     x, cos, sin, positions, write_rows = (node.inputs[i] for i in (0, 8, 9, 10, 11))
     q_layout = {"Q_OFF": r["first"], "Q_S0": r["width"], "Q_S1": r["head"], "Q_S2": r["width"], "Q_S3": 1}

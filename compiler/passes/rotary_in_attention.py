@@ -6,7 +6,8 @@ and stores them into the caches' rows itself. The rotary dispatch goes, and with
 in every layer. Taken where the rotary's op declares `decode_rotation` and describes the node,
 the attention's op declares `absorbs_rotary` and takes it, the rotated Q is read by the
 attention alone, and no node between the two reads the caches. Where the attention's kernel
-cannot rotate (not split-KV, or a texel profile), its lowering runs the two kernels as before.
+cannot rotate (a texel profile's, the cooperative-matrix one), its lowering runs the two kernels
+as before.
 
 Runs after store_rows_in_cache.
 """
