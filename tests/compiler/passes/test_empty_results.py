@@ -46,7 +46,7 @@ def test_empty_output_stays():
 def test_phi3_decode_step_merges_projections():
     """optimum's Phi-3 (q, k and v sliced from one qkv_proj, each head rotated whole with an empty
     rest): the decode step runs Llama's kernels, one q/k/v product that normalizes its input and
-    one rotary kernel a layer."""
+    an attention that rotates Q and K itself (no rotary kernel)."""
     step = {"input_ids": [1, 1]}
 
     def templates(name):
@@ -55,4 +55,4 @@ def test_phi3_decode_step_merges_projections():
         return [k.template for k in kernels]
 
     phi3, llama = templates("phi3_tiny_optimum"), templates("llama_tiny_optimum")
-    assert phi3 == llama and "layernorm" not in phi3 and phi3.count("rotary") == 2
+    assert phi3 == llama and "layernorm" not in phi3 and "rotary" not in phi3 and phi3.count("attention_tiled") == 2
