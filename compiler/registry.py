@@ -132,24 +132,25 @@ class OpRule:
     # some of it written (a KV cache update): such a graph input and output of one shape become
     # bundle state by default (compiler/state.py).
     updates_in_place: tuple[tuple[int, int], ...] = ()
-    # writes_rows: node -> (update, write indices or None, axis, mode) where the node writes its
-    # update's rows into its first input's, from each batch's write index on, along axis
-    # (TensorScatter's linear or circular mode); None where it does not.
+    # writes_rows: node -> (update, write indices or None, axis, mode, perm or None) where the
+    # node writes its update's rows (read through perm: a prompt's head split) into its first
+    # input's, from each batch's write index on, along axis (TensorScatter's linear or circular
+    # mode); None where it does not.
     writes_rows: Callable | None = None
-    # stores_rows: (node, output index, update, cache, write indices, axis, mode) -> the node
-    # storing that output (seen as `update`: it, or a view of all of it) into the rows of `cache`
-    # (a view of the cache, in place) as writes_rows would, or None where its kernel cannot
-    # (passes/cache_row_stores.py).
+    # stores_rows: (node, output index, update, cache, write indices, axis, mode, perm) -> the
+    # node storing that output (seen as `update`: it, or a view of all of it) into the rows of
+    # `cache` (a view of the cache, in place) as writes_rows would, or None where its kernel
+    # cannot (passes/cache_row_stores.py).
     stores_rows: Callable | None = None
     # writes_column_rows: node -> (packed tensor, (first column, columns a row), write indices or
-    # None, axis, mode) where the node writes, as writes_rows does, an update that is columns of a
-    # wider tensor's rows (`input_columns`: a part of a packed projection, passes/split_parts.py);
-    # None otherwise.
+    # None, axis, mode, perm or None) where the node writes, as writes_rows does, an update that is
+    # columns of a wider tensor's rows (`input_columns`: a part of a packed projection,
+    # passes/split_parts.py); None otherwise.
     writes_column_rows: Callable | None = None
-    # carries_rows: (node, (first column, columns a row), cache, write indices, axis, mode) -> the
-    # node also copying those columns of its packed input's rows into the rows of `cache` (in
-    # place) as writes_column_rows would, or None where its kernel cannot (a decode step's V rows,
-    # carried by the kernel rotating Q and K: passes/cache_row_stores.py).
+    # carries_rows: (node, (first column, columns a row), cache, write indices, axis, mode, perm)
+    # -> the node also copying those columns of its packed input's rows into the rows of `cache`
+    # (in place) as writes_column_rows would, or None where its kernel cannot (V's rows, carried
+    # by the kernel rotating Q and K: passes/cache_row_stores.py).
     carries_rows: Callable | None = None
     # decode_rotation: node -> a dict describing a decode step's rotary embedding that stores K's
     # row and carries V's into their caches, for a reader that rotates as it reads
@@ -170,6 +171,19 @@ class OpRule:
     # where it lies, keeping X's layout, in place of its own last-axis normalization, where the
     # node's `normalized_axis` says so (passes/transposes_in_place.py).
     normalizes_axis_in_place: Callable | None = None
+    # reads_permuted: (node, input slot, perm) -> the node reading that input through a Transpose
+    # by perm in its own layout (the Transpose's input in place of its output: attention's
+    # strides, a cache write's update), or None where its kernel cannot
+    # (passes/transposes_in_place.py).
+    reads_permuted: Callable | None = None
+    # stores_permuted: (node, perm) -> the node storing its first output permuted by perm in its
+    # own layout (the Transpose's output in its place: attention's output strides), or None.
+    stores_permuted: Callable | None = None
+    # before_transpose: (node, perm) -> (a node computing the same on its first input's Transpose
+    # by perm's input, in that input's order; its result), where the node's result is then that
+    # Transpose of this result (a rotary embedding of a head split: the rotation is per token and
+    # head, in any order of the two), or None (passes/transposes_in_place.py).
+    before_transpose: Callable | None = None
     # writes_int8_rows: (node, scales, scales out) -> a node making the same update into an int8
     # copy of the cache (its first input and output, retyped) and a float32 scale per row of the
     # last axis beside it (scales, a bundle state of its own; passes/int8_cache.py).

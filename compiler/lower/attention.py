@@ -72,6 +72,7 @@ from ..magnitudes import attention_logits, weighted_average
 from .attention_split import CHUNK_STEP, combine, partials, split_kv
 from .coopmat_emulation import emulation_shared_bytes
 from .kernel import Kernel, register, texel_reads, unsupported_dtype
+from .permuted_layouts import attention_reads_permuted, attention_stores_permuted
 from .matmul import COOPMAT_TYPES
 
 # Q, o and a block of scores live in each invocation's registers: past 256 columns they spill
@@ -328,7 +329,8 @@ def _lower_rotating(node, target) -> list[Kernel]:
 
 @register("vkc.Attention", dtypes=None, float16=True, limits=LIMITS, magnitude=weighted_average(2, attention_logits),
           dtypes_doc="float32, float16; key-padding masks int32; K and V int8 with scales", store_cast_absorbing=True,
-          int8_operands={1: 6, 2: 7}, absorbs_rotary=_absorb_rotary)
+          int8_operands={1: 6, 2: 7}, reads_permuted=attention_reads_permuted, stores_permuted=attention_stores_permuted,
+          absorbs_rotary=_absorb_rotary)
 def lower_attention(node, target):
     if "rotary" in node.attrs:
         return _lower_rotating(node, target)

@@ -16,7 +16,7 @@ from ..errors import CompileError
 from ..shapes import contiguous_strides, prod
 from .kernel import Kernel, register
 from .strided_copy import strided_copy
-from .tensor_scatter import MODES
+from .tensor_scatter import MODES, rows_at_strides, update_layout
 
 MAX_LANES = 64
 MAX_WORKGROUPS = 65535
@@ -39,7 +39,7 @@ def lower_int8_cache_write(node, target):
     cache, scales, update, indices = node.inputs
     out, scales_out = node.outputs
     columns = node.attrs.get("input_columns")
-    update_shape = tuple(columns[2]) if columns else tuple(update.shape)
+    update_shape, layout = update_layout(node, update)
     rank = len(cache.shape)
     axis = node.attrs.get("axis", -2) % rank
     mode = node.attrs.get("mode", "linear")
@@ -61,11 +61,17 @@ def lower_int8_cache_write(node, target):
         lanes *= 2
     spec = [("ROWS", "int32", rows), ("S", "int32", update_shape[axis]), ("M", "int32", cache.shape[axis]),
             ("PER_BATCH", "int32", prod(cache.shape[1:axis]))]
-    if columns:
+    strided = rows_at_strides(layout, update_shape, axis) if layout is not None else None
+    if layout is not None and strided is None:
+        raise CompileError(f"Int8CacheWrite '{node.name}': its update '{update.name}' is not read in contiguous "
+                           "rows (a vkc bug).")
+    if strided:
+        spec += [(name, "int32", x) for name, x in zip(("U_OFF", "U_SB", "U_SM", "U_SS"), strided)]
+    elif columns:
         part = prod(update_shape) // (update.size // update.shape[-1])
         spec += [("U_OFF", "int32", columns[0]), ("U_ROW", "int32", update.shape[-1]), ("U_PART", "int32", part)]
     params = dict(kernel_types(update), LANES=lanes, D=d, WORDS=-(-(d // 4) // lanes), circular=mode == "circular",
-                  indices=indices is not None, columns=bool(columns),
+                  indices=indices is not None, columns=bool(columns) and not strided, strided=bool(strided),
                   idx_words=np.dtype(indices.dtype).itemsize // 4 if indices is not None else 1)
     bindings = [update] + ([indices] if indices is not None else []) + [out, scales_out]
     n = len(bindings)

@@ -20,6 +20,7 @@ from ..magnitudes import Magnitude
 from ..registry import FLOATS, shape_of_input0
 from ..shapes import prod
 from .kernel import Kernel, grid_1d, register, unsupported_dtype
+from .permuted_layouts import rotary_before_head_split
 
 DTYPES = "float32, float16; position_ids int64"
 LIMITS = ("position_ids other than int64; positions outside the tables are clamped (onnxruntime "
@@ -122,9 +123,11 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     # cache viewed as [outer, C_ROWS, C_INNER] elements along its axis, from the write index of
     # each batch (C_PER_BATCH outer rows) on; the output's elements are one row of the cache's
     stored, axis, mode, indices = node.attrs.get("stores_rows", (None, 0, "linear", None))
+    # stored_tokens: the stored output is that many tokens' rows of each batch, token-major
+    tokens = node.attrs.get("stored_tokens", 1)
     carried = node.attrs.get("carries_rows")
     own = node.outputs[:-1] if carried else node.outputs
-    sizes = [y.size // (y.shape[axis] if i == stored else 1) for i, y in enumerate(own)]
+    sizes = [y.size // y.shape[axis] * tokens if i == stored else y.size for i, y in enumerate(own)]
     if packed:
         first, width = packed[0], x.shape[-1]
         rows = x.size // width
@@ -139,7 +142,7 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     if stored is not None:
         cache = node.outputs[stored]
         spec += [("C_ROWS", "int32", cache.shape[axis]), ("C_INNER", "int32", prod(cache.shape[axis + 1:])),
-                 ("C_PER_BATCH", "int32", prod(cache.shape[1:axis]))]
+                 ("C_PER_BATCH", "int32", prod(cache.shape[1:axis]))] + ([("C_TOKENS", "int32", tokens)] if tokens > 1 else [])
     # carries_rows (first, width): the last output is a second cache of the first's shape, into
     # whose rows the kernel also copies the `width` columns of X's rows from `first` on
     total = size
@@ -151,7 +154,7 @@ def rotary_kernels(node, target, *, x, cos, sin, position_ids, interleaved: int,
     # position_ids is int64: read as two int words (the low one holds any valid position).
     params = dict(LOCAL=local, interleaved=bool(interleaved), positions=positions, packed=bool(packed),
                   partial=rot < head, batch_tables=positions == 0 and cos.shape[0] == b, split=bool(split),
-                  stored=stored, carried=bool(carried), circular=mode == "circular", row_indices=bool(write_indices),
+                  stored=stored, tokens=tokens > 1, carried=bool(carried), circular=mode == "circular", row_indices=bool(write_indices),
                   idx_words=np.dtype(write_indices[0].dtype).itemsize // 4 if write_indices else 1,
                   **kernel_types(x), TC=kernel_types(cos)["T"])
     bindings = [x, cos, sin] + ([position_ids] if positions else []) + write_indices + list(node.outputs)
@@ -199,28 +202,39 @@ def _joined(a, b):
                 a.domain, a.sources + b.sources)
 
 
-def _stores_rows(node, index, update, cache, indices, axis, mode):
+def _stores_rows(node, index, update, cache, indices, axis, mode, perm=None):
     """The node storing output `index` (seen as `update`) into `cache`'s rows from the write
-    indices on (passes/cache_row_stores.py: a decode step's keys into the KV cache): where it
-    rotates one token a batch, so that the output's elements lie as the cache's rows do (the
-    update is the cache's shape with one row along axis), once per node."""
+    indices on (passes/cache_row_stores.py: the keys into the KV cache): where it rotates one
+    token a batch, so that the output's elements lie as the cache's rows do (the update is the
+    cache's shape with one row along axis), or where the update is its tokens' heads [B, S, H, D]
+    read as the cache's [B, H, S, D] rows (perm (0, 2, 1, 3): a prompt's head split), once per
+    node."""
     shape = tuple(node.attrs["input_columns"][2]) if "input_columns" in node.attrs else tuple(node.inputs[0].shape)
     tokens = _tokens(node, shape)
-    if "stores_rows" in node.attrs or tokens is None or tokens[1] != 1 or update.dtype != cache.dtype or \
-            len(update.shape) != len(cache.shape) or update.shape[axis] != 1 or \
-            any(u != c for i, (u, c) in enumerate(zip(update.shape, cache.shape)) if i != axis):
+    if "stores_rows" in node.attrs or tokens is None or update.dtype != cache.dtype:
+        return None
+    if perm is None:
+        fits = tokens[1] == 1 and len(update.shape) == len(cache.shape) and update.shape[axis] == 1 and \
+            all(u == c for i, (u, c) in enumerate(zip(update.shape, cache.shape)) if i != axis)
+    else:
+        fits = list(perm) == [0, 2, 1, 3] and axis == 2 and len(cache.shape) == 4 and \
+            tuple(update.shape) == (cache.shape[0], tokens[1], cache.shape[1], cache.shape[3])
+    if not fits:
         return None
     inputs = list(node.inputs) + ([indices] if indices is not None else [])
     outputs = [cache if i == index else o for i, o in enumerate(node.outputs)]
     attrs = {**node.attrs, "stores_rows": (index, axis, mode, len(node.inputs) if indices is not None else None)}
+    if perm is not None:
+        attrs["stored_tokens"] = tokens[1]
     return Node(node.op_type, node.name, inputs, outputs, attrs, node.domain, node.sources)
 
 
-def _carries_rows(node, columns, cache, indices, axis, mode):
+def _carries_rows(node, columns, cache, indices, axis, mode, perm=None):
     """The node storing a cache's rows (_stores_rows) also copying `columns` (first, count) of
     each row of its packed input into the rows of `cache`, a second cache of the first's shape,
-    type, write indices and axis (a decode step's V rows, right after Q's and K's columns), once."""
-    if "carries_rows" in node.attrs or "stores_rows" not in node.attrs or "input_columns" not in node.attrs:
+    type, write indices, axis and tokens' order (V's rows, right after Q's and K's columns), once."""
+    if "carries_rows" in node.attrs or "stores_rows" not in node.attrs or "input_columns" not in node.attrs or \
+            (perm is not None) != ("stored_tokens" in node.attrs) or perm not in (None, [0, 2, 1, 3], (0, 2, 1, 3)):
         return None
     stored, axis_k, mode_k, slot = node.attrs["stores_rows"]
     own_first, width, shape = node.attrs["input_columns"]
@@ -249,7 +263,7 @@ def _decode_rotation(node) -> dict | None:
     which the first 2 * `half` rotate, pairs neighbours where `interleaved`; `one_position`:
     the contrib op's start position."""
     a = node.attrs
-    if "carries_rows" not in a or "output_columns" not in a or "input_columns" not in a:
+    if "carries_rows" not in a or "output_columns" not in a or "input_columns" not in a or "stored_tokens" in a:
         return None
     stored, axis, mode, slot = a["stores_rows"]
     contrib = node.domain == "com.microsoft"
@@ -276,7 +290,8 @@ def _decode_rotation(node) -> dict | None:
 
 @register("RotaryEmbedding", since=23, schema=23, dtypes=None, float16=True, limits=LIMITS,
           dtypes_doc=DTYPES, magnitude=_magnitude, reads_columns=(0,), joins=_joined, stores_rows=_stores_rows,
-          carries_rows=_carries_rows, decode_rotation=_decode_rotation)
+          carries_rows=_carries_rows, before_transpose=rotary_before_head_split,
+          decode_rotation=_decode_rotation)
 def lower_rotary_embedding(node, target):
     return rotary_kernels(node, target, x=node.inputs[0], cos=node.inputs[1], sin=node.inputs[2],
                           position_ids=node.input(3),
@@ -300,7 +315,8 @@ def _contrib_attrs(node) -> None:
           dtypes_doc=DTYPES,
           limits=LIMITS + "; is_packed_batching 1; scale other than 1",
           output_shape=shape_of_input0, magnitude=_magnitude, reads_columns=(0,), joins=_joined,
-          stores_rows=_stores_rows, carries_rows=_carries_rows, decode_rotation=_decode_rotation)
+          stores_rows=_stores_rows, carries_rows=_carries_rows, before_transpose=rotary_before_head_split,
+          decode_rotation=_decode_rotation)
 def lower_contrib_rotary_embedding(node, target):
     """Inputs (input, position_ids, cos_cache, sin_cache): position_ids are [B, S] positions or
     one start position for the whole batch."""

@@ -37,7 +37,8 @@ from .sink_row_selection import sink_row_selection
 from .split_large_weights import split_large_weights
 from .split_parts import read_split_parts_in_place
 from .store_casts import absorb_store_casts
-from .transposes_in_place import normalize_across_transposes, read_transposes_in_place, store_transposes_in_producers
+from .transposes_in_place import (normalize_across_transposes, read_transposes_in_place, store_transposes_in_producers,
+                                  take_transposes_into_layouts)
 from .views import make_views
 
 # Repeated per-layer work (a mask, a cast) is merged first, so every later pass sees it once.
@@ -48,6 +49,8 @@ from .views import make_views
 # embeddings fuse while their head splits are still Reshape and Transpose nodes. The pattern
 # fusions (LayerNorm, attention) read ONNX ops, so they run before to_elementwise turns those
 # into expression nodes, and after make_views, so a Reshape is no step of a chain;
+# take_transposes_into_layouts, once Transposes that move nothing are views, leaves a prompt's
+# head splits to the layouts of their readers, so that its projections merge as a decode step's;
 # merge_projections and move_row_transposes hand attention one packed Q/K/V projection, as GPT-2's
 # export has, and Transposes it reads as strides; merged first, so that a Transpose the three
 # projections read (HF Swin's window partition) moves across the one product.
@@ -61,7 +64,7 @@ from .views import make_views
 # decode step's cache writes and rotation into the kernels around them. place_concat_inputs comes last: it
 # places values in memory, once the graph's nodes are final.
 PIPELINE = [merge_common_subexpressions, quantize_weights, pack_quantized_matmuls, expand_contrib_attention, expand_group_query_attention, expand_onnx_attention, merge_common_subexpressions, rewrite_einsum, rewrite_gather_nd, rewrite_scatter_elements, fuse_rotary, roll_slices, merge_interleaved_slices, sink_row_selection, make_views, drop_empty_results, slice_products, fold_batchnorm,
-            split_large_weights, fuse_layernorm, fuse_gelu, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
+            split_large_weights, fuse_layernorm, fuse_gelu, take_transposes_into_layouts, merge_projections, move_row_transposes, read_split_parts_in_place, fuse_attention,
             bound_cache_reads, scale_products, apply_precision, quantize_cache, to_elementwise, remove_dead_nodes, fuse_elementwise_chains,
             normalize_across_transposes, read_transposes_in_place, fuse_epilogues, absorb_store_casts, store_transposes_in_producers, normalize_in_products, scatter_in_place, store_rows_in_cache, rotate_in_attention, materialize_outputs, place_concat_inputs]
 

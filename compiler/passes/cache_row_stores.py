@@ -1,13 +1,13 @@
-"""A cache update whose rows one kernel computes (a decode step's rotated keys: the rotary
-embedding's output, which the KV cache's TensorScatter alone reads) is stored by that kernel
-into the cache's rows itself: the cache write's dispatch goes, and with it the barrier between
+"""A cache update whose rows one kernel computes (the rotated keys: the rotary embedding's output,
+which the KV cache's TensorScatter alone reads, a decode step's row or a prompt's rows read
+through their head split) is stored by that kernel into the cache's rows itself: the cache write's dispatch goes, and with it the barrier between
 the two. Taken where the update (its op declares `writes_rows`) is written in place
 (passes/in_place_scatter.py) and its producer's op declares `stores_rows` and takes this one;
 otherwise the update kernel stays. The fused kernel runs after the cache's own producer, if it
 has one (a cast of a float32 cache input), so that it writes the rows last.
 
-A cache update that is columns of a packed projection's rows (a decode step's V rows, right
-after Q's and K's), written in place, is carried into its cache by the kernel that reads the
+A cache update that is columns of a packed projection's rows (V's rows, right after Q's and
+K's), written in place, is carried into its cache by the kernel that reads the
 columns before them and already stores the other cache's rows, where that node's op declares
 `carries_rows` and takes it (the rotary embedding of Q and K): V's cache write goes too.
 
@@ -27,7 +27,7 @@ def store_rows_in_cache(graph: Graph) -> Graph:
         found = rows(node) if rows is not None else None
         if found is None:
             continue
-        update, indices, axis, mode = found
+        update, indices, axis, mode, perm = found
         cache, out, result = node.inputs[0], node.outputs[0], update.root()
         producer = result.producer
         # the update is the producer's result, or a view of all of it (a head split)
@@ -36,7 +36,7 @@ def store_rows_in_cache(graph: Graph) -> Graph:
             continue
         stores = fact(producer, "stores_rows")
         index = next(i for i, o in enumerate(producer.outputs) if o is result)
-        fused = stores(producer, index, update, out, indices, axis, mode) if stores is not None else None
+        fused = stores(producer, index, update, out, indices, axis, mode, perm) if stores is not None else None
         if fused is None:
             continue
         # The fused node runs where the producer ran, unless the cache is computed after that (a
@@ -70,7 +70,7 @@ def _carry_column_rows(graph: Graph) -> bool:
         cache, out = node.inputs[0], node.outputs[0]
         if found is None or out.alias_of is not cache:
             continue
-        packed, columns, indices, axis, mode = found
+        packed, columns, indices, axis, mode, perm = found
         at = graph.nodes.index(node)
         # (links are stale until the relink: a carrier fused already is no longer in the list)
         for carrier in (c for c in packed.consumers if c in graph.nodes):
@@ -78,7 +78,7 @@ def _carry_column_rows(graph: Graph) -> bool:
             where = graph.nodes.index(carrier)
             if carries is None or where > at or _touched_between(graph, cache, where, at, node):
                 continue
-            fused = carries(carrier, columns, out, indices, axis, mode)
+            fused = carries(carrier, columns, out, indices, axis, mode, perm)
             if fused is not None:
                 graph.nodes[where] = fused
                 graph.nodes.remove(node)

@@ -29,7 +29,7 @@ HEAD_SPLIT = [0, 2, 1, 3]
 
 
 def fuse_rotary(graph: Graph) -> Graph:
-    halves: dict[tuple, list[Value]] = {}   # rotations of the same tables share their halves
+    halves: dict = {}   # rotations of the same tables share their halves (and the zero start)
     for add in [n for n in graph.nodes if is_onnx(n, "Add")]:
         match = _match(graph, add)
         if match is not None:
@@ -151,8 +151,8 @@ def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.nda
         return _const(f"{name}/{what}", array)
 
     gathered = []
-    if positions is None:
-        start = const("start", np.zeros(1, np.int64))
+    if positions is None:  # one start for all, so that Q's and K's rotations join (split_parts.py)
+        start = halves.setdefault("start", const("start", np.zeros(1, np.int64)))
     else:  # the gathered rows' positions as [1, S]
         start = Value(f"{name}/positions", positions.dtype, (1, s))
         gathered = [Node("Reshape", f"{name}/positions", [positions, const("positions_shape", [1, s])], [start],

@@ -10,9 +10,9 @@ points are per output column, so the merged weight is theirs one after the other
 Only projections whose results feed matmuls through views, Transposes and scalings by a constant
 right before the product (which fuse_attention takes over), or ops that read their columns of the
 merged product in place (a rotary embedding, a cache write: passes/split_parts.py; a decode
-step's head split is a view), alone are merged: where another op (a GLU's gate, Whisper's scaling
-before the head split, a prompt's head-split Transpose before a rotary embedding) reads one, the
-Split would become copy kernels. A merged weight over what every device binds stays apart.
+step's head split is a view, a prompt's a Transpose that passes/transposes_in_place.py took into
+its readers' layouts before), alone are merged: where another op (a GLU's gate, Whisper's scaling
+before the head split) reads one, the Split would become copy kernels. A merged weight over what every device binds stays apart.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before fuse_attention.
 """

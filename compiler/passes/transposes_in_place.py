@@ -14,14 +14,26 @@
   downsampling layers), where its op can normalize an axis in place (`normalizes_axis_in_place`),
   normalizes that axis of the first Transpose's input: both Transposes go (`normalized_axis`).
 
+- take_transposes_into_layouts: a Transpose that one node alone reads, where that node's op
+  reads the input at strides of its own (`reads_permuted`: attention's Q, K and V, a cache
+  write's update), goes into its layout; one that alone reads a result whose op writes it at
+  strides (`stores_permuted`: attention's output), into its store; and a node whose op commutes
+  with the Transpose (`before_transpose`: a rotary embedding of a head split, per token and
+  head) computes on the Transpose's input, the Transpose moving after it to the next reader. A
+  prompt's head split of Q, K and V and its merge after attention cost no copy, and Q's, K's and
+  V's projections, read only by rotary embeddings and cache writes in place, merge
+  (passes/merge_projections.py) as a decode step's do, where the split of one token is a view.
+
 ConvNeXt's blocks have one of each of the first two: the depthwise convolution's NCHW result permuted to
 channels-last for the LayerNorm and the Linears, whose result is permuted back to NCHW for the
 layer scale and the residual add (which fuse_epilogues then takes into the second Linear's store,
 stored permuted). read_transposes_in_place runs once the elementwise chains are fused, before
-fuse_epilogues; store_transposes_in_producers once the epilogues are (producers are final)."""
+fuse_epilogues; store_transposes_in_producers once the epilogues are (producers are final);
+take_transposes_into_layouts on ONNX nodes, once Transposes that move nothing are views, before
+merge_projections."""
 from __future__ import annotations
 
-from ..ir import Graph, is_onnx
+from ..ir import Graph, Node, is_onnx
 from ..registry import fact
 
 
@@ -85,6 +97,52 @@ def normalize_across_transposes(graph: Graph) -> Graph:
         node.inputs[0], node.outputs[0] = first.inputs[0], second.outputs[0]
         gone += [first, second]
     return _without(graph, gone)
+
+
+def take_transposes_into_layouts(graph: Graph) -> Graph:
+    # a rotary embedding moved before its Transpose hands it to the next reader: again until none moves
+    changed = True
+    while changed:
+        changed = False
+        for t in [n for n in graph.nodes if _copying_transpose(n)]:
+            if _take(graph, t):
+                graph.relink()
+                changed = True
+    return graph
+
+
+def _take(graph: Graph, t) -> bool:
+    """Whether the Transpose t went into its reader's or its producer's layout, or moved after
+    its reader."""
+    x, y, perm = t.inputs[0], t.outputs[0], _perm(t)
+    reader = y.consumers[0] if len(y.consumers) == 1 else None
+    if reader is not None and graph.used_only_by(y, reader) and sum(v is y for v in reader.inputs) == 1:
+        slot = reader.inputs.index(y)
+        reads, before = fact(reader, "reads_permuted"), fact(reader, "before_transpose")
+        taken = reads(reader, slot, perm, x) if reads is not None else None
+        if taken is not None:
+            return _replace(graph, [t, reader], [taken])
+        moved = before(reader, perm, x) if before is not None and slot == 0 else None
+        if moved is not None:
+            node, result = moved
+            after = Node("Transpose", t.name, [result], [reader.outputs[0]], {"perm": perm}, sources=t.sources)
+            return _replace(graph, [t, reader], [node, after])
+    producer = x.producer
+    stores = fact(producer, "stores_permuted") if producer is not None else None
+    if stores is not None and x.alias_of is None and producer.outputs[0] is x and graph.used_only_by(x, t):
+        taken = stores(producer, perm, y)
+        if taken is not None:
+            return _replace(graph, [producer, t], [taken])
+    return False
+
+
+def _replace(graph: Graph, old: list, new: list) -> bool:
+    """The nodes `old` replaced by `new` where the last of them stood (all they read is computed
+    by then)."""
+    at = max(i for i, n in enumerate(graph.nodes) if any(n is o for o in old))
+    keep = [not any(n is o for o in old) for n in graph.nodes]
+    graph.nodes = [n for n, k in zip(graph.nodes[:at], keep) if k] + new + graph.nodes[at + 1:]
+    return True
 
 
 def _without(graph: Graph, gone: list) -> Graph:

@@ -116,12 +116,24 @@ def test_decode_step_merges_qkv(weights):
         assert_close(name, got[name], ref[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
 
 
-def test_prompt_keeps_qkv_apart():
-    """At 4 tokens the head split is a Transpose that a rotary embedding reads: Q, K and V stay
-    three products (a Split would need copies)."""
+@pytest.mark.parametrize("weights", [None, "int4"])
+def test_prompt_merges_qkv(weights):
+    """At 4 tokens the head split is a Transpose: the rotary embeddings move before it and the
+    attention and V's cache write read it as strides (passes/transposes_in_place.py), so Q, K and
+    V are one product here too; against onnxruntime."""
+    from bundles import read_bundle
+    from tests.harness import assert_close, run_bundle, run_onnxruntime
     from tests.llm_models import tiny_llama
-    graph = _decode_step(tiny_llama(layers=1, context=16), s=4)[0]
-    assert [n.name for n in graph.nodes if n.op_type == "MatMul"][:3] == ["layers.0.q", "layers.0.k", "layers.0.v"]
+    from tests.quantized_onnx import quantized_onnx
+    llama = tiny_llama(layers=1, context=16)
+    graph, bundle, feeds = _decode_step(llama, weights, s=4)
+    products = [n.name for n in graph.nodes if n.op_type in ("MatMul", "MatMulNBits")]
+    assert products[0] == "layers.0.q+layers.0.k+layers.0.v/matmul"
+    assert "Transpose" not in {n.op_type for n in graph.nodes}
+    oracle = quantized_onnx(llama, read_bundle(bundle).manifest) if weights else llama
+    got, ref = run_bundle(bundle, feeds)[0], run_onnxruntime(oracle, feeds)
+    for name in ref:
+        assert_close(name, got[name], ref[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("weights", ["int4", "int8"])

@@ -7,7 +7,8 @@ device's kernels, the generic profile's and the nvidia profile's (its tensor cor
 float32 and float16; the torchvision ConvNeXt fixture's block transposes and adds all gone. A
 product read only by a Transpose stores permuted too. Where a Transpose's result is read
 elsewhere too, or its producer cannot store permuted (a convolution that is not depthwise), it
-stays a copy."""
+stays a copy. A prompt's head splits around ONNX's Attention (rotary embeddings of Q and K
+between) are the attention's strides: no copy."""
 from collections import Counter
 from pathlib import Path
 
@@ -188,3 +189,62 @@ def test_product_read_both_transposed_and_not(rng):
     feeds = {"x": rng.standard_normal([1, 4, 4, 6]).astype(np.float32)}
     with load(compile_model(model, target="generic")) as m:
         assert_close("z", m.run(feeds)["z"], run_onnxruntime(model, feeds)["z"], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
+
+def head_split_attention(*, s=6, heads=4, kv_heads=2, d=16, rotary=False, qt_output=False) -> onnx.ModelProto:
+    """A prompt's attention as ONNX writes it: Q, K and V [1, S, heads * d] split into heads
+    (Reshape, Transpose to [1, H, S, d]), ONNX's Attention (causal), its output merged back
+    (Transpose, Reshape); rotary: Q and K rotated after their head split (RotaryEmbedding of the
+    4-D heads, positions 3 ..); qt_output: Q's head split is an output too."""
+    g = GraphBuilder("head_split_attention")
+    rows = {"q": heads, "k": kv_heads, "v": kv_heads}
+    half = d // 2
+    angles = np.outer(np.arange(16), 1.0 / 10000 ** (np.arange(half) / half))
+    cos, sin = g.const("cos", np.cos(angles).astype(np.float32)), g.const("sin", np.sin(angles).astype(np.float32))
+    positions = g.const("positions", (3 + np.arange(s))[None].astype(np.int64))
+    split = {}
+    for name, h in rows.items():
+        x = g.input(name, [1, s, h * d])
+        t = g.node("Transpose", [g.node("Reshape", [x, g.const("shape", np.array([1, s, h, d], np.int64))])],
+                   perm=[0, 2, 1, 3], out=f"{name}t")
+        if rotary and name != "v":
+            t = g.node("RotaryEmbedding", [t, cos, sin, positions])
+        split[name] = t
+    att = g.node("Attention", [split["q"], split["k"], split["v"]], is_causal=1)
+    merged = g.node("Transpose", [att], perm=[0, 2, 1, 3])
+    g.node("Reshape", [merged, g.const("shape", np.array([1, s, heads * d], np.int64))], out="y")
+    outputs = ["y", "qt"] if qt_output else ["y"]
+    graph = helper.make_graph(g.nodes, g.name, g.inputs, [tensor_info(o, None) for o in outputs], initializer=g.inits)
+    return make_model(graph, opset=24)
+
+
+@pytest.mark.parametrize("rotary", [False, True])
+@pytest.mark.parametrize("target, precision", [("generic", "fp32"), ("nvidia-emulated", "fp16")])
+def test_head_splits_go_into_attention_layouts(rotary, target, precision, rng):
+    """take_transposes_into_layouts: attention reads Q, K and V where the Transposes' inputs lie
+    and writes its output merged; rotary embeddings of the head splits rotate [1, S, heads * d]
+    before them. No copy; against onnxruntime."""
+    model = head_split_attention(rotary=rotary)
+    target = emulating_cooperative_matrix(TARGETS["nvidia"]) if target == "nvidia-emulated" else target
+    bundle, kernels = compile_with_kernels(model, target=target, precision=precision)
+    assert _copies(kernels) == 0
+    assert Counter(k.template for k in kernels)["rotary"] == (2 if rotary else 0)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    with load(bundle) as m:
+        got = m.run(feeds)
+    tol = dict(rtol_l2=1e-5, rtol=1e-4, atol=1e-5) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
+    assert_close("y", got["y"], run_onnxruntime(model, feeds)["y"], **tol)
+
+
+def test_head_split_read_elsewhere_stays_a_copy(rng):
+    """Q's head split, an output too, is copied once (for the output); the attention reads it."""
+    model = head_split_attention(rotary=True, qt_output=True)
+    bundle, kernels = compile_with_kernels(model, target="generic")
+    assert _copies(kernels) == 1
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    with load(bundle) as m:
+        got = m.run(feeds)
+    ref = run_onnxruntime(model, feeds)
+    for name in ("y", "qt"):
+        assert_close(name, got[name], ref[name], rtol_l2=1e-5, rtol=1e-4, atol=1e-5)
