@@ -65,9 +65,11 @@ def test_unsplit_attention_rotates_too():
         assert_close(name, got[name], want[name], **F32)
 
 
-@pytest.mark.parametrize("target", ["generic", NVIDIA_32K], ids=["generic", "nvidia-32k"])
-@pytest.mark.parametrize("position", [5, 64, 150])
-@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("target, position, precision", [
+    ("generic", 5, "fp32"), ("generic", 64, "fp32"), ("generic", 150, "fp32"), ("generic", 64, "fp16"),
+    (NVIDIA_32K, 150, "fp16"), (NVIDIA_32K, 5, "fp32")],
+    ids=["generic-5-fp32", "generic-64-fp32", "generic-150-fp32", "generic-64-fp16", "nvidia-32k-150-fp16",
+         "nvidia-32k-5-fp32"])
 def test_step_against_onnxruntime(llama, target, position, precision):
     bundle = compile_model(llama, input_shapes={"input_ids": [1, 1]}, target=target, state="none",
                            precision=precision)
