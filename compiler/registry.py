@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import onnx
 
-from .errors import CompileError
+from .errors import CompileError, UnsupportedOpsError
 from .ir import Node, Value
 
 FLOAT32 = ("float32",)
@@ -333,3 +333,16 @@ def check_dtypes(rule: OpRule, node: Node) -> None:
             raise CompileError(f"{node.op_type} '{node.name}' computes on {dtype} tensor '{v.name}' "
                                f"at run time; {DTYPE_PHRASE} {node.op_type} on {dtype} in this "
                                f"version ({', '.join(rule.dtypes)} only).")
+
+
+def lower_node(node, target, opset: int) -> list:
+    """The Kernels of one node: its rule at the graph's opset, after the rule's dtype check.
+    `vkc check` calls this too, so it refuses a node exactly as compiling would."""
+    rule = find_rule(node.op_type, node.domain, opset)
+    if rule is None:
+        raise UnsupportedOpsError({node.op_type: [node.name]})
+    if rule.lower is None:
+        raise CompileError(f"{node.op_type} '{node.name}' reached lowering, but {rule.module} "
+                           f"should have {rule.handled_by or 'removed it'} (a vkc bug).")
+    check_dtypes(rule, node)
+    return rule.lower(node, target)

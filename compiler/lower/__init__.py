@@ -6,8 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..errors import CompileError, UnsupportedOpsError
-from ..registry import check_dtypes, find_rule
+from ..registry import lower_node
 from .concat import write_slices_with_shifted_stores
 from .slice import read_slices_with_shifted_loads
 from .counters import zero_counters
@@ -15,19 +14,6 @@ from .kernel import Kernel
 
 for _info in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_info.name}")
-
-
-def lower_node(node, target, opset: int) -> list[Kernel]:
-    """The Kernels of one node: its rule at the graph's opset, after the rule's dtype check.
-    `vkc check` calls this too, so it refuses a node exactly as compiling would."""
-    rule = find_rule(node.op_type, node.domain, opset)
-    if rule is None:
-        raise UnsupportedOpsError({node.op_type: [node.name]})
-    if rule.lower is None:
-        raise CompileError(f"{node.op_type} '{node.name}' reached lowering, but {rule.module} "
-                           f"should have {rule.handled_by or 'removed it'} (a vkc bug).")
-    check_dtypes(rule, node)
-    return rule.lower(node, target)
 
 
 def lower_graph(graph, target) -> list[Kernel]:

@@ -67,7 +67,7 @@ import numpy as np
 from ..dtypes import TYPES, float_literal, kernel_types, texel_format
 from ..errors import CompileError
 from ..ir import Node, Value
-from ..registry import check_dtypes, find_rule
+from ..registry import lower_node
 from ..magnitudes import attention_logits, weighted_average
 from .attention_split import CHUNK_STEP, combine, partials, split_kv
 from .coopmat_emulation import emulation_shared_bytes
@@ -306,9 +306,7 @@ def _lower_rotating(node, target) -> list[Kernel]:
     cooperative-matrix kernel) the two nodes' kernels."""
     r = node.attrs["rotary"]
     rope, plain = r["unfused"]
-    rule = find_rule(rope.op_type, rope.domain, r["opset"])
-    check_dtypes(rule, rope)
-    rotations = rule.lower(rope, target)  # its checks hold either way
+    rotations = lower_node(rope, target, r["opset"])  # its checks hold either way
     kernels = lower_attention(plain, target)
     k = kernels[0]
     if len(kernels) != 1 or k.template != "attention_tiled":
