@@ -224,6 +224,13 @@ class Graph:
                 return False
         return True
 
+    def read_between(self, values, first: int, last: int, *, besides: Node | None = None) -> bool:
+        """Whether a node strictly between positions `first` and `last`, other than `besides`,
+        reads the bytes of any of `values` (through one of them or a view)."""
+        family = {id(w) for v in values for w in self.family(v)}
+        return any(n is not besides and any(v is not None and id(v) in family for v in n.inputs)
+                   for n in self.nodes[first + 1:last])
+
     def sole_consumer(self, v: Value) -> Node | None:
         """v's only reader, when v is read by exactly one node and by nothing else (no view of
         it, not a graph output): an intermediate a fusion may take in."""

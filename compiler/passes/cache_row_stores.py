@@ -93,6 +93,4 @@ def _touched_between(graph: Graph, cache, first: int, last: int, writer) -> bool
     maker = cache.root().producer
     if maker is not None and graph.nodes.index(maker) >= first:
         return True
-    family = {id(v) for v in graph.family(cache)}
-    return any(n is not writer and any(v is not None and id(v) in family for v in n.inputs)
-               for n in graph.nodes[first + 1:last])
+    return graph.read_between([cache], first, last, besides=writer)

@@ -28,8 +28,7 @@ def rotate_in_attention(graph: Graph) -> Graph:
         if rotation is None or q is not rotary.outputs[0] or not graph.used_only_by(q, node):
             continue
         first, at = graph.nodes.index(rotary), graph.nodes.index(node)
-        caches = {id(v) for o in rotary.outputs[1:] for v in graph.family(o)}
-        if any(v is not None and id(v) in caches for n in graph.nodes[first + 1:at] for v in n.inputs):
+        if graph.read_between(rotary.outputs[1:], first, at):
             continue
         fused = absorbs(node, rotary, rotation, graph.opset)
         if fused is None:

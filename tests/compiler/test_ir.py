@@ -62,3 +62,15 @@ def test_text_attributes_decode_onnx_bytes():
     node = Node("Pad", "pad", [], [], {"mode": b"reflect", "other": "edge"})
     assert node.text("mode") == "reflect" and node.text("other") == "edge"
     assert node.text("missing", "constant") == "constant" and node.text("missing") is None
+
+
+def test_read_between_sees_views_and_only_the_nodes_strictly_between():
+    x, y, z, w = _value("x"), _value("y"), _value("z"), _value("w")
+    view = _value("x/view")
+    view.alias_of = x
+    nodes = [Node("Relu", "a", [x], [y]), Node("Neg", "b", [view], [z]), Node("Abs", "c", [x], [w])]
+    graph = Graph(nodes, [x], [z, w], opset=17)
+    assert graph.read_between([x], 0, 2)                          # b reads x through its view
+    assert not graph.read_between([x], 0, 2, besides=nodes[1])    # ... unless b is set aside
+    assert not graph.read_between([x], 0, 1)                      # nothing strictly between
+    assert not graph.read_between([y], 0, 3)                      # y's reader is none of them
