@@ -184,11 +184,14 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         template, (params, groups, extra) = "matmul_coopmat2", coop2
         split, depth = 1, K
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
-                                                          b_mode, batches, b_row_elements or N)):
+                                                          b_mode, batches, b_row_elements or N, paired or 0)):
         template, (params, groups, extra) = "matmul_coopmat", coop
+        # A pair's slices would add two products' partial sums: it takes deeper K steps instead.
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
-            if _coopmat_splits(params) and not _short_k(target, K, params["LK"], groups) else (1, K)
+            if _coopmat_splits(params) and not paired and not _short_k(target, K, params["LK"], groups) else (1, K)
+        if paired:
+            spec.append(("PAIR", "int32", paired))
     elif (gemv := _gemv_params(target, M, N, K, strides, b_mode, coords, batches, types["AB"].vec4,
                                paired or 0, bool(norm))) is not None:
         template, params, groups, extra, (split, depth) = gemv
@@ -206,7 +209,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                               types, b_row_elements or N)
         split, depth = _split_k(target, groups, K, params["BK"],
                                 max(target.min_workgroups, target.splitk_workgroups))
-    if (paired or norm) and template != "matmul_gemv":
+    if (paired and template not in ("matmul_gemv", "matmul_coopmat")) or (norm and template != "matmul_gemv"):
         return None
     norm_scale = []   # the norm's scale: a binding after all others, the epsilon a constant
     if norm:
@@ -335,12 +338,14 @@ def coopmat_workgroups(target) -> int:
     return target.coopmat_workgroups or target.min_workgroups
 
 
-def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
+def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row, pair=0):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
     float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
     min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
     it least (larger tiles load less per product: an im2col convolution on 32x32 tiles runs at a
     third of the rate of 64x64 ones); else the smallest, and split-K adds workgroups.
+    pair: B holds two products' weights, the second `pair` columns after the first: a tile of
+    B is half each's (tiles of an even SN), the output BN / 2 columns a workgroup.
     None where no tile fits the device (today's kernels then)."""
     shape = coopmat_shape(target, a, b, c)
     if shape is None:
@@ -362,12 +367,17 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
     a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
     b_vec = 1 if b_mode == "im2col" else \
         vec("SB_N", "SB_K", b_row, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
+    while pair and b_rows and b_vec > 1 and (pair % b_vec or N % b_vec):   # a vector within one product
+        b_vec //= 2 if b_vec == 8 else 4
     def shared_bytes(bm, bn, bk, wm, wn):
         a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
         b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))
-        return 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln
+        return 2 * target.coopmat_stages * (a_tile + b_tile) + 4 * wm * wn * lm * ln * (2 if pair else 1)
     def fit(wm, wn, sm, sn, depths):
         bm, bn, threads = wm * sm * lm, wn * sn * ln, wm * wn * target.subgroup_size
+        out_n = bn // 2 if pair else bn
+        if pair and sn % 2:
+            return None
         # im2col: every invocation fetches one column of B at every K step.
         bk = next((d for d in depths if shared_bytes(bm, bn, d, wm, wn) <= target.max_shared_memory),
                   None)
@@ -376,12 +386,12 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row):
             return None
         shared = shared_bytes(bm, bn, bk, wm, wn)
         loads = bm * bk // (a_vec * threads) + bk * bn // (b_vec * threads)
-        groups = (-(-N // bn), -(-M // bm), batches)
-        return (dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn,
+        groups = (-(-N // out_n), -(-M // bm), batches)
+        return (dict(LM=lm, LN=ln, LK=lk, BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, SM=sm, SN=sn, PAIRED=bool(pair),
                      SUBGROUP=target.subgroup_size, PAD=COOPMAT_PAD, STAGES=target.coopmat_stages,
                      A_MAJOR="row" if a_rows else "col", B_MAJOR="row" if b_rows else "col",
                      A_VEC=a_vec, B_VEC=b_vec, b_mode=b_mode, AB=FLOAT16_NATIVE,
-                     aligned=M % bm == 0 and N % bn == 0 and K % bk == 0,
+                     aligned=M % bm == 0 and N % out_n == 0 and K % bk == 0,
                      DEEP_PREFETCH=target.coopmat_stages == 1 and loads <= target.coopmat_deep_prefetch,
                      emulate_coopmat=target.emulate_cooperative_matrix),
                 groups, dict(local_size=(threads, 1, 1),

@@ -17,8 +17,9 @@ invocation, alone), so each weight word is read once per M_TILE tokens. A prompt
 Either stores through a fused epilogue (passes/fuse_epilogues.py: a SwiGLU gate, a residual
 add, a cast to float32 after a float16 product), as the float products do. A paired product
 (passes/paired_products.py: two products' packed weights one after the other, SwiGLU's gate and
-up) takes ROWS / 2 output columns a workgroup, each from a row of both; a prompt's tiled GEMM
-computes the two apart (lower/paired.py).
+up) takes ROWS / 2 output columns a workgroup, each from a row of both; a prompt's
+cooperative-matrix GEMM computes both from one dequantized scratch, the other GEMMs the two
+apart (lower/paired.py).
 """
 from __future__ import annotations
 
@@ -147,10 +148,11 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and _rows_of_one_matrix(node, out_shape, m):
         gemm = dict(a=a, m=m, k=k, bits=bits, block_size=block_size, out_shape=out_shape)
         if scratch.nbytes <= GUARANTEED_BINDING_BYTES:
-            if paired:  # the tiled GEMM computes one product
+            kernels = _dequantized_gemm(node, target, b=b, scales=scales, zero_points=zero_points, w=scratch,
+                                        y=node.outputs[0], n=n, paired=paired, **gemm)
+            if kernels is None:  # a pair, and the tiled GEMM computes one product
                 return [k for half in unpaired(node, _weight_rows) for k in lower_matmul_nbits(half, target)]
-            return _dequantized_gemm(node, target, b=b, scales=scales, zero_points=zero_points, w=scratch,
-                                     y=node.outputs[0], n=n, **gemm)
+            return kernels
         if parts := _row_parts(node, b, scales, zero_points, n, k, a.dtype, paired):
             return [kernel for part in parts for kernel in _dequantized_gemm(node, target, **part, **gemm)]
     weights = dict(BITS=bits, PER_WORD=32 // bits, BLOCKS=blocks, WORDS_PER_BLOCK=block_size * bits // 32,
@@ -272,23 +274,29 @@ def _row_parts(node, b, scales, zero_points, n: int, k: int, dtype, paired) -> l
 
 
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n, bits, block_size, out_shape,
-                      row_stride=None):
+                      row_stride=None, paired=None):
     """A prompt's product: W dequantized into scratch ([N, K], A's dtype: a word of W an
     invocation, stores along W's rows), then the tiled GEMM reading it as Bᵀ, each weight once
     per tile of rows instead of once per M_TILE rows. (Dequantized as [K, N], the scratch took
     the GEMM as long and its writes 1.6-5x as long on an H100.) row_stride: Y's rows are this
-    many elements apart (N where Y is all of the output)."""
+    many elements apart (N where Y is all of the output). paired: W's rows are two products'
+    (`paired` each), computed together where the GEMM kernel can (the cooperative-matrix one);
+    None where it cannot."""
+    columns = paired or n
+    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
+                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=row_stride or columns, SC_N=1)  # B [N, K]: Wᵀ
+    gemm = tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=columns, K=k, batch0=1, batch1=1, strides=strides,
+                        coords="matmul", out_shape=out_shape, paired=paired,
+                        rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
+    if gemm is None:
+        return None
     blocks = -(-k // block_size)
     dequantize = dequantize_rows(node, target, data=b, scales=scales, zero_points=zero_points,
                                  y=w, idx=None, rows=n, k=k, row_stride=blocks * block_size,
                                  bits=bits, block=block_size,
                                  zp_row=-(-blocks * bits // 8) * 8 // bits, signed=False,
                                  default_zp=2 ** (bits - 1))
-    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=row_stride or n, SC_N=1)  # B [N, K]: Wᵀ
-    return dequantize + tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=n, K=k,
-                                     batch0=1, batch1=1, strides=strides, coords="matmul",
-                                     out_shape=out_shape, rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
+    return dequantize + gemm
 
 
 @register("MatMulNBits", domain=MS, dtypes=None, float16=True, constant_inputs=(1, 2, 3),

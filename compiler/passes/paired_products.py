@@ -8,9 +8,10 @@ In the epilogue the first product's column is ("acc",), the second's ("acc", 1);
 Both products must be unfused so far, of one product_kind (a constant 2-D weight, or one packing
 of a block-quantized weight), have the expression as their one reader and the expression's shape,
 and the merged weight fit one binding. The op declares `pairs` (lower/matmul.py,
-lower/matmul_nbits.py): its GEMV kernels compute both columns in one workgroup; where the kernel
-that fits cannot (a prompt's tiled GEMM, a CPU profile's), the lowering computes the second
-product first, into scratch, for the first's epilogue to read (lower/paired.py).
+lower/matmul_nbits.py): its GEMV kernels compute both columns in one workgroup, and a prompt's
+cooperative-matrix GEMM both products' tiles in one workgroup; where the kernel that fits cannot
+(a prompt's tiled GEMM, a CPU profile's), the lowering computes the second product first, into
+scratch, for the first's epilogue to read (lower/paired.py).
 """
 from __future__ import annotations
 

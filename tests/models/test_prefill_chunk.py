@@ -7,9 +7,9 @@ readers' layouts, passes/transposes_in_place.py); one rotary kernel for Q's and 
 it (passes/split_parts.py), storing K's rows into its cache and copying V's into theirs
 (passes/cache_row_stores.py); attention, reading Q and writing its output at the strides of the
 head split and merge; the output
-projection with the residual add in its store; the norm; gate and up (two kernels: the
-cooperative-matrix product pairs no products); the down projection with the residual add in
-its store. No copy kernel.
+projection with the residual add in its store; the norm; gate and up as one product storing
+silu(gate) * up (passes/paired_products.py); the down projection with the residual add in its
+store. No copy kernel.
 
 The chunk's logits and caches on this device, against onnxruntime's (the caches as inputs and
 outputs, and kept on the device over two chunks and a step): the generic profile's kernels in
@@ -41,17 +41,18 @@ def test_dispatches(form):
     layer = {"layernorm": 2, "rotary": 1}
     want = Counter({k: LAYERS * n for k, n in layer.items()})
     if form == "in-place":
-        # q/k/v, o, gate, up, down a layer, and the head; the final norm; position ids, keys
+        # q/k/v, o, gate and up, down a layer, and the head; the final norm; position ids, keys
         # filled and their int32 cast
-        want.update({"matmul_coopmat": 5 * LAYERS + 1, "attention_tiled": LAYERS, "layernorm": 1,
+        want.update({"matmul_coopmat": 4 * LAYERS + 1, "attention_tiled": LAYERS, "layernorm": 1,
                      "gather": 1, "elementwise_typed": 3})
     else:
         # (its down projection, of K = 128, is split-K; the first layer's float32 residual)
-        want.update({"matmul_coopmat": 4 * LAYERS + 1, "matmul_tiled": LAYERS, "splitk_reduce": LAYERS,
+        want.update({"matmul_coopmat": 3 * LAYERS + 1, "matmul_tiled": LAYERS, "splitk_reduce": LAYERS,
                      "attention_coopmat": LAYERS, "layernorm": 1, "gather": 1, "elementwise_typed": 4})
     assert +Counter(k.template for k in kernels) == +want
     qkv = [k for k in kernels if any(n.endswith(("q_proj/MatMul", ".q")) for n in k.nodes)]
     assert len(qkv) == LAYERS and all(any(n.endswith(("v_proj/MatMul", ".v")) for n in k.nodes) for k in qkv)
+    assert sum(bool(k.params.get("PAIRED")) for k in kernels) == LAYERS
 
 
 TARGETS_PRECISIONS = [("generic", "fp32"), ("nvidia-emulated", "fp16")]

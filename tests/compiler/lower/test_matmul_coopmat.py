@@ -11,6 +11,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from tests.harness import spirv_target_env, spirv_val, spirv_validate
+from tests.llm_models import swiglu_model
 
 from bundles import read_bundle
 from compiler import codegen
@@ -104,6 +105,9 @@ VARIANTS = {
     "wide_tile_deep_prefetch": (gemm(256, 512, 320), replace(FULL, **WIDE_TILE)),
     # and its 128x128 tile of four subgroups (two workgroups an SM), two K steps in flight
     "paired_tile_deep_prefetch": (gemm(256, 256, 320), replace(FULL, **PAIRED_TILE)),
+    # SwiGLU's gate and up in one product (passes/paired_products.py): whole and ragged tiles
+    "paired_gate_up": (swiglu_model(64, k=64, f=128), NVIDIA),
+    "paired_gate_up_ragged": (swiglu_model(33, k=72, f=30), SINGLE),
 }
 
 
@@ -126,14 +130,15 @@ def test_variants_cover_the_template():
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
                      ("tile", p["BM"], p["BN"]), ("epilogue", p["n_epilogue"] > 0),
-                     ("stages", p["STAGES"]), ("coords", p["coords"]), ("deep", p["DEEP_PREFETCH"])}
+                     ("stages", p["STAGES"]), ("coords", p["coords"]), ("deep", p["DEEP_PREFETCH"]),
+                     ("paired", p["PAIRED"])}
     for want in [("A", "row", 8), ("A", "row", 4), ("A", "row", 1), ("A", "col", 8), ("A", "col", 4),
                  ("B", "row", 8), ("B", "row", 4), ("B", "row", 1), ("B", "col", 8), ("B", "col", 1),
                  ("aligned", True), ("aligned", False),
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
                  ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
                  ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul"),
-                 ("deep", True), ("deep", False)]:
+                 ("deep", True), ("deep", False), ("paired", True), ("paired", False)]:
         assert want in seen, want
 
 
