@@ -119,7 +119,7 @@ def tiled_params(target, M, N, K, strides, b_mode, batches: int, vec4: bool, b_r
 def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coords, out_shape,
                  b_mode="strided", conv_spec=(), own_tail=("acc",), own_operands=(),
                  fused=True, rows_per_batch=None, b_row_elements=None, paired=None,
-                 norm=None) -> list[Kernel] | None:
+                 norm=None, packed=None) -> list[Kernel] | None:
     """The dispatches of one matmul: the device profile picks shared-memory tiles (GPUs) or
     texel-buffer register tiles (texel profiles: CPUs), or register tiles (a few rows, and
     operands over the texel limit); on a GPU a matmul with too few tiles also splits K. `strides` holds SA_*, SB_*, SC_* in elements. fused=False stores the plain products
@@ -132,7 +132,11 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     them together; None where another kernel fits (the caller lowers the two apart then).
     norm: (scale, epsilon) of an RMS normalization of A's rows that the product computes as it
     reads them (passes/normalized_products.py): A is the norm's input, and only the GEMV kernel
-    takes it; None where another kernel fits (the caller normalizes first then)."""
+    takes it; None where another kernel fits (the caller normalizes first then).
+    packed: B is block-quantized weights Wᵀ read as they are packed (b_mode "packed", B bound as
+    32-bit words; lower/matmul_nbits.py): {scales, zero_points (packed uint8 or None), bits,
+    block, blocks, zp_row}; only the cooperative-matrix kernel dequantizes them as it fetches
+    them, so None where another kernel fits (the caller dequantizes W into scratch then)."""
     if fused:
         expr, operands, ep_spec, ep_ops, helpers = build_epilogue(
             node, "conv" if coords.startswith("conv") else "matmul", out_shape, own_tail, own_operands,
@@ -155,13 +159,15 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     # matmul_texel fetches one and four elements a texel.
     texel = (all(texel_format(v.dtype, 1) and texel_format(v.dtype, 4) for v in (a, b, c))
              and texel_reads(target, a, b))
+    if packed and texel:
+        return None
     if texel:
         a, strides = _rows_last(a, M, K, strides)
         b, strides = _padded_columns(b, K, N, b_mode, strides)
     spec = [("M", "int32", M), ("N", "int32", N), ("K", "int32", K), ("BATCH1", "int32", batch1)]
     spec += [(name, "int32", strides[name]) for name in
              ("SA_B0", "SA_B1", "SA_M", "SA_K", "SB_B0", "SB_B1", "SC_B0", "SC_B1", "SC_M", "SC_N")]
-    if b_mode == "strided":
+    if b_mode in ("strided", "packed"):
         spec += [("SB_K", "int32", strides["SB_K"]), ("SB_N", "int32", strides["SB_N"])]
     spec += list(conv_spec)
     store_spec = [(name, "int32", strides[name]) for name in ("PIX", "SC_IMG")] if coords == "conv_cols" else []
@@ -176,7 +182,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
             formats = {3 + j: texel_format(e.dtype) for j, e in enumerate(operands)}
             extra["texel_buffers"] = {**extra["texel_buffers"], **formats}
         split, depth = 1, K
-    elif (coop2 := _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches)):
+    elif (coop2 := None if packed else _coopmat2_params(target, a, b, c, M, N, strides, b_mode, coords, batches)):
         if target.emulate_cooperative_matrix:
             raise CompileError(f"{node.op_type} '{node.name}': target '{target.name}' emulates cooperative "
                                "matrices, and VK_NV_cooperative_matrix2 kernels have no emulation; "
@@ -184,12 +190,15 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
         template, (params, groups, extra) = "matmul_coopmat2", coop2
         split, depth = 1, K
     elif (coop := None if M <= 8 else _coopmat_params(target, a, b, c, M, N, K, strides,
-                                                          b_mode, batches, b_row_elements or N, paired or 0)):
+                                                          b_mode, batches, b_row_elements or N, paired or 0,
+                                                          packed["bits"] if packed else 0)):
         template, (params, groups, extra) = "matmul_coopmat", coop
-        # A pair's slices would add two products' partial sums: it takes deeper K steps instead.
+        # A pair's slices would add two products' partial sums, and packed weights bind their
+        # scales where the slices' sums go: both take deeper K steps instead.
         split, depth = _split_k(target, groups, K, params["BK"], enough=coopmat_workgroups(target),
                                 min_steps=target.coopmat_split_steps) \
-            if _coopmat_splits(params) and not paired and not _short_k(target, K, params["LK"], groups) else (1, K)
+            if _coopmat_splits(params) and not (paired or packed) and not _short_k(target, K, params["LK"], groups) \
+            else (1, K)
         if paired:
             spec.append(("PAIR", "int32", paired))
     elif (gemv := _gemv_params(target, M, N, K, strides, b_mode, coords, batches, types["AB"].vec4,
@@ -209,8 +218,15 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
                                               types, b_row_elements or N)
         split, depth = _split_k(target, groups, K, params["BK"],
                                 max(target.min_workgroups, target.splitk_workgroups))
-    if (paired and template not in ("matmul_gemv", "matmul_coopmat")) or (norm and template != "matmul_gemv"):
+    if (paired and template not in ("matmul_gemv", "matmul_coopmat")) or (norm and template != "matmul_gemv") \
+            or (packed and template != "matmul_coopmat"):
         return None
+    weights = []   # packed weights' scales and zero points: bindings after the epilogue's operands
+    if packed:
+        weights = [packed["scales"]] + ([packed["zero_points"]] if packed["zero_points"] is not None else [])
+        params.update(BITS=packed["bits"], TS=kernel_types(packed["scales"])["T"], has_zp=len(weights) == 2)
+        spec += [("BLOCK", "int32", packed["block"]), ("BLOCKS", "int32", packed["blocks"]),
+                 ("ZP_ROW", "int32", packed["zp_row"])]
     norm_scale = []   # the norm's scale: a binding after all others, the epsilon a constant
     if norm:
         norm_scale = [norm[0]]
@@ -226,7 +242,7 @@ def tiled_matmul(node, target, *, a, b, c, M, N, K, batch0, batch1, strides, coo
     if split == 1:
         return [Kernel(template, dict(params, n_epilogue=len(operands), epilogue_expr=expr,
                                       epilogue_helpers=helpers),
-                       spec + ep_spec, [a, b, c, *operands, *norm_scale], groups=groups,
+                       spec + ep_spec, [a, b, c, *operands, *weights, *norm_scale], groups=groups,
                        flops=batches * M * N * ((4 if paired else 2) * K + ep_ops),
                        # coopmat2's tensor-layout store keeps C's rows 16-byte aligned: no shifted window
                        store_offset=None if template == "matmul_coopmat2" else 2, **common)]
@@ -338,17 +354,19 @@ def coopmat_workgroups(target) -> int:
     return target.coopmat_workgroups or target.min_workgroups
 
 
-def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row, pair=0):
+def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row, pair=0, packed_bits=0):
     """templates/matmul_coopmat.comp.j2 where the device has a cooperative-matrix shape for
     float16 operands: the largest of the profile's workgroup tiles (coopmat_tiles) that gives
     min_workgroups workgroups and pads the output at most COOPMAT_SLACK over the tile that pads
     it least (larger tiles load less per product: an im2col convolution on 32x32 tiles runs at a
     third of the rate of 64x64 ones); else the smallest, and split-K adds workgroups.
     pair: B holds two products' weights, the second `pair` columns after the first: a tile of
-    B is half each's (tiles of an even SN), the output BN / 2 columns a workgroup.
+    B is half each's (tiles of an even SN), the output BN / 2 columns a workgroup. packed_bits:
+    b_mode "packed"'s weight width (4 or 8 bits: a word is one fetch of 8 or 4 elements).
     None where no tile fits the device (today's kernels then)."""
-    shape = coopmat_shape(target, a, b, c)
-    if shape is None:
+    # packed: B's words hold 32 / bits weights along K, dequantized to float16 as they are fetched
+    shape = coopmat_shape(target, a, a if b_mode == "packed" else b, c)
+    if shape is None or (b_mode == "packed" and strides["SB_K"] != 1):
         return None
     lm, ln, lk = shape
     base_k = _coopmat_base_k(target, lk)
@@ -358,15 +376,17 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row, p
     a_batch, b_batch = ("SA_B0", "SA_B1"), ("SB_B0", "SB_B1")
     # Each operand keeps its global layout in shared memory: contiguous along its inner dim.
     a_rows = strides["SA_K"] == 1
-    b_rows = b_mode == "im2col" or strides["SB_N"] == 1
+    b_rows = b_mode == "im2col" or (b_mode != "packed" and strides["SB_N"] == 1)
     # Loads of 8 (16 bytes), 4 or 1 elements along the contiguous dim, as its strides allow.
     def vec(contiguous, other, extent, batch):
         return next(v for v in (8, 4, 1) if v <= target.coopmat_load and (v == 1 or (
             strides[contiguous] == 1 and extent % v == 0 and strides[other] % v == 0
             and all(strides[b] % v == 0 for b in batch))))
     a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
-    b_vec = 1 if b_mode == "im2col" else \
+    b_vec = 1 if b_mode == "im2col" else 32 // packed_bits if b_mode == "packed" else \
         vec("SB_N", "SB_K", b_row, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
+    if b_vec not in (1, 4, 8):
+        return None
     while pair and b_rows and b_vec > 1 and (pair % b_vec or N % b_vec):   # a vector within one product
         b_vec //= 2 if b_vec == 8 else 4
     def shared_bytes(bm, bn, bk, wm, wn):

@@ -12,14 +12,15 @@ so the kernel reads words and extracts 32 / bits weights from each.
 
 Decoding generates one row of A a token (M small): the kernel is a GEMV over rows of W, a
 workgroup reducing ROWS rows of W for up to M_TILE rows of A at once (on CPU profiles an
-invocation, alone), so each weight word is read once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead dequantizes W into scratch memory
-(templates/gather_block_quantized.comp.j2, every row) for the tiled GEMM of lower/matmul.py.
+invocation, alone), so each weight word is read once per M_TILE tokens. A prompt (M >= PROMPT_ROWS) instead takes a GEMM: on tensor cores the
+cooperative-matrix one, dequantizing W's words as it fetches them (4 and 8 bits); elsewhere W is
+dequantized into scratch memory first (templates/gather_block_quantized.comp.j2, every row) for
+the tiled GEMM of lower/matmul.py.
 Either stores through a fused epilogue (passes/fuse_epilogues.py: a SwiGLU gate, a residual
 add, a cast to float32 after a float16 product), as the float products do. A paired product
 (passes/paired_products.py: two products' packed weights one after the other, SwiGLU's gate and
 up) takes ROWS / 2 output columns a workgroup, each from a row of both; a prompt's
-cooperative-matrix GEMM computes both from one dequantized scratch, the other GEMMs the two
-apart (lower/paired.py).
+cooperative-matrix GEMM computes both, the other GEMMs the two apart (lower/paired.py).
 """
 from __future__ import annotations
 
@@ -74,8 +75,8 @@ VECTOR_LOADS = True
 MANTISSA_WEIGHTS = True
 LIMITS = ("g_idx (act-order); bits other than 2, 4, 8; block_size not a power of two from 16; "
           "accuracy_level (ignored: A is never quantized); a packed weight over 128 MiB "
-          "(maxStorageBufferRange); prompts with a bias or float zero points, or a dequantized "
-          "weight over 128 MiB with fused operands, run as repeated GEMV")
+          "(maxStorageBufferRange); prompts with a bias or float zero points, or (without cooperative matrices) a "
+          "dequantized weight over 128 MiB with fused operands, run as repeated GEMV")
 
 
 def _output_shape(shapes: list, attrs: dict, dtypes: list) -> tuple | None:
@@ -147,6 +148,9 @@ def nbits_kernels(node, target, *, a, b, scales, zero_points, bias, k: int, n: i
         return normalized_first(node, target, lower_matmul_nbits)
     if m >= PROMPT_ROWS and bias is None and zp_kind != "float" and _rows_of_one_matrix(node, out_shape, m):
         gemm = dict(a=a, m=m, k=k, bits=bits, block_size=block_size, out_shape=out_shape)
+        if (kernels := _packed_gemm(node, target, b=b, scales=scales, zero_points=zero_points, y=y, n=n,
+                                    paired=paired, **gemm)) is not None:
+            return kernels
         if scratch.nbytes <= GUARANTEED_BINDING_BYTES:
             kernels = _dequantized_gemm(node, target, b=b, scales=scales, zero_points=zero_points, w=scratch,
                                         y=node.outputs[0], n=n, paired=paired, **gemm)
@@ -273,6 +277,28 @@ def _row_parts(node, b, scales, zero_points, n: int, k: int, dtype, paired) -> l
     return parts
 
 
+def _gemm_strides(k: int, row_elements: int, row_stride: int) -> dict:
+    """A prompt's GEMM strides: A [M, K], B = Wᵀ read from W's rows (row_elements apart), Y's rows
+    row_stride apart."""
+    return dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
+                SA_M=k, SA_K=1, SB_K=1, SB_N=row_elements, SC_M=row_stride, SC_N=1)
+
+
+def _packed_gemm(node, target, *, a, b, scales, zero_points, y, m, k, n, bits, block_size, out_shape, paired):
+    """A prompt's product on tensor cores reading W as it is packed: the cooperative-matrix GEMM
+    dequantizes each word of W as it fetches it (templates/matmul_coopmat.comp.j2), so no
+    scratch holds W and no dispatch dequantizes it first. None where that kernel does not fit
+    (no cooperative matrix, 2-bit weights): the dequantized GEMM then."""
+    blocks = -(-k // block_size)
+    columns = paired or n
+    packed = dict(scales=scales, zero_points=buffer_view(zero_points) if zero_points is not None else None,
+                  bits=bits, block=block_size, blocks=blocks, zp_row=-(-blocks * bits // 8) * 8 // bits)
+    return tiled_matmul(node, target, a=a, b=buffer_view(b), c=y, M=m, N=columns, K=k, batch0=1, batch1=1,
+                        strides=_gemm_strides(k, blocks * block_size, columns), coords="matmul",
+                        out_shape=out_shape, paired=paired, packed=packed, b_mode="packed",
+                        rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
+
+
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n, bits, block_size, out_shape,
                       row_stride=None, paired=None):
     """A prompt's product: W dequantized into scratch ([N, K], A's dtype: a word of W an
@@ -283,9 +309,8 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n,
     (`paired` each), computed together where the GEMM kernel can (the cooperative-matrix one);
     None where it cannot."""
     columns = paired or n
-    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                   SA_M=k, SA_K=1, SB_K=1, SB_N=k, SC_M=row_stride or columns, SC_N=1)  # B [N, K]: Wᵀ
-    gemm = tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=columns, K=k, batch0=1, batch1=1, strides=strides,
+    gemm = tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=columns, K=k, batch0=1, batch1=1,
+                        strides=_gemm_strides(k, k, row_stride or columns),
                         coords="matmul", out_shape=out_shape, paired=paired,
                         rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
     if gemm is None:

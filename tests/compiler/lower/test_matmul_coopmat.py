@@ -11,6 +11,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from tests.harness import spirv_target_env, spirv_val, spirv_validate
+from tests.compiler.lower.test_matmul_nbits import nbits_model
 from tests.llm_models import swiglu_model
 
 from bundles import read_bundle
@@ -108,6 +109,10 @@ VARIANTS = {
     # SwiGLU's gate and up in one product (passes/paired_products.py): whole and ragged tiles
     "paired_gate_up": (swiglu_model(64, k=64, f=128), NVIDIA),
     "paired_gate_up_ragged": (swiglu_model(33, k=72, f=30), SINGLE),
+    # block-quantized weights dequantized as they are fetched (lower/matmul_nbits.py): 4 bits
+    # with zero points, 8 without
+    "packed_4bit": (nbits_model([64, 256], 70, zero_points="packed"), NVIDIA),
+    "packed_8bit_ragged": (nbits_model([100, 80], 40, bits=8, block_size=16), SINGLE),
 }
 
 
@@ -138,7 +143,8 @@ def test_variants_cover_the_template():
                  ("split", True), ("split", False), ("b_mode", "im2col"), ("epilogue", True),
                  ("tile", 128, 128), ("tile", 256, 128), ("tile", 32, 32), ("stages", 1), ("stages", 2),
                  ("coords", "conv"), ("coords", "conv_cols"), ("coords", "matmul"),
-                 ("deep", True), ("deep", False), ("paired", True), ("paired", False)]:
+                 ("deep", True), ("deep", False), ("paired", True), ("paired", False), ("b_mode", "packed"),
+                 ("B", "col", 4)]:
         assert want in seen, want
 
 

@@ -1,7 +1,7 @@
 """com.microsoft MatMulNBits against onnxruntime: 2-, 4- and 8-bit weights, block sizes 16 to
 256, zero points absent, packed or float, a bias, K past the last full block, N not a multiple of
-the rows a workgroup takes, decode (one token) and prompt shapes; float32 and float16. The
-packed weight stays packed in the bundle."""
+the rows a workgroup takes, decode (one token) and prompt shapes (on tensor cores, read packed by
+the cooperative-matrix GEMM); float32 and float16. The packed weight stays packed in the bundle."""
 
 from dataclasses import replace
 
@@ -14,8 +14,9 @@ from compiler import compile_model
 from compiler.compile import compile_with_kernels
 from compiler.errors import CompileError
 from compiler.lower import matmul_nbits
-from compiler.targets import TARGETS
-from tests.harness import check_against_onnxruntime, compile_cached
+from compiler.targets import TARGETS, emulating_cooperative_matrix
+from tests.harness import (assert_close, check_against_onnxruntime, compile_cached, random_feeds, run_bundle,
+                           run_onnxruntime)
 from tests.onnx_builders import init, tensor_info
 
 MS = "com.microsoft"
@@ -65,7 +66,8 @@ CASES = [
     pytest.param([1, 1, 256], 64, {"bits": 8, "zero_points": "packed"}, id="8bit-packed-zp"),
     pytest.param([9, 128], 20, {"bits": 8, "block_size": 64}, id="8bit-nine-rows"),
     pytest.param([2, 128], 16, {"bits": 2, "block_size": 16, "zero_points": "packed"}, id="2bit"),
-    # prompts (M >= PROMPT_ROWS): W dequantized into scratch, then the tiled GEMM
+    # prompts (M >= PROMPT_ROWS): W dequantized into scratch, then the tiled GEMM (without
+    # cooperative matrices: test_prompt_on_tensor_cores_reads_the_packed_weights)
     pytest.param([1, 64, 256], 70, {"zero_points": "packed"}, id="prompt-gemm-4bit"),
     pytest.param([2, 32, 80], 12, {"block_size": 32}, id="prompt-gemm-k-past-last-block"),
     pytest.param([64, 128], 20, {"bits": 8, "zero_points": "packed"}, id="prompt-gemm-8bit"),
@@ -82,6 +84,37 @@ def test_matmul_nbits(a_shape, n, kw, target):
     prompt = np.prod(a_shape[:-1]) >= matmul_nbits.PROMPT_ROWS and kw.get("zero_points") != "float"
     assert ("gather_block_quantized" in templates) == prompt, templates
     check_against_onnxruntime(model, target=target)
+
+
+TENSOR_CORES = emulating_cooperative_matrix(TARGETS["nvidia"])
+
+
+@pytest.mark.parametrize("a_shape,n,kw,packed", [
+    pytest.param([1, 64, 256], 70, {"zero_points": "packed"}, True, id="4bit-packed-zp"),
+    pytest.param([2, 32, 80], 12, {"block_size": 32}, True, id="4bit-k-past-last-block"),
+    pytest.param([64, 128], 20, {"bits": 8, "zero_points": "packed"}, True, id="8bit-packed-zp"),
+    pytest.param([100, 64], 40, {"bits": 8, "block_size": 16}, True, id="8bit-bs16"),
+    pytest.param([64, 128], 16, {"bits": 2, "block_size": 16, "zero_points": "packed"}, False, id="2bit"),
+    pytest.param([64, 128], 20, {"zero_points": "float"}, False, id="float-zp"),
+])
+def test_prompt_on_tensor_cores_reads_the_packed_weights(a_shape, n, kw, packed):
+    """A prompt's product on tensor cores: the cooperative-matrix GEMM dequantizes each 4- or
+    8-bit word of W as it fetches it, one kernel and no scratch copy of W. 2-bit words (16
+    weights, past one fetch) are dequantized into scratch first; float zero points keep the
+    GEMV kernel."""
+    model = nbits_model(a_shape, n, **kw)
+    bundle, kernels = compile_with_kernels(model, target=TENSOR_CORES, precision="fp16")
+    modes = [(k.template, k.params.get("b_mode")) for k in kernels if k.template != "elementwise_typed"]  # A's cast
+    want = [("matmul_coopmat", "packed")] if packed else \
+        [("matmul_nbits", None)] if kw.get("zero_points") == "float" else \
+        [("gather_block_quantized", None), ("matmul_coopmat", "strided")]
+    assert modes == want
+    scratch = [t for t in read_bundle(bundle).manifest["tensors"] if t["name"].endswith("/weights")]
+    assert bool(scratch) == (modes[0][0] == "gather_block_quantized"), scratch
+    feeds = random_feeds(model)
+    got, want = run_bundle(bundle, feeds)[0]["y"], run_onnxruntime(model, feeds)["y"]
+    # float16 A and weights: elements within float16's rounding of the largest
+    assert_close("y", got, want, rtol_l2=1e-2, rtol=1e-2, atol=2e-3 * np.abs(want).max())
 
 
 SUBGROUP_SUMS = replace(TARGETS["generic"], name="generic-subgroup-sums", subgroup_reductions=True)

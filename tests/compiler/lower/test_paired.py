@@ -1,6 +1,6 @@
 """A paired product (passes/paired_products.py) where no GEMV kernel fits. A prompt's rows on tensor
 cores: one cooperative-matrix kernel computes both products (their tiles of B side by side) and
-stores the gated value, float weights or block-quantized ones dequantized once for both. Elsewhere
+stores the gated value, float weights or block-quantized ones (dequantized as they are fetched). Elsewhere
 (a CPU profile's float products, a prompt's tiled GEMM) the second product first, into scratch,
 then the first with the epilogue reading it, as before pairing. Against onnxruntime (for
 --weights, the same quantization as MatMulNBits nodes)."""
@@ -65,13 +65,14 @@ FOUR_FRAGMENTS = replace(TENSOR_CORES, name="nvidia-emulated-2x4", coopmat_tiles
     (TENSOR_CORES, 64, 64, 36, None, 4),       # the second product's columns 8 bytes from a 16-byte boundary
     (TENSOR_CORES, 33, 64, 30, None, 1),       # ragged rows and columns, loads of one element
     (FOUR_FRAGMENTS, 64, 96, 40, None, 8),
-    (TENSOR_CORES, 70, 128, 40, "int4", 8),    # Wᵀ dequantized once for both, read column-major
+    (TENSOR_CORES, 70, 128, 40, "int4", 8),    # W's packed words, a word of 8 weights a fetch
 ])
 def test_prompt_pair_on_tensor_cores_is_one_kernel(target, rows, k, f, weights, b_vec):
     templates, kernels = check_pair(swiglu_model(rows, k=k, f=f), target, weights, "fp16")
-    assert templates == ([] if weights is None else ["gather_block_quantized"]) + ["matmul_coopmat"]
+    assert templates == ["matmul_coopmat"]
     product = next(k for k in kernels if k.template == "matmul_coopmat")
     assert product.params["PAIRED"] and product.params["B_VEC"] == b_vec
+    assert product.params["b_mode"] == ("packed" if weights else "strided")
     assert product.groups[0] == -(-f // (product.params["BN"] // 2))   # BN / 2 output columns a workgroup
 
 
