@@ -235,7 +235,8 @@ def coopmat_shared_bytes(t: dict) -> int:
 
 def coopmat_tiles(bh: int, sq: int, d: int, dv: int, layouts: dict, target, dtype) -> dict | None:
     """The cooperative-matrix kernel's shape, or None where it does not apply: float16 Q, K and V
-    whose rows are whole, 16-byte aligned runs, head sizes multiples of 16 up to
+    (or int8 K and V, an int8 cache, dequantized to float16 as they are fetched) whose rows are
+    whole runs of 8 elements on 8-element boundaries, head sizes multiples of 16 up to
     COOPMAT_MAX_HEAD, and a device listing the 16x16x16 float16 shape with subgroups of 16
     lanes or a multiple."""
     sub = target.subgroup_size
@@ -441,7 +442,7 @@ def lower_attention(node, target):
     # T: Q's, K's and V's type; TO: the output's (float16 under float32 inputs where the Cast
     # into the next product was absorbed: passes/store_casts.py).
     types = dict(kernel_types(q), TO=kernel_types(out)["T"])
-    cm = None if split or scales else coopmat_tiles(b * h, sq, d, dv, {n: _layout(a, n) for n in ("q", "k", "v")},
+    cm = None if split else coopmat_tiles(b * h, sq, d, dv, {n: _layout(a, n) for n in ("q", "k", "v")},
                                           target, q.dtype)
     if cm is not None:
         shared = coopmat_shared_bytes(cm) + emulation_shared_bytes(target, 16, 16, 16, cm["WQ"])

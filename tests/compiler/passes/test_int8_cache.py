@@ -1,11 +1,12 @@
 """--kv-cache int8 (passes/int8_cache.py, lower/int8_cache_write.py): the caches held as state are
 int8 with a float32 scale per row, written by vkc.Int8CacheWrite and read by attention's tiled
-kernel. Checked against onnxruntime running the same rounding written into the ONNX model
+kernel, or on tensor cores by its cooperative-matrix kernel. Checked against onnxruntime running the same rounding written into the ONNX model
 (tests/quantized_onnx.py int8_cache_onnx): a prompt in chunks, then decode steps fed the oracle's
 greedy tokens, logits at every run, on lavapipe's kernels and the generic profile's (the GPUs'
 GEMV and split-KV attention); against the float cache, the rounding's own cost. ONNX's in-place
 cache form and optimum's growing cache (--max-context). What it refuses, in one line."""
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from compiler.compile import compile_model, compile_with_kernels
 from compiler.errors import CompileError
 from compiler.targets import TARGETS, emulating_cooperative_matrix
 from runtime_min import load
-from tests.harness import assert_close
+from tests.harness import assert_close, spirv_validate
 from tests.llm_models import tiny_llama
 from tests.models.onnxruntime_loops import OnnxruntimeLoop
 from tests.quantized_onnx import int8_cache_onnx
@@ -117,6 +118,31 @@ def test_decode_step_dispatches():
     counts = Counter(k.template for k in kernels)
     assert counts["int8_cache_write"] == 4 and counts["attention_tiled"] == 2
     assert "tensor_scatter" not in counts and "attention_coopmat" not in counts
+
+
+def test_prompt_on_tensor_cores_reads_the_int8_cache():
+    """nvidia (tensor cores emulated, shared memory as lavapipe's): a 16-token prompt's attention
+    is the cooperative-matrix kernel reading the int8 caches, dequantized to float16 as it fetches
+    them; two prompts and decode steps within 1e-2 of onnxruntime's same rounding, 3e-2 of the
+    float cache, and every module passes spirv-val."""
+    target = replace(emulating_cooperative_matrix(TARGETS["nvidia"]), name="nvidia-emulated-32k",
+                     max_shared_memory=32768)
+    llama = tiny_llama(layers=1, hidden=64, heads=4, kv_heads=2, ffn=96, context=CONTEXT)   # head size 16
+    variants = [{"input_ids": [1, 16]}, {"input_ids": [1, 1]}]
+    prompt = compile_with_kernels(llama, input_shapes=variants[0], target=target, precision="fp16", kv_cache="int8")[1]
+    [attention] = [k for k in prompt if k.template.startswith("attention")]
+    assert attention.template == "attention_coopmat" and attention.params["INT8"] == ["K", "V"]
+    bundle = compile_model(llama, variants=variants, target=target, precision="fp16", kv_cache="int8")
+    spirv_validate(bundle)
+    filled = {}
+
+    def feeds(ids, model):
+        position = filled.get("n", 0)
+        filled["n"] = position + len(ids)
+        return {"input_ids": np.array([ids], np.int64), "position": np.array([position], np.int64)}
+    compare(bundle, [InPlaceLoop(int8_cache_onnx(llama)), InPlaceLoop(llama)],
+            [dict(rtol_l2=1e-2, rtol=1e9, atol=1e9), dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], feeds, steps=6,
+            chunks=[list(range(3, 19)), list(range(20, 36))])
 
 
 @pytest.mark.parametrize("options, message", [
