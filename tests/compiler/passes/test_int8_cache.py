@@ -45,12 +45,15 @@ class InPlaceLoop:
         return out
 
 
-def compare(bundle, loops, tolerances, feeds, steps=10, chunks=CHUNKS):
-    """The bundle's logits against each loop's at every run (tokens: the first loop's greedy)."""
+def compare(bundle, loops, tolerances, steps=10, chunks=CHUNKS):
+    """The bundle's logits against each loop's at every run (tokens: the first loop's greedy),
+    the bundle fed the tokens and the cache rows filled before them."""
+    filled = 0
     with load(bundle) as model:
         for step in range(steps):
             ids = chunks[step] if step < len(chunks) else [token]
-            got = model.run(feeds(ids, model))["logits"]
+            got = model.run({"input_ids": np.array([ids], np.int64), "position": np.array([filled], np.int64)})["logits"]
+            filled += len(ids)
             wants = [loop.run(ids)["logits"] for loop in loops]
             for want, tol in zip(wants, tolerances):
                 assert_close("logits", got, want, **tol)
@@ -70,14 +73,8 @@ def test_in_place_cache_against_onnxruntime(target, precision):
     llama = tiny_llama(layers=2, context=CONTEXT)
     bundle = compile_model(llama, variants=variants, target=target, precision=precision, kv_cache="int8")
     same = dict(rtol_l2=1e-5, rtol=1e-3, atol=1e-4) if precision == "fp32" else dict(rtol_l2=1e-2, rtol=1e9, atol=1e9)
-    filled = {}
-
-    def feeds(ids, model):
-        position = filled.get("n", 0)
-        filled["n"] = position + len(ids)
-        return {"input_ids": np.array([ids], np.int64), "position": np.array([position], np.int64)}
     compare(bundle, [InPlaceLoop(int8_cache_onnx(llama)), InPlaceLoop(llama)],
-            [same, dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], feeds, chunks=chunks)
+            [same, dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], chunks=chunks)
 
 
 def test_growing_cache_against_onnxruntime(tmp_path):
@@ -87,14 +84,8 @@ def test_growing_cache_against_onnxruntime(tmp_path):
     oracle = tmp_path / "oracle.onnx"
     onnx.save(int8_cache_onnx(onnx.load(path)), oracle)
     bundle = compile_model(path, variants=VARIANTS, target="generic", max_context=CONTEXT, kv_cache="int8")
-    filled = {}
-
-    def feeds(ids, model):
-        position = filled.get("n", 0)
-        filled["n"] = position + len(ids)
-        return {"input_ids": np.array([ids], np.int64), "position": np.array([position], np.int64)}
     compare(bundle, [OnnxruntimeLoop(oracle), OnnxruntimeLoop(path)],
-            [dict(rtol_l2=1e-5, rtol=1e-3, atol=1e-4), dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], feeds)
+            [dict(rtol_l2=1e-5, rtol=1e-3, atol=1e-4), dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)])
 
 
 def test_state_is_int8_with_scales():
@@ -134,14 +125,8 @@ def test_prompt_on_tensor_cores_reads_the_int8_cache():
     assert attention.template == "attention_coopmat" and attention.params["INT8"] == ["K", "V"]
     bundle = compile_model(llama, variants=variants, target=target, precision="fp16", kv_cache="int8")
     spirv_validate(bundle)
-    filled = {}
-
-    def feeds(ids, model):
-        position = filled.get("n", 0)
-        filled["n"] = position + len(ids)
-        return {"input_ids": np.array([ids], np.int64), "position": np.array([position], np.int64)}
     compare(bundle, [InPlaceLoop(int8_cache_onnx(llama)), InPlaceLoop(llama)],
-            [dict(rtol_l2=1e-2, rtol=1e9, atol=1e9), dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], feeds, steps=6,
+            [dict(rtol_l2=1e-2, rtol=1e9, atol=1e9), dict(rtol_l2=3e-2, rtol=1e9, atol=1e9)], steps=6,
             chunks=[list(range(3, 19)), list(range(20, 36))])
 
 
