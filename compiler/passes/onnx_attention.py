@@ -1,4 +1,4 @@
-"""ONNX's own Attention (opset 23, and 24's nonpad_kv_seqlen) becomes vkc.Attention.
+"""ONNX's own Attention (opset 23, 24's nonpad_kv_seqlen, 25's windows) becomes vkc.Attention.
 
 Q, K and V are read where they lie: 4-D [B, heads, S, head size] or 3-D [B, S, heads * head
 size] (q_num_heads / kv_num_heads), as strides. Grouped-query attention (fewer K/V heads than
@@ -10,13 +10,17 @@ query heads) is the kernel's kv_group. The two cache forms:
   length up to the cache's size.
 is_causal is aligned as the ONNX reference aligns it: a query row i sees keys up to i + past
 length (internal cache), i + nonpad_kv_seqlen[b] - q length (external cache), or i (no cache).
-A row that sees no key gives 0, as the reference's.
+A row that sees no key gives 0, as the reference's. Opset 25's sliding window, aligned alike,
+is the kernel's: left_window_size L keeps the query's key and the L before it; with
+right_window_size 0 the attention is causal.
 
 attn_mask: a float mask is added to the scores; a bool mask hides the keys where it is false.
 Both broadcast to [B, heads, q length, keys] by strides; a mask shorter than the keys hides
 the keys past it. softcap is applied to the scores before the mask.
 
-Refused, naming the node: opset 25's sliding windows and the qk_matmul_output output.
+Refused, naming the node: windows reaching keys after the query (right_window_size above 0
+without is_causal), a window without a cache over K longer than Q, causal attention over a
+cache whose new K/V rows are not as many as Q's, and the qk_matmul_output output.
 """
 from __future__ import annotations
 
@@ -43,7 +47,9 @@ def _output_shape(shapes: list, attrs: dict) -> tuple | None:
 declare("Attention", handled_by="vkc.Attention", module=__name__, schema=25, float16=True,
         output_shape=_output_shape,
         dtypes_doc="float32, float16; attn_mask bool or Q's type; nonpad_kv_seqlen int64",
-        limits="sliding windows (left/right_window_size); the qk_matmul_output output")
+        limits="windows reaching keys after the query, or aligned at the first key (no cache, K longer "
+               "than Q); causal attention over a cache with new K/V rows not as many as Q's; the "
+               "qk_matmul_output output")
 
 
 def expand_onnx_attention(graph: Graph) -> Graph:
@@ -99,9 +105,14 @@ def heads_first(node: Node, t: Value, heads: int, size: int, nodes: list) -> Val
 def _attention(graph: Graph, node: Node, key_counts: dict[int, Value]) -> list[Node]:
     a = node.attrs
     name = node.name
-    if int(a.get("left_window_size", -1)) >= 0 or int(a.get("right_window_size", -1)) >= 0:
-        raise CompileError(f"Attention '{name}': sliding-window attention (left_window_size, right_window_size) "
-                           "is not supported by vkc; give the window as attn_mask.")
+    left, right = int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1))
+    # A window of no keys after the query's own position is causal attention (is_causal or not).
+    causal = bool(a.get("is_causal", 0)) or right == 0
+    if left >= 0 or right >= 0:
+        if not causal:
+            raise CompileError(f"Attention '{name}': a window reaching {right if right >= 0 else 'all the'} keys "
+                               "after the query's position (right_window_size, without is_causal) is not "
+                               "supported by vkc: its kernel's windows look back only. Give it as attn_mask.")
     if len(node.outputs) > 3 and (node.outputs[3].consumers or graph.is_output(node.outputs[3])):
         raise CompileError(f"Attention '{name}': the qk_matmul_output output is not supported by vkc; "
                            "export without it.")
@@ -118,6 +129,13 @@ def _attention(graph: Graph, node: Node, key_counts: dict[int, Value]) -> list[N
         raise CompileError(f"Attention '{name}': Q {list(q.shape)}, K {list(k.shape)} and V {list(v.shape)} "
                            "do not agree (head sizes, or query heads a multiple of K/V heads).")
     sq = q.shape[2] if len(q.shape) == 4 else q.shape[1]
+    new_keys = k.shape[2] if len(k.shape) == 4 else k.shape[1]
+    if causal and past_k is not None and new_keys != sq:
+        # The reference aligns row i with key i + past length; the kernel aligns the last row
+        # with the last key, which is the same only where Q and the new K are equally long.
+        raise CompileError(f"Attention '{name}': causal attention over a cache with {sq} queries but {new_keys} new "
+                           "keys is not supported by vkc (its kernel aligns the last query with the last key); "
+                           "give Q and K/V the same length, or the causal mask as attn_mask.")
     nodes = []
     if past_k is not None or past_v is not None:
         if past_k is None or past_v is None:
@@ -137,7 +155,13 @@ def _attention(graph: Graph, node: Node, key_counts: dict[int, Value]) -> list[N
         _, _, k_strides = _layout(k.shape, hk)
         _, _, v_strides = _layout(v.shape, hk)
     sk = k.shape[2] if len(k.shape) == 4 else k.shape[1]
-    causal = bool(a.get("is_causal", 0))
+    # Causal attention is aligned at the cache's end (bottom right); without a cache at Q's
+    # first key (top left), which is the same where Q and K are equally long.
+    bottom_right = past_k is not None or lengths is not None or sk == sq
+    if left >= 0 and not bottom_right:
+        raise CompileError(f"Attention '{name}': a window of {left} keys back over {sk} keys for {sq} queries "
+                           "without a cache (aligned at the first key) is not supported by vkc; give it as "
+                           "attn_mask.")
     dims = (b, hq, sq, sk)
     mask_kind, mask_in, layouts = "none", None, {
         "q": (0, q_strides), "k": (0, k_strides), "v": (0, v_strides),
@@ -164,7 +188,9 @@ def _attention(graph: Graph, node: Node, key_counts: dict[int, Value]) -> list[N
     attrs = dict(dims=[b, hq, sq, sk, d, dv], scale=float(scale) if scale else 1.0 / math.sqrt(d),
                  causal=causal, mask_kind=mask_kind, mask_filter=0.0, layouts=layouts,
                  kv_group=hq // hk, key_limit=mask.shape[-1] if mask is not None else sk,
-                 causal_align="bottom_right" if past_k is not None or lengths is not None else "top_left",
+                 causal_align="bottom_right" if bottom_right else "top_left",
                  softcap=float(a.get("softcap", 0.0)), keep_to_inf=True, empty_rows_zero=True)
+    if left >= 0:   # the query's own key and `left` before it
+        attrs["window"] = left + 1
     nodes.append(Node("vkc.Attention", name, [q, k, v, mask_in, counts], [y], attrs, sources=node.sources))
     return nodes

@@ -1,6 +1,6 @@
-"""ONNX Attention (opset 23 and 24) against onnxruntime: 4-D and 3-D layouts, grouped-query
-attention, float and bool masks, causal, the internal cache (past_key/past_value -> present) and
-the external cache (nonpad_kv_seqlen, with TensorScatter); what vkc refuses."""
+"""ONNX Attention (opset 23, 24 and 25) against onnxruntime: 4-D and 3-D layouts, grouped-query
+attention, float and bool masks, causal, sliding windows, the internal cache (past_key/past_value
+-> present) and the external cache (nonpad_kv_seqlen, with TensorScatter); what vkc refuses."""
 
 import numpy as np
 import onnx
@@ -90,6 +90,12 @@ def _check(model, target, **kw):
     pytest.param(dict(opset=25, sq=2, skv=2, past=5, causal=1), id="opset25"),
     pytest.param(dict(sq=3, skv=7, causal=1, softcap=2.5), id="causal-top-left-softcap"),
     pytest.param(dict(layout=3, hq=4, hkv=2, sq=2, skv=2, past=4, causal=1), id="3d-past"),
+    # opset 25's sliding windows: the query's key and left_window_size before it
+    pytest.param(dict(opset=25, sq=7, skv=7, causal=1, left_window_size=2), id="window"),
+    pytest.param(dict(opset=25, b=2, hq=4, hkv=2, sq=3, skv=3, past=6, left_window_size=4, right_window_size=0,
+                      mask="float"), id="window-right-0-past-mask"),
+    pytest.param(dict(opset=25, sq=5, skv=5, causal=1, right_window_size=2, left_window_size=1),
+                 id="window-causal-hides-the-right"),
 ])
 def test_attention(kw, target):
     model = attention_model(**kw)
@@ -99,12 +105,15 @@ def test_attention(kw, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("sq, lengths, d", [(1, [5, 12], 16), (4, [4, 16], 16), (3, [9, 3], 16), (4, [6, 13], 64)])
-def test_external_cache_reads_the_first_lengths_keys(target, sq, lengths, d):
+@pytest.mark.parametrize("sq, lengths, d, window", [(1, [5, 12], 16, {}), (4, [4, 16], 16, {}), (3, [9, 3], 16, {}),
+                                                    (4, [6, 13], 64, {}), (3, [9, 14], 16, {"left_window_size": 4})])
+def test_external_cache_reads_the_first_lengths_keys(target, sq, lengths, d, window):
     """A [B, heads, 16, D] cache of which only nonpad_kv_seqlen[b] rows count, causal: the rows
     past the length never reach the result (they hold NaN here). At D = 64 the tiled kernel
-    fetches the next K and V block while computing one."""
-    model = attention_model(b=2, hq=4, hkv=2, sq=sq, skv=16, d=d, causal=1, lengths=True)
+    fetches the next K and V block while computing one. A window (opset 25) ends at each
+    batch's length."""
+    model = attention_model(b=2, hq=4, hkv=2, sq=sq, skv=16, d=d, causal=1, lengths=True,
+                            **(dict(opset=25, **window) if window else {}))
     feeds = feeds_for(model, lengths=lengths)
     result = check_against_onnxruntime(model, target=target, feeds=feeds, full_check=False)
     for i, n in enumerate(lengths):
@@ -137,7 +146,10 @@ def test_layers_share_the_key_counts():
 
 
 @pytest.mark.parametrize("kw, phrase", [
-    (dict(opset=25, left_window_size=2), "sliding-window"),
+    (dict(opset=25, left_window_size=2), "windows look back only"),
+    (dict(opset=25, sq=3, skv=7, causal=1, left_window_size=2), "without a cache"),
+    (dict(sq=4, skv=2, past=8, causal=1), "4 queries but 2 new keys"),
+    (dict(opset=25, sq=2, skv=4, past=8, left_window_size=3, right_window_size=0), "2 queries but 4 new keys"),
 ])
 def test_refused(kw, phrase):
     with pytest.raises(CompileError, match=phrase):
