@@ -20,7 +20,9 @@ parts no one stride walks: Swin's windows where move_row_transposes left the win
 after the qkv projection and its reverse before the output projection, a grid of windows of a
 grid of tokens each, read and written in image order. Every intermediate of the chain (scores,
 scaled scores, probabilities) must have no other reader; anything that does not fit leaves the
-chain as it is.
+chain as it is. A constant mask that is causal, or causal within a sliding window of the last W
+keys (Mistral's, Gemma-2's sliding layers), is the kernel's causal mode (attribute `window`): no
+mask read.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
 """
@@ -336,15 +338,32 @@ def _head_split(found: dict, batch) -> list[int]:
 CAUSAL_MASKED = float(np.finfo(np.float32).min) / 2
 
 
-def _is_causal(mask: Value, sq: int, sk: int) -> bool:
-    """A constant mask, the same for every batch and head, of 0 for key k <= q + Sk - Sq and
-    masked above: the kernel's causal mode, which also skips the key blocks past the diagonal.
-    Every row keeps at least one key (Sk >= Sq), so no row turns from a uniform average to NaN."""
-    if not mask.is_constant or sk < sq or mask.size != sq * sk:
-        return False
-    plane = mask.data.reshape(sq, sk)
-    keep = np.tril(np.ones((sq, sk), bool), k=sk - sq)
-    return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
+def causal_window(plane: np.ndarray) -> int | None:
+    """For a mask plane [SQ, SK] (SK >= SQ): 0 where the kernel's bottom-right causal rule sees
+    key k from query q (k <= q + SK - SQ), masked elsewhere, gives SK (no window); the same but
+    also masked at k <= q + SK - SQ - W (a sliding window of W keys, as transformers' sliding
+    attention: query position p sees keys p - W + 1 .. p) gives W < SK. None otherwise. Every
+    row keeps at least one key, so no row turns from a uniform average to NaN."""
+    sq, sk = plane.shape
+    if sk < sq:
+        return None
+    window = int((plane[-1] == 0).sum())
+    if window == 0:
+        return None
+    shift = sk - sq
+    keep = np.tril(np.ones((sq, sk), bool), k=shift) & ~np.tril(np.ones((sq, sk), bool), k=shift - window)
+    if not ((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all()):
+        return None
+    return window
+
+
+def _causal(mask: Value, sq: int, sk: int) -> int | None:
+    """A constant mask, the same for every batch and head, that the kernel's causal mode (with a
+    window where it has one: causal_window) gives without reading it, also skipping the key
+    blocks it masks whole: its window, SK where none; None if it is no such mask."""
+    if not mask.is_constant or mask.size != sq * sk:
+        return None
+    return causal_window(np.asarray(mask.data).reshape(sq, sk))
 
 
 def _addend_read(term: Value, at, full) -> tuple[list[int], dict] | None:
@@ -482,9 +501,9 @@ def _match(graph: Graph, softmax: Node):
     kv_group = groups["k"]
     if groups["v"] != kv_group:
         return None
-    causal = False
-    if len(addends) == 1 and _is_causal(addends[0][0], sq, sk):
-        causal, addends = True, []
+    causal, window = False, None
+    if len(addends) == 1 and (seen := _causal(addends[0][0], sq, sk)) is not None:
+        causal, addends, window = True, [], seen if seen < sk else None
     for name, (term, at) in zip(("mask", "bias"), addends):
         read = _addend_read(term, at, batch + [sq, sk])
         if read is None:
@@ -515,6 +534,8 @@ def _match(graph: Graph, softmax: Node):
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, written[0])
+    if window is not None:
+        attrs["window"] = window
     if any(parts.values()):
         attrs["parts"] = {name: p for name, p in parts.items() if p}
     inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask] + ([None, bias] if bias is not None else [])

@@ -113,19 +113,46 @@ def test_positions_from_the_past_length_refused():
     print(refused(model, "computed from the past's length"))
 
 
-def test_sliding_window_refused():
-    """A mask that also hides keys more than 3 rows back (a sliding window): not causal."""
-    model = llama()
+def _masked(model: onnx.ModelProto, nodes: list, kept: str) -> onnx.ModelProto:
+    """The causal mask also requires `kept` (a bool of the key and query positions), which
+    `nodes` compute from the LessOrEqual's key and query positions kv and q."""
     le = node(model, "/model/LessOrEqual")
-    kv, q = le.input
-    model.graph.initializer.append(helper.make_tensor("window", TensorProto.INT64, [], [3]))
-    model.graph.node.extend([
-        helper.make_node("Sub", [q, "window"], ["oldest"], name="oldest"),
-        helper.make_node("Greater", [kv, "oldest"], ["recent"], name="recent"),
-        helper.make_node("And", [le.output[0], "recent"], ["windowed"], name="windowed")])
-    read_instead(model, "/model/Cast_5", le.output[0], "windowed")
+    model.graph.node.extend(nodes(*le.input) + [helper.make_node("And", [le.output[0], kept], ["masked"],
+                                                                  name="masked")])
+    read_instead(model, "/model/Cast_5", le.output[0], "masked")
     _sort(model)
-    print(refused(model, r"adds a mask computed from the past's length that is not causal"))
+    return model
+
+
+def sliding_window(model: onnx.ModelProto, window: int) -> onnx.ModelProto:
+    """Each query sees its last `window` keys (transformers' sliding attention: kv > q - window)."""
+    model.graph.initializer.append(helper.make_tensor("window", TensorProto.INT64, [], [window]))
+    return _masked(model, lambda kv, q: [helper.make_node("Sub", [q, "window"], ["oldest"], name="oldest"),
+                                         helper.make_node("Greater", [kv, "oldest"], ["recent"], name="recent")],
+                   "recent")
+
+
+@pytest.mark.parametrize("rows", [4, 1])
+def test_sliding_window(rows):
+    """A mask that also hides the keys 3 or more rows back (a sliding window of 3 keys, Mistral's
+    and Gemma-2's sliding layers) at a full cache, and nothing at a past of 1 row, where the
+    window hides nothing: the attention's causal mode with a window of 3 keys, counted from the
+    run-time key count (the tokens: tests/models/test_optimum.py, Mistral)."""
+    _, graph, _, _ = lower_model(sliding_window(llama(), 3), input_shapes={"input_ids": [1, rows]},
+                                 target="lavapipe", max_context=16)
+    attention = [n for n in graph.nodes if n.op_type == "vkc.Attention"]
+    assert len(attention) == 2 and all(n.attrs["causal"] and n.attrs["window"] == 3 for n in attention)
+
+
+def test_mask_neither_causal_nor_a_window_refused():
+    """A mask that also hides the first key from every query: no window hides the same keys at
+    both past lengths."""
+    model = llama()
+    model.graph.initializer.append(helper.make_tensor("first", TensorProto.INT64, [], [0]))
+    model = _masked(model, lambda kv, q: [helper.make_node("Greater", [kv, "first"], ["later"], name="later")],
+                    "later")
+    print(refused(model, r"adds a mask computed from the past's length that is neither causal nor causal within "
+                         r"one sliding window"))
 
 
 def test_past_read_elsewhere_refused():
