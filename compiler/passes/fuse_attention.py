@@ -1,12 +1,13 @@
 """Attention chains as exporters write them become one vkc.Attention node (lower/attention.py):
 
-    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> [Add mask]
+    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [soft-capping] -> [Add mask] -> [Add mask]
         -> Softmax(last axis) -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
 
 with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
 scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a
-row that sees no key gives 0, not NaN). The scores may be reshaped between the steps, and up to
-two additive terms each broadcast over them as strides: Swin's shifted windows add a relative
+row that sees no key gives 0, not NaN). Soft-capping is c * tanh(s / c) of the scaled scores s
+(Gemma-2's eager attention: Div by c, Tanh, Mul by c; attribute `softcap`). The scores may be
+reshaped between the steps, and up to two additive terms each broadcast over them as strides: Swin's shifted windows add a relative
 position bias [H, N, N] to the [B*nW, H, N, N] scores, view them as [B, nW, H, N, N], add the
 window mask [nW, 1, N, N] and view them back; the kernel reads the bias at stride 0 over the
 windows and the mask at stride 0 over the heads, every nW windows again (the same for every
@@ -110,6 +111,9 @@ def _leads_to_scores(graph: Graph, v: Value, reader: Node, steps: int = CHAIN_ST
         node = v.producer
         if is_onnx(node, "MatMul"):
             return True
+        if is_onnx(node, "Tanh"):   # soft-capping
+            v, reader = node.inputs[0], node
+            continue
         if is_onnx(node, "Add"):
             return any(x is not None and not x.is_constant and _leads_to_scores(graph, x, node, steps - 1)
                        for x in node.inputs)
@@ -438,7 +442,8 @@ def _match(graph: Graph, softmax: Node):
 
     # Back from the softmax: additive masks, a scale, Q·Kᵀ, in the orders exporters write, the
     # scores reshaped between them. `addends`: each mask and the shape of the scores it is added to.
-    x, reader, scale, addends, qk = softmax.inputs[0], softmax, 1.0, [], None
+    # A Tanh between two scales is soft-capping (Gemma-2's scores: c * tanh(s / c)), before the masks.
+    x, reader, scale, addends, qk, softcap = softmax.inputs[0], softmax, 1.0, [], None, 0.0
     for _ in range(CHAIN_STEPS):
         if x.alias_of is not None:  # a reshape: _read_by checks its root is read through it alone
             x = x.alias_of
@@ -449,8 +454,13 @@ def _match(graph: Graph, softmax: Node):
         if is_onnx(node, "MatMul"):
             qk = node
             break
-        if is_onnx(node, "Add"):
-            if len(addends) == MAX_ADDENDS or scale != 1.0:  # a third mask; a mask the scale multiplies
+        if is_onnx(node, "Tanh"):
+            if softcap or scale <= 0.0:   # a second Tanh; no cap (c) multiplying it
+                return None
+            softcap, scale, chain = scale, 1.0, node.inputs[0]
+        elif is_onnx(node, "Add"):
+            # a third mask; a mask the scale multiplies; a mask inside the soft-capping
+            if len(addends) == MAX_ADDENDS or scale != 1.0 or softcap:
                 return None
             a, b = node.inputs
             chain, term = (a, b) if _leads_to_scores(graph, a, node) else (b, a)
@@ -460,7 +470,7 @@ def _match(graph: Graph, softmax: Node):
         else:
             chain = _variable_operand(node)
             factor = _scale_of(graph, node, chain) if chain is not None else None
-            if factor is None or scale != 1.0:
+            if factor is None or (scale != 1.0 and not softcap):
                 return None
             scale *= factor
         removed.append(node)
@@ -471,7 +481,7 @@ def _match(graph: Graph, softmax: Node):
     q, kt = qk.inputs
     q, q_scale = _unscale(graph, q, qk, removed)
     kt, k_scale = _unscale(graph, kt, qk, removed)
-    scale *= q_scale * k_scale
+    scale *= q_scale * k_scale * (softcap or 1.0)   # the kernel's score s: c * tanh(s / c)
     v = pv.inputs[1]
     if any(len(t.shape) != rank for t in (q, kt)) or not 2 <= len(v.shape) <= 4:
         return None
@@ -534,6 +544,8 @@ def _match(graph: Graph, softmax: Node):
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, written[0])
+    if softcap:
+        attrs["softcap"] = softcap
     if window is not None:
         attrs["window"] = window
     if any(parts.values()):
