@@ -168,7 +168,14 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     reference = front(_derive_inputs(reference, form, counted))
     growing = GrowingCache(_input(graph, POSITION), rows, capacity)
     growing.past_dependent = _past_dependent(graph, reference, rows, form, set(weights))
-    _tabulate_positions(graph, capacity, rows)
+    wide = None
+    if counted is None:
+        def wide() -> Graph:
+            """The graph for a run of `capacity` tokens, its shapes computed from the run's length
+            computed for N (the weights shared)."""
+            built = to_ir(model, form.shapes({IDS: [1, capacity]}, capacity + 1, 1), weights)
+            return front(_derive_inputs(built, form))
+    _tabulate_positions(graph, capacity, rows, wide)
     growing.caches = _write_in_place(graph, form, growing)
     graph.growing = growing
     return graph
@@ -319,28 +326,24 @@ def _causal(node: Node, v: Value, w: Value, rows: int) -> str:
     return "causal mask" if window is None else f"causal mask, a sliding window of {window} keys"
 
 
-def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
+def _tabulate_positions(graph: Graph, capacity: int, rows: int, wide=None) -> None:
     """Values computed from position_ids and constants alone, read elsewhere (the rotary cos
     and sin), become Gathers of their rows for positions 0..N-1, computed here: no kernel
-    computes them (Cos, Sin), and float16 would not hold their angles."""
-    positions = next((v for v in graph.values() if v.producer is not None
-                      and v.producer.name == f"{POSITIONS}/from_position"), None)
-    if positions is None:
+    computes them (Cos, Sin), and float16 would not hold their angles. Where those nodes hold
+    shapes computed for the run's S positions (Cohere's repeat_interleave of the angles: an
+    Expand to S rows), the table comes from the same nodes of `wide()`, the graph built for a run
+    of N tokens."""
+    found = _from_positions(graph)
+    if found is None:
         return
-    lead = tuple(positions.shape[:-1])   # position_ids [1, S]; a counting Range [S]
-    derived, nodes = {id(positions)}, []
-    for node in graph.nodes:
-        present = [v for v in node.inputs if v is not None]
-        if present and any(id(v) in derived for v in present) and \
-                all(v.is_constant or id(v) in derived for v in present):
-            nodes.append(node)
-            derived |= {id(o) for o in node.outputs}
+    positions, nodes = found
     member = {id(n) for n in nodes}
     frontier = [o for n in nodes for o in n.outputs
                 if graph.is_output(o) or any(id(c) not in member for c in o.consumers)]
     if not frontier:
         return
-    table = _run(graph, nodes, positions, np.arange(capacity, dtype=np.int64).reshape(lead + (capacity,)))
+    lead = tuple(positions.shape[:-1])   # position_ids [1, S]; a counting Range [S]
+    table = _table(graph, nodes, positions, capacity, lead, frontier, wide)
     windows = [_run(graph, nodes, positions, (p + np.arange(rows, dtype=np.int64)).reshape(lead + (rows,)))
                for p in sorted({0, capacity - rows})]
     gathers, tables = [], []
@@ -370,6 +373,46 @@ def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
     at = kept.index(positions.producer) + 1
     graph.nodes = kept[:at] + gathers + kept[at:]
     graph.relink()
+
+
+def _from_positions(graph: Graph) -> tuple[Value, list[Node]] | None:
+    """The positions value (position + arange(S)) and the nodes computed from it and constants
+    alone, in graph order; None where the graph derives no positions."""
+    positions = next((v for v in graph.values() if v.producer is not None
+                      and v.producer.name == f"{POSITIONS}/from_position"), None)
+    if positions is None:
+        return None
+    derived, nodes = {id(positions)}, []
+    for node in graph.nodes:
+        present = [v for v in node.inputs if v is not None]
+        if present and any(id(v) in derived for v in present) and \
+                all(v.is_constant or id(v) in derived for v in present):
+            nodes.append(node)
+            derived |= {id(o) for o in node.outputs}
+    return positions, nodes
+
+
+def _table(graph: Graph, nodes: list[Node], positions: Value, capacity: int, lead: tuple, frontier: list[Value],
+           wide) -> dict[int, np.ndarray]:
+    """{id(v): v for positions 0..N-1} of each value of `frontier`, computed by `nodes`, or by
+    the nodes of the same names in wide() where `nodes` hold shapes of the run's S positions."""
+    feed = np.arange(capacity, dtype=np.int64).reshape(lead + (capacity,))
+    try:
+        return _run(graph, nodes, positions, feed)
+    except CompileError as exc:
+        if wide is None:
+            raise
+        refused = exc
+    try:
+        other = wide()
+        found = _from_positions(other)
+        env = _run(other, found[1], found[0], feed) if found and tuple(found[0].shape) == feed.shape else {}
+    except CompileError:
+        env = {}
+    by_name = {o.name: env[id(o)] for n in found[1] for o in n.outputs if id(o) in env} if env else {}
+    if any(v.name not in by_name for v in frontier):
+        raise refused
+    return {id(v): by_name[v.name] for v in frontier}
 
 
 def _run(graph: Graph, nodes: list[Node], positions: Value, feed: np.ndarray) -> dict[int, np.ndarray]:

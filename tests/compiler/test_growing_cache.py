@@ -16,7 +16,8 @@ from compiler.errors import CompileError
 
 from tests.llm_models import tiny_llama
 
-LLAMA = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "llama_tiny_optimum.onnx"
+FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures"
+LLAMA = FIXTURES / "llama_tiny_optimum.onnx"
 DECODE = {"input_ids": [1, 1]}
 
 
@@ -171,6 +172,20 @@ def test_positions_not_row_wise_refused():
     model.graph.node.insert(0, helper.make_node("CumSum", ["position_ids", "seq_axis"], ["summed"], name="summed"))
     read_instead(model, "/model/rotary_emb/Unsqueeze_1", "position_ids", "summed")
     refused(model, "computed from position_ids but not one row per position")
+
+
+@pytest.mark.parametrize("rows", [4, 1])
+def test_angles_shaped_for_the_run(rows):
+    """Cohere's export repeats each rotary angle for its pair (repeat_interleave) through an Expand
+    to the run's S rows, a shape its nodes cannot compute N rows with: the cos and sin come from the
+    same nodes of the graph built for a run of N tokens, tables of N rows gathered at the run's
+    positions (the logits: tests/models/test_optimum.py)."""
+    _, graph, _, _ = lower_model(FIXTURES / "cohere_tiny_optimum.onnx", input_shapes={"input_ids": [1, rows]},
+                                 target="lavapipe", max_context=16)
+    assert not {"Cos", "Sin", "Expand"} & {n.op_type for n in graph.nodes}
+    tables = [n for n in graph.nodes if n.name.endswith("/by_position")]
+    assert len(tables) == 2 and all(n.inputs[0].shape == (1, 1, 16, 16) and n.inputs[1].shape == (rows,)
+                                    for n in tables)
 
 
 def test_max_context_values_refused():
