@@ -1,5 +1,5 @@
 """Decoders as optimum exports them (tests/models/fixtures/make_optimum.py: tiny Llama, sdpa and
-eager, Qwen2, Phi-3, Gemma, Mistral, Qwen3, Gemma-2, sdpa and eager, Granite, OLMo, OLMo-2,
+eager, Qwen2, Phi-3, Gemma, Mistral, Qwen3, Gemma-2, sdpa and eager, Gemma-3, Granite, OLMo, OLMo-2,
 StableLM, GPT-NeoX, Phi, SmolLM3, GPT-2, OPT, Falcon and Cohere; past_key_values in, present =
 Concat(past, new) out) compiled with
 max_context to a fixed cache kept as state (compiler/growing_cache.py): Model.generate's greedy
@@ -52,7 +52,8 @@ def test_greedy_tokens_equal_onnxruntime(name, target):
 @pytest.mark.parametrize("name, target", [("llama_tiny_optimum", "lavapipe"), ("gemma_tiny_optimum", "lavapipe"),
                                           ("llama_tiny_optimum", "generic"), ("gemma_tiny_optimum", "generic"),
                                           ("gemma2_tiny_optimum", "lavapipe"), ("gemma2_tiny_optimum_eager", "lavapipe"),
-                                          ("gemma2_tiny_optimum_eager", "generic"), ("olmo2_tiny_optimum", "lavapipe"),
+                                          ("gemma2_tiny_optimum_eager", "generic"), ("gemma3_tiny_optimum", "lavapipe"),
+                                          ("olmo2_tiny_optimum", "lavapipe"),
                                           ("smollm3_tiny_optimum", "lavapipe"), ("gpt2_tiny_optimum", "lavapipe"),
                                           ("opt_tiny_optimum", "lavapipe"), ("falcon_tiny_optimum", "lavapipe"),
                                           ("cohere_tiny_optimum", "lavapipe")])
@@ -64,7 +65,8 @@ def test_logits_and_cache_every_step(name, target):
     GPUs' decode kernels (GEMV products that add the residual in their store and RMS-normalize
     their input as they read it). The other families here repeat one or two tokens too: Gemma-2
     (a sliding window of 8 keys every other layer; the eager export also soft-caps the scores, which
-    the CLI's sdpa export leaves out), OLMo-2, SmolLM3 (no rotary in its second layer), GPT-2 and
+    the CLI's sdpa export leaves out), Gemma-3 (a sliding layer whose rotary has another base than the
+    full layer's), OLMo-2, SmolLM3 (no rotary in its second layer), GPT-2 and
     OPT (learned positions), Falcon (one K/V head) and Cohere (interleaved rotary pairs, whose
     angles the export repeats to the run's length)."""
     path = FIXTURES / f"{name}.onnx"
