@@ -26,9 +26,12 @@ compile_model(..., max_context=N) compiles it for N cache rows, for each shape v
 
 What makes it provably that form: the graph is also built at a past of another length, and
 each value computed from the past's length (a constant that differs between the two) may only
-be a causal mask at both lengths, or the shape of a cache read (repeat_kv's Expand and Reshape),
-which fuse_attention must absorb (passes/cache_reads.py checks). Anything else is refused,
-naming the node and the fix.
+be a causal mask at both lengths (causal within a sliding window of the same W keys at both, where
+the model has one: Mistral's, Gemma-2's sliding layers; at a past too short for it to hide a key,
+causal), which fuse_attention makes the attention kernel's causal mode (with its window) at the
+run-time key count, or the shape of a cache read (repeat_kv's Expand and Reshape), which
+fuse_attention must absorb (passes/cache_reads.py checks). Anything else is refused, naming the
+node and the fix.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from .errors import CompileError
 from .frontend import to_ir
 from .ir import Graph, Node, Value, is_onnx
 from .passes.fold_constants import fold_constants
-from .passes.fuse_attention import CAUSAL_MASKED
+from .passes.fuse_attention import causal_window
 from .passes.onnx_node import evaluate
 
 IDS, MASK, POSITIONS, POSITION = "input_ids", "attention_mask", "position_ids", "position"
@@ -165,7 +168,14 @@ def fixed_capacity(model: onnx.ModelProto, given: dict | None, capacity: int, fr
     reference = front(_derive_inputs(reference, form, counted))
     growing = GrowingCache(_input(graph, POSITION), rows, capacity)
     growing.past_dependent = _past_dependent(graph, reference, rows, form, set(weights))
-    _tabulate_positions(graph, capacity, rows)
+    wide = None
+    if counted is None:
+        def wide() -> Graph:
+            """The graph for a run of `capacity` tokens, its shapes computed from the run's length
+            computed for N (the weights shared)."""
+            built = to_ir(model, form.shapes({IDS: [1, capacity]}, capacity + 1, 1), weights)
+            return front(_derive_inputs(built, form))
+    _tabulate_positions(graph, capacity, rows, wide)
     growing.caches = _write_in_place(graph, form, growing)
     graph.growing = growing
     return graph
@@ -268,7 +278,8 @@ def _angles_at_position(graph: Graph, counted: Value, position: Value, derived: 
 def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weights: set[str]) -> dict[int, str]:
     """Constants of `graph` (built at a full cache) that the same graph built at another past
     length computes otherwise, read by a node still there: {id: what it is}. Each must be a
-    causal mask at both lengths or a shape operand of a cache read; anything else is refused."""
+    causal mask at both lengths (within one sliding window: _causal) or a shape operand of a cache
+    read; anything else is refused."""
     other = {v.name: v for v in reference.values()}
     found = {}
     for node in graph.nodes:
@@ -282,12 +293,7 @@ def _past_dependent(graph: Graph, reference: Graph, rows: int, form: Form, weigh
                 raise CompileError(f"{node.op_type} '{node.name}' reads '{v.name}', which is a constant at one past "
                                    f"length but not another: vkc cannot prove this growing cache's form ({FIX}).")
             if is_onnx(node, "Add") and _mask(v, rows) and _mask(w, rows):
-                if not (_causal(v.data, rows) and _causal(w.data, rows)):
-                    raise CompileError(f"{node.op_type} '{node.name}' adds a mask computed from the past's length "
-                                       f"that is not causal ('{v.name}'): a sliding window or another pattern, while "
-                                       "vkc's fixed cache attends causally to the rows filled; give a --max-context "
-                                       "within the window, where the mask is causal.")
-                found[id(v)] = "causal mask"
+                found[id(v)] = _causal(node, v, w, rows)
             elif is_onnx(node, "Expand", "Reshape") and i == 1:
                 found[id(v)] = "shape of a cache read"
             else:
@@ -303,36 +309,41 @@ def _mask(v: Value, rows: int) -> bool:
         and v.size == v.shape[-2] * v.shape[-1]
 
 
-def _causal(mask: np.ndarray, rows: int) -> bool:
-    """0 where key k <= q + keys - rows, masked past it (bottom-right aligned)."""
-    keys = mask.shape[-1]
-    plane = mask.reshape(rows, keys)
-    keep = np.tril(np.ones((rows, keys), bool), k=keys - rows)
-    return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
+def _causal(node: Node, v: Value, w: Value, rows: int) -> str:
+    """What the mask `v` (at a full cache) and `w` (the same at another past length) is: causal at
+    both lengths, or causal within the same sliding window of W keys at both (the window hides
+    nothing at a length of W keys or fewer), which the attention kernel's causal mode does at the
+    run-time key count; refused otherwise."""
+    planes = [np.asarray(m.data).reshape(rows, -1) for m in (v, w)]
+    seen = [causal_window(p) for p in planes]
+    windows = {s for s, p in zip(seen, planes) if s is not None and s < p.shape[1]}
+    window = min(windows) if windows else None
+    if len(windows) > 1 or any(s != (p.shape[1] if window is None else min(window, p.shape[1]))
+                               for s, p in zip(seen, planes)):
+        raise CompileError(f"{node.op_type} '{node.name}' adds a mask computed from the past's length that is "
+                           f"neither causal nor causal within one sliding window ('{v.name}'), while vkc's fixed "
+                           f"cache attends to the rows filled by those rules ({FIX}).")
+    return "causal mask" if window is None else f"causal mask, a sliding window of {window} keys"
 
 
-def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
+def _tabulate_positions(graph: Graph, capacity: int, rows: int, wide=None) -> None:
     """Values computed from position_ids and constants alone, read elsewhere (the rotary cos
     and sin), become Gathers of their rows for positions 0..N-1, computed here: no kernel
-    computes them (Cos, Sin), and float16 would not hold their angles."""
-    positions = next((v for v in graph.values() if v.producer is not None
-                      and v.producer.name == f"{POSITIONS}/from_position"), None)
-    if positions is None:
+    computes them (Cos, Sin), and float16 would not hold their angles. Where those nodes hold
+    shapes computed for the run's S positions (Cohere's repeat_interleave of the angles: an
+    Expand to S rows), the table comes from the same nodes of `wide()`, the graph built for a run
+    of N tokens."""
+    found = _from_positions(graph)
+    if found is None:
         return
-    lead = tuple(positions.shape[:-1])   # position_ids [1, S]; a counting Range [S]
-    derived, nodes = {id(positions)}, []
-    for node in graph.nodes:
-        present = [v for v in node.inputs if v is not None]
-        if present and any(id(v) in derived for v in present) and \
-                all(v.is_constant or id(v) in derived for v in present):
-            nodes.append(node)
-            derived |= {id(o) for o in node.outputs}
+    positions, nodes = found
     member = {id(n) for n in nodes}
     frontier = [o for n in nodes for o in n.outputs
                 if graph.is_output(o) or any(id(c) not in member for c in o.consumers)]
     if not frontier:
         return
-    table = _run(graph, nodes, positions, np.arange(capacity, dtype=np.int64).reshape(lead + (capacity,)))
+    lead = tuple(positions.shape[:-1])   # position_ids [1, S]; a counting Range [S]
+    table = _table(graph, nodes, positions, capacity, lead, frontier, wide)
     windows = [_run(graph, nodes, positions, (p + np.arange(rows, dtype=np.int64)).reshape(lead + (rows,)))
                for p in sorted({0, capacity - rows})]
     gathers, tables = [], []
@@ -362,6 +373,46 @@ def _tabulate_positions(graph: Graph, capacity: int, rows: int) -> None:
     at = kept.index(positions.producer) + 1
     graph.nodes = kept[:at] + gathers + kept[at:]
     graph.relink()
+
+
+def _from_positions(graph: Graph) -> tuple[Value, list[Node]] | None:
+    """The positions value (position + arange(S)) and the nodes computed from it and constants
+    alone, in graph order; None where the graph derives no positions."""
+    positions = next((v for v in graph.values() if v.producer is not None
+                      and v.producer.name == f"{POSITIONS}/from_position"), None)
+    if positions is None:
+        return None
+    derived, nodes = {id(positions)}, []
+    for node in graph.nodes:
+        present = [v for v in node.inputs if v is not None]
+        if present and any(id(v) in derived for v in present) and \
+                all(v.is_constant or id(v) in derived for v in present):
+            nodes.append(node)
+            derived |= {id(o) for o in node.outputs}
+    return positions, nodes
+
+
+def _table(graph: Graph, nodes: list[Node], positions: Value, capacity: int, lead: tuple, frontier: list[Value],
+           wide) -> dict[int, np.ndarray]:
+    """{id(v): v for positions 0..N-1} of each value of `frontier`, computed by `nodes`, or by
+    the nodes of the same names in wide() where `nodes` hold shapes of the run's S positions."""
+    feed = np.arange(capacity, dtype=np.int64).reshape(lead + (capacity,))
+    try:
+        return _run(graph, nodes, positions, feed)
+    except CompileError as exc:
+        if wide is None:
+            raise
+        refused = exc
+    try:
+        other = wide()
+        found = _from_positions(other)
+        env = _run(other, found[1], found[0], feed) if found and tuple(found[0].shape) == feed.shape else {}
+    except CompileError:
+        env = {}
+    by_name = {o.name: env[id(o)] for n in found[1] for o in n.outputs if id(o) in env} if env else {}
+    if any(v.name not in by_name for v in frontier):
+        raise refused
+    return {id(v): by_name[v.name] for v in frontier}
 
 
 def _run(graph: Graph, nodes: list[Node], positions: Value, feed: np.ndarray) -> dict[int, np.ndarray]:

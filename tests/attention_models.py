@@ -24,12 +24,14 @@ def causal_mask(sq: int, sk: int, fill: float = FMIN) -> np.ndarray:
 
 
 def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const=None,
-                   scale="div", k_transposed=True, out_transpose=False, nan_guard=False, opset=17):
+                   scale="div", k_transposed=True, out_transpose=False, nan_guard=False, softcap=None, opset=17):
     """Q [B,H,Sq,D], K [B,H,Sk,D] (Transposed in the graph) or Kᵀ [B,H,D,Sk] as inputs, V
     [B,H,Sk,DV]; scale "div" (scores / sqrt(D)), "mul" (scores * c), "pre" (Q and K each times
     D^-1/4 before the MatMul) or None; a mask graph input of mask_shape or a constant mask_const;
     out_transpose: the output Transposed to [B, Sq, H, DV]; nan_guard: Where(IsNaN(P), 0, P) on the
-    probabilities, as the TorchScript export of scaled_dot_product_attention writes."""
+    probabilities, as the TorchScript export of scaled_dot_product_attention writes; softcap: the
+    scaled scores soft-capped before the mask, as Gemma-2's eager attention writes it (Div by the
+    cap, Tanh, Mul by the cap)."""
     sk, dv = sk or sq, dv or d
     nodes, inits = [], []
     inputs = [tensor_info("q", [b, h, sq, d])]
@@ -53,6 +55,12 @@ def core_attention(b, h, sq, d, *, sk=None, dv=None, mask_shape=None, mask_const
         nodes.append(helper.make_node("Div" if scale == "div" else "Mul", [x, "scale"], ["scaled"],
                                       name="scale"))
         x = "scaled"
+    if softcap is not None:
+        inits.append(numpy_helper.from_array(np.array(softcap, np.float32), "cap"))
+        nodes += [helper.make_node("Div", [x, "cap"], ["capped_in"], name="cap_in"),
+                  helper.make_node("Tanh", ["capped_in"], ["capped_tanh"], name="cap_tanh"),
+                  helper.make_node("Mul", ["capped_tanh", "cap"], ["capped"], name="cap_out")]
+        x = "capped"
     if mask_shape is not None or mask_const is not None:
         if mask_const is not None:
             inits.append(numpy_helper.from_array(mask_const, "mask"))

@@ -1,12 +1,13 @@
 """Attention chains as exporters write them become one vkc.Attention node (lower/attention.py):
 
-    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [Add mask] -> [Add mask]
+    MatMul(Q, Kᵀ) -> [Mul|Div by a constant scalar] -> [soft-capping] -> [Add mask] -> [Add mask]
         -> Softmax(last axis) -> [Where(IsNaN(·), 0, ·)] -> MatMul(·, V)
 
 with the scale also taken where it is applied to Q or Kᵀ before the first MatMul (PyTorch's
 scaled_dot_product_attention export scales both by sqrt(scale), and guards the Softmax so that a
-row that sees no key gives 0, not NaN). The scores may be reshaped between the steps, and up to
-two additive terms each broadcast over them as strides: Swin's shifted windows add a relative
+row that sees no key gives 0, not NaN). Soft-capping is c * tanh(s / c) of the scaled scores s
+(Gemma-2's eager attention: Div by c, Tanh, Mul by c; attribute `softcap`). The scores may be
+reshaped between the steps, and up to two additive terms each broadcast over them as strides: Swin's shifted windows add a relative
 position bias [H, N, N] to the [B*nW, H, N, N] scores, view them as [B, nW, H, N, N], add the
 window mask [nW, 1, N, N] and view them back; the kernel reads the bias at stride 0 over the
 windows and the mask at stride 0 over the heads, every nW windows again (the same for every
@@ -20,7 +21,9 @@ parts no one stride walks: Swin's windows where move_row_transposes left the win
 after the qkv projection and its reverse before the output projection, a grid of windows of a
 grid of tokens each, read and written in image order. Every intermediate of the chain (scores,
 scaled scores, probabilities) must have no other reader; anything that does not fit leaves the
-chain as it is.
+chain as it is. A constant mask that is causal, or causal within a sliding window of the last W
+keys (Mistral's, Gemma-2's sliding layers), is the kernel's causal mode (attribute `window`): no
+mask read.
 
 Runs on ONNX nodes, after views (Reshapes are aliases) and before to_elementwise.
 """
@@ -108,6 +111,9 @@ def _leads_to_scores(graph: Graph, v: Value, reader: Node, steps: int = CHAIN_ST
         node = v.producer
         if is_onnx(node, "MatMul"):
             return True
+        if is_onnx(node, "Tanh"):   # soft-capping
+            v, reader = node.inputs[0], node
+            continue
         if is_onnx(node, "Add"):
             return any(x is not None and not x.is_constant and _leads_to_scores(graph, x, node, steps - 1)
                        for x in node.inputs)
@@ -336,15 +342,32 @@ def _head_split(found: dict, batch) -> list[int]:
 CAUSAL_MASKED = float(np.finfo(np.float32).min) / 2
 
 
-def _is_causal(mask: Value, sq: int, sk: int) -> bool:
-    """A constant mask, the same for every batch and head, of 0 for key k <= q + Sk - Sq and
-    masked above: the kernel's causal mode, which also skips the key blocks past the diagonal.
-    Every row keeps at least one key (Sk >= Sq), so no row turns from a uniform average to NaN."""
-    if not mask.is_constant or sk < sq or mask.size != sq * sk:
-        return False
-    plane = mask.data.reshape(sq, sk)
-    keep = np.tril(np.ones((sq, sk), bool), k=sk - sq)
-    return bool((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all())
+def causal_window(plane: np.ndarray) -> int | None:
+    """For a mask plane [SQ, SK] (SK >= SQ): 0 where the kernel's bottom-right causal rule sees
+    key k from query q (k <= q + SK - SQ), masked elsewhere, gives SK (no window); the same but
+    also masked at k <= q + SK - SQ - W (a sliding window of W keys, as transformers' sliding
+    attention: query position p sees keys p - W + 1 .. p) gives W < SK. None otherwise. Every
+    row keeps at least one key, so no row turns from a uniform average to NaN."""
+    sq, sk = plane.shape
+    if sk < sq:
+        return None
+    window = int((plane[-1] == 0).sum())
+    if window == 0:
+        return None
+    shift = sk - sq
+    keep = np.tril(np.ones((sq, sk), bool), k=shift) & ~np.tril(np.ones((sq, sk), bool), k=shift - window)
+    if not ((plane[keep] == 0).all() and (plane[~keep] <= CAUSAL_MASKED).all()):
+        return None
+    return window
+
+
+def _causal(mask: Value, sq: int, sk: int) -> int | None:
+    """A constant mask, the same for every batch and head, that the kernel's causal mode (with a
+    window where it has one: causal_window) gives without reading it, also skipping the key
+    blocks it masks whole: its window, SK where none; None if it is no such mask."""
+    if not mask.is_constant or mask.size != sq * sk:
+        return None
+    return causal_window(np.asarray(mask.data).reshape(sq, sk))
 
 
 def _addend_read(term: Value, at, full) -> tuple[list[int], dict] | None:
@@ -419,7 +442,8 @@ def _match(graph: Graph, softmax: Node):
 
     # Back from the softmax: additive masks, a scale, Q·Kᵀ, in the orders exporters write, the
     # scores reshaped between them. `addends`: each mask and the shape of the scores it is added to.
-    x, reader, scale, addends, qk = softmax.inputs[0], softmax, 1.0, [], None
+    # A Tanh between two scales is soft-capping (Gemma-2's scores: c * tanh(s / c)), before the masks.
+    x, reader, scale, addends, qk, softcap = softmax.inputs[0], softmax, 1.0, [], None, 0.0
     for _ in range(CHAIN_STEPS):
         if x.alias_of is not None:  # a reshape: _read_by checks its root is read through it alone
             x = x.alias_of
@@ -430,8 +454,13 @@ def _match(graph: Graph, softmax: Node):
         if is_onnx(node, "MatMul"):
             qk = node
             break
-        if is_onnx(node, "Add"):
-            if len(addends) == MAX_ADDENDS or scale != 1.0:  # a third mask; a mask the scale multiplies
+        if is_onnx(node, "Tanh"):
+            if softcap or scale <= 0.0:   # a second Tanh; no cap (c) multiplying it
+                return None
+            softcap, scale, chain = scale, 1.0, node.inputs[0]
+        elif is_onnx(node, "Add"):
+            # a third mask; a mask the scale multiplies; a mask inside the soft-capping
+            if len(addends) == MAX_ADDENDS or scale != 1.0 or softcap:
                 return None
             a, b = node.inputs
             chain, term = (a, b) if _leads_to_scores(graph, a, node) else (b, a)
@@ -441,7 +470,7 @@ def _match(graph: Graph, softmax: Node):
         else:
             chain = _variable_operand(node)
             factor = _scale_of(graph, node, chain) if chain is not None else None
-            if factor is None or scale != 1.0:
+            if factor is None or (scale != 1.0 and not softcap):
                 return None
             scale *= factor
         removed.append(node)
@@ -452,7 +481,7 @@ def _match(graph: Graph, softmax: Node):
     q, kt = qk.inputs
     q, q_scale = _unscale(graph, q, qk, removed)
     kt, k_scale = _unscale(graph, kt, qk, removed)
-    scale *= q_scale * k_scale
+    scale *= q_scale * k_scale * (softcap or 1.0)   # the kernel's score s: c * tanh(s / c)
     v = pv.inputs[1]
     if any(len(t.shape) != rank for t in (q, kt)) or not 2 <= len(v.shape) <= 4:
         return None
@@ -482,9 +511,9 @@ def _match(graph: Graph, softmax: Node):
     kv_group = groups["k"]
     if groups["v"] != kv_group:
         return None
-    causal = False
-    if len(addends) == 1 and _is_causal(addends[0][0], sq, sk):
-        causal, addends = True, []
+    causal, window = False, None
+    if len(addends) == 1 and (seen := _causal(addends[0][0], sq, sk)) is not None:
+        causal, addends, window = True, [], seen if seen < sk else None
     for name, (term, at) in zip(("mask", "bias"), addends):
         read = _addend_read(term, at, batch + [sq, sk])
         if read is None:
@@ -515,6 +544,10 @@ def _match(graph: Graph, softmax: Node):
                  layouts={name: (offset, strides) for name, (_, offset, strides)
                           in layouts.items()})
     attrs["layouts"]["out"] = (0, written[0])
+    if softcap:
+        attrs["softcap"] = softcap
+    if window is not None:
+        attrs["window"] = window
     if any(parts.values()):
         attrs["parts"] = {name: p for name, p in parts.items() if p}
     inputs = [layouts[n][0] for n in ("q", "k", "v")] + [mask] + ([None, bias] if bias is not None else [])

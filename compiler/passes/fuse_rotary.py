@@ -13,7 +13,10 @@ RotaryEmbedding with the tables' first halves (one pair of constants for every r
 same tables), from position 0 or at the gathered positions. Where x is the head split
 `Transpose(Reshape(p, [B, S, H, D]), [0, 2, 1, 3])` of a projection p, p itself is rotated
 ([B, S, H*D], num_heads H) and the head split moves after the rotation, where fuse_attention
-reads it as strides: no copy kernel for it.
+reads it as strides: no copy kernel for it. A rotation of the first r elements of each head
+x = Slice(X, 0:r), its result joined to the rest, Concat(y, Slice(X, r:D)) (partial_rotary_factor:
+StableLM, GPT-NeoX, Phi), is one rotation of X with rotary_embedding_dim r: no Slice or Concat
+copies, and the head split moves after it as above.
 
 Runs on ONNX nodes, before make_views.
 """
@@ -33,8 +36,33 @@ def fuse_rotary(graph: Graph) -> Graph:
     for add in [n for n in graph.nodes if is_onnx(n, "Add")]:
         match = _match(graph, add)
         if match is not None:
-            _rewrite(graph, add, *match, halves)
+            _rewrite(graph, add, *match, halves, _partial(graph, match[1], add.outputs[0], match[0]))
     return graph
+
+
+def _partial(graph: Graph, x: Value, y: Value, rotation: list[Node]) -> tuple[Value, Value, list[Node]] | None:
+    """(X, Y, [Slice, Slice, Concat]) where x = Slice(X, 0:r) of the last axis, read only by the
+    rotation, and its result y only by Y = Concat(y, Slice(X, r:D)) on the last axis: a rotation
+    of the first r elements of each head of X, the rest passed (StableLM's, GPT-NeoX's and Phi's
+    partial_rotary_factor)."""
+    cut = x.producer
+    picked = row_selection(graph, cut) if is_onnx(cut, "Slice") else None
+    inside = {id(n) for n in rotation}
+    if picked is None or len(picked[0].shape) != 4 or graph.is_output(x) or \
+            any(id(c) not in inside for c in x.consumers):
+        return None
+    whole, rows = picked
+    d = whole.shape[-1]
+    concat = graph.sole_consumer(y)
+    if rows.axis != 3 or rows.start != 0 or not is_onnx(concat, "Concat") or len(concat.inputs) != 2 or \
+            concat.inputs[0] is not y or concat.attrs.get("axis") % 4 != 3:
+        return None
+    rest = concat.inputs[1]
+    kept = row_selection(graph, rest.producer) if is_onnx(rest.producer, "Slice") else None
+    if kept is None or kept[0] is not whole or (kept[1].axis, kept[1].start, kept[1].stop) != (3, rows.stop, d) or \
+            graph.sole_consumer(rest) is not concat:
+        return None
+    return whole, concat.outputs[0], [cut, rest.producer, concat]
 
 
 def _half_of(graph: Graph, node: Node | None, x: Value, first: bool) -> bool:
@@ -139,9 +167,15 @@ def _head_split_of(graph: Graph, x: Value):
 
 
 def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.ndarray,
-             sin: np.ndarray, positions: Value | None, origin: tuple[Value, Value], halves: dict) -> None:
-    b, h, s, d = x.shape
+             sin: np.ndarray, positions: Value | None, origin: tuple[Value, Value], halves: dict,
+             partial: tuple[Value, Value, list[Node]] | None) -> None:
     y = add.outputs[0]
+    attrs = {"num_heads": x.shape[1]}
+    if partial is not None:   # the whole head rotated in its first r elements
+        attrs["rotary_embedding_dim"] = x.shape[-1]
+        x, y, passed = partial
+        removed = removed + passed
+    b, h, s, d = x.shape
     name = add.name
     tables = halves.setdefault((id(origin[0]), id(origin[1])), [_const(f"{name}/cos", cos), _const(f"{name}/sin", sin)])
     chosen = {id(n) for n in removed + [add]}
@@ -160,13 +194,13 @@ def _rewrite(graph: Graph, add: Node, removed: list[Node], x: Value, cos: np.nda
     split = _head_split_of(graph, x)
     if split is None:
         nodes = [Node("RotaryEmbedding", f"{name}/rotary", [x, start, *tables], [y],
-                      {"num_heads": h}, domain=MS, sources=sources)]
+                      attrs, domain=MS, sources=sources)]
     else:
         p, shape = split
         rotated = Value(f"{name}/rotated", p.dtype, p.shape)
         heads = Value(f"{name}/rotated_heads", p.dtype, (b, s, h, d))
         nodes = [Node("RotaryEmbedding", f"{name}/rotary", [p, start, *tables], [rotated],
-                      {"num_heads": h}, domain=MS, sources=sources),
+                      attrs, domain=MS, sources=sources),
                  Node("Reshape", f"{name}/split_heads", [rotated, shape], [heads], sources=sources),
                  Node("Transpose", f"{name}/heads_first", [heads], [y], {"perm": HEAD_SPLIT},
                       sources=sources)]

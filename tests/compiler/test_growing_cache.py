@@ -16,7 +16,8 @@ from compiler.errors import CompileError
 
 from tests.llm_models import tiny_llama
 
-LLAMA = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "llama_tiny_optimum.onnx"
+FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures"
+LLAMA = FIXTURES / "llama_tiny_optimum.onnx"
 DECODE = {"input_ids": [1, 1]}
 
 
@@ -113,19 +114,46 @@ def test_positions_from_the_past_length_refused():
     print(refused(model, "computed from the past's length"))
 
 
-def test_sliding_window_refused():
-    """A mask that also hides keys more than 3 rows back (a sliding window): not causal."""
-    model = llama()
+def _masked(model: onnx.ModelProto, nodes: list, kept: str) -> onnx.ModelProto:
+    """The causal mask also requires `kept` (a bool of the key and query positions), which
+    `nodes` compute from the LessOrEqual's key and query positions kv and q."""
     le = node(model, "/model/LessOrEqual")
-    kv, q = le.input
-    model.graph.initializer.append(helper.make_tensor("window", TensorProto.INT64, [], [3]))
-    model.graph.node.extend([
-        helper.make_node("Sub", [q, "window"], ["oldest"], name="oldest"),
-        helper.make_node("Greater", [kv, "oldest"], ["recent"], name="recent"),
-        helper.make_node("And", [le.output[0], "recent"], ["windowed"], name="windowed")])
-    read_instead(model, "/model/Cast_5", le.output[0], "windowed")
+    model.graph.node.extend(nodes(*le.input) + [helper.make_node("And", [le.output[0], kept], ["masked"],
+                                                                  name="masked")])
+    read_instead(model, "/model/Cast_5", le.output[0], "masked")
     _sort(model)
-    print(refused(model, r"adds a mask computed from the past's length that is not causal"))
+    return model
+
+
+def sliding_window(model: onnx.ModelProto, window: int) -> onnx.ModelProto:
+    """Each query sees its last `window` keys (transformers' sliding attention: kv > q - window)."""
+    model.graph.initializer.append(helper.make_tensor("window", TensorProto.INT64, [], [window]))
+    return _masked(model, lambda kv, q: [helper.make_node("Sub", [q, "window"], ["oldest"], name="oldest"),
+                                         helper.make_node("Greater", [kv, "oldest"], ["recent"], name="recent")],
+                   "recent")
+
+
+@pytest.mark.parametrize("rows", [4, 1])
+def test_sliding_window(rows):
+    """A mask that also hides the keys 3 or more rows back (a sliding window of 3 keys, Mistral's
+    and Gemma-2's sliding layers) at a full cache, and nothing at a past of 1 row, where the
+    window hides nothing: the attention's causal mode with a window of 3 keys, counted from the
+    run-time key count (the tokens: tests/models/test_optimum.py, Mistral)."""
+    _, graph, _, _ = lower_model(sliding_window(llama(), 3), input_shapes={"input_ids": [1, rows]},
+                                 target="lavapipe", max_context=16)
+    attention = [n for n in graph.nodes if n.op_type == "vkc.Attention"]
+    assert len(attention) == 2 and all(n.attrs["causal"] and n.attrs["window"] == 3 for n in attention)
+
+
+def test_mask_neither_causal_nor_a_window_refused():
+    """A mask that also hides the first key from every query: no window hides the same keys at
+    both past lengths."""
+    model = llama()
+    model.graph.initializer.append(helper.make_tensor("first", TensorProto.INT64, [], [0]))
+    model = _masked(model, lambda kv, q: [helper.make_node("Greater", [kv, "first"], ["later"], name="later")],
+                    "later")
+    print(refused(model, r"adds a mask computed from the past's length that is neither causal nor causal within "
+                         r"one sliding window"))
 
 
 def test_past_read_elsewhere_refused():
@@ -144,6 +172,20 @@ def test_positions_not_row_wise_refused():
     model.graph.node.insert(0, helper.make_node("CumSum", ["position_ids", "seq_axis"], ["summed"], name="summed"))
     read_instead(model, "/model/rotary_emb/Unsqueeze_1", "position_ids", "summed")
     refused(model, "computed from position_ids but not one row per position")
+
+
+@pytest.mark.parametrize("rows", [4, 1])
+def test_angles_shaped_for_the_run(rows):
+    """Cohere's export repeats each rotary angle for its pair (repeat_interleave) through an Expand
+    to the run's S rows, a shape its nodes cannot compute N rows with: the cos and sin come from the
+    same nodes of the graph built for a run of N tokens, tables of N rows gathered at the run's
+    positions (the logits: tests/models/test_optimum.py)."""
+    _, graph, _, _ = lower_model(FIXTURES / "cohere_tiny_optimum.onnx", input_shapes={"input_ids": [1, rows]},
+                                 target="lavapipe", max_context=16)
+    assert not {"Cos", "Sin", "Expand"} & {n.op_type for n in graph.nodes}
+    tables = [n for n in graph.nodes if n.name.endswith("/by_position")]
+    assert len(tables) == 2 and all(n.inputs[0].shape == (1, 1, 16, 16) and n.inputs[1].shape == (rows,)
+                                    for n in tables)
 
 
 def test_max_context_values_refused():

@@ -1,11 +1,14 @@
 """Decoders as optimum exports them (tests/models/fixtures/make_optimum.py: tiny Llama, sdpa and
-eager, Qwen2, Phi-3 and Gemma; past_key_values in, present = Concat(past, new) out) compiled with
+eager, Qwen2, Phi-3, Gemma, Mistral, Qwen3, Gemma-2, sdpa and eager, Gemma-3, Granite, OLMo, OLMo-2,
+StableLM, GPT-NeoX, Phi, SmolLM3, GPT-2, OPT, Falcon and Cohere; past_key_values in, present =
+Concat(past, new) out) compiled with
 max_context to a fixed cache kept as state (compiler/growing_cache.py): Model.generate's greedy
 tokens equal onnxruntime's own loop over the same file, fed the growing past as optimum feeds it;
 logits at every step; a float16 cache; the command line."""
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from tests.harness import assert_close
@@ -21,31 +24,51 @@ CONTEXT = 160   # past 64 keys: decode steps and the prefill chunk take split-KV
 VARIANTS = [{"input_ids": [1, 4]}, {"input_ids": [1, 1]}]
 
 
+def kv_heads(path: Path) -> int:
+    """The K/V heads of the export's caches (2 where the family groups query heads, else 4)."""
+    past = next(i for i in onnx.load(path, load_external_data=False).graph.input if i.name.startswith("past_"))
+    return past.type.tensor_type.shape.dim[1].dim_value
+
+
 @pytest.mark.parametrize("name, target", [("llama_tiny_optimum", "lavapipe"), ("llama_tiny_optimum_eager", "lavapipe"),
                                           ("qwen2_tiny_optimum", "lavapipe"), ("phi3_tiny_optimum", "lavapipe"),
-                                          ("phi3_tiny_optimum", "generic")])
+                                          ("phi3_tiny_optimum", "generic"), ("mistral_tiny_optimum", "lavapipe"),
+                                          ("qwen3_tiny_optimum", "lavapipe"), ("granite_tiny_optimum", "lavapipe"),
+                                          ("olmo_tiny_optimum", "lavapipe"), ("stablelm_tiny_optimum", "lavapipe"),
+                                          ("gpt_neox_tiny_optimum", "lavapipe"), ("phi_tiny_optimum", "lavapipe")])
 def test_greedy_tokens_equal_onnxruntime(name, target):
     """Model.generate's greedy tokens equal onnxruntime's loop (the generic profile: the GPUs'
-    decode kernels)."""
+    decode kernels). Mistral's sliding window of 8 keys hides keys from the ninth token on."""
     path = FIXTURES / f"{name}.onnx"
     bundle = compile_model(path, variants=VARIANTS, target=target, max_context=CONTEXT)
     want = OnnxruntimeLoop(path).greedy(PROMPT, STEPS)
     assert len(set(want)) > 3  # the loop is no constant token
     with load(bundle) as model:
         assert [t.name for t in model.inputs] == ["input_ids", "position"]
-        assert [s.shape for s in model.state] == [(1, 2, CONTEXT, 16)] * 4
+        assert [s.shape for s in model.state] == [(1, kv_heads(path), CONTEXT, 16)] * 4
         assert list(model.generate(PROMPT, STEPS)) == want
 
 
 @pytest.mark.parametrize("name, target", [("llama_tiny_optimum", "lavapipe"), ("gemma_tiny_optimum", "lavapipe"),
-                                          ("llama_tiny_optimum", "generic"), ("gemma_tiny_optimum", "generic")])
+                                          ("llama_tiny_optimum", "generic"), ("gemma_tiny_optimum", "generic"),
+                                          ("gemma2_tiny_optimum", "lavapipe"), ("gemma2_tiny_optimum_eager", "lavapipe"),
+                                          ("gemma2_tiny_optimum_eager", "generic"), ("gemma3_tiny_optimum", "lavapipe"),
+                                          ("olmo2_tiny_optimum", "lavapipe"),
+                                          ("smollm3_tiny_optimum", "lavapipe"), ("gpt2_tiny_optimum", "lavapipe"),
+                                          ("opt_tiny_optimum", "lavapipe"), ("falcon_tiny_optimum", "lavapipe"),
+                                          ("cohere_tiny_optimum", "lavapipe")])
 def test_logits_and_cache_every_step(name, target):
     """A prompt of 7 in chunks of 4, 1, 1, 1, then decode steps: logits and the cache's filled
     rows against onnxruntime's logits and present at every run. Gemma's export takes no
     position_ids (it counts them from the past's length), and its library-init greedy loop is
     one token over and over, so its logits are what is compared. The generic profile runs the
     GPUs' decode kernels (GEMV products that add the residual in their store and RMS-normalize
-    their input as they read it)."""
+    their input as they read it). The other families here repeat one or two tokens too: Gemma-2
+    (a sliding window of 8 keys every other layer; the eager export also soft-caps the scores, which
+    the CLI's sdpa export leaves out), Gemma-3 (a sliding layer whose rotary has another base than the
+    full layer's), OLMo-2, SmolLM3 (no rotary in its second layer), GPT-2 and
+    OPT (learned positions), Falcon (one K/V head) and Cohere (interleaved rotary pairs, whose
+    angles the export repeats to the run's length)."""
     path = FIXTURES / f"{name}.onnx"
     bundle = compile_model(path, variants=VARIANTS, target=target, max_context=CONTEXT)
     ref = OnnxruntimeLoop(path)

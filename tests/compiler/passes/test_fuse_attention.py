@@ -284,6 +284,38 @@ def test_offset_causal_mask():
     assert not fused(np.ascontiguousarray(causal_mask(6, 4).transpose(0, 1, 3, 2)))
 
 
+@pytest.mark.parametrize("target", ["lavapipe", "generic"])
+def test_constant_sliding_window_mask(target):
+    """A constant causal mask that also hides the keys 3 or more rows back (transformers' sliding
+    attention, Mistral's) is the kernel's causal mode with a window of 3 keys: no mask read, and
+    the result onnxruntime's; one that also hides a key inside the window stays an added mask."""
+    mask = causal_mask(4, 9)
+    mask[..., np.triu(np.ones((4, 9), bool), k=9 - 4 - 2) == 0] = np.finfo(np.float32).min
+    model = core_attention(1, 2, 4, 8, sk=9, mask_const=mask)
+    [node] = run_passes(fold_constants(to_ir(model))).nodes
+    assert node.attrs["causal"] and node.attrs["window"] == 3 and node.input(3) is None
+    feeds = random_feeds(model, 0)
+    got = run_bundle(compile_model(model, target=target), feeds)[0]["y"]
+    np.testing.assert_allclose(got, run_onnxruntime(model, feeds)["y"], rtol=1e-5, atol=1e-6)
+    mask[..., -1, -2] = np.finfo(np.float32).min
+    [node] = run_passes(fold_constants(to_ir(core_attention(1, 2, 4, 8, sk=9, mask_const=mask)))).nodes
+    assert not node.attrs["causal"] and "window" not in node.attrs and node.input(3) is not None
+
+
+@pytest.mark.parametrize("target", ["lavapipe", "generic"])
+@pytest.mark.parametrize("scale", ["mul", "pre"])
+def test_soft_capped_scores(target, scale):
+    """Scores scaled, then soft-capped at 0.5 (Div, Tanh, Mul: Gemma-2's eager attention), then a
+    causal mask: one node whose kernel caps the scaled scores, as onnxruntime computes them."""
+    model = core_attention(1, 2, 5, 8, scale=scale, softcap=0.5, mask_const=causal_mask(5, 5))
+    [node] = run_passes(fold_constants(to_ir(model))).nodes
+    assert node.attrs["softcap"] == pytest.approx(0.5) and node.attrs["scale"] == pytest.approx(8 ** -0.5)
+    assert node.attrs["causal"] and node.input(3) is None
+    feeds = random_feeds(model, 0)
+    got = run_bundle(compile_model(model, target=target), feeds)[0]["y"]
+    np.testing.assert_allclose(got, run_onnxruntime(model, feeds)["y"], rtol=1e-5, atol=1e-6)
+
+
 def test_reshape_dims_as_numpy():
     """A reshaped strided view's dims address the elements numpy's reshape holds, in its order;
     where numpy reshapes without a copy they are one part each, at numpy's strides; where it

@@ -103,6 +103,45 @@ def test_other_forms_stay(kw):
     check_against_onnxruntime(model, target="lavapipe")
 
 
+def _partial_rope_model(rot: int, passed_read_elsewhere=False):
+    """p [B, S, H*D] -> head split X -> Concat(rotation of X[..., :rot], X[..., rot:]), as
+    transformers' StableLM, GPT-NeoX and Phi export their partial rotary."""
+    freqs = np.outer(np.arange(S), 1.0 / 10000 ** (np.arange(0, rot, 2) / rot)).astype(np.float32)
+    angles = np.concatenate([freqs, freqs], axis=-1)[None, None]
+    ints = dict(zero=0, half=rot // 2, rot=rot, end=D, last=-1)
+    inits = [numpy_helper.from_array(np.cos(angles), "cos"), numpy_helper.from_array(np.sin(angles), "sin"),
+             numpy_helper.from_array(np.array([B, S, H, D], np.int64), "heads"),
+             *(numpy_helper.from_array(np.array([v], np.int64), k) for k, v in ints.items())]
+    nodes = [helper.make_node("Reshape", ["p", "heads"], ["p4"], name="reshape"),
+             helper.make_node("Transpose", ["p4"], ["whole"], perm=[0, 2, 1, 3], name="transpose"),
+             helper.make_node("Slice", ["whole", "zero", "rot", "last"], ["x"], name="rotated_part"),
+             helper.make_node("Slice", ["whole", "rot", "end", "last"], ["passed"], name="passed_part"),
+             helper.make_node("Slice", ["x", "zero", "half", "last"], ["x1"], name="slice1"),
+             helper.make_node("Slice", ["x", "half", "rot", "last"], ["x2"], name="slice2"),
+             *ROTATE_HALF[2:],
+             helper.make_node("Concat", ["y", "passed"], ["out"], axis=-1, name="join")]
+    outputs = [tensor_info("out", [B, H, S, D])] + ([tensor_info("passed", None)] if passed_read_elsewhere else [])
+    return make_model(helper.make_graph(nodes, "rope", [tensor_info("p", [B, S, H * D])], outputs,
+                                        initializer=inits))
+
+
+def test_partial_rotation_is_one_kernel():
+    """A rotation of each head's first 4 of 8 elements, the rest concatenated after it: one rotary
+    kernel of the whole head with rotary_embedding_dim 4, no Slice or Concat; where the passed
+    part is read elsewhere too, the rotation of the part stays a kernel of its own. Both as
+    onnxruntime computes them."""
+    model = _partial_rope_model(4)
+    graph = run_passes(fold_constants(to_ir(model)))
+    [rotary] = [n for n in graph.nodes if n.op_type == "RotaryEmbedding"]
+    assert rotary.attrs["rotary_embedding_dim"] == 4 and not {"Slice", "Concat"} & {n.op_type for n in graph.nodes}
+    check_against_onnxruntime(model, target="lavapipe")
+    check_against_onnxruntime(model, target="generic", precision="fp16", rtol_l2=1e-2, rtol=1e-2, atol=1e-2)
+    model = _partial_rope_model(4, passed_read_elsewhere=True)
+    graph = run_passes(fold_constants(to_ir(model)))
+    assert all("rotary_embedding_dim" not in n.attrs for n in graph.nodes if n.op_type == "RotaryEmbedding")
+    check_against_onnxruntime(model, target="lavapipe")
+
+
 def test_packed_projection_read_in_place():
     """Llama's Q, K and V projections become one product; one rotary kernel a layer reads Q's and
     K's columns of it in place (their rotations share the tables and the start) and the
