@@ -5,6 +5,7 @@ cooperative matrices emulated, the H200 with them (benchmarks/gpu/coopmat.py che
 test_attention.py runs the other attention kernels here."""
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -48,6 +49,13 @@ VARIANTS = {
 }
 
 
+@functools.cache
+def variant(name):
+    """(bundle, attention kernel) of VARIANTS[name], compiled once for the module's tests."""
+    model, target = VARIANTS[name]
+    return attention_kernel(model, target)
+
+
 def _validates(bundle):
     r = read_bundle(bundle)
     for module, spirv in zip(r.manifest["modules"], r.spirv):
@@ -57,8 +65,7 @@ def _validates(bundle):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_variant_passes_spirv_val(name):
-    model, target = VARIANTS[name]
-    bundle, kernel = attention_kernel(model, target)
+    bundle, kernel = variant(name)
     assert kernel.template == "attention_coopmat", name
     req = _validates(bundle).manifest["requirements"]
     assert "VK_KHR_cooperative_matrix" in req["extensions"]
@@ -70,7 +77,7 @@ def test_every_variant_passes_spirv_val(name):
 def test_mask_and_store_variants_validate(mask_kind, out):
     """An int32 key-padding mask (onnxruntime's contrib attention) and a float32 store (the
     output's Cast absorbed) on the padded BERT kernel."""
-    _, kernel = attention_kernel(VARIANTS["bert-b1-padding"][0])
+    _, kernel = variant("bert-b1-padding")
     params = dict(kernel.params, mask_kind=mask_kind,
                   TO=kernel.params["T"] if out == "float16" else TYPES[out])
     source = codegen.render(replace(kernel, params=params))
@@ -81,8 +88,8 @@ def test_mask_and_store_variants_validate(mask_kind, out):
 
 def test_variants_cover_the_template():
     seen = set()
-    for model, target in VARIANTS.values():
-        p = attention_kernel(model, target)[1].params
+    for name in VARIANTS:
+        p = variant(name)[1].params
         seen |= {("WQ", p["WQ"]), ("BK", p["BK"]), ("prefetch", p["PREFETCH"]),
                  ("mask", p["mask_kind"]), ("causal", p["causal"]), ("lanes", p["SUBGROUP"] // 16)}
     for want in [("WQ", 1), ("WQ", 2), ("WQ", 4), ("BK", 64), ("BK", 32), ("prefetch", True),
@@ -94,16 +101,16 @@ def test_variants_cover_the_template():
 def test_workgroups_and_block_keys():
     """Four subgroups a workgroup where that still gives a quarter of min_workgroups workgroups,
     else fewer; a shorter key block where head size 128 leaves no room for 64 keys."""
-    def tiles(model):
-        p = attention_kernel(model)[1].params
+    def tiles(name):
+        p = variant(name)[1].params
         return p["WQ"], p["BK"], p["PREFETCH"]
-    assert tiles(VARIANTS["vit-b8"][0]) == (4, 64, True)
-    assert tiles(VARIANTS["bert-b8-full-mask"][0]) == (4, 64, True)
-    assert tiles(VARIANTS["vit-b1"][0]) == (2, 64, False)
-    assert tiles(VARIANTS["bert-b1-padding"][0]) == (1, 64, False)
-    assert tiles(VARIANTS["causal-d128-b8"][0]) == (2, 32, False)
-    for model, target in VARIANTS.values():
-        kernel = attention_kernel(model, target)[1]
+    assert tiles("vit-b8") == (4, 64, True)
+    assert tiles("bert-b8-full-mask") == (4, 64, True)
+    assert tiles("vit-b1") == (2, 64, False)
+    assert tiles("bert-b1-padding") == (1, 64, False)
+    assert tiles("causal-d128-b8") == (2, 32, False)
+    for name, (_, target) in VARIANTS.items():
+        kernel = variant(name)[1]
         assert kernel.shared_memory_bytes == declared_shared_bytes(codegen.render(kernel))
         assert kernel.shared_memory_bytes <= target.max_shared_memory
 

@@ -4,6 +4,7 @@ holding one is refused by name; test_coopmat_emulation.py checks the kernels' nu
 cooperative matrices emulated, the H200 with them (benchmarks/gpu/coopmat.py)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -116,10 +117,15 @@ VARIANTS = {
 }
 
 
+@functools.cache
+def variant(name):
+    """(bundle, cooperative-matrix kernels) of VARIANTS[name], compiled once for the module's tests."""
+    return coopmat_kernels(*VARIANTS[name])
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_every_variant_passes_spirv_val(name):
-    model, target = VARIANTS[name]
-    bundle, kernels = coopmat_kernels(model, target)
+    bundle, kernels = variant(name)
     assert kernels, f"{name}: no cooperative-matrix kernel"
     spirv_validate(bundle)
     req = read_bundle(bundle).manifest["requirements"]
@@ -129,8 +135,8 @@ def test_every_variant_passes_spirv_val(name):
 
 def test_variants_cover_the_template():
     seen = set()
-    for model, target in VARIANTS.values():
-        for k in coopmat_kernels(model, target)[1]:
+    for name in VARIANTS:
+        for k in variant(name)[1]:
             p = k.params
             seen |= {("A", p["A_MAJOR"], p["A_VEC"]), ("B", p["B_MAJOR"], p["B_VEC"]),
                      ("aligned", p["aligned"]), ("split", p["split_k"]), ("b_mode", p["b_mode"]),
