@@ -10,11 +10,14 @@ with two shape variants (batch 1 and 2) and run at both.
 Tolerances (the test suite's, tests/harness.py): fp32: rel L2 <= 1e-4 and every element
 |got - ref| <= atol + rtol*|ref| with rtol 1e-3, atol 1e-4 * max|ref|; fp16 (inputs and outputs
 float32, storage float16) against the fp32 reference: rel L2 <= 1e-2 (the per-element ratio at
-rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged). The reference's own spread, onnxruntime
-with its graph optimizations on against off (another order of the same float32 sums), is
-recorded too: where it passes the fp32 limit, the model amplifies rounding past what any float32
-implementation can meet, and fp32 is judged on rel L2 <= twice that spread; an element's fp32
-atol is at least twice the largest |difference| of an element between those two runs. Where that
+rtol 1e-2, atol 1e-3 * max|ref| is recorded, not judged). The reference's own spread is
+recorded too, the larger of two: onnxruntime with its graph optimizations on against off (another
+order of the same float32 sums), and onnxruntime on the model with every float32 weight one
+float32 step away, up or down at random (a rounding as large as one float32 operation's, which
+the first misses where onnxruntime's optimizations leave the arithmetic as it was). Where it
+passes the fp32 limit, the model amplifies rounding past what any float32 implementation can
+meet, and fp32 is judged on rel L2 <= twice that spread; an element's fp32 atol is at least
+twice the largest |difference| of an element between those runs. Where that
 spread reaches ILL_CONDITIONED (float32's rounding alone moves the reference by fp16's whole
 tolerance), a result outside tolerance is "ill-conditioned", not "wrong": the reference does not
 determine the answer to that tolerance, for vkc or any other implementation. An element that is
@@ -33,7 +36,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from recipe import make_feed  # this folder (run as a script)
+from tools.zoo.recipe import make_feed  # the vkc checkout on PYTHONPATH, as tests.harness below
 from tests.harness import close_problem, close_stats  # the suite's comparison, from the vkc checkout on PYTHONPATH
 
 RTOL_L2 = {"fp32": 1e-4, "fp16": 1e-2}
@@ -68,6 +71,39 @@ def element_spreads(a: list, b: list) -> list:
         finite = np.isfinite(x) & np.isfinite(y) if x.dtype.kind == "f" else np.zeros(0, bool)
         spreads.append(float(np.abs(x[finite].astype(np.float64) - y[finite]).max()) if finite.any() else 0.0)
     return spreads
+
+
+def weights_one_step_away(model: onnx.ModelProto, seed: int) -> dict:
+    """Every float32 initializer of the main graph with each finite, nonzero element moved to
+    the next float32 up or down at random (seeded; one that would leave the finite range stays),
+    as OrtValues for SessionOptions.add_initializer: the weights as another float32 rounding
+    would have left them. Scalars stay (an epsilon, a constant the graph compares with)."""
+    rng = np.random.default_rng(seed)
+    moved = {}
+    for t in model.graph.initializer:
+        if t.data_type != onnx.TensorProto.FLOAT:
+            continue
+        a = onnx.numpy_helper.to_array(t)
+        if a.size < 2:
+            continue
+        with np.errstate(over="ignore"):  # the largest finite value stepped up: kept below
+            step = np.nextafter(a, np.where(rng.integers(0, 2, a.shape) == 1, np.inf, -np.inf).astype(np.float32))
+        keep = (a == 0) | ~np.isfinite(a) | ~np.isfinite(step)
+        moved[t.name] = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(np.where(keep, a, step)))
+    return moved
+
+
+def run_with_weights_one_step_away(onnx_path: Path, model: onnx.ModelProto, seed: int, feeds: list) -> list:
+    """onnxruntime's outputs for each feed with weights_one_step_away in place of the weights,
+    its graph optimizations off (compare with a run of the model as it is, optimizations off: with
+    them on, onnxruntime takes a Conv's weights from the model, not from add_initializer)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    stepped = weights_one_step_away(model, seed)
+    for name, value in stepped.items():
+        so.add_initializer(name, value)
+    session = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
+    return [session.run(None, f) for f in feeds]
 
 
 def agreeing_nonfinite_as_zero(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -135,10 +171,15 @@ def check(onnx_path: Path, recipe: dict, seed: int, configs=CONFIGS) -> dict:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     plain = ort.InferenceSession(str(onnx_path), so, providers=["CPUExecutionProvider"])
     plains = [plain.run(None, f) for f in feeds]
-    spreads = [spread(p, r) for p, r in zip(plains, refs)]
-    moved = [element_spreads(p, r) for p, r in zip(plains, refs)]
+    steps = run_with_weights_one_step_away(onnx_path, model, seed, feeds)
+    optimization_spreads = [spread(p, r) for p, r in zip(plains, refs)]
+    weight_spreads = [spread(s, p) for s, p in zip(steps, plains)]
+    spreads = [max(a, b) for a, b in zip(optimization_spreads, weight_spreads)]
+    moved = [[max(a, b) for a, b in zip(element_spreads(p, r), element_spreads(s, p))]
+             for p, s, r in zip(plains, steps, refs)]
     result = {"configs": {}, "batches": list(batches), "nodes": len(model.graph.node),
-              "reference_spread": max(spreads)}
+              "reference_spread": max(spreads), "optimization_spread": max(optimization_spreads),
+              "weight_step_spread": max(weight_spreads)}
     for precision, target in configs:
         key = f"{precision}/{target}"
         row = result["configs"][key] = {}

@@ -247,9 +247,10 @@ def write(work: Path, vkc: Path, doc: Path, previous: Path | None = None, export
              "(`tests/models/fixtures/exports/`, `tools/zoo/make_fixtures.py`) run in CI as "
              "`tests/models/test_exports.py`.", "",
              "Tolerances: fp32: rel L2 <= 1e-4 and every element |got - ref| <= atol + rtol*|ref|, "
-             "rtol 1e-3, atol 1e-4 * max|ref| (or twice the most an element of onnxruntime's own result moves "
-             "between its graph optimizations on and off, where that is more); where its result moves "
-             "by more than the rel L2 limit (a model that amplifies rounding: " + SPREAD_TEXT
+             "rtol 1e-3, atol 1e-4 * max|ref| (or twice the most an element of onnxruntime's own result moves, "
+             "where that is more: between its graph optimizations on and off, or with every float32 weight "
+             "one float32 step away, up or down at random, a rounding as large as one float32 operation's); "
+             "where its result moves by more than the rel L2 limit (a model that amplifies rounding: " + SPREAD_TEXT
              + "), rel L2 <= twice that spread, which the table states. fp16 (float16 storage, float32 "
              "inputs and outputs) against the fp32 reference: rel L2 <= 1e-2.", "",
              "A model's status at a precision is the worst over its targets: **wrong** (ran, outside "
