@@ -70,11 +70,17 @@ def lower_gather_block_quantized(node, target):
         raise CompileError(f"{where}: zero_points '{zp.name}' are {np.dtype(zp.dtype).name}, "
                            f"data {dtype}; they must have one type.")
     # Zero points a row: uint8 packs whole bytes per row, int4 / uint4 rows pack continuously.
-    zp_row = -(-blocks * bits // 8) * 8 // bits if dtype == "uint8" else blocks
+    zp_row = zero_point_row(blocks, bits) if dtype == "uint8" else blocks
     return dequantize_rows(node, target, data=data, scales=scales, zero_points=zp, y=y, idx=idx,
                            rows=rows, k=k, row_stride=k, bits=bits, block=block,
                            zp_row=zp_row, signed=dtype == "int4",
                            default_zp=2 ** (bits - 1) if dtype == "uint8" else 0)
+
+
+def zero_point_row(blocks: int, bits: int) -> int:
+    """The zero points a row holds where rows of them are packed in whole bytes (uint8): its
+    blocks' rounded up to a byte."""
+    return -(-blocks * bits // 8) * 8 // bits
 
 
 def dequantize_rows(node, target, *, data, scales, zero_points, y, idx, rows: int, k: int,

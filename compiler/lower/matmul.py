@@ -377,18 +377,17 @@ def _coopmat_params(target, a, b, c, M, N, K, strides, b_mode, batches, b_row, p
     # Each operand keeps its global layout in shared memory: contiguous along its inner dim.
     a_rows = strides["SA_K"] == 1
     b_rows = b_mode == "im2col" or (b_mode != "packed" and strides["SB_N"] == 1)
-    # Loads of 8 (16 bytes), 4 or 1 elements along the contiguous dim, as its strides allow.
-    def vec(contiguous, other, extent, batch):
+    # Loads of 8 (16 bytes), 4 or 1 elements along the contiguous dim, as its strides allow (and
+    # `offset`, where a pair's second product starts, so that no load straddles the two).
+    def vec(contiguous, other, extent, batch, offset=0):
         return next(v for v in (8, 4, 1) if v <= target.coopmat_load and (v == 1 or (
-            strides[contiguous] == 1 and extent % v == 0 and strides[other] % v == 0
+            strides[contiguous] == 1 and extent % v == 0 and strides[other] % v == 0 and offset % v == 0
             and all(strides[b] % v == 0 for b in batch))))
     a_vec = vec("SA_K", "SA_M", K, a_batch) if a_rows else vec("SA_M", "SA_K", M, a_batch)
-    b_vec = 1 if b_mode == "im2col" else 32 // packed_bits if b_mode == "packed" else \
-        vec("SB_N", "SB_K", b_row, b_batch) if b_rows else vec("SB_K", "SB_N", K, b_batch)
-    if b_vec not in (1, 4, 8):
+    if b_mode == "packed" and packed_bits not in (4, 8):   # a fetch is one word: 8 or 4 weights
         return None
-    while pair and b_rows and b_vec > 1 and (pair % b_vec or N % b_vec):   # a vector within one product
-        b_vec //= 2 if b_vec == 8 else 4
+    b_vec = 1 if b_mode == "im2col" else 32 // packed_bits if b_mode == "packed" else \
+        vec("SB_N", "SB_K", b_row, b_batch, pair) if b_rows else vec("SB_K", "SB_N", K, b_batch)
     def shared_bytes(bm, bn, bk, wm, wn):
         a_tile = (bm * (bk + COOPMAT_PAD) if a_rows else bk * (bm + COOPMAT_PAD))
         b_tile = (bk * (bn + COOPMAT_PAD) if b_rows else bn * (bk + COOPMAT_PAD))

@@ -32,7 +32,7 @@ from ..errors import CompileError
 from ..registry import FLOATS
 from ..shapes import prod
 from ..ir import Value
-from .gather_block_quantized import dequantize_rows
+from .gather_block_quantized import dequantize_rows, zero_point_row
 from .kernel import Kernel, buffer_view, register, unsupported_dtype
 from .layernorm import normalized_first
 from ..memory import ALIGNMENT
@@ -277,11 +277,16 @@ def _row_parts(node, b, scales, zero_points, n: int, k: int, dtype, paired) -> l
     return parts
 
 
-def _gemm_strides(k: int, row_elements: int, row_stride: int) -> dict:
-    """A prompt's GEMM strides: A [M, K], B = Wᵀ read from W's rows (row_elements apart), Y's rows
-    row_stride apart."""
-    return dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
-                SA_M=k, SA_K=1, SB_K=1, SB_N=row_elements, SC_M=row_stride, SC_N=1)
+def _prompt_gemm(node, target, *, a, b, y, m, k, columns, row_elements, row_stride, out_shape, paired, **packed):
+    """The GEMM of a prompt's product: A [M, K] by B = Wᵀ read from W's rows (row_elements
+    apart), Y's rows row_stride apart; `packed`: tiled_matmul's packed and b_mode, where B is W
+    as it is packed. None where no kernel fits (a pair the kernel cannot compute, packed weights
+    off tensor cores)."""
+    strides = dict(SA_B0=0, SA_B1=0, SB_B0=0, SB_B1=0, SC_B0=0, SC_B1=0,
+                   SA_M=k, SA_K=1, SB_K=1, SB_N=row_elements, SC_M=row_stride, SC_N=1)
+    return tiled_matmul(node, target, a=a, b=b, c=y, M=m, N=columns, K=k, batch0=1, batch1=1, strides=strides,
+                        coords="matmul", out_shape=out_shape, paired=paired,
+                        rows_per_batch=out_shape[-2] if m > out_shape[-2] else None, **packed)
 
 
 def _packed_gemm(node, target, *, a, b, scales, zero_points, y, m, k, n, bits, block_size, out_shape, paired):
@@ -292,11 +297,10 @@ def _packed_gemm(node, target, *, a, b, scales, zero_points, y, m, k, n, bits, b
     blocks = -(-k // block_size)
     columns = paired or n
     packed = dict(scales=scales, zero_points=buffer_view(zero_points) if zero_points is not None else None,
-                  bits=bits, block=block_size, blocks=blocks, zp_row=-(-blocks * bits // 8) * 8 // bits)
-    return tiled_matmul(node, target, a=a, b=buffer_view(b), c=y, M=m, N=columns, K=k, batch0=1, batch1=1,
-                        strides=_gemm_strides(k, blocks * block_size, columns), coords="matmul",
-                        out_shape=out_shape, paired=paired, packed=packed, b_mode="packed",
-                        rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
+                  bits=bits, block=block_size, blocks=blocks, zp_row=zero_point_row(blocks, bits))
+    return _prompt_gemm(node, target, a=a, b=buffer_view(b), y=y, m=m, k=k, columns=columns,
+                        row_elements=blocks * block_size, row_stride=columns, out_shape=out_shape, paired=paired,
+                        packed=packed, b_mode="packed")
 
 
 def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n, bits, block_size, out_shape,
@@ -309,17 +313,15 @@ def _dequantized_gemm(node, target, *, a, b, scales, zero_points, w, y, m, k, n,
     (`paired` each), computed together where the GEMM kernel can (the cooperative-matrix one);
     None where it cannot."""
     columns = paired or n
-    gemm = tiled_matmul(node, target, a=a, b=w, c=y, M=m, N=columns, K=k, batch0=1, batch1=1,
-                        strides=_gemm_strides(k, k, row_stride or columns),
-                        coords="matmul", out_shape=out_shape, paired=paired,
-                        rows_per_batch=out_shape[-2] if m > out_shape[-2] else None)
+    gemm = _prompt_gemm(node, target, a=a, b=w, y=y, m=m, k=k, columns=columns, row_elements=k,
+                        row_stride=row_stride or columns, out_shape=out_shape, paired=paired)
     if gemm is None:
         return None
     blocks = -(-k // block_size)
     dequantize = dequantize_rows(node, target, data=b, scales=scales, zero_points=zero_points,
                                  y=w, idx=None, rows=n, k=k, row_stride=blocks * block_size,
                                  bits=bits, block=block_size,
-                                 zp_row=-(-blocks * bits // 8) * 8 // bits, signed=False,
+                                 zp_row=zero_point_row(blocks, bits), signed=False,
                                  default_zp=2 ** (bits - 1))
     return dequantize + gemm
 
